@@ -1,0 +1,35 @@
+// FileStore: a store over a local directory. Reads are positioned reads (pread) completed inline on
+// the calling thread; Put writes a temporary file and renames it into place, so readers never see a
+// partial value.
+#pragma once
+
+#include <string>
+
+#include "store/store.h"
+
+namespace zarrstream {
+
+class FileStore final : public Store {
+ public:
+  // `root` is a local directory path (it need not exist yet for writing).
+  explicit FileStore(std::string root);
+
+  const std::string& url() const override { return url_; }
+  Future<uint64_t> Read(std::string_view key, std::span<const ByteRange> ranges,
+                        std::span<ByteBuffer> outs) override;
+  Result<std::vector<KeyInfo>> List(std::string_view prefix) override;
+  Result<DirectoryListing> ListDirectory(std::string_view prefix) override;
+  Status Put(std::string_view key, std::span<const std::byte> value) override;
+
+  const std::string& root() const { return root_; }
+
+ private:
+  Result<uint64_t> ReadSync(std::string_view key, std::span<const ByteRange> ranges,
+                            std::span<ByteBuffer> outs);
+  std::string PathOf(std::string_view key) const;
+
+  std::string root_;  // without trailing '/'
+  std::string url_;
+};
+
+}  // namespace zarrstream

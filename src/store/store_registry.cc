@@ -1,0 +1,71 @@
+#include "store/store_registry.h"
+
+#include <map>
+#include <mutex>
+
+#include "store/file_store.h"
+#include "store/memory_store.h"
+
+namespace zarrstream {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, StoreFactory, std::less<>> factories;
+  std::map<std::string, std::shared_ptr<Store>, std::less<>> memory_stores;
+};
+
+Registry& GetRegistry() {
+  static Registry* registry = [] {
+    auto* r = new Registry;  // never destroyed: stores may be opened during static destruction
+    r->factories["file"] = [](std::string_view url) -> Result<std::shared_ptr<Store>> {
+      return std::shared_ptr<Store>(std::make_shared<FileStore>(std::string(SplitScheme(url).second)));
+    };
+    r->factories["memory"] = [r](std::string_view url) -> Result<std::shared_ptr<Store>> {
+      std::string name(SplitScheme(url).second);
+      std::lock_guard<std::mutex> lock(r->mutex);
+      auto it = r->memory_stores.find(name);
+      if (it == r->memory_stores.end()) {
+        it = r->memory_stores.emplace(name, std::make_shared<MemoryStore>(name)).first;
+      }
+      return it->second;
+    };
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace
+
+std::pair<std::string_view, std::string_view> SplitScheme(std::string_view url) {
+  size_t pos = url.find("://");
+  if (pos == std::string_view::npos) return {"", url};
+  return {url.substr(0, pos), url.substr(pos + 3)};
+}
+
+void RegisterStoreScheme(std::string scheme, StoreFactory factory) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.factories[std::move(scheme)] = std::move(factory);
+}
+
+Result<std::shared_ptr<Store>> OpenStore(std::string_view url) {
+  if (url.empty()) return InvalidArgumentError("empty store URL");
+  auto [scheme, rest] = SplitScheme(url);
+  if (scheme.empty()) return std::shared_ptr<Store>(std::make_shared<FileStore>(std::string(url)));
+  Registry& r = GetRegistry();
+  StoreFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.factories.find(scheme);
+    if (it == r.factories.end()) {
+      return UnsupportedError("no store backend for URL scheme '" + std::string(scheme) +
+                              "://' (in '" + std::string(scheme) + "://...')");
+    }
+    factory = it->second;
+  }
+  return factory(url);  // outside the lock: factories may lock the registry themselves
+}
+
+}  // namespace zarrstream
