@@ -41,8 +41,18 @@ struct ChunkRepresentation {
 };
 
 // Per-thread reusable buffers for decoding. Not thread-safe: one per worker.
+// Ownership of levels: a CodecChain uses the buffers of the scratch it is given; a codec the chain
+// hands that scratch to uses only scratch->nested() (and deeper), so no two users share a buffer.
 struct CodecScratch {
   ByteBuffer buffers[4];
+
+  CodecScratch& nested() {
+    if (!nested_) nested_ = std::make_unique<CodecScratch>();
+    return *nested_;
+  }
+
+ private:
+  std::unique_ptr<CodecScratch> nested_;
 };
 
 class ArrayToArrayCodec {

@@ -106,7 +106,7 @@ Result<uint64_t> FileStore::ReadSync(std::string_view key, std::span<const ByteR
 Result<std::vector<KeyInfo>> FileStore::List(std::string_view prefix) {
   std::vector<KeyInfo> keys;
   if (!prefix.empty()) ZS_RETURN_IF_ERROR(ValidateKey(prefix));
-  std::filesystem::path base = prefix.empty() ? std::filesystem::path(root_) : PathOf(prefix);
+  std::filesystem::path base = prefix.empty() ? std::filesystem::path(root_) : std::filesystem::path(PathOf(prefix));
   std::error_code ec;
   if (!std::filesystem::is_directory(base, ec)) return keys;
   std::filesystem::recursive_directory_iterator it(base, ec), end;
@@ -124,7 +124,7 @@ Result<std::vector<KeyInfo>> FileStore::List(std::string_view prefix) {
 Result<DirectoryListing> FileStore::ListDirectory(std::string_view prefix) {
   DirectoryListing listing;
   if (!prefix.empty()) ZS_RETURN_IF_ERROR(ValidateKey(prefix));
-  std::filesystem::path base = prefix.empty() ? std::filesystem::path(root_) : PathOf(prefix);
+  std::filesystem::path base = prefix.empty() ? std::filesystem::path(root_) : std::filesystem::path(PathOf(prefix));
   std::error_code ec;
   if (!std::filesystem::is_directory(base, ec)) return listing;
   for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {

@@ -1,0 +1,50 @@
+# zarrstream: `make demo` runs the main job, `make test` runs every test. Both set everything up.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BUILD_DIR := build/release
+JOBS ?= $(shell nproc)
+
+.PHONY: all build deps venv test test-cpp test-python demo bench format tidy clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(VENV)/.requirements-stamp: requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+venv: deps $(VENV)/.requirements-stamp
+
+# Builds the library, CLI, C++ tests and Python module (incrementally, in $(BUILD_DIR)) and
+# installs the package and the `zarrstream` command into $(VENV).
+build: venv
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation --no-deps .
+
+test: build test-cpp test-python
+
+test-cpp:
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+test-python:
+	$(PY) -m pytest -q
+
+demo: build
+	$(PY) examples/demo.py
+
+bench: build
+	$(PY) bench/read_bench.py
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+tidy: build
+	clang-tidy -p $(BUILD_DIR) --quiet $$(git ls-files 'src/*.cc' | grep -v _test.cc)
+
+clean:
+	rm -rf build

@@ -1,0 +1,38 @@
+"""zarrstream: stream Zarr datacubes into training batches.
+
+>>> import zarrstream
+>>> a = zarrstream.open_array("era5.zarr/temperature")
+>>> a.shape, a.dtype, a.dims
+>>> field = a[0]            # numpy, decoded in parallel in C++
+"""
+
+from ._array import Array, Group, open_array, open_group
+from .errors import (
+    ConfigError,
+    CorruptChunkError,
+    InternalError,
+    InvalidArgumentError,
+    MetadataError,
+    NotFoundError,
+    StorageError,
+    UnsupportedError,
+    ZarrstreamError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array",
+    "Group",
+    "open_array",
+    "open_group",
+    "ZarrstreamError",
+    "MetadataError",
+    "UnsupportedError",
+    "NotFoundError",
+    "CorruptChunkError",
+    "StorageError",
+    "ConfigError",
+    "InvalidArgumentError",
+    "InternalError",
+]

@@ -1,0 +1,57 @@
+#include "array/node_metadata_io.h"
+
+#include "metadata/v2_metadata.h"
+#include "metadata/v3_metadata.h"
+
+namespace zarrstream {
+
+std::string NodeUrl(const Store& store, std::string_view path) {
+  if (path.empty()) return store.url();
+  return store.url() + "/" + std::string(path);
+}
+
+Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path) {
+  const std::string where = NodeUrl(store, path);
+  ZS_ASSIGN_OR_RETURN(auto v3, store.ReadIfExists(JoinKey(path, "zarr.json")));
+  if (v3) {
+    ZS_ASSIGN_OR_RETURN_CTX(NodeMetadata node, ParseV3Metadata(v3->view()),
+                            "reading " + where + "/zarr.json");
+    return node;
+  }
+  ZS_ASSIGN_OR_RETURN(auto zattrs, store.ReadIfExists(JoinKey(path, ".zattrs")));
+  std::optional<std::string_view> attrs;
+  if (zattrs) attrs = zattrs->view();
+  ZS_ASSIGN_OR_RETURN(auto zarray, store.ReadIfExists(JoinKey(path, ".zarray")));
+  if (zarray) {
+    ZS_ASSIGN_OR_RETURN_CTX(ArrayMetadata array, ParseV2ArrayMetadata(zarray->view(), attrs),
+                            "reading " + where + "/.zarray");
+    return NodeMetadata(std::move(array));
+  }
+  ZS_ASSIGN_OR_RETURN(auto zgroup, store.ReadIfExists(JoinKey(path, ".zgroup")));
+  ZS_ASSIGN_OR_RETURN(auto zmetadata, store.ReadIfExists(JoinKey(path, ".zmetadata")));
+  if (!zgroup && !zmetadata) {
+    return NotFoundError("no Zarr array or group at " + where +
+                         " (none of zarr.json, .zarray, .zgroup found)");
+  }
+  GroupMetadata group;
+  group.zarr_format = 2;
+  if (zgroup) {
+    ZS_ASSIGN_OR_RETURN_CTX(group, ParseV2GroupMetadata(zgroup->view(), attrs),
+                            "reading " + where + "/.zgroup");
+  }
+  if (zmetadata) {
+    ZS_ASSIGN_OR_RETURN_CTX(auto consolidated, ParseV2ConsolidatedMetadata(zmetadata->view()),
+                            "reading " + where + "/.zmetadata");
+    if (!zgroup) {
+      auto root = consolidated.find("");
+      if (root != consolidated.end() && std::holds_alternative<GroupMetadata>(root->second)) {
+        group = std::get<GroupMetadata>(root->second);
+      }
+    }
+    consolidated.erase("");
+    group.consolidated = std::make_shared<const ConsolidatedMetadata>(std::move(consolidated));
+  }
+  return NodeMetadata(std::move(group));
+}
+
+}  // namespace zarrstream

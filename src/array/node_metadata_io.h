@@ -1,0 +1,20 @@
+// Reading node metadata from a store: v3 zarr.json first, then v2 .zarray/.zgroup (+ .zattrs,
+// + .zmetadata for groups).
+#pragma once
+
+#include <string_view>
+
+#include "metadata/array_metadata.h"
+#include "store/store.h"
+
+namespace zarrstream {
+
+// Loads the metadata of the node at `path` ("" for the store root). A missing node is kNotFound
+// ("no Zarr array or group at ..."). For v2 groups, a .zmetadata beside .zgroup is parsed into
+// GroupMetadata::consolidated (paths relative to the group).
+Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path);
+
+// `url` of the store joined with `path`.
+std::string NodeUrl(const Store& store, std::string_view path);
+
+}  // namespace zarrstream

@@ -1,0 +1,56 @@
+// CodecChain: a prepared v3 codec pipeline (array→array*, array→bytes, bytes→bytes*) for one chunk
+// representation. Built once when an array is opened; then decodes chunks from any number of threads.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "codec/codec.h"
+#include "metadata/array_metadata.h"
+
+namespace zarrstream {
+
+class ShardingCodec;
+
+class CodecChain {
+ public:
+  // Prepares `specs` for chunks of `decoded`. Errors name the codec that could not be prepared.
+  static Result<std::shared_ptr<const CodecChain>> Make(std::span<const CodecSpec> specs,
+                                                        const ChunkRepresentation& decoded);
+
+  const ChunkRepresentation& decoded_representation() const { return decoded_; }
+
+  // Decodes one whole chunk into `out` (decoded_representation().num_bytes(), C order, native
+  // endian). When the chain allows it (no array→array codecs, an identity array→bytes codec) the
+  // last bytes→bytes codec decompresses straight into `out`. Thread-safe; `scratch` is the caller's.
+  Status Decode(std::span<const std::byte> encoded, std::span<std::byte> out,
+                CodecScratch* scratch) const;
+
+  // Encodes one whole chunk (decoded_representation().num_bytes() bytes) into `out`.
+  Status Encode(std::span<const std::byte> decoded, ByteBuffer* out) const;
+
+  // The encoded size when it does not depend on the values (e.g. [bytes, crc32c]).
+  std::optional<uint64_t> encoded_size() const;
+
+  // The sharding codec when the chain is exactly [sharding_indexed], so reads can fetch a shard's
+  // index and then only the inner chunks they need. Null otherwise.
+  const ShardingCodec* sharding() const { return sharding_; }
+
+  // The chain as zarr.json's "codecs" list.
+  nlohmann::json ToJson() const;
+
+ private:
+  CodecChain() = default;
+
+  ChunkRepresentation decoded_;
+  std::vector<std::unique_ptr<ArrayToArrayCodec>> array_to_array_;
+  std::unique_ptr<ArrayToBytesCodec> array_to_bytes_;
+  std::vector<std::unique_ptr<BytesToBytesCodec>> bytes_to_bytes_;
+  // The decoded size of each bytes→bytes codec, when fixed (index i: input of codec i's encode).
+  std::vector<std::optional<uint64_t>> bytes_sizes_;
+  const ShardingCodec* sharding_ = nullptr;
+};
+
+}  // namespace zarrstream

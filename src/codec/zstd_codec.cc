@@ -1,0 +1,179 @@
+#include "codec/zstd_codec.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <string>
+
+#include "codec/codec_configuration.h"
+#include "codec/decoded_size.h"
+
+namespace zarrstream {
+namespace {
+
+constexpr std::string_view kName = "zstd";
+
+struct DCtxDeleter {
+  void operator()(ZSTD_DCtx* dctx) const { ZSTD_freeDCtx(dctx); }
+};
+struct CCtxDeleter {
+  void operator()(ZSTD_CCtx* cctx) const { ZSTD_freeCCtx(cctx); }
+};
+
+// One context per thread: a context holds ~100 KiB of tables and window state that would otherwise
+// be allocated and freed for every chunk.
+ZSTD_DCtx* ThreadDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx(ZSTD_createDCtx());
+  return dctx.get();
+}
+
+ZSTD_CCtx* ThreadCCtx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, CCtxDeleter> cctx(ZSTD_createCCtx());
+  return cctx.get();
+}
+
+Status ZstdError(std::string_view what, size_t code) {
+  return CorruptChunkError(std::string(kName) + ": " + std::string(what) + ": " +
+                           ZSTD_getErrorName(code));
+}
+
+class ZstdCodec final : public BytesToBytesCodec {
+ public:
+  ZstdCodec(int level, bool checksum) : level_(level), checksum_(checksum) {}
+
+  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+                ByteBuffer* decoded) const override {
+    if (expected_size) {
+      decoded->Resize(*expected_size);
+      return DecodeExact(encoded, decoded->span());
+    }
+    return DecodeUnknownSize(encoded, decoded);
+  }
+
+  Status DecodeInto(std::span<const std::byte> encoded, std::span<std::byte> decoded,
+                    CodecScratch* /*scratch*/) const override {
+    return DecodeExact(encoded, decoded);
+  }
+
+  Status Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const override {
+    ZSTD_CCtx* cctx = ThreadCCtx();
+    if (cctx == nullptr) return InternalError("zstd: cannot allocate a compression context");
+    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    size_t rc = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level_);
+    if (!ZSTD_isError(rc)) rc = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, checksum_);
+    // Readers (ours and nvCOMP's) size their output from the frame header.
+    if (!ZSTD_isError(rc)) rc = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    if (ZSTD_isError(rc)) {
+      return InternalError(std::string("zstd: setting parameters: ") + ZSTD_getErrorName(rc));
+    }
+    encoded->Resize(ZSTD_compressBound(decoded.size()));
+    size_t n = ZSTD_compress2(cctx, encoded->data(), encoded->size(), decoded.data(),
+                              decoded.size());
+    if (ZSTD_isError(n)) {
+      return InternalError(std::string("zstd: compression failed: ") + ZSTD_getErrorName(n));
+    }
+    encoded->Resize(n);
+    return Status::Ok();
+  }
+
+  nlohmann::json ToJson() const override {
+    return CodecJson(kName, {{"level", level_}, {"checksum", checksum_}});
+  }
+
+ private:
+  // Decodes into exactly `out`: one call that handles every frame in `encoded`.
+  static Status DecodeExact(std::span<const std::byte> encoded, std::span<std::byte> out) {
+    if (encoded.empty()) return CorruptChunkError("zstd: empty input is not a zstd frame");
+    // A header that declares a larger frame fails before any work, with the sizes in the message.
+    unsigned long long first = ZSTD_getFrameContentSize(encoded.data(), encoded.size());
+    if (first == ZSTD_CONTENTSIZE_ERROR) {
+      return CorruptChunkError("zstd: not a zstd frame, or its header is truncated");
+    }
+    if (first != ZSTD_CONTENTSIZE_UNKNOWN && first > out.size()) {
+      return CorruptChunkError("zstd: frame decodes to " + std::to_string(first) +
+                               " bytes, expected " + std::to_string(out.size()));
+    }
+    ZSTD_DCtx* dctx = ThreadDCtx();
+    if (dctx == nullptr) return InternalError("zstd: cannot allocate a decompression context");
+    size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), encoded.data(), encoded.size());
+    if (ZSTD_isError(n)) {
+      if (ZSTD_getErrorCode(n) == ZSTD_error_dstSize_tooSmall) {
+        return DecodedSizeTooLarge(kName, out.size());
+      }
+      return ZstdError("corrupt or truncated data", n);
+    }
+    if (n != out.size()) return DecodedSizeMismatch(kName, n, out.size());
+    return Status::Ok();
+  }
+
+  static Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) {
+    if (encoded.empty()) return CorruptChunkError("zstd: empty input is not a zstd frame");
+    unsigned long long total = ZSTD_findDecompressedSize(encoded.data(), encoded.size());
+    if (total == ZSTD_CONTENTSIZE_ERROR) {
+      return CorruptChunkError("zstd: not a sequence of valid zstd frames");
+    }
+    if (total != ZSTD_CONTENTSIZE_UNKNOWN) {
+      if (total > kMaxUnknownDecodedSize) {
+        return CorruptChunkError("zstd: frames declare " + std::to_string(total) +
+                                 " bytes, more than the limit of " +
+                                 std::to_string(kMaxUnknownDecodedSize));
+      }
+      decoded->Resize(total);
+      return DecodeExact(encoded, decoded->span());
+    }
+    // Some frame has no content size: stream, growing the output as data appears, so memory
+    // follows what the input really holds rather than what a header claims.
+    ZSTD_DCtx* dctx = ThreadDCtx();
+    if (dctx == nullptr) return InternalError("zstd: cannot allocate a decompression context");
+    ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+    uint64_t capacity = std::min<uint64_t>(
+        kMaxUnknownDecodedSize, std::max<uint64_t>(ZSTD_DStreamOutSize(), 4 * encoded.size()));
+    decoded->Resize(capacity);
+    ZSTD_inBuffer input{encoded.data(), encoded.size(), 0};
+    ZSTD_outBuffer output{decoded->data(), decoded->size(), 0};
+    while (true) {
+      size_t rc = ZSTD_decompressStream(dctx, &output, &input);
+      if (ZSTD_isError(rc)) {
+        ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+        return ZstdError("corrupt data", rc);
+      }
+      if (rc == 0 && input.pos == input.size) break;
+      if (output.pos == output.size) {
+        if (capacity >= kMaxUnknownDecodedSize) {
+          ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+          return CorruptChunkError("zstd: data decodes to more than the limit of " +
+                                   std::to_string(kMaxUnknownDecodedSize) + " bytes");
+        }
+        capacity = std::min(kMaxUnknownDecodedSize, capacity * 2);
+        decoded->Resize(capacity);
+        output.dst = decoded->data();
+        output.size = capacity;
+        continue;
+      }
+      if (input.pos == input.size) {
+        ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+        return CorruptChunkError("zstd: truncated frame");
+      }
+    }
+    decoded->Resize(output.pos);
+    return Status::Ok();
+  }
+
+  int level_;
+  bool checksum_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BytesToBytesCodec>> MakeZstdCodec(
+    const nlohmann::json& configuration, const ChunkRepresentation& /*array_representation*/) {
+  ZS_ASSIGN_OR_RETURN(CodecConfiguration config,
+                      CodecConfiguration::Parse(kName, configuration, {"level", "checksum"}));
+  ZS_ASSIGN_OR_RETURN(std::optional<int64_t> level,
+                      config.Integer("level", ZSTD_minCLevel(), ZSTD_maxCLevel()));
+  ZS_ASSIGN_OR_RETURN(std::optional<bool> checksum, config.Boolean("checksum"));
+  return std::unique_ptr<BytesToBytesCodec>(
+      new ZstdCodec(static_cast<int>(level.value_or(0)), checksum.value_or(false)));
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,677 @@
+// Zarr v3 zarr.json parsing and writing.
+//
+// Strictness follows the spec's extension rules: a field this parser does not know is an error
+// unless the document says it may be ignored ("must_understand": false), because guessing at an
+// extension's meaning could return wrong data silently.
+#include "metadata/v3_metadata.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "metadata/float16.h"
+#include "metadata/metadata_parsing.h"
+
+namespace zarrstream {
+namespace {
+
+using nlohmann::json;
+
+// The bit patterns the spec's "NaN" stands for: the canonical quiet NaN of each width.
+constexpr uint16_t kFloat16NaN = 0x7e00;
+constexpr uint32_t kFloat32NaN = 0x7fc00000;
+constexpr uint64_t kFloat64NaN = 0x7ff8000000000000;
+
+constexpr size_t kMaxQuotedKeyLength = 64;
+
+constexpr std::array<std::string_view, 11> kArrayFields = {
+    "zarr_format", "node_type",       "shape",           "data_type",
+    "chunk_grid",  "chunk_key_encoding", "fill_value",   "codecs",
+    "attributes",  "dimension_names", "storage_transformers"};
+constexpr std::array<std::string_view, 4> kGroupFields = {"zarr_format", "node_type", "attributes",
+                                                          "consolidated_metadata"};
+
+// A key from the document, shortened for use in an error message.
+std::string QuotedKey(std::string_view key) {
+  if (key.size() <= kMaxQuotedKeyLength) return std::string(key);
+  return std::string(key.substr(0, kMaxQuotedKeyLength)) + "...";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fill values. Helpers return plain messages; ParseV3FillValue names the field.
+
+// Appends the low `size` bytes of `bits` in native byte order.
+void AppendBits(uint64_t bits, size_t size, std::vector<std::byte>* out) {
+  auto append = [out](auto value) {
+    std::array<std::byte, sizeof(value)> bytes;
+    std::memcpy(bytes.data(), &value, sizeof(value));
+    out->insert(out->end(), bytes.begin(), bytes.end());
+  };
+  switch (size) {
+    case 1: append(static_cast<uint8_t>(bits)); break;
+    case 2: append(static_cast<uint16_t>(bits)); break;
+    case 4: append(static_cast<uint32_t>(bits)); break;
+    default: append(bits); break;
+  }
+}
+
+// Reads `size` bytes of native byte order as an unsigned integer.
+uint64_t ReadBits(const std::byte* data, size_t size) {
+  switch (size) {
+    case 1: {
+      uint8_t v;
+      std::memcpy(&v, data, 1);
+      return v;
+    }
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, data, 2);
+      return v;
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, data, 4);
+      return v;
+    }
+    default: {
+      uint64_t v;
+      std::memcpy(&v, data, 8);
+      return v;
+    }
+  }
+}
+
+uint64_t CanonicalNaNBits(size_t size) {
+  switch (size) {
+    case 2: return kFloat16NaN;
+    case 4: return kFloat32NaN;
+    default: return kFloat64NaN;
+  }
+}
+
+uint64_t InfinityBits(size_t size, bool negative) {
+  uint64_t sign = negative ? uint64_t{1} << (8 * size - 1) : 0;
+  switch (size) {
+    case 2: return sign | 0x7c00;
+    case 4: return sign | 0x7f800000;
+    default: return sign | 0x7ff0000000000000;
+  }
+}
+
+std::string_view FloatTypeName(size_t size) {
+  switch (size) {
+    case 2: return "float16";
+    case 4: return "float32";
+    default: return "float64";
+  }
+}
+
+// "0x" followed by exactly 2 * size hex digits: the value's bit pattern, most significant first.
+std::optional<uint64_t> ParseHexBits(std::string_view text, size_t size) {
+  if (text.size() != 2 + 2 * size || text.substr(0, 2) != "0x") return std::nullopt;
+  uint64_t bits = 0;
+  for (char c : text.substr(2)) {
+    int digit = 0;
+    if (c >= '0' && c <= '9') {
+      digit = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      digit = c - 'A' + 10;
+    } else {
+      return std::nullopt;
+    }
+    bits = (bits << 4) | static_cast<uint64_t>(digit);
+  }
+  return bits;
+}
+
+std::string FormatHexBits(uint64_t bits, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string text = "0x";
+  for (int shift = static_cast<int>(8 * size) - 4; shift >= 0; shift -= 4) {
+    text += kDigits[(bits >> shift) & 0xf];
+  }
+  return text;
+}
+
+// Rounds a double to float32 bits. Converting a double beyond float's range is undefined
+// behaviour in C++, so out-of-range values are handled here: those that round to FLT_MAX
+// (below FLT_MAX + half an ulp, 2^103) are clamped, the rest are errors.
+std::optional<uint32_t> DoubleToFloat32Bits(double value) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  const double overflow_threshold = kMax + std::ldexp(1.0, 103);
+  if (std::isnan(value)) return kFloat32NaN;
+  if (std::isinf(value)) return static_cast<uint32_t>(InfinityBits(4, value < 0));
+  if (std::fabs(value) >= overflow_threshold) return std::nullopt;
+  float rounded = std::fabs(value) > kMax ? std::copysign(std::numeric_limits<float>::max(),
+                                                          static_cast<float>(value > 0 ? 1 : -1))
+                                          : static_cast<float>(value);
+  return std::bit_cast<uint32_t>(rounded);
+}
+
+// One floating-point value (a float fill value or a complex part) in any spec form, as the bits of
+// a `size`-byte IEEE float.
+Result<uint64_t> ParseFloatBits(const json& value, size_t size) {
+  const std::string_view type_name = FloatTypeName(size);
+  if (value.is_string()) {
+    const std::string& text = value.get_ref<const std::string&>();
+    if (text == "NaN") return CanonicalNaNBits(size);
+    if (text == "Infinity") return InfinityBits(size, false);
+    if (text == "-Infinity") return InfinityBits(size, true);
+    if (text.starts_with("0x")) {
+      std::optional<uint64_t> bits = ParseHexBits(text, size);
+      if (!bits) {
+        return MetadataError("hex value " + DescribeJson(value) + " for " +
+                             std::string(type_name) + " must be \"0x\" and exactly " +
+                             std::to_string(2 * size) + " hex digits");
+      }
+      return *bits;
+    }
+  } else if (value.is_number()) {
+    const double number = value.get<double>();
+    switch (size) {
+      case 2: {
+        uint16_t bits = DoubleToFloat16Bits(number);
+        if (std::isfinite(number) && (bits & 0x7fff) == 0x7c00) break;
+        return bits;
+      }
+      case 4: {
+        std::optional<uint32_t> bits = DoubleToFloat32Bits(number);
+        if (!bits) break;
+        return *bits;
+      }
+      default:
+        return std::bit_cast<uint64_t>(number);
+    }
+    return MetadataError("value " + DescribeJson(value) + " is out of range for " +
+                         std::string(type_name));
+  }
+  return MetadataError("expected a number, \"NaN\", \"Infinity\", \"-Infinity\" or a hex string "
+                       "for " + std::string(type_name) + ", got " + DescribeJson(value));
+}
+
+struct IntegerRange {
+  int64_t min;
+  uint64_t max;
+};
+
+IntegerRange RangeOf(DataType type) {
+  switch (type) {
+    case DataType::kInt8: return {INT8_MIN, INT8_MAX};
+    case DataType::kInt16: return {INT16_MIN, INT16_MAX};
+    case DataType::kInt32: return {INT32_MIN, INT32_MAX};
+    case DataType::kInt64: return {INT64_MIN, INT64_MAX};
+    case DataType::kUInt8: return {0, UINT8_MAX};
+    case DataType::kUInt16: return {0, UINT16_MAX};
+    case DataType::kUInt32: return {0, UINT32_MAX};
+    default: return {0, UINT64_MAX};
+  }
+}
+
+// The integer's two's complement bits (truncated to the type's size by AppendBits).
+Result<uint64_t> ParseIntegerBits(const json& value, DataType type) {
+  const std::string type_name(DataTypeName(type));
+  if (!value.is_number_integer()) {
+    return MetadataError("expected an integer for " + type_name + ", got " + DescribeJson(value));
+  }
+  const IntegerRange range = RangeOf(type);
+  // nlohmann stores non-negative literals as unsigned and negative ones as signed.
+  if (!value.is_number_unsigned() && value.get<int64_t>() < 0) {
+    const int64_t v = value.get<int64_t>();
+    if (v >= range.min) return static_cast<uint64_t>(v);
+  } else {
+    const uint64_t v = value.is_number_unsigned() ? value.get<uint64_t>()
+                                                  : static_cast<uint64_t>(value.get<int64_t>());
+    if (v <= range.max) return v;
+  }
+  return MetadataError("value " + DescribeJson(value) + " is out of range for " + type_name);
+}
+
+Result<std::vector<std::byte>> ParseFillValueBytes(const json& value, DataType type) {
+  std::vector<std::byte> bytes;
+  bytes.reserve(DataTypeSize(type));
+  if (type == DataType::kBool) {
+    if (!value.is_boolean()) return MetadataError("expected true or false, got " + DescribeJson(value));
+    AppendBits(value.get<bool>() ? 1 : 0, 1, &bytes);
+  } else if (IsSignedInteger(type) || IsUnsignedInteger(type)) {
+    ZS_ASSIGN_OR_RETURN(uint64_t bits, ParseIntegerBits(value, type));
+    AppendBits(bits, DataTypeSize(type), &bytes);
+  } else if (IsFloatingPoint(type)) {
+    ZS_ASSIGN_OR_RETURN(uint64_t bits, ParseFloatBits(value, DataTypeSize(type)));
+    AppendBits(bits, DataTypeSize(type), &bytes);
+  } else {
+    const size_t part_size = DataTypeComponentSize(type);
+    if (!value.is_array() || value.size() != 2) {
+      return MetadataError("expected [real, imaginary] for " + std::string(DataTypeName(type)) +
+                           ", got " + DescribeJson(value));
+    }
+    ZS_ASSIGN_OR_RETURN_CTX(uint64_t real, ParseFloatBits(value[0], part_size), "real part");
+    ZS_ASSIGN_OR_RETURN_CTX(uint64_t imag, ParseFloatBits(value[1], part_size), "imaginary part");
+    AppendBits(real, part_size, &bytes);
+    AppendBits(imag, part_size, &bytes);
+  }
+  return bytes;
+}
+
+json FloatBitsToJson(uint64_t bits, size_t size) {
+  double value = 0;
+  switch (size) {
+    case 2: value = Float16BitsToDouble(static_cast<uint16_t>(bits)); break;
+    case 4: value = std::bit_cast<float>(static_cast<uint32_t>(bits)); break;
+    default: value = std::bit_cast<double>(bits); break;
+  }
+  if (std::isnan(value)) {
+    // "NaN" means the canonical NaN; any other payload or sign is kept exactly as a hex pattern.
+    return bits == CanonicalNaNBits(size) ? json("NaN") : json(FormatHexBits(bits, size));
+  }
+  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
+  return value;
+}
+
+json FillValueToJson(std::vector<std::byte> bytes, DataType type) {
+  // A hand-built model may carry the wrong number of bytes; missing ones read as zero.
+  bytes.resize(DataTypeSize(type));
+  if (type == DataType::kBool) return bytes[0] != std::byte{0};
+  if (IsSignedInteger(type)) {
+    const uint64_t bits = ReadBits(bytes.data(), bytes.size());
+    switch (type) {
+      case DataType::kInt8: return static_cast<int8_t>(bits);
+      case DataType::kInt16: return static_cast<int16_t>(bits);
+      case DataType::kInt32: return static_cast<int32_t>(bits);
+      default: return static_cast<int64_t>(bits);
+    }
+  }
+  if (IsUnsignedInteger(type)) return ReadBits(bytes.data(), bytes.size());
+  if (IsFloatingPoint(type)) return FloatBitsToJson(ReadBits(bytes.data(), bytes.size()), bytes.size());
+  const size_t part = DataTypeComponentSize(type);
+  return json::array({FloatBitsToJson(ReadBits(bytes.data(), part), part),
+                      FloatBitsToJson(ReadBits(bytes.data() + part, part), part)});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Document structure.
+
+Result<const json*> RequiredField(const json& document, std::string_view field) {
+  auto it = document.find(std::string(field));
+  if (it == document.end()) return FieldError(ErrorCode::kMetadata, field, "required but missing");
+  return &*it;
+}
+
+const json* OptionalField(const json& document, std::string_view field) {
+  auto it = document.find(std::string(field));
+  return it == document.end() ? nullptr : &*it;
+}
+
+// Unknown top-level fields are extensions: ignorable only when they say so.
+Status CheckExtensionFields(const json& document, std::span<const std::string_view> known) {
+  for (const auto& [key, value] : document.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (value.is_object()) {
+      auto must_understand = value.find("must_understand");
+      if (must_understand != value.end() && must_understand->is_boolean() &&
+          !must_understand->get<bool>()) {
+        continue;
+      }
+    }
+    return FieldError(ErrorCode::kUnsupported, QuotedKey(key),
+                      "unknown field; an extension this reader may ignore must be an object with "
+                      "\"must_understand\": false");
+  }
+  return Status::Ok();
+}
+
+// An extension point's value: {"name": ..., "configuration": {...}} or the bare name.
+struct NamedConfiguration {
+  std::string name;
+  json configuration = json::object();
+};
+
+Result<NamedConfiguration> ParseNamedConfiguration(const json& value, const std::string& field) {
+  NamedConfiguration named;
+  if (value.is_string()) {
+    named.name = value.get<std::string>();
+  } else if (value.is_object()) {
+    for (const auto& [key, member] : value.items()) {
+      if (key == "name") {
+        if (!member.is_string()) {
+          return FieldError(ErrorCode::kMetadata, field + ".name",
+                            "expected a string, got " + DescribeJson(member));
+        }
+        named.name = member.get<std::string>();
+      } else if (key == "configuration") {
+        if (!member.is_object()) {
+          return FieldError(ErrorCode::kMetadata, field + ".configuration",
+                            "expected an object, got " + DescribeJson(member));
+        }
+        named.configuration = member;
+      } else if (key == "must_understand") {
+        // Everything reaching the model is understood (or rejected) by a later layer, so
+        // the flag changes nothing here; it only has to be well-formed.
+        if (!member.is_boolean()) {
+          return FieldError(ErrorCode::kMetadata, field + ".must_understand",
+                            "expected true or false, got " + DescribeJson(member));
+        }
+      } else {
+        return FieldError(ErrorCode::kMetadata, field, "unexpected key '" + QuotedKey(key) + "'");
+      }
+    }
+    if (!value.contains("name")) {
+      return FieldError(ErrorCode::kMetadata, field + ".name", "required but missing");
+    }
+  } else {
+    return FieldError(ErrorCode::kMetadata, field,
+                      "expected a name or an object with \"name\", got " + DescribeJson(value));
+  }
+  if (named.name.empty()) {
+    return FieldError(ErrorCode::kMetadata, field + ".name", "must not be empty");
+  }
+  return named;
+}
+
+Result<DataType> ParseDataTypeField(const json& value) {
+  ZS_ASSIGN_OR_RETURN(NamedConfiguration named, ParseNamedConfiguration(value, "data_type"));
+  Result<DataType> type = ParseDataTypeName(named.name);
+  if (!type.ok()) {
+    return FieldError(ErrorCode::kUnsupported, "data_type",
+                      "unsupported data type " + DescribeJson(json(named.name)));
+  }
+  if (!named.configuration.empty()) {
+    return FieldError(ErrorCode::kUnsupported, "data_type.configuration",
+                      "core data type '" + named.name + "' takes no configuration");
+  }
+  return type;
+}
+
+Result<std::vector<uint64_t>> ParseChunkGrid(const json& value) {
+  ZS_ASSIGN_OR_RETURN(NamedConfiguration grid, ParseNamedConfiguration(value, "chunk_grid"));
+  if (grid.name != "regular") {
+    return FieldError(ErrorCode::kUnsupported, "chunk_grid",
+                      "unsupported chunk grid " + DescribeJson(json(grid.name)) +
+                          " (only \"regular\" is supported)");
+  }
+  for (const auto& [key, member] : grid.configuration.items()) {
+    if (key != "chunk_shape") {
+      return FieldError(ErrorCode::kMetadata, "chunk_grid.configuration",
+                        "unexpected key '" + QuotedKey(key) + "'");
+    }
+  }
+  const std::string field = "chunk_grid.configuration.chunk_shape";
+  const json* chunk_shape = OptionalField(grid.configuration, "chunk_shape");
+  if (chunk_shape == nullptr) {
+    return FieldError(ErrorCode::kMetadata, field, "required but missing");
+  }
+  return ParseExtents(*chunk_shape, field, /*allow_zero=*/false);
+}
+
+Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const json& value) {
+  ZS_ASSIGN_OR_RETURN(NamedConfiguration named,
+                      ParseNamedConfiguration(value, "chunk_key_encoding"));
+  ChunkKeyEncoding encoding;
+  // The spec's defaults differ: "/" for "default", "." for "v2" (what v2 stores used).
+  if (named.name == "default") {
+    encoding = {ChunkKeyEncoding::Kind::kDefault, '/'};
+  } else if (named.name == "v2") {
+    encoding = {ChunkKeyEncoding::Kind::kV2, '.'};
+  } else {
+    return FieldError(ErrorCode::kUnsupported, "chunk_key_encoding",
+                      "unsupported chunk key encoding " + DescribeJson(json(named.name)));
+  }
+  for (const auto& [key, member] : named.configuration.items()) {
+    if (key != "separator") {
+      return FieldError(ErrorCode::kMetadata, "chunk_key_encoding.configuration",
+                        "unexpected key '" + QuotedKey(key) + "'");
+    }
+    if (member != "/" && member != ".") {
+      return FieldError(ErrorCode::kMetadata, "chunk_key_encoding.configuration.separator",
+                        "expected \"/\" or \".\", got " + DescribeJson(member));
+    }
+    encoding.separator = member.get_ref<const std::string&>()[0];
+  }
+  return encoding;
+}
+
+Result<std::vector<CodecSpec>> ParseCodecs(const json& value) {
+  if (!value.is_array() || value.empty()) {
+    return FieldError(ErrorCode::kMetadata, "codecs",
+                      "expected a non-empty array of codecs, got " + DescribeJson(value));
+  }
+  std::vector<CodecSpec> codecs;
+  codecs.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    ZS_ASSIGN_OR_RETURN(NamedConfiguration named,
+                        ParseNamedConfiguration(value[i], "codecs[" + std::to_string(i) + "]"));
+    codecs.push_back({std::move(named.name), std::move(named.configuration)});
+  }
+  return codecs;
+}
+
+Result<std::vector<std::string>> ParseDimensionNames(const json& value, size_t rank) {
+  if (value.is_null()) return std::vector<std::string>();
+  if (!value.is_array()) {
+    return FieldError(ErrorCode::kMetadata, "dimension_names",
+                      "expected an array of names, got " + DescribeJson(value));
+  }
+  if (value.size() != rank) {
+    return FieldError(ErrorCode::kMetadata, "dimension_names",
+                      "has " + std::to_string(value.size()) + " names but the array has " +
+                          std::to_string(rank) + " dimensions");
+  }
+  std::vector<std::string> names;
+  names.reserve(rank);
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i].is_null()) {
+      names.emplace_back();
+    } else if (value[i].is_string()) {
+      names.push_back(value[i].get<std::string>());
+    } else {
+      return FieldError(ErrorCode::kMetadata, "dimension_names[" + std::to_string(i) + "]",
+                        "expected a string or null, got " + DescribeJson(value[i]));
+    }
+  }
+  return names;
+}
+
+Result<json> ParseAttributes(const json& document) {
+  const json* attributes = OptionalField(document, "attributes");
+  if (attributes == nullptr) return json::object();
+  if (!attributes->is_object()) {
+    return FieldError(ErrorCode::kMetadata, "attributes",
+                      "expected an object, got " + DescribeJson(*attributes));
+  }
+  return *attributes;
+}
+
+Result<ArrayMetadata> ParseArray(const json& document) {
+  ZS_RETURN_IF_ERROR(CheckExtensionFields(document, kArrayFields));
+  ArrayMetadata metadata;
+  metadata.zarr_format = 3;
+
+  ZS_ASSIGN_OR_RETURN(const json* shape, RequiredField(document, "shape"));
+  ZS_ASSIGN_OR_RETURN(metadata.shape, ParseExtents(*shape, "shape", /*allow_zero=*/true));
+
+  ZS_ASSIGN_OR_RETURN(const json* data_type, RequiredField(document, "data_type"));
+  ZS_ASSIGN_OR_RETURN(metadata.data_type, ParseDataTypeField(*data_type));
+
+  ZS_ASSIGN_OR_RETURN(const json* chunk_grid, RequiredField(document, "chunk_grid"));
+  ZS_ASSIGN_OR_RETURN(metadata.chunk_shape, ParseChunkGrid(*chunk_grid));
+  ZS_RETURN_IF_ERROR(ValidateRegularGrid(metadata.shape, metadata.chunk_shape,
+                                         metadata.data_type, "shape",
+                                         "chunk_grid.configuration.chunk_shape"));
+
+  ZS_ASSIGN_OR_RETURN(const json* key_encoding, RequiredField(document, "chunk_key_encoding"));
+  ZS_ASSIGN_OR_RETURN(metadata.chunk_key_encoding, ParseChunkKeyEncoding(*key_encoding));
+
+  ZS_ASSIGN_OR_RETURN(const json* fill_value, RequiredField(document, "fill_value"));
+  ZS_ASSIGN_OR_RETURN(metadata.fill_value, ParseV3FillValue(*fill_value, metadata.data_type));
+
+  ZS_ASSIGN_OR_RETURN(const json* codecs, RequiredField(document, "codecs"));
+  ZS_ASSIGN_OR_RETURN(metadata.codecs, ParseCodecs(*codecs));
+
+  if (const json* names = OptionalField(document, "dimension_names")) {
+    ZS_ASSIGN_OR_RETURN(metadata.dimension_names, ParseDimensionNames(*names, metadata.shape.size()));
+  }
+  ZS_ASSIGN_OR_RETURN(metadata.attributes, ParseAttributes(document));
+
+  if (const json* transformers = OptionalField(document, "storage_transformers")) {
+    if (!transformers->is_array()) {
+      return FieldError(ErrorCode::kMetadata, "storage_transformers",
+                        "expected an array, got " + DescribeJson(*transformers));
+    }
+    if (!transformers->empty()) {
+      const json& first = (*transformers)[0];
+      std::string name = first.is_object() && first.contains("name") ? DescribeJson(first["name"])
+                                                                     : DescribeJson(first);
+      return FieldError(ErrorCode::kUnsupported, "storage_transformers",
+                        "storage transformers are not supported (found " + name + ")");
+    }
+  }
+  return metadata;
+}
+
+Result<NodeMetadata> ParseNode(const json& document);
+
+Result<std::shared_ptr<const ConsolidatedMetadata>> ParseConsolidatedMetadata(const json& value) {
+  const std::string field = "consolidated_metadata";
+  if (value.is_null()) return std::shared_ptr<const ConsolidatedMetadata>();
+  if (!value.is_object()) {
+    return FieldError(ErrorCode::kMetadata, field, "expected an object or null, got " +
+                                                       DescribeJson(value));
+  }
+  for (const auto& [key, member] : value.items()) {
+    if (key != "kind" && key != "must_understand" && key != "metadata") {
+      return FieldError(ErrorCode::kMetadata, field, "unexpected key '" + QuotedKey(key) + "'");
+    }
+  }
+  ZS_ASSIGN_OR_RETURN(const json* kind, RequiredField(value, "kind"));
+  if (!kind->is_string()) {
+    return FieldError(ErrorCode::kMetadata, field + ".kind",
+                      "expected a string, got " + DescribeJson(*kind));
+  }
+  if (*kind != "inline") {
+    return FieldError(ErrorCode::kUnsupported, field + ".kind",
+                      "unsupported kind " + DescribeJson(*kind) + " (only \"inline\")");
+  }
+  const json* must_understand = OptionalField(value, "must_understand");
+  if (must_understand != nullptr && !must_understand->is_boolean()) {
+    return FieldError(ErrorCode::kMetadata, field + ".must_understand",
+                      "expected true or false, got " + DescribeJson(*must_understand));
+  }
+  const json* entries = OptionalField(value, "metadata");
+  if (entries == nullptr) {
+    return FieldError(ErrorCode::kMetadata, field + ".metadata", "required but missing");
+  }
+  if (!entries->is_object()) {
+    return FieldError(ErrorCode::kMetadata, field + ".metadata",
+                      "expected an object, got " + DescribeJson(*entries));
+  }
+  auto nodes = std::make_shared<ConsolidatedMetadata>();
+  for (const auto& [path, node_json] : entries->items()) {
+    const std::string entry_field = field + ".metadata[\"" + QuotedKey(path) + "\"]";
+    ZS_RETURN_IF_ERROR(ValidateNodePath(path, entry_field));
+    Result<NodeMetadata> node = ParseNode(node_json);
+    if (!node.ok()) return node.status().WithContext("field '" + entry_field + "'");
+    nodes->emplace(path, std::move(node).value());
+  }
+  // zarr-python writes the entries flat and gives each subgroup an empty "metadata" of its own;
+  // give subgroups their part of the flat map instead, as zarr-python does when reading.
+  AttachSubgroupConsolidatedMetadata(nodes.get());
+  return std::shared_ptr<const ConsolidatedMetadata>(std::move(nodes));
+}
+
+Result<GroupMetadata> ParseGroup(const json& document) {
+  ZS_RETURN_IF_ERROR(CheckExtensionFields(document, kGroupFields));
+  GroupMetadata group;
+  group.zarr_format = 3;
+  ZS_ASSIGN_OR_RETURN(group.attributes, ParseAttributes(document));
+  if (const json* consolidated = OptionalField(document, "consolidated_metadata")) {
+    ZS_ASSIGN_OR_RETURN(group.consolidated, ParseConsolidatedMetadata(*consolidated));
+  }
+  return group;
+}
+
+Result<NodeMetadata> ParseNode(const json& document) {
+  if (!document.is_object()) {
+    return MetadataError("expected a JSON object, got " + DescribeJson(document));
+  }
+  ZS_RETURN_IF_ERROR(CheckFormatVersion(document, "zarr_format", 3));
+  ZS_ASSIGN_OR_RETURN(const json* node_type, RequiredField(document, "node_type"));
+  if (*node_type == "array") {
+    ZS_ASSIGN_OR_RETURN(ArrayMetadata array, ParseArray(document));
+    return NodeMetadata(std::move(array));
+  }
+  if (*node_type == "group") {
+    ZS_ASSIGN_OR_RETURN(GroupMetadata group, ParseGroup(document));
+    return NodeMetadata(std::move(group));
+  }
+  return FieldError(ErrorCode::kMetadata, "node_type",
+                    "expected \"array\" or \"group\", got " + DescribeJson(*node_type));
+}
+
+}  // namespace
+
+Result<NodeMetadata> ParseV3Metadata(std::string_view zarr_json) {
+  ZS_ASSIGN_OR_RETURN(json document, ParseJsonDocument(zarr_json, "zarr.json"));
+  // The parser checks every type before reading a value; this only keeps a missed check from
+  // turning into an exception escaping a noexcept-minded caller.
+  try {
+    return ParseNode(document);
+  } catch (const json::exception& e) {
+    return MetadataError(std::string("malformed zarr.json: ") + e.what());
+  }
+}
+
+Result<std::vector<std::byte>> ParseV3FillValue(const json& value, DataType type) {
+  try {
+    Result<std::vector<std::byte>> bytes = ParseFillValueBytes(value, type);
+    if (!bytes.ok()) return bytes.status().WithContext("field 'fill_value'");
+    return bytes;
+  } catch (const json::exception& e) {
+    return MetadataError(std::string("field 'fill_value': ") + e.what());
+  }
+}
+
+json ArrayMetadataToV3Json(const ArrayMetadata& metadata) {
+  json document = json::object();
+  document["zarr_format"] = 3;
+  document["node_type"] = "array";
+  document["shape"] = metadata.shape;
+  document["data_type"] = DataTypeName(metadata.data_type);
+  document["chunk_grid"] = {{"name", "regular"},
+                            {"configuration", {{"chunk_shape", metadata.chunk_shape}}}};
+  const bool v2_keys = metadata.chunk_key_encoding.kind == ChunkKeyEncoding::Kind::kV2;
+  document["chunk_key_encoding"] = {
+      {"name", v2_keys ? "v2" : "default"},
+      {"configuration", {{"separator", std::string(1, metadata.chunk_key_encoding.separator)}}}};
+  // v3 has no null fill value; the model's bytes (zeros for a v2 null) say what missing chunks hold.
+  document["fill_value"] = FillValueToJson(metadata.fill_value, metadata.data_type);
+  json codecs = json::array();
+  for (const CodecSpec& codec : metadata.codecs) {
+    json entry = {{"name", codec.name}};
+    // zarr-python omits an empty configuration ({"name": "crc32c"}); do the same.
+    if (!codec.configuration.is_null() && !codec.configuration.empty()) {
+      entry["configuration"] = codec.configuration;
+    }
+    codecs.push_back(std::move(entry));
+  }
+  document["codecs"] = std::move(codecs);
+  document["attributes"] = metadata.attributes.is_object() ? metadata.attributes : json::object();
+  if (!metadata.dimension_names.empty()) {
+    json names = json::array();
+    for (const std::string& name : metadata.dimension_names) {
+      names.push_back(name.empty() ? json(nullptr) : json(name));
+    }
+    document["dimension_names"] = std::move(names);
+  }
+  return document;
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,147 @@
+// The store conformance suite: every backend must pass the same tests.
+#include "store/store.h"
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "store/file_store.h"
+#include "store/memory_store.h"
+#include "store/store_registry.h"
+
+namespace zarrstream {
+namespace {
+
+std::span<const std::byte> Bytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+struct StoreFactoryParam {
+  std::string name;
+  std::function<std::shared_ptr<Store>(const std::string& dir)> make;
+};
+
+class StoreConformanceTest : public ::testing::TestWithParam<StoreFactoryParam> {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("zarrstream_store_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    store_ = GetParam().make(dir_.string());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<Store> store_;
+};
+
+TEST_P(StoreConformanceTest, PutThenReadWholeValue) {
+  ASSERT_TRUE(store_->Put("a/b/c", Bytes("hello world")).ok());
+  auto value = store_->ReadAll("a/b/c");
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(value->view(), "hello world");
+}
+
+TEST_P(StoreConformanceTest, ReadsSeveralRangesInOneCall) {
+  ASSERT_TRUE(store_->Put("k", Bytes("0123456789")).ok());
+  std::vector<ByteRange> ranges = {ByteRange::Bounded(2, 3), ByteRange::Suffix(4),
+                                   ByteRange::FromOffset(8), ByteRange::Bounded(0, 0)};
+  std::vector<ByteBuffer> outs(ranges.size());
+  auto total = store_->Read("k", ranges, outs).Wait();
+  ASSERT_TRUE(total.ok()) << total.status().ToString();
+  EXPECT_EQ(*total, 3u + 4u + 2u);
+  EXPECT_EQ(outs[0].view(), "234");
+  EXPECT_EQ(outs[1].view(), "6789");
+  EXPECT_EQ(outs[2].view(), "89");
+  EXPECT_EQ(outs[3].view(), "");
+}
+
+TEST_P(StoreConformanceTest, RangePastTheEndIsAnError) {
+  ASSERT_TRUE(store_->Put("k", Bytes("0123")).ok());
+  ByteBuffer out;
+  EXPECT_EQ(store_->ReadInto("k", ByteRange::Bounded(2, 10), &out).code(), ErrorCode::kCorruptChunk);
+  EXPECT_EQ(store_->ReadInto("k", ByteRange::Suffix(5), &out).code(), ErrorCode::kCorruptChunk);
+}
+
+TEST_P(StoreConformanceTest, MissingKeyIsNotFound) {
+  ByteBuffer out;
+  EXPECT_EQ(store_->ReadInto("nope", ByteRange::Full(), &out).code(), ErrorCode::kNotFound);
+  auto maybe = store_->ReadIfExists("nope/deeper");
+  ASSERT_TRUE(maybe.ok());
+  EXPECT_FALSE(maybe->has_value());
+}
+
+TEST_P(StoreConformanceTest, KeysCannotEscapeTheRoot) {
+  for (std::string_view key : {"../x", "a/../../x", "/etc/passwd", "a//b", "./a", "", "a\\b"}) {
+    ByteBuffer out;
+    EXPECT_EQ(store_->ReadInto(key, ByteRange::Full(), &out).code(), ErrorCode::kInvalidArgument)
+        << key;
+    EXPECT_EQ(store_->Put(key, Bytes("x")).code(), ErrorCode::kInvalidArgument) << key;
+  }
+  std::string with_nul("a\0b", 3);
+  EXPECT_EQ(store_->Put(with_nul, Bytes("x")).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_P(StoreConformanceTest, ListsRecursivelyAndByDirectory) {
+  ASSERT_TRUE(store_->Put("g/zarr.json", Bytes("{}")).ok());
+  ASSERT_TRUE(store_->Put("g/a/c/0/0", Bytes("12345")).ok());
+  ASSERT_TRUE(store_->Put("g/a/c/0/1", Bytes("1")).ok());
+  ASSERT_TRUE(store_->Put("g/b/zarr.json", Bytes("{}")).ok());
+  auto all = store_->List("g/a");
+  ASSERT_TRUE(all.ok());
+  uint64_t bytes = 0;
+  for (const auto& k : *all) bytes += k.size;
+  EXPECT_EQ(all->size(), 2u);
+  EXPECT_EQ(bytes, 6u);
+  auto dir = store_->ListDirectory("g");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_EQ(dir->keys.size(), 1u);
+  EXPECT_EQ(dir->keys[0].key, "g/zarr.json");
+  std::vector<std::string> prefixes = dir->prefixes;
+  std::sort(prefixes.begin(), prefixes.end());
+  EXPECT_EQ(prefixes, (std::vector<std::string>{"g/a", "g/b"}));
+}
+
+TEST_P(StoreConformanceTest, PutReplaces) {
+  ASSERT_TRUE(store_->Put("k", Bytes("first value")).ok());
+  ASSERT_TRUE(store_->Put("k", Bytes("second")).ok());
+  EXPECT_EQ(store_->ReadAll("k")->view(), "second");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, StoreConformanceTest,
+    ::testing::Values(
+        StoreFactoryParam{"file",
+                          [](const std::string& dir) { return std::make_shared<FileStore>(dir); }},
+        StoreFactoryParam{"memory",
+                          [](const std::string&) { return std::make_shared<MemoryStore>(); }}),
+    [](const auto& param_info) { return param_info.param.name; });
+
+TEST(StoreRegistryTest, PlainPathsAndFileUrlsOpenFileStores) {
+  auto a = OpenStore("/tmp/some/dir");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->url(), "file:///tmp/some/dir");
+  auto b = OpenStore("file:///tmp/other/");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->url(), "file:///tmp/other");
+}
+
+TEST(StoreRegistryTest, UnknownSchemeIsUnsupported) {
+  auto s = OpenStore("ftp://host/x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.status().message().find("ftp"), std::string::npos);
+}
+
+TEST(StoreRegistryTest, MemoryUrlsNameOneSharedStore) {
+  auto a = OpenStore("memory://shared-test");
+  auto b = OpenStore("memory://shared-test");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->get(), b->get());
+}
+
+}  // namespace
+}  // namespace zarrstream
