@@ -250,7 +250,7 @@ class RegionReader {
     std::vector<ByteBuffer> reads(ranges.size());
     if (!ranges.empty()) {
       auto read = array_.store->Read(key, ranges, reads).Wait();
-      ZS_RETURN_IF_ERROR_CTX(read.status(), "reading inner chunks of the shard");
+      ZS_RETURN_IF_ERROR_CTX(read.status(), "reading the inner chunks its index points to");
     }
 
     const std::vector<uint64_t> shard_start_in_array = shard_origin;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "metadata/v2_metadata.h"
+
 namespace zarrstream {
 namespace {
 
@@ -82,6 +84,16 @@ Result<std::optional<double>> CodecConfiguration::Number(std::string_view field)
   if (value == nullptr) return std::optional<double>();
   if (!value->is_number()) return FieldError(field, "must be a number");
   return std::optional<double>(value->get<double>());
+}
+
+Result<DataType> CodecConfiguration::NumpyDataType(std::string_view field) const {
+  ZS_ASSIGN_OR_RETURN(std::optional<std::string> text, String(field));
+  if (!text) return Error("configuration field '" + std::string(field) + "' is required");
+  Result<std::pair<DataType, bool>> parsed = ParseV2DataType(*text);
+  if (!parsed.ok()) {
+    return FieldError(field, "must be a numpy type string of a supported type, such as \"<f8\"");
+  }
+  return parsed->first;
 }
 
 Status CodecConfiguration::FieldError(std::string_view field, std::string_view problem) const {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zarrstream/data_type.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {
@@ -31,6 +32,8 @@ class CodecConfiguration {
   Result<std::optional<bool>> Boolean(std::string_view field) const;
   Result<std::optional<std::string>> String(std::string_view field) const;
   Result<std::optional<double>> Number(std::string_view field) const;
+  // A required numpy type string ("<f8", "|u1") as a data type; its byte order is dropped.
+  Result<DataType> NumpyDataType(std::string_view field) const;
 
   // kMetadata "<codec>: configuration field '<field>' <problem>, got <value>".
   Status FieldError(std::string_view field, std::string_view problem) const;

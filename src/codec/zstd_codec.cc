@@ -1,6 +1,7 @@
 #include "codec/zstd_codec.h"
 
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <algorithm>
 #include <string>
@@ -108,17 +109,30 @@ class ZstdCodec final : public BytesToBytesCodec {
 
   static Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) {
     if (encoded.empty()) return CorruptChunkError("zstd: empty input is not a zstd frame");
-    unsigned long long total = ZSTD_findDecompressedSize(encoded.data(), encoded.size());
-    if (total == ZSTD_CONTENTSIZE_ERROR) {
-      return CorruptChunkError("zstd: not a sequence of valid zstd frames");
+    // The sum of the frames' content sizes, unless some frame does not declare one.
+    std::optional<uint64_t> total = 0;
+    for (size_t pos = 0; pos < encoded.size();) {
+      const std::byte* frame = encoded.data() + pos;
+      const size_t frame_size = ZSTD_findFrameCompressedSize(frame, encoded.size() - pos);
+      if (ZSTD_isError(frame_size)) return ZstdError("not a sequence of valid frames", frame_size);
+      const unsigned long long content = ZSTD_getFrameContentSize(frame, frame_size);
+      if (content == ZSTD_CONTENTSIZE_ERROR) {
+        return CorruptChunkError("zstd: invalid frame header");
+      }
+      if (content == ZSTD_CONTENTSIZE_UNKNOWN) {
+        total.reset();
+        break;
+      }
+      *total += std::min<uint64_t>(content, kMaxUnknownDecodedSize + 1);
+      pos += frame_size;
     }
-    if (total != ZSTD_CONTENTSIZE_UNKNOWN) {
-      if (total > kMaxUnknownDecodedSize) {
-        return CorruptChunkError("zstd: frames declare " + std::to_string(total) +
+    if (total) {
+      if (*total > kMaxUnknownDecodedSize) {
+        return CorruptChunkError("zstd: frames declare " + std::to_string(*total) +
                                  " bytes, more than the limit of " +
                                  std::to_string(kMaxUnknownDecodedSize));
       }
-      decoded->Resize(total);
+      decoded->Resize(*total);
       return DecodeExact(encoded, decoded->span());
     }
     // Some frame has no content size: stream, growing the output as data appears, so memory

@@ -83,6 +83,15 @@ Status FieldError(ErrorCode code, std::string_view field, std::string_view messa
   return Status(code, std::move(m));
 }
 
+Result<const json*> RequiredField(const json& object, std::string_view key,
+                                  std::string_view field) {
+  auto it = object.find(std::string(key));
+  if (it == object.end()) {
+    return FieldError(ErrorCode::kMetadata, field.empty() ? key : field, "required but missing");
+  }
+  return &*it;
+}
+
 std::string DescribeJson(const json& value) {
   switch (value.type()) {
     case json::value_t::array:

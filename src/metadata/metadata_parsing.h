@@ -36,6 +36,11 @@ Status CheckFormatVersion(const nlohmann::json& document, std::string_view field
 // An error "field '<field>': <message>".
 Status FieldError(ErrorCode code, std::string_view field, std::string_view message);
 
+// The member `key` of `object`, or a kMetadata "required but missing" error naming `field` (the
+// member's full path when nested, "consolidated_metadata.kind"; `key` when empty).
+Result<const nlohmann::json*> RequiredField(const nlohmann::json& object, std::string_view key,
+                                            std::string_view field = {});
+
 // A short description of a JSON value for error messages: `3`, `"abc"`, `an object`. Long strings
 // are cut so that a hostile document cannot make huge messages.
 std::string DescribeJson(const nlohmann::json& value);

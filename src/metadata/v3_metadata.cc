@@ -152,9 +152,9 @@ std::optional<uint32_t> DoubleToFloat32Bits(double value) {
   if (std::isnan(value)) return kFloat32NaN;
   if (std::isinf(value)) return static_cast<uint32_t>(InfinityBits(4, value < 0));
   if (std::fabs(value) >= overflow_threshold) return std::nullopt;
-  float rounded = std::fabs(value) > kMax ? std::copysign(std::numeric_limits<float>::max(),
-                                                          static_cast<float>(value > 0 ? 1 : -1))
-                                          : static_cast<float>(value);
+  constexpr float kFloatMax = std::numeric_limits<float>::max();
+  float rounded = std::fabs(value) <= kMax ? static_cast<float>(value)
+                                           : (value > 0 ? kFloatMax : -kFloatMax);
   return std::bit_cast<uint32_t>(rounded);
 }
 
@@ -300,12 +300,6 @@ json FillValueToJson(std::vector<std::byte> bytes, DataType type) {
 // ---------------------------------------------------------------------------------------------
 // Document structure.
 
-Result<const json*> RequiredField(const json& document, std::string_view field) {
-  auto it = document.find(std::string(field));
-  if (it == document.end()) return FieldError(ErrorCode::kMetadata, field, "required but missing");
-  return &*it;
-}
-
 const json* OptionalField(const json& document, std::string_view field) {
   auto it = document.find(std::string(field));
   return it == document.end() ? nullptr : &*it;
@@ -405,10 +399,8 @@ Result<std::vector<uint64_t>> ParseChunkGrid(const json& value) {
     }
   }
   const std::string field = "chunk_grid.configuration.chunk_shape";
-  const json* chunk_shape = OptionalField(grid.configuration, "chunk_shape");
-  if (chunk_shape == nullptr) {
-    return FieldError(ErrorCode::kMetadata, field, "required but missing");
-  }
+  ZS_ASSIGN_OR_RETURN(const json* chunk_shape,
+                      RequiredField(grid.configuration, "chunk_shape", field));
   return ParseExtents(*chunk_shape, field, /*allow_zero=*/false);
 }
 
@@ -551,7 +543,7 @@ Result<std::shared_ptr<const ConsolidatedMetadata>> ParseConsolidatedMetadata(co
       return FieldError(ErrorCode::kMetadata, field, "unexpected key '" + QuotedKey(key) + "'");
     }
   }
-  ZS_ASSIGN_OR_RETURN(const json* kind, RequiredField(value, "kind"));
+  ZS_ASSIGN_OR_RETURN(const json* kind, RequiredField(value, "kind", field + ".kind"));
   if (!kind->is_string()) {
     return FieldError(ErrorCode::kMetadata, field + ".kind",
                       "expected a string, got " + DescribeJson(*kind));
@@ -565,10 +557,7 @@ Result<std::shared_ptr<const ConsolidatedMetadata>> ParseConsolidatedMetadata(co
     return FieldError(ErrorCode::kMetadata, field + ".must_understand",
                       "expected true or false, got " + DescribeJson(*must_understand));
   }
-  const json* entries = OptionalField(value, "metadata");
-  if (entries == nullptr) {
-    return FieldError(ErrorCode::kMetadata, field + ".metadata", "required but missing");
-  }
+  ZS_ASSIGN_OR_RETURN(const json* entries, RequiredField(value, "metadata", field + ".metadata"));
   if (!entries->is_object()) {
     return FieldError(ErrorCode::kMetadata, field + ".metadata",
                       "expected an object, got " + DescribeJson(*entries));

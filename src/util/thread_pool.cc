@@ -81,7 +81,9 @@ Status ParallelFor(ThreadPool* pool, size_t n, const std::function<Status(size_t
     for (size_t i = 0; i < n; ++i) ZS_RETURN_IF_ERROR(fn(i));
     return Status::Ok();
   }
-  if (max_parallelism == 0) max_parallelism = pool->num_threads() + 1;
+  // The caller works too, so `num_threads` helpers-or-caller keep every pool thread busy without
+  // oversubscribing the cores the pool was sized for.
+  if (max_parallelism == 0) max_parallelism = pool->num_threads();
   size_t helpers = std::min(n, max_parallelism) - 1;
   auto state = std::make_shared<ParallelForState>();
   state->fn = &fn;

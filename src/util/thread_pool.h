@@ -43,8 +43,8 @@ class ThreadPool {
 };
 
 // Runs fn(i) for i in [0, n) on `pool` and the calling thread, at most `max_parallelism` at once
-// (0: the pool's size + 1). Returns the first error any call returned (by index order of discovery);
-// after an error, indices not yet started are skipped. `pool` may be null (runs serially).
+// (0: the pool's size, the caller counted as one). Returns the first error a call returned; after
+// an error, indices not yet started are skipped. `pool` may be null (runs serially).
 Status ParallelFor(ThreadPool* pool, size_t n, const std::function<Status(size_t)>& fn,
                    size_t max_parallelism = 0);
 

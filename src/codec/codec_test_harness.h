@@ -1,0 +1,170 @@
+// Shared checks for codec tests: round trips through every decode entry point, truncated and
+// corrupted input, and guard bytes that catch a decoder writing past its output.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "codec/codec.h"
+
+namespace zarrstream::testing {
+
+inline std::span<const std::byte> AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+template <typename T>
+std::span<const std::byte> AsBytes(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+// Uniformly random bytes (incompressible).
+inline std::vector<std::byte> RandomBytes(size_t n, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> out(n);
+  for (auto& b : out) b = static_cast<std::byte>(rng() & 0xFF);
+  return out;
+}
+
+// Float32 samples of a smooth field with a little noise: compressible like real chunks.
+inline std::vector<std::byte> FieldBytes(size_t n, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> out(n);
+  for (size_t i = 0; i + 4 <= n; i += 4) {
+    float v = 280.0f + 10.0f * std::sin(static_cast<float>(i) * 1e-3f) +
+              static_cast<float>(rng() % 16) * 0.01f;
+    std::memcpy(out.data() + i, &v, 4);
+  }
+  for (size_t i = n - n % 4; i < n; ++i) out[i] = std::byte{0x5A};
+  return out;
+}
+
+inline ChunkRepresentation Representation(DataType type, std::vector<uint64_t> shape) {
+  ChunkRepresentation r;
+  r.data_type = type;
+  r.shape = std::move(shape);
+  r.fill_value.assign(DataTypeSize(type), std::byte{0});
+  return r;
+}
+
+inline ::testing::AssertionResult IsCorrupt(const Status& status) {
+  if (status.code() == ErrorCode::kCorruptChunk) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected a CorruptChunk error, got " << status.ToString();
+}
+
+inline ::testing::AssertionResult IsMetadataError(const Status& status) {
+  if (status.code() == ErrorCode::kMetadata) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected a Metadata error, got " << status.ToString();
+}
+
+// DecodeInto a buffer followed by guard bytes; fails the test if a guard byte changed.
+inline Status DecodeIntoGuarded(const BytesToBytesCodec& codec, std::span<const std::byte> encoded,
+                                size_t size, std::vector<std::byte>* out) {
+  constexpr size_t kGuard = 64;
+  std::vector<std::byte> buffer(size + kGuard, std::byte{0xCD});
+  CodecScratch scratch;
+  Status status = codec.DecodeInto(encoded, std::span(buffer).first(size), &scratch);
+  for (size_t i = size; i < buffer.size(); ++i) {
+    if (buffer[i] != std::byte{0xCD}) {
+      ADD_FAILURE() << "DecodeInto wrote past its output at byte " << i - size;
+      break;
+    }
+  }
+  buffer.resize(size);
+  *out = std::move(buffer);
+  return status;
+}
+
+// Encodes `data`; decoding it with the size known (Decode, DecodeInto) and unknown gives it back.
+// Returns the encoded bytes.
+inline std::vector<std::byte> ExpectRoundTrip(const BytesToBytesCodec& codec,
+                                              std::span<const std::byte> data) {
+  ByteBuffer encoded;
+  Status status = codec.Encode(data, &encoded);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  if (!status.ok()) return {};
+  if (auto size = codec.EncodedSize(data.size())) {
+    EXPECT_EQ(*size, encoded.size());
+  }
+
+  ByteBuffer decoded;
+  status = codec.Decode(encoded.span(), data.size(), &decoded);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.span().begin(), decoded.span().end()));
+
+  status = codec.Decode(encoded.span(), std::nullopt, &decoded);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.span().begin(), decoded.span().end()));
+
+  std::vector<std::byte> into;
+  status = DecodeIntoGuarded(codec, encoded.span(), data.size(), &into);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), into.begin(), into.end()));
+  return {encoded.data(), encoded.data() + encoded.size()};
+}
+
+// Every strict prefix of `encoded` (sampled) fails to decode with the size known, and (if
+// `detects_without_size`) also with the size unknown. Decoding the whole with a wrong expected
+// size fails too.
+inline void ExpectTruncationFails(const BytesToBytesCodec& codec,
+                                  std::span<const std::byte> encoded, size_t decoded_size,
+                                  bool detects_without_size = true) {
+  std::vector<size_t> lengths = {0, 1, 2, 3, 4, 5, 8, 16, 17, encoded.size() / 2,
+                                 encoded.size() - 4, encoded.size() - 1};
+  for (size_t length : lengths) {
+    if (length >= encoded.size()) continue;
+    SCOPED_TRACE("prefix of " + std::to_string(length) + " bytes");
+    std::span<const std::byte> prefix = encoded.first(length);
+    ByteBuffer decoded;
+    EXPECT_TRUE(IsCorrupt(codec.Decode(prefix, decoded_size, &decoded)));
+    std::vector<std::byte> into;
+    EXPECT_TRUE(IsCorrupt(DecodeIntoGuarded(codec, prefix, decoded_size, &into)));
+    if (detects_without_size) {
+      EXPECT_TRUE(IsCorrupt(codec.Decode(prefix, std::nullopt, &decoded)));
+    }
+  }
+  ByteBuffer decoded;
+  EXPECT_TRUE(IsCorrupt(codec.Decode(encoded, decoded_size + 1, &decoded)));
+  if (decoded_size > 0) {
+    EXPECT_TRUE(IsCorrupt(codec.Decode(encoded, decoded_size - 1, &decoded)));
+    std::vector<std::byte> into;
+    EXPECT_TRUE(IsCorrupt(DecodeIntoGuarded(codec, encoded, decoded_size - 1, &into)));
+  }
+  std::vector<std::byte> into;
+  EXPECT_TRUE(IsCorrupt(DecodeIntoGuarded(codec, encoded, decoded_size + 1, &into)));
+}
+
+// Decodes `encoded` with random bytes overwritten, many times. A decoder must never crash or write
+// past its output: it fails with kCorruptChunk or, lacking a checksum, succeeds with the right
+// size. Run under ASan to catch reads past the input.
+inline void FuzzDecode(const BytesToBytesCodec& codec, std::span<const std::byte> encoded,
+                       size_t decoded_size, int iterations = 300) {
+  std::mt19937 rng(1234);
+  for (int i = 0; i < iterations; ++i) {
+    std::vector<std::byte> damaged(encoded.begin(), encoded.end());
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips && !damaged.empty(); ++f) {
+      // Headers are where damage is most interesting; aim half the flips at the first 32 bytes.
+      size_t limit = (rng() % 2 == 0) ? std::min<size_t>(32, damaged.size()) : damaged.size();
+      damaged[rng() % limit] = static_cast<std::byte>(rng() & 0xFF);
+    }
+    std::vector<std::byte> into;
+    Status status = DecodeIntoGuarded(codec, damaged, decoded_size, &into);
+    if (!status.ok()) {
+      EXPECT_TRUE(IsCorrupt(status));
+    }
+    ByteBuffer decoded;
+    status = codec.Decode(damaged, std::nullopt, &decoded);
+    if (!status.ok()) {
+      EXPECT_TRUE(IsCorrupt(status));
+    }
+  }
+}
+
+}  // namespace zarrstream::testing

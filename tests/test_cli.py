@@ -1,0 +1,202 @@
+"""`zarrstream inspect`: the tree of a store, its --json form, layout warnings, and errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, ZstdCodec
+
+from conftest import chunk_files, make_compressible, make_data
+
+CLI = Path(sys.executable).parent / "zarrstream"
+
+
+def run_cli(*args, timeout=60):
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_clean_exit(proc):
+    """Exited by itself (no signal, no abort, no uncaught exception)."""
+    assert proc.returncode >= 0, f"killed by signal {-proc.returncode}: {proc.stderr}"
+    for bad in ("terminate called", "Segmentation fault", "Traceback", "Aborted"):
+        assert bad not in proc.stderr, proc.stderr
+
+
+def iter_nodes(node, prefix=""):
+    """(path, node) for every node of inspect's JSON tree."""
+    name = node.get("name", "")
+    path = f"{prefix}/{name}".strip("/") if name else prefix
+    yield path, node
+    for member in node.get("members", []):
+        yield from iter_nodes(member, path)
+
+
+def codec_names(codecs):
+    for c in codecs:
+        yield c["name"]
+        yield from codec_names(c.get("configuration", {}).get("codecs", []))
+
+
+def stored_bytes(array_dir: Path) -> int:
+    return sum(f.stat().st_size for f in chunk_files(array_dir))
+
+
+@pytest.fixture
+def tree_store(store):
+    """A v3 group with nested groups: a plain zstd array, a sharded blosc array, a v3 sub-sub-group."""
+    g = zarr.open_group(str(store), mode="w", zarr_format=3, attributes={"title": "cli test"})
+    t = g.create_array("temperature", shape=(20, 16, 32), chunks=(1, 16, 32), dtype="float32",
+                       compressors=ZstdCodec(level=3), dimension_names=["time", "lat", "lon"])
+    t[...] = make_compressible("float32", (20, 16, 32), seed=60)
+    atmos = g.create_group("atmos")
+    w = atmos.create_array("wind", shape=(8, 10, 12), chunks=(2, 5, 6), shards=(4, 10, 12), dtype="int16",
+                           compressors=BloscCodec(cname="lz4", shuffle="shuffle"))
+    w[...] = make_compressible("int16", (8, 10, 12), seed=61)
+    deep = atmos.create_group("deep")
+    m = deep.create_array("mask", shape=(7,), chunks=(3,), dtype="bool", compressors=None)
+    m[...] = make_data("bool", (7,), seed=62)
+    return store
+
+
+def test_inspect_prints_tree(tree_store):
+    proc = run_cli("inspect", tree_store)
+    assert_clean_exit(proc)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for name in ("temperature", "atmos", "wind", "deep", "mask"):
+        assert name in out, out
+    assert "float32" in out and "int16" in out and "bool" in out, out
+    assert "(20, 16, 32)" in out and "(8, 10, 12)" in out and "(7,)" in out, out
+    lines = out.splitlines()
+
+    def indent(word):
+        line = next(ln for ln in lines if word in ln)
+        return len(line) - len(line.lstrip())
+
+    # Members are indented under their group.
+    assert indent("wind") > indent("atmos")
+    assert indent("mask") > indent("deep") > indent("atmos")
+
+
+def test_inspect_json(tree_store):
+    proc = run_cli("inspect", tree_store, "--json")
+    assert_clean_exit(proc)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    nodes = dict(iter_nodes(doc))
+    arrays = {p: n for p, n in nodes.items() if n.get("kind") == "array"}
+    groups = {p: n for p, n in nodes.items() if n.get("kind") == "group"}
+    assert set(arrays) == {"temperature", "atmos/wind", "atmos/deep/mask"}, sorted(nodes)
+    assert {"atmos", "atmos/deep"} <= set(groups), sorted(nodes)
+
+    expected = {
+        "temperature": dict(shape=[20, 16, 32], dtype="float32", chunks=[1, 16, 32], codec="zstd"),
+        "atmos/wind": dict(shape=[8, 10, 12], dtype="int16", chunks=[2, 5, 6], codec="blosc"),
+        "atmos/deep/mask": dict(shape=[7], dtype="bool", chunks=[3], codec="bytes"),
+    }
+    for path, want in expected.items():
+        a = arrays[path]
+        for key in ("shape", "dtype", "chunks", "codecs", "stored_bytes", "logical_bytes", "warnings"):
+            assert key in a, (path, key, sorted(a))
+        assert a["shape"] == want["shape"], path
+        assert np.dtype(a["dtype"]) == np.dtype(want["dtype"]), path
+        assert a["chunks"] == want["chunks"], path
+        assert isinstance(a["codecs"], list) and want["codec"] in set(codec_names(a["codecs"])), a["codecs"]
+        assert a["logical_bytes"] == int(np.prod(want["shape"])) * np.dtype(want["dtype"]).itemsize, path
+        assert a["stored_bytes"] == stored_bytes(tree_store / path), path
+        assert isinstance(a["warnings"], list)
+    assert "sharding_indexed" in set(codec_names(arrays["atmos/wind"]["codecs"]))
+    assert arrays["atmos/wind"]["shard_shape"] == [4, 10, 12]
+    assert arrays["temperature"]["dims"] == ["time", "lat", "lon"]
+
+
+def test_inspect_single_array(tree_store):
+    proc = run_cli("inspect", tree_store / "atmos" / "wind", "--json")
+    assert_clean_exit(proc)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    arrays = [n for _, n in iter_nodes(doc) if n.get("kind") == "array"]
+    assert len(arrays) == 1
+    assert arrays[0]["shape"] == [8, 10, 12]
+    assert arrays[0]["stored_bytes"] == stored_bytes(tree_store / "atmos" / "wind")
+    text = run_cli("inspect", tree_store / "atmos" / "wind")
+    assert text.returncode == 0 and "(8, 10, 12)" in text.stdout
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_time_chunking_warning(store, zarr_format):
+    g = zarr.open_group(str(store), mode="w", zarr_format=zarr_format)
+    dims = ["time", "latitude", "longitude"]
+    kw = dict(dimension_names=dims) if zarr_format == 3 else dict(attributes={"_ARRAY_DIMENSIONS": dims})
+    bad = g.create_array("t2m", shape=(40, 6, 8), chunks=(10, 6, 8), dtype="float32", **kw)
+    bad[...] = make_compressible("float32", (40, 6, 8), seed=63)
+    good = g.create_array("z500", shape=(40, 6, 8), chunks=(1, 6, 8), dtype="float32", **kw)
+    good[...] = make_compressible("float32", (40, 6, 8), seed=64)
+
+    proc = run_cli("inspect", store, "--json")
+    assert_clean_exit(proc)
+    assert proc.returncode == 0, proc.stderr
+    arrays = {p: n for p, n in iter_nodes(json.loads(proc.stdout)) if n.get("kind") == "array"}
+    assert any("time" in w for w in arrays["t2m"]["warnings"]), arrays["t2m"]["warnings"]
+    assert not any("time" in w for w in arrays["z500"]["warnings"]), arrays["z500"]["warnings"]
+    assert arrays["t2m"]["dims"] == dims
+
+    text = run_cli("inspect", store)
+    assert text.returncode == 0
+    warning_lines = [ln for ln in text.stdout.splitlines() if "warning" in ln.lower()]
+    assert any("time" in ln for ln in warning_lines), text.stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_inspect_missing_path(tmp_path, as_json):
+    missing = tmp_path / "nowhere.zarr"
+    proc = run_cli("inspect", missing, *(["--json"] if as_json else []))
+    assert_clean_exit(proc)
+    assert proc.returncode != 0
+    message = proc.stderr + proc.stdout
+    assert "nowhere.zarr" in message, message
+    assert proc.stdout.strip() == "" or not as_json
+
+
+def test_inspect_usage_errors(tmp_path):
+    proc = run_cli()
+    assert_clean_exit(proc)
+    assert proc.returncode != 0
+    proc = run_cli("inspect")
+    assert_clean_exit(proc)
+    assert proc.returncode != 0
+    assert "url" in (proc.stderr + proc.stdout).lower()
+
+
+def test_inspect_broken_member(tree_store):
+    # One array's metadata is broken: the rest is still listed, the broken one is named, exit != 0.
+    (tree_store / "atmos" / "wind" / "zarr.json").write_text("{broken")
+    proc = run_cli("inspect", tree_store)
+    assert_clean_exit(proc)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "temperature" in out and "mask" in out, out
+    assert "wind" in out, out
+
+
+def test_inspect_v2_consolidated(store):
+    g = zarr.open_group(str(store), mode="w", zarr_format=2)
+    a = g.create_array("x", shape=(10, 10), chunks=(5, 5), dtype=">f8")
+    a[...] = make_data(">f8", (10, 10), seed=65)
+    g.create_group("sub").create_array("y", shape=(4,), chunks=(4,), dtype="uint8")[...] = 7
+    zarr.consolidate_metadata(str(store))
+    proc = run_cli("inspect", store, "--json")
+    assert_clean_exit(proc)
+    assert proc.returncode == 0, proc.stderr
+    arrays = {p: n for p, n in iter_nodes(json.loads(proc.stdout)) if n.get("kind") == "array"}
+    assert set(arrays) == {"x", "sub/y"}
+    assert arrays["x"]["zarr_format"] == 2
+    assert np.dtype(arrays["x"]["dtype"]) == np.dtype("float64")
+    assert arrays["x"]["stored_bytes"] == stored_bytes(store / "x")
+    assert arrays["sub/y"]["logical_bytes"] == 4
