@@ -100,18 +100,14 @@ def main() -> None:
             "whole_seconds": w,
             "whole_gb_per_s": total_bytes / w / 1e9,
         }
-    import tensorstore
-    import zarr
-
-    import zarrstream
+    from importlib.metadata import version
 
     meta = {
         "shape": [args.time, args.channels, args.lat, args.lon],
         "logical_bytes": total_bytes,
         "stored_bytes": stored,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "versions": {"zarrstream": zarrstream.__version__, "tensorstore": tensorstore.__version__,
-                     "zarr": zarr.__version__},
+        "versions": {name: version(name) for name in ("zarrstream", "tensorstore", "zarr")},
         "command": "python bench/read_bench.py " + " ".join(sys.argv[1:]),
     }
     zs = results["zarrstream"]

@@ -120,7 +120,7 @@ CORRUPTIONS = {
     "v2-lz4-size-header": (2, dict(compressors=numcodecs.LZ4()), lambda p: flip(p, 1, 0x01)),
     "v2-blosc-truncated": (2, dict(compressors=numcodecs.Blosc(cname="lz4")), lambda p: truncate(p, 20)),
     "v2-zstd-truncated": (2, dict(compressors=numcodecs.Zstd(level=1)), lambda p: truncate(p, p.stat().st_size - 4)),
-    "v2-none-truncated": (2, dict(compressors=None), lambda p: truncate(p, 100)),
+    "v2-none-truncated": (2, dict(compressors=None), lambda p: truncate(p, p.stat().st_size - 1)),
     "v2-none-too-long": (2, dict(compressors=None), lambda p: p.write_bytes(p.read_bytes() * 2)),
 }
 
@@ -479,6 +479,28 @@ def test_v3_malformed_metadata(store, case):
     with pytest.raises(error) as e:
         zarrstream.open_group(str(store))[ARRAY]
     assert_names(str(e.value), store)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_group_with_one_broken_member(store, zarr_format):
+    # zarr-python opens the group and its healthy members; only the broken member fails, with a
+    # MetadataError naming it (not a KeyError, not a failure of the whole group).
+    data = build(store, zarr_format)
+    root = zarr.open_group(str(store), mode="a")
+    other = root.create_array("other", shape=(3,), chunks=(2,), dtype="int16")
+    other[...] = [1, 2, 3]
+    meta = store / "broken" / ("zarr.json" if zarr_format == 3 else ".zarray")
+    root.create_array("broken", shape=(3,), chunks=(2,), dtype="int16")
+    meta.write_text("{broken")
+    zg = zarr.open_group(str(store), mode="r")  # what zarr-python does
+    assert list(zg["other"][...]) == [1, 2, 3]
+
+    g = zarrstream.open_group(str(store))
+    assert_bit_equal(g["other"].read(), np.array([1, 2, 3], dtype="int16"))
+    assert_bit_equal(g[ARRAY].read(), data)
+    with pytest.raises(MetadataError) as e:
+        g["broken"]
+    assert "broken" in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize("text", ["{not json", "", "[1, 2, 3]", "null", '{"zarr_format": 3', "\x00\x01"],

@@ -12,6 +12,7 @@
 
 #include "array/array_state.h"
 #include "codec/sharding_codec.h"
+#include "util/format.h"
 #include "util/strided_copy.h"
 
 namespace zarrstream {
@@ -35,11 +36,6 @@ ReadScratch& ThreadScratch() {
 constexpr uint64_t kCoalesceGapBytes = 256 * 1024;
 constexpr uint64_t kCoalesceMaxBytes = 64 * 1024 * 1024;
 
-std::string CoordsString(std::span<const uint64_t> coords) {
-  std::string s = "(";
-  for (size_t i = 0; i < coords.size(); ++i) s += (i ? "," : "") + std::to_string(coords[i]);
-  return s + ")";
-}
 
 // The part of one chunk (of `chunk_shape` at `origin`, array coordinates) that a request region
 // [req_start, req_start + req_shape) covers.
@@ -269,7 +265,7 @@ class RegionReader {
         auto bytes = reads[c.read].span().subspan(c.offset_in_read, index.nbytes(c.linear));
         s = DecodeInto(sharding.inner_chain(), bytes, inner_shape, overlap, ThreadScratch());
       }
-      return std::move(s).WithContext("inner chunk " + CoordsString(c.coords));
+      return std::move(s).WithContext("inner chunk " + FormatIndex(c.coords));
     });
   }
 
@@ -293,8 +289,8 @@ Status Array::Read(std::span<const uint64_t> start, std::span<const uint64_t> sh
   for (size_t d = 0; d < rank(); ++d) {
     if (start[d] > array_shape[d] || shape[d] > array_shape[d] - start[d]) {
       return InvalidArgumentError("read of " + state_->Describe() + ": region " +
-                                  CoordsString(start) + " + " + CoordsString(shape) +
-                                  " exceeds the array shape " + CoordsString(array_shape));
+                                  FormatIndex(start) + " + " + FormatIndex(shape) +
+                                  " exceeds the array shape " + FormatIndex(array_shape));
     }
     if (shape[d] == 0) return Status::Ok();
   }

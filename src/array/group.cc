@@ -47,9 +47,21 @@ Result<std::shared_ptr<const GroupState>> MakeGroupState(std::shared_ptr<Store> 
     for (const std::string& prefix : listing.prefixes) {
       std::string name = prefix.substr(prefix.rfind('/') + 1);
       Result<NodeMetadata> node = LoadNodeMetadata(*state->store, prefix);
-      if (!node.ok() && node.status().code() == ErrorCode::kNotFound) continue;  // not a node
-      ZS_RETURN_IF_ERROR(node.status());
-      (std::holds_alternative<ArrayMetadata>(*node) ? arrays : groups).insert(std::move(name));
+      if (node.ok()) {
+        (std::holds_alternative<ArrayMetadata>(*node) ? arrays : groups).insert(std::move(name));
+      } else if (node.status().code() != ErrorCode::kNotFound) {
+        // A member whose metadata is broken must not make its siblings unreachable: list it
+        // (opening it reports the error) under the kind its metadata file suggests.
+        ZS_ASSIGN_OR_RETURN(auto v3, state->store->ReadIfExists(JoinKey(prefix, "zarr.json")));
+        bool looks_like_group = false;
+        if (v3) {
+          looks_like_group = v3->view().find("\"group\"") != std::string_view::npos;
+        } else {
+          ZS_ASSIGN_OR_RETURN(auto zarray, state->store->ReadIfExists(JoinKey(prefix, ".zarray")));
+          looks_like_group = !zarray;
+        }
+        (looks_like_group ? groups : arrays).insert(std::move(name));
+      }
     }
   }
   state->array_names.assign(arrays.begin(), arrays.end());

@@ -11,6 +11,7 @@
 #include "array/array_state.h"
 #include "codec/codec_registry.h"
 #include "store/store.h"
+#include "util/format.h"
 #include "zarrstream/array.h"
 
 namespace zarrstream::cli {
@@ -35,9 +36,9 @@ std::string HumanBytes(double bytes) {
 }
 
 std::string ShapeString(const std::vector<uint64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
+  std::string s = FormatIndex(shape, ", ");
+  if (shape.size() == 1) s.insert(s.size() - 1, ",");
+  return s;
 }
 
 uint64_t Product(const std::vector<uint64_t>& v) {
@@ -130,7 +131,10 @@ json DescribeArray(const Array& array, const std::string& name) {
   }
   if (!cpu_only.empty()) {
     std::string list;
-    for (const auto& c : cpu_only) list += (list.empty() ? "" : ", ") + c;
+    for (const auto& c : cpu_only) {
+      if (!list.empty()) list += ", ";
+      list += c;
+    }
     warnings.push_back("codecs the GPU path cannot decode: " + list + " (decoded on the CPU)");
   }
   j["warnings"] = warnings;
@@ -150,6 +154,7 @@ json DescribeGroup(const Group& group, const std::string& name, std::vector<std:
     auto sub = group.OpenGroup(member);
     if (!sub.ok()) {
       errors->push_back(sub.status().message());
+      members.push_back({{"name", member}, {"kind", "group"}, {"error", sub.status().message()}});
       continue;
     }
     members.push_back(DescribeGroup(*sub, member, errors));
@@ -168,6 +173,11 @@ json DescribeGroup(const Group& group, const std::string& name, std::vector<std:
 }
 
 void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
+  if (node["kind"] == "group" && node.contains("error")) {
+    out << indent << node["name"].get<std::string>() << "/  ERROR: " << node["error"].get<std::string>()
+        << "\n";
+    return;
+  }
   if (node["kind"] == "group") {
     out << indent << (node["name"].get<std::string>().empty() ? "/" : node["name"].get<std::string>() + "/")
         << "  (group, zarr v" << node["zarr_format"].get<int>()
@@ -175,7 +185,8 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
     for (const auto& member : node["members"]) PrintNode(member, indent + "  ", out);
     return;
   }
-  out << indent << node["name"].get<std::string>();
+  const std::string name = node["name"].get<std::string>();
+  out << indent << (name.empty() ? "/" : name);
   if (node.contains("error")) {
     out << "  ERROR: " << node["error"].get<std::string>() << "\n";
     return;
@@ -234,11 +245,12 @@ int RunInspect(const InspectOptions& options) {
       std::cerr << "zarrstream inspect: " << s.message() << "\n";
       return 1;
     }
-    tree = DescribeArray(*array, array->url());
+    tree = DescribeArray(*array, "");
   }
   tree["url"] = options.url;
   if (options.json) {
     std::cout << tree.dump(2) << "\n";
+    for (const auto& e : errors) std::cerr << "error: " << e << "\n";
   } else {
     std::cout << options.url << "\n";
     PrintNode(tree, "", std::cout);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "util/format.h"
 #include "util/strided_copy.h"
 
 namespace zarrstream {
@@ -32,11 +33,6 @@ Result<std::vector<CodecSpec>> ParseCodecList(const nlohmann::json& list, std::s
   return specs;
 }
 
-std::string IndexString(std::span<const uint64_t> index) {
-  std::string s = "(";
-  for (size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
-  return s + ")";
-}
 
 // Inner chunk `linear` (C order over `grid`) → its grid coordinates.
 void Unravel(uint64_t linear, std::span<const uint64_t> grid, std::span<uint64_t> coords) {
@@ -74,7 +70,7 @@ Result<std::unique_ptr<ShardingCodec>> ShardingCodec::Make(const nlohmann::json&
     uint64_t inner = v.get<uint64_t>();
     if (decoded.shape[d] % inner != 0) {
       return MetadataError("sharding_indexed: inner chunk_shape " + chunk_shape->dump() +
-                           " does not divide the shard shape " + IndexString(decoded.shape));
+                           " does not divide the shard shape " + FormatIndex(decoded.shape));
     }
     codec->inner_chunk_shape_.push_back(inner);
     codec->chunks_per_shard_.push_back(decoded.shape[d] / inner);
@@ -145,7 +141,7 @@ Result<ShardIndex> ShardingCodec::DecodeIndex(std::span<const std::byte> encoded
     if (bad) {
       std::vector<uint64_t> coords(chunks_per_shard_.size());
       Unravel(i, chunks_per_shard_, coords);
-      return CorruptChunkError("shard index entry for inner chunk " + IndexString(coords) +
+      return CorruptChunkError("shard index entry for inner chunk " + FormatIndex(coords) +
                                " points outside the shard (offset " + std::to_string(offset) +
                                ", nbytes " + std::to_string(nbytes) +
                                (shard_size ? ", shard size " + std::to_string(*shard_size) : "") +
@@ -197,7 +193,7 @@ Status ShardingCodec::Decode(std::span<const std::byte> encoded, std::span<std::
                     inner_chunk_shape_, element_size);
       }
     }
-    ZS_RETURN_IF_ERROR_CTX(s, "inner chunk " + IndexString(coords));
+    ZS_RETURN_IF_ERROR_CTX(s, "inner chunk " + FormatIndex(coords));
   }
   return Status::Ok();
 }

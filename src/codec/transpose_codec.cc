@@ -17,9 +17,8 @@ constexpr std::string_view kName = "transpose";
 // plan never has more than 64 dimensions.
 constexpr size_t kMaxPlannedRank = 64;
 
-template <size_t kSize>
-struct Unit {
-  std::byte bytes[kSize];
+struct Unit16 {
+  uint64_t words[2];
 };
 
 // dst = np.transpose(src, perm) for C-order arrays of `elem_size`-byte elements.
@@ -100,7 +99,7 @@ class PermutePlan {
           case 2: return RunTiles<uint16_t>(src, dst);
           case 4: return RunTiles<uint32_t>(src, dst);
           case 8: return RunTiles<uint64_t>(src, dst);
-          case 16: return RunTiles<Unit<16>>(src, dst);
+          case 16: return RunTiles<Unit16>(src, dst);
           default: return;  // DataTypeSize has no other sizes
         }
     }
@@ -136,30 +135,60 @@ class PermutePlan {
     }
   }
 
+  // The 2-D case: dst[b][a] = src[a][b] (b contiguous in the source, a in the destination),
+  // for every outer index. Cache-sized tiles are cut into micro-blocks that are read as
+  // contiguous source rows into a small local block and written as contiguous destination rows:
+  // both sides get wide loads and stores, and only the local block is accessed with a stride.
   template <typename T>
   void RunTiles(const std::byte* src, std::byte* dst) const {
-    // Tiles of about 128 bytes a side: a tile's source and destination lines stay in L1.
-    constexpr uint64_t kTile = std::max<uint64_t>(8, 128 / sizeof(T));
+    constexpr uint64_t kMicro = sizeof(T) == 1 ? 16 : 8;
+    constexpr uint64_t kTile = 8 * kMicro;
     const uint64_t na = na_, nb = nb_, ssa = src_stride_a_, dsb = dst_stride_b_;
     ForEachOuter([&](uint64_t s_off, uint64_t d_off) {
-      const std::byte* s0 = src + s_off * sizeof(T);
-      std::byte* d0 = dst + d_off * sizeof(T);
-      for (uint64_t b0 = 0; b0 < nb; b0 += kTile) {
-        const uint64_t b1 = std::min(nb, b0 + kTile);
-        for (uint64_t a0 = 0; a0 < na; a0 += kTile) {
-          const uint64_t a1 = std::min(na, a0 + kTile);
-          for (uint64_t b = b0; b < b1; ++b) {
-            const std::byte* s = s0 + (b + a0 * ssa) * sizeof(T);
-            std::byte* d = d0 + (b * dsb + a0) * sizeof(T);
-            for (uint64_t a = a0; a < a1; ++a) {
-              std::memcpy(d, s, sizeof(T));
-              s += ssa * sizeof(T);
-              d += sizeof(T);
+      const T* s0 = reinterpret_cast<const T*>(src) + s_off;
+      T* d0 = reinterpret_cast<T*>(dst) + d_off;
+      for (uint64_t a0 = 0; a0 < na; a0 += kTile) {
+        const uint64_t a1 = std::min(na, a0 + kTile);
+        for (uint64_t b0 = 0; b0 < nb; b0 += kTile) {
+          const uint64_t b1 = std::min(nb, b0 + kTile);
+          for (uint64_t a = a0; a < a1; a += kMicro) {
+            for (uint64_t b = b0; b < b1; b += kMicro) {
+              if (a + kMicro <= a1 && b + kMicro <= b1) {
+                MicroBlock<T, kMicro>(s0 + b + a * ssa, ssa, d0 + b * dsb + a, dsb);
+              } else {
+                for (uint64_t bb = b; bb < std::min(b1, b + kMicro); ++bb) {
+                  for (uint64_t aa = a; aa < std::min(a1, a + kMicro); ++aa) {
+                    Copy(s0 + bb + aa * ssa, d0 + bb * dsb + aa);
+                  }
+                }
+              }
             }
           }
         }
       }
     });
+  }
+
+  // Element copies through memcpy: the buffers are raw bytes with no alignment promise.
+  template <typename T>
+  static void Copy(const T* from, T* to) {
+    std::memcpy(static_cast<void*>(to), static_cast<const void*>(from), sizeof(T));
+  }
+
+  // dst[b * dst_stride + a] = src[a * src_stride + b] for a, b < kN.
+  template <typename T, uint64_t kN>
+  static void MicroBlock(const T* src, uint64_t src_stride, T* dst, uint64_t dst_stride) {
+    T block[kN][kN];
+    for (uint64_t a = 0; a < kN; ++a) {
+      std::memcpy(static_cast<void*>(block[a]), static_cast<const void*>(src + a * src_stride),
+                  sizeof(block[a]));
+    }
+    for (uint64_t b = 0; b < kN; ++b) {
+      T row[kN];
+      for (uint64_t a = 0; a < kN; ++a) row[a] = block[a][b];
+      std::memcpy(static_cast<void*>(dst + b * dst_stride), static_cast<const void*>(row),
+                  sizeof(row));
+    }
   }
 
   size_t elem_size_;

@@ -93,17 +93,17 @@ TEST(DataTypeFloat16Test, KnownValues) {
       {-0.0, 0x8000},
       {0.1, 0x2e66},
       {1.0 / 3, 0x3555},
-      {65504, 0x7bff},                                  // largest finite
-      {65519.99, 0x7bff},                               // just below the rounding boundary
-      {65520, 0x7c00},                                  // rounds to infinity
-      {std::ldexp(1, -14), 0x0400},                     // smallest normal
-      {std::ldexp(1, -24), 0x0001},                     // smallest subnormal
-      {std::ldexp(1, -25), 0x0000},                     // half of it: tie to even (zero)
-      {std::ldexp(3, -26), 0x0001},                     // above the tie
-      {std::ldexp(3, -25), 0x0002},                     // 1.5 units: tie to even (2)
+      {65504, 0x7bff},                                    // largest finite
+      {65519.99, 0x7bff},                                 // just below the rounding boundary
+      {65520, 0x7c00},                                    // rounds to infinity
+      {std::ldexp(1, -14), 0x0400},                       // smallest normal
+      {std::ldexp(1, -24), 0x0001},                       // smallest subnormal
+      {std::ldexp(1, -25), 0x0000},                       // half of it: tie to even (zero)
+      {std::ldexp(3, -26), 0x0001},                       // above the tie
+      {std::ldexp(3, -25), 0x0002},                       // 1.5 units: tie to even (2)
       {std::ldexp(1, -14) - std::ldexp(1, -25), 0x0400},  // subnormal rounding up to normal
-      {1 + std::ldexp(1, -11), 0x3c00},                 // tie to even (down)
-      {1 + std::ldexp(3, -11), 0x3c02},                 // tie to even (up)
+      {1 + std::ldexp(1, -11), 0x3c00},                   // tie to even (down)
+      {1 + std::ldexp(3, -11), 0x3c02},                   // tie to even (up)
       // Just above a tie: rounding through float first would lose the 2^-40 and round down.
       {1 + std::ldexp(1, -11) + std::ldexp(1, -40), 0x3c01},
       {1e-300, 0x0000},

@@ -47,8 +47,8 @@ uint16_t DoubleToFloat16Bits(double value) {
     // mantissa bump the exponent, and 65520 and above carry into the infinity pattern.
     const uint64_t rounded =
         ShiftRightRoundEven(significand, kDoubleMantissaBits - kHalfMantissaBits);
-    const uint64_t half = (static_cast<uint64_t>(exponent + kHalfExponentBias - 1)
-                           << kHalfMantissaBits) + rounded;
+    const uint64_t half =
+        (static_cast<uint64_t>(exponent + kHalfExponentBias - 1) << kHalfMantissaBits) + rounded;
     return static_cast<uint16_t>(sign | (half >= kHalfInfinity ? kHalfInfinity : half));
   }
   // Subnormal range: the result counts units of 2^-24, i.e. significand * 2^(exponent - 52 + 24).

@@ -66,9 +66,9 @@ Status CheckFormatVersion(const json& document, std::string_view field, int expe
   auto it = document.find(std::string(field));
   if (it == document.end()) return FieldError(ErrorCode::kMetadata, field, "required but missing");
   if (!it->is_number_integer()) {
-    return FieldError(ErrorCode::kMetadata, field, "expected the integer " +
-                                                       std::to_string(expected) + ", got " +
-                                                       DescribeJson(*it));
+    return FieldError(
+        ErrorCode::kMetadata, field,
+        "expected the integer " + std::to_string(expected) + ", got " + DescribeJson(*it));
   }
   if (AsUInt64(*it) != static_cast<uint64_t>(expected)) {
     return FieldError(ErrorCode::kUnsupported, field,
@@ -165,9 +165,9 @@ Status ValidateRegularGrid(const std::vector<uint64_t>& shape,
 
 Status ValidateNodePath(std::string_view path, std::string_view field) {
   auto invalid = [&](std::string_view why) {
-    return FieldError(ErrorCode::kMetadata, field,
-                      "invalid node path " + DescribeJson(json(std::string(path))) + ": " +
-                          std::string(why));
+    return FieldError(
+        ErrorCode::kMetadata, field,
+        "invalid node path " + DescribeJson(json(std::string(path))) + ": " + std::string(why));
   };
   if (path.empty()) return invalid("empty");
   int depth = 0;
@@ -195,9 +195,8 @@ void AttachSubgroupConsolidatedMetadata(ConsolidatedMetadata* nodes) {
   }
   // Deepest first: a group's copy of a subgroup then already carries the subgroup's own map.
   auto depth = [](const std::string& p) { return std::count(p.begin(), p.end(), '/'); };
-  std::stable_sort(groups.begin(), groups.end(), [&](const std::string& a, const std::string& b) {
-    return depth(a) > depth(b);
-  });
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const std::string& a, const std::string& b) { return depth(a) > depth(b); });
   for (const std::string& group : groups) {
     auto below = std::make_shared<ConsolidatedMetadata>();
     const std::string prefix = group + "/";

@@ -52,23 +52,30 @@ Result<V2Type> ParseDtypeString(std::string_view dtype, const std::string& field
     return malformed("expected a byte order '<', '>' or '|' first");
   }
   switch (kind) {
-    case 'O': return unsupported("object");
+    case 'O':
+      return unsupported("object");
     case 'U':
     case 'S':
-    case 'a': return unsupported("string");
-    case 'V': return unsupported("void/structured");
+    case 'a':
+      return unsupported("string");
+    case 'V':
+      return unsupported("void/structured");
     case 'M':
-    case 'm': return unsupported("datetime/timedelta");
+    case 'm':
+      return unsupported("datetime/timedelta");
     case 'b':
     case 'i':
     case 'u':
     case 'f':
-    case 'c': break;
-    default: return malformed("unknown type kind");
+    case 'c':
+      break;
+    default:
+      return malformed("unknown type kind");
   }
   const std::string_view size_text = dtype.substr(2);
   if (size_text.empty() || size_text.size() > 2 ||
-      !std::all_of(size_text.begin(), size_text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      !std::all_of(size_text.begin(), size_text.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
     return malformed("expected the item size in bytes after the kind");
   }
   const int size = std::stoi(std::string(size_text));
@@ -204,7 +211,8 @@ Status AddFilter(const json& filter, const std::string& field, V2Type* current,
     }
     ZS_ASSIGN_OR_RETURN(configuration,
                         ParseTypeChangingFilter(filter, field, current, std::move(configuration)));
-    chain->array_to_array.push_back({"numcodecs." + id->get<std::string>(), std::move(configuration)});
+    chain->array_to_array.push_back(
+        {"numcodecs." + id->get<std::string>(), std::move(configuration)});
     return Status::Ok();
   }
   if (*id == "shuffle") {
@@ -228,9 +236,9 @@ Status AddFilter(const json& filter, const std::string& field, V2Type* current,
 Result<CodecSpec> ParseCompressor(const json& compressor, V2Type current) {
   const std::string field = "compressor";
   if (!compressor.is_object()) {
-    return FieldError(ErrorCode::kMetadata, field,
-                      "expected null or a codec configuration object, got " +
-                          DescribeJson(compressor));
+    return FieldError(
+        ErrorCode::kMetadata, field,
+        "expected null or a codec configuration object, got " + DescribeJson(compressor));
   }
   ZS_ASSIGN_OR_RETURN(const json* id_json, RequiredField(compressor, "id", field + ".id"));
   if (!id_json->is_string()) {
@@ -272,11 +280,19 @@ Result<CodecSpec> ParseCompressor(const json& compressor, V2Type current) {
     const size_t typesize = DataTypeSize(current.type);
     std::string shuffle_name;
     switch (shuffle) {
-      case 0: shuffle_name = "noshuffle"; break;
-      case 1: shuffle_name = "shuffle"; break;
-      case 2: shuffle_name = "bitshuffle"; break;
+      case 0:
+        shuffle_name = "noshuffle";
+        break;
+      case 1:
+        shuffle_name = "shuffle";
+        break;
+      case 2:
+        shuffle_name = "bitshuffle";
+        break;
       // numcodecs' AUTOSHUFFLE: byte shuffling does nothing to 1-byte items, so it bit-shuffles.
-      case -1: shuffle_name = typesize == 1 ? "bitshuffle" : "shuffle"; break;
+      case -1:
+        shuffle_name = typesize == 1 ? "bitshuffle" : "shuffle";
+        break;
       default:
         return FieldError(ErrorCode::kMetadata, field + ".shuffle",
                           "expected -1, 0, 1 or 2, got " + std::to_string(shuffle));
@@ -301,8 +317,7 @@ Result<CodecSpec> ParseCompressor(const json& compressor, V2Type current) {
 }
 
 Result<std::vector<CodecSpec>> BuildCodecChain(const json& filters, const json& compressor,
-                                               V2Type array_type, bool fortran_order,
-                                               size_t rank) {
+                                               V2Type array_type, bool fortran_order, size_t rank) {
   std::vector<CodecSpec> codecs;
   if (fortran_order) {
     json order = json::array();
@@ -414,9 +429,8 @@ Result<ArrayMetadata> ParseV2Array(const json& zarray, const json* zattrs) {
       return FieldError(ErrorCode::kMetadata, field,
                         "expected an array of " + std::to_string(metadata.shape.size()) +
                             " dimension names, got " +
-                            (dimensions->is_array()
-                                 ? std::to_string(dimensions->size()) + " names"
-                                 : DescribeJson(*dimensions)));
+                            (dimensions->is_array() ? std::to_string(dimensions->size()) + " names"
+                                                    : DescribeJson(*dimensions)));
     }
     for (size_t i = 0; i < dimensions->size(); ++i) {
       const json& name = (*dimensions)[i];

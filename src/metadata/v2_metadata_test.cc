@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,8 @@ json BaseZarray() {
 Result<ArrayMetadata> Parse(const json& zarray, std::optional<json> zattrs = std::nullopt) {
   std::optional<std::string> attrs_text;
   if (zattrs) attrs_text = zattrs->dump();
-  return ParseV2ArrayMetadata(zarray.dump(), attrs_text ? std::optional<std::string_view>(*attrs_text)
-                                                        : std::nullopt);
+  return ParseV2ArrayMetadata(
+      zarray.dump(), attrs_text ? std::optional<std::string_view>(*attrs_text) : std::nullopt);
 }
 
 void ExpectError(const Status& status, ErrorCode code, std::initializer_list<std::string> needles) {
@@ -112,7 +113,10 @@ TEST(V2MetadataTest, ParsesZarrPythonArray) {
       {"numcodecs.delta", {{"dtype", ">f8"}, {"astype", ">f8"}}},
       {"bytes", {{"endian", "big"}}},
       {"blosc",
-       {{"cname", "zstd"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"blocksize", 0},
+       {{"cname", "zstd"},
+        {"clevel", 5},
+        {"shuffle", "shuffle"},
+        {"blocksize", 0},
         {"typesize", 8}}},
   };
   EXPECT_EQ(m.codecs, expected);
@@ -127,14 +131,14 @@ TEST(V2MetadataTest, DataTypes) {
     bool big_endian;
   };
   const Case cases[] = {
-      {"<f4", DataType::kFloat32, false},  {">f8", DataType::kFloat64, true},
-      {"|u1", DataType::kUInt8, false},    {"|b1", DataType::kBool, false},
-      {"|i1", DataType::kInt8, false},     {"<f2", DataType::kFloat16, false},
-      {">f2", DataType::kFloat16, true},   {"<c8", DataType::kComplex64, false},
+      {"<f4", DataType::kFloat32, false},     {">f8", DataType::kFloat64, true},
+      {"|u1", DataType::kUInt8, false},       {"|b1", DataType::kBool, false},
+      {"|i1", DataType::kInt8, false},        {"<f2", DataType::kFloat16, false},
+      {">f2", DataType::kFloat16, true},      {"<c8", DataType::kComplex64, false},
       {"<c16", DataType::kComplex128, false}, {">c16", DataType::kComplex128, true},
-      {">i2", DataType::kInt16, true},     {"<i4", DataType::kInt32, false},
-      {"<i8", DataType::kInt64, false},    {"<u2", DataType::kUInt16, false},
-      {">u4", DataType::kUInt32, true},    {"<u8", DataType::kUInt64, false},
+      {">i2", DataType::kInt16, true},        {"<i4", DataType::kInt32, false},
+      {"<i8", DataType::kInt64, false},       {"<u2", DataType::kUInt16, false},
+      {">u4", DataType::kUInt32, true},       {"<u8", DataType::kUInt64, false},
       {">u1", DataType::kUInt8, false},  // byte order means nothing for one byte
   };
   for (const Case& c : cases) {
@@ -146,8 +150,8 @@ TEST(V2MetadataTest, DataTypes) {
 }
 
 TEST(V2MetadataTest, UnsupportedDataTypesAreNamed) {
-  for (const char* dtype : {"|O", "<U10", "|S5", "|V8", "<M8[ns]", "<m8[s]", "<f16", "<c32",
-                            "|b2", "<i16"}) {
+  for (const char* dtype :
+       {"|O", "<U10", "|S5", "|V8", "<M8[ns]", "<m8[s]", "<f16", "<c32", "|b2", "<i16"}) {
     ExpectError(ParseV2DataType(dtype).status(), ErrorCode::kUnsupported,
                 {"field 'dtype'", std::string(dtype)});
     json zarray = BaseZarray();
@@ -211,13 +215,15 @@ TEST(V2MetadataTest, FillValues) {
       {"|u1", 255, bytes_of(uint8_t{255})},
       {"|b1", true, bytes_of(uint8_t{1})},
       {"|b1", false, bytes_of(uint8_t{0})},
-      {"<c16", json::array({1.0, -1.0}), [&] {
+      {"<c16", json::array({1.0, -1.0}),
+       [&] {
          auto b = bytes_of(1.0);
          auto im = bytes_of(-1.0);
          b.insert(b.end(), im.begin(), im.end());
          return b;
        }()},
-      {"<c8", json::array({"NaN", "Infinity"}), [&] {
+      {"<c8", json::array({"NaN", "Infinity"}),
+       [&] {
          auto b = bytes_of(uint32_t{0x7fc00000});
          auto im = bytes_of(static_cast<float>(INFINITY));
          b.insert(b.end(), im.begin(), im.end());
@@ -253,9 +259,9 @@ TEST(V2MetadataTest, BadFillValuesNameTheField) {
     const char* dtype;
     json fill;
   };
-  const Case cases[] = {{"|u1", 300},       {"|u1", -1},     {"<i4", 1.5},   {"<i4", "NaN"},
-                        {"|b1", 1},         {"<f4", "nan"},  {"<f4", 1e39},  {"<c8", 1.0},
-                        {"<i8", 1e19},      {"<f8", json::object()}};
+  const Case cases[] = {
+      {"|u1", 300},   {"|u1", -1},   {"<i4", 1.5}, {"<i4", "NaN"}, {"|b1", 1},
+      {"<f4", "nan"}, {"<f4", 1e39}, {"<c8", 1.0}, {"<i8", 1e19},  {"<f8", json::object()}};
   for (const Case& c : cases) {
     json zarray = BaseZarray();
     zarray["dtype"] = c.dtype;
@@ -294,7 +300,8 @@ TEST(V2MetadataTest, Compressors) {
   };
   const Case cases[] = {
       {"<f4", {{"id", "zstd"}, {"level", 3}}, {"zstd", {{"level", 3}, {"checksum", false}}}},
-      {"<f4", {{"id", "zstd"}, {"level", -5}, {"checksum", true}},
+      {"<f4",
+       {{"id", "zstd"}, {"level", -5}, {"checksum", true}},
        {"zstd", {{"level", -5}, {"checksum", true}}}},
       {"<f4", {{"id", "gzip"}, {"level", 6}}, {"gzip", {{"level", 6}}}},
       {"<f4", {{"id", "zlib"}, {"level", 9}}, {"numcodecs.zlib", {{"level", 9}}}},
@@ -304,33 +311,52 @@ TEST(V2MetadataTest, Compressors) {
       {"<f4",
        {{"id", "blosc"}, {"cname", "lz4"}, {"clevel", 5}, {"shuffle", 1}, {"blocksize", 0}},
        {"blosc",
-        {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"blocksize", 0},
+        {{"cname", "lz4"},
+         {"clevel", 5},
+         {"shuffle", "shuffle"},
+         {"blocksize", 0},
          {"typesize", 4}}}},
       {"<i2",
        {{"id", "blosc"}, {"cname", "zstd"}, {"clevel", 1}, {"shuffle", 0}, {"blocksize", 256}},
        {"blosc",
-        {{"cname", "zstd"}, {"clevel", 1}, {"shuffle", "noshuffle"}, {"blocksize", 256},
+        {{"cname", "zstd"},
+         {"clevel", 1},
+         {"shuffle", "noshuffle"},
+         {"blocksize", 256},
          {"typesize", 2}}}},
       {"<f8",
        {{"id", "blosc"}, {"cname", "blosclz"}, {"clevel", 9}, {"shuffle", 2}, {"blocksize", 0}},
        {"blosc",
-        {{"cname", "blosclz"}, {"clevel", 9}, {"shuffle", "bitshuffle"}, {"blocksize", 0},
+        {{"cname", "blosclz"},
+         {"clevel", 9},
+         {"shuffle", "bitshuffle"},
+         {"blocksize", 0},
          {"typesize", 8}}}},
       // AUTOSHUFFLE: bit shuffle for 1-byte items, byte shuffle otherwise.
       {"|u1",
        {{"id", "blosc"}, {"cname", "lz4"}, {"clevel", 5}, {"shuffle", -1}, {"blocksize", 0}},
        {"blosc",
-        {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "bitshuffle"}, {"blocksize", 0},
+        {{"cname", "lz4"},
+         {"clevel", 5},
+         {"shuffle", "bitshuffle"},
+         {"blocksize", 0},
          {"typesize", 1}}}},
       {"<c16",
        {{"id", "blosc"}, {"cname", "lz4"}, {"clevel", 5}, {"shuffle", -1}, {"blocksize", 0}},
        {"blosc",
-        {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"blocksize", 0},
+        {{"cname", "lz4"},
+         {"clevel", 5},
+         {"shuffle", "shuffle"},
+         {"blocksize", 0},
          {"typesize", 16}}}},
       // numcodecs' defaults fill in missing options.
-      {"<f4", {{"id", "blosc"}},
+      {"<f4",
+       {{"id", "blosc"}},
        {"blosc",
-        {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"blocksize", 0},
+        {{"cname", "lz4"},
+         {"clevel", 5},
+         {"shuffle", "shuffle"},
+         {"blocksize", 0},
          {"typesize", 4}}}},
   };
   for (const Case& c : cases) {
@@ -363,9 +389,11 @@ TEST(V2MetadataTest, BadCompressorsNameTheField) {
       {{{"id", "zstd"}, {"checksum", 1}}, ErrorCode::kMetadata, {"field 'compressor.checksum'"}},
       {{{"id", "blosc"}, {"shuffle", 3}}, ErrorCode::kMetadata, {"field 'compressor.shuffle'"}},
       {{{"id", "blosc"}, {"cname", 1}}, ErrorCode::kMetadata, {"field 'compressor.cname'"}},
-      {{{"id", "blosc"}, {"blocksize", -1}}, ErrorCode::kMetadata,
+      {{{"id", "blosc"}, {"blocksize", -1}},
+       ErrorCode::kMetadata,
        {"field 'compressor.blocksize'"}},
-      {{{"id", "gzip"}, {"level", json::parse("18446744073709551615")}}, ErrorCode::kMetadata,
+      {{{"id", "gzip"}, {"level", json::parse("18446744073709551615")}},
+       ErrorCode::kMetadata,
        {"field 'compressor.level'"}},
   };
   for (const Case& c : cases) {
@@ -385,49 +413,55 @@ TEST(V2MetadataTest, Filters) {
   Result<std::vector<CodecSpec>> chain =
       Chain("<i4", json::array({{{"id", "delta"}, {"dtype", "<i4"}}}), nullptr);
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
-  EXPECT_EQ(*chain, (std::vector<CodecSpec>{
-                        {"numcodecs.delta", {{"dtype", "<i4"}, {"astype", "<i4"}}},
-                        {"bytes", {{"endian", "little"}}}}));
+  EXPECT_EQ(*chain,
+            (std::vector<CodecSpec>{{"numcodecs.delta", {{"dtype", "<i4"}, {"astype", "<i4"}}},
+                                    {"bytes", {{"endian", "little"}}}}));
 
   // fixedscaleoffset to one byte: the bytes codec and blosc see the astype.
-  chain = Chain("<f8",
-                json::array({{{"id", "fixedscaleoffset"}, {"scale", 10}, {"offset", 0},
-                              {"dtype", "<f8"}, {"astype", "|u1"}}}),
-                {{"id", "blosc"}, {"cname", "lz4"}, {"clevel", 5}, {"shuffle", -1},
-                 {"blocksize", 0}});
+  chain =
+      Chain("<f8",
+            json::array({{{"id", "fixedscaleoffset"},
+                          {"scale", 10},
+                          {"offset", 0},
+                          {"dtype", "<f8"},
+                          {"astype", "|u1"}}}),
+            {{"id", "blosc"}, {"cname", "lz4"}, {"clevel", 5}, {"shuffle", -1}, {"blocksize", 0}});
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
-  EXPECT_EQ(*chain,
-            (std::vector<CodecSpec>{
-                {"numcodecs.fixedscaleoffset",
-                 {{"dtype", "<f8"}, {"astype", "|u1"}, {"scale", 10}, {"offset", 0}}},
-                {"bytes", json::object()},
-                {"blosc",
-                 {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "bitshuffle"}, {"blocksize", 0},
-                  {"typesize", 1}}}}));
+  EXPECT_EQ(*chain, (std::vector<CodecSpec>{
+                        {"numcodecs.fixedscaleoffset",
+                         {{"dtype", "<f8"}, {"astype", "|u1"}, {"scale", 10}, {"offset", 0}}},
+                        {"bytes", json::object()},
+                        {"blosc",
+                         {{"cname", "lz4"},
+                          {"clevel", 5},
+                          {"shuffle", "bitshuffle"},
+                          {"blocksize", 0},
+                          {"typesize", 1}}}}));
 
   // A delta that narrows to big-endian int16: the bytes codec takes the astype's byte order.
   chain = Chain("<i4", json::array({{{"id", "delta"}, {"dtype", "<i4"}, {"astype", ">i2"}}}),
                 {{"id", "zstd"}, {"level", 1}});
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
-  EXPECT_EQ(*chain, (std::vector<CodecSpec>{
-                        {"numcodecs.delta", {{"dtype", "<i4"}, {"astype", ">i2"}}},
-                        {"bytes", {{"endian", "big"}}},
-                        {"zstd", {{"level", 1}, {"checksum", false}}}}));
+  EXPECT_EQ(*chain,
+            (std::vector<CodecSpec>{{"numcodecs.delta", {{"dtype", "<i4"}, {"astype", ">i2"}}},
+                                    {"bytes", {{"endian", "big"}}},
+                                    {"zstd", {{"level", 1}, {"checksum", false}}}}));
 
   // shuffle works on bytes, so it goes after the bytes codec; elementsize defaults to the item
   // size. The full order: transpose, array filters, bytes, byte filters, compressor.
   chain = Chain(">i8",
-                json::array({{{"id", "delta"}, {"dtype", ">i8"}}, {{"id", "shuffle"}},
+                json::array({{{"id", "delta"}, {"dtype", ">i8"}},
+                             {{"id", "shuffle"}},
                              {{"id", "shuffle"}, {"elementsize", 2}}}),
                 {{"id", "gzip"}, {"level", 1}}, "F");
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
-  EXPECT_EQ(*chain, (std::vector<CodecSpec>{
-                        {"transpose", {{"order", {1, 0}}}},
-                        {"numcodecs.delta", {{"dtype", ">i8"}, {"astype", ">i8"}}},
-                        {"bytes", {{"endian", "big"}}},
-                        {"numcodecs.shuffle", {{"elementsize", 8}}},
-                        {"numcodecs.shuffle", {{"elementsize", 2}}},
-                        {"gzip", {{"level", 1}}}}));
+  EXPECT_EQ(*chain,
+            (std::vector<CodecSpec>{{"transpose", {{"order", {1, 0}}}},
+                                    {"numcodecs.delta", {{"dtype", ">i8"}, {"astype", ">i8"}}},
+                                    {"bytes", {{"endian", "big"}}},
+                                    {"numcodecs.shuffle", {{"elementsize", 8}}},
+                                    {"numcodecs.shuffle", {{"elementsize", 2}}},
+                                    {"gzip", {{"level", 1}}}}));
 
   // Empty filter lists mean no filters.
   chain = Chain("<f4", json::array(), nullptr);
@@ -443,33 +477,56 @@ TEST(V2MetadataTest, BadFiltersNameTheField) {
     std::vector<std::string> needles;
   };
   const Case cases[] = {
-      {"<f4", json::array({{{"id", "quantize"}, {"digits", 3}, {"dtype", "<f4"}}}),
-       ErrorCode::kUnsupported, {"field 'filters[0].id'", "quantize"}},
-      {"<f4", json::array({{{"id", "shuffle"}}, {{"id", "categorize"}}}), ErrorCode::kUnsupported,
+      {"<f4",
+       json::array({{{"id", "quantize"}, {"digits", 3}, {"dtype", "<f4"}}}),
+       ErrorCode::kUnsupported,
+       {"field 'filters[0].id'", "quantize"}},
+      {"<f4",
+       json::array({{{"id", "shuffle"}}, {{"id", "categorize"}}}),
+       ErrorCode::kUnsupported,
        {"field 'filters[1].id'", "categorize"}},
-      {"<i4", json::array({{{"id", "shuffle"}}, {{"id", "delta"}, {"dtype", "<i4"}}}),
-       ErrorCode::kUnsupported, {"field 'filters[1].id'", "delta"}},
-      {"<f4", json::array({{{"dtype", "<f4"}}}), ErrorCode::kMetadata,
+      {"<i4",
+       json::array({{{"id", "shuffle"}}, {{"id", "delta"}, {"dtype", "<i4"}}}),
+       ErrorCode::kUnsupported,
+       {"field 'filters[1].id'", "delta"}},
+      {"<f4",
+       json::array({{{"dtype", "<f4"}}}),
+       ErrorCode::kMetadata,
        {"field 'filters[0].id'", "missing"}},
       {"<f4", json::array({"delta"}), ErrorCode::kMetadata, {"field 'filters[0]'"}},
       {"<f4", json::object(), ErrorCode::kMetadata, {"field 'filters'"}},
-      {"<f4", json::array({{{"id", "delta"}}}), ErrorCode::kMetadata,
+      {"<f4",
+       json::array({{{"id", "delta"}}}),
+       ErrorCode::kMetadata,
        {"field 'filters[0].dtype'", "missing"}},
-      {"<f4", json::array({{{"id", "delta"}, {"dtype", "<i4"}}}), ErrorCode::kUnsupported,
+      {"<f4",
+       json::array({{{"id", "delta"}, {"dtype", "<i4"}}}),
+       ErrorCode::kUnsupported,
        {"field 'filters[0].dtype'", "<i4"}},
-      {"<f4", json::array({{{"id", "delta"}, {"dtype", ">f4"}}}), ErrorCode::kUnsupported,
+      {"<f4",
+       json::array({{{"id", "delta"}, {"dtype", ">f4"}}}),
+       ErrorCode::kUnsupported,
        {"field 'filters[0].dtype'"}},
-      {"<f4", json::array({{{"id", "delta"}, {"dtype", "<f4"}, {"astype", "|O"}}}),
-       ErrorCode::kUnsupported, {"field 'filters[0].astype'", "|O"}},
-      {"<f4", json::array({{{"id", "delta"}, {"dtype", "<f4"}, {"extra", 1}}}),
-       ErrorCode::kUnsupported, {"field 'filters[0]'", "extra"}},
-      {"<f8", json::array({{{"id", "fixedscaleoffset"}, {"offset", 0}, {"dtype", "<f8"}}}),
-       ErrorCode::kMetadata, {"field 'filters[0].scale'", "missing"}},
+      {"<f4",
+       json::array({{{"id", "delta"}, {"dtype", "<f4"}, {"astype", "|O"}}}),
+       ErrorCode::kUnsupported,
+       {"field 'filters[0].astype'", "|O"}},
+      {"<f4",
+       json::array({{{"id", "delta"}, {"dtype", "<f4"}, {"extra", 1}}}),
+       ErrorCode::kUnsupported,
+       {"field 'filters[0]'", "extra"}},
       {"<f8",
-       json::array({{{"id", "fixedscaleoffset"}, {"scale", "10"}, {"offset", 0},
-                     {"dtype", "<f8"}}}),
-       ErrorCode::kMetadata, {"field 'filters[0].scale'"}},
-      {"<f4", json::array({{{"id", "shuffle"}, {"elementsize", 0}}}), ErrorCode::kMetadata,
+       json::array({{{"id", "fixedscaleoffset"}, {"offset", 0}, {"dtype", "<f8"}}}),
+       ErrorCode::kMetadata,
+       {"field 'filters[0].scale'", "missing"}},
+      {"<f8",
+       json::array(
+           {{{"id", "fixedscaleoffset"}, {"scale", "10"}, {"offset", 0}, {"dtype", "<f8"}}}),
+       ErrorCode::kMetadata,
+       {"field 'filters[0].scale'"}},
+      {"<f4",
+       json::array({{{"id", "shuffle"}, {"elementsize", 0}}}),
+       ErrorCode::kMetadata,
        {"field 'filters[0].elementsize'"}},
   };
   for (const Case& c : cases) {
@@ -635,32 +692,44 @@ TEST(V2MetadataTest, BadConsolidatedMetadata) {
     std::vector<std::string> needles;
   };
   const Case cases[] = {
-      {json({{"metadata", json::object()}}), ErrorCode::kMetadata,
+      {json({{"metadata", json::object()}}),
+       ErrorCode::kMetadata,
        {"field 'zarr_consolidated_format'", "missing"}},
       {json({{"zarr_consolidated_format", 2}, {"metadata", json::object()}}),
-       ErrorCode::kUnsupported, {"field 'zarr_consolidated_format'"}},
-      {json({{"zarr_consolidated_format", 1}}), ErrorCode::kMetadata,
+       ErrorCode::kUnsupported,
+       {"field 'zarr_consolidated_format'"}},
+      {json({{"zarr_consolidated_format", 1}}),
+       ErrorCode::kMetadata,
        {"field 'metadata'", "missing"}},
-      {json({{"zarr_consolidated_format", 1}, {"metadata", json::array()}}), ErrorCode::kMetadata,
+      {json({{"zarr_consolidated_format", 1}, {"metadata", json::array()}}),
+       ErrorCode::kMetadata,
        {"field 'metadata'"}},
       {json({{"zarr_consolidated_format", 1}, {"metadata", {{"a/data.bin", 1}}}}),
-       ErrorCode::kMetadata, {"a/data.bin"}},
+       ErrorCode::kMetadata,
+       {"a/data.bin"}},
       {json({{"zarr_consolidated_format", 1}, {"metadata", {{"../a/.zarray", zarray}}}}),
-       ErrorCode::kMetadata, {"../a/.zarray"}},
+       ErrorCode::kMetadata,
+       {"../a/.zarray"}},
       {json({{"zarr_consolidated_format", 1}, {"metadata", {{"a//.zarray", zarray}}}}),
-       ErrorCode::kMetadata, {"a//.zarray"}},
+       ErrorCode::kMetadata,
+       {"a//.zarray"}},
       {json({{"zarr_consolidated_format", 1}, {"metadata", {{"a/.zattrs", json::object()}}}}),
-       ErrorCode::kMetadata, {"a/.zattrs"}},
+       ErrorCode::kMetadata,
+       {"a/.zattrs"}},
       {json({{"zarr_consolidated_format", 1},
              {"metadata", {{"a/.zarray", zarray}, {"a/.zgroup", {{"zarr_format", 2}}}}}}),
-       ErrorCode::kMetadata, {"a/.zarray", ".zgroup"}},
+       ErrorCode::kMetadata,
+       {"a/.zarray", ".zgroup"}},
       {json({{"zarr_consolidated_format", 1}, {"metadata", {{"a/b/.zarray", bad_zarray}}}}),
-       ErrorCode::kUnsupported, {"a/b/.zarray", "field 'dtype'", "|O"}},
+       ErrorCode::kUnsupported,
+       {"a/b/.zarray", "field 'dtype'", "|O"}},
       {json({{"zarr_consolidated_format", 1},
              {"metadata", {{"a/.zarray", zarray}, {"a/.zattrs", json::array()}}}}),
-       ErrorCode::kMetadata, {"a/.zarray", ".zattrs"}},
+       ErrorCode::kMetadata,
+       {"a/.zarray", ".zattrs"}},
       {json({{"zarr_consolidated_format", 1}, {"metadata", {{".zgroup", {{"zarr_format", 3}}}}}}),
-       ErrorCode::kUnsupported, {".zgroup", "zarr_format"}},
+       ErrorCode::kUnsupported,
+       {".zgroup", "zarr_format"}},
       {json::array(), ErrorCode::kMetadata, {".zmetadata"}},
   };
   for (const Case& c : cases) {
@@ -673,15 +742,25 @@ TEST(V2MetadataTest, BadConsolidatedMetadata) {
 }
 
 TEST(V2MetadataTest, HostileVariationsNeverCrash) {
-  const json values[] = {nullptr, true, 0, -1, 1.5, "x", "<f4", json::array(),
-                         json::array({1, "a"}), json::object(), json({{"id", 1}})};
+  const json values[] = {nullptr,
+                         true,
+                         0,
+                         -1,
+                         1.5,
+                         "x",
+                         "<f4",
+                         json::array(),
+                         json::array({1, "a"}),
+                         json::object(),
+                         json({{"id", 1}})};
   const json base = json::parse(kZarrPythonZarray);
   for (const auto& [key, unused] : base.items()) {
     for (const json& value : values) {
       json doc = base;
       doc[key] = value;
       (void)ParseV2ArrayMetadata(doc.dump(), std::nullopt);
-      (void)ParseV2ArrayMetadata(base.dump(), std::string_view(json({{"_ARRAY_DIMENSIONS", value}}).dump()));
+      (void)ParseV2ArrayMetadata(base.dump(),
+                                 std::string_view(json({{"_ARRAY_DIMENSIONS", value}}).dump()));
     }
   }
   const std::string text = std::string(kZarrPythonZmetadata);

@@ -33,9 +33,9 @@ constexpr uint64_t kFloat64NaN = 0x7ff8000000000000;
 constexpr size_t kMaxQuotedKeyLength = 64;
 
 constexpr std::array<std::string_view, 11> kArrayFields = {
-    "zarr_format", "node_type",       "shape",           "data_type",
-    "chunk_grid",  "chunk_key_encoding", "fill_value",   "codecs",
-    "attributes",  "dimension_names", "storage_transformers"};
+    "zarr_format",         "node_type",  "shape",  "data_type",  "chunk_grid",
+    "chunk_key_encoding",  "fill_value", "codecs", "attributes", "dimension_names",
+    "storage_transformers"};
 constexpr std::array<std::string_view, 4> kGroupFields = {"zarr_format", "node_type", "attributes",
                                                           "consolidated_metadata"};
 
@@ -56,10 +56,18 @@ void AppendBits(uint64_t bits, size_t size, std::vector<std::byte>* out) {
     out->insert(out->end(), bytes.begin(), bytes.end());
   };
   switch (size) {
-    case 1: append(static_cast<uint8_t>(bits)); break;
-    case 2: append(static_cast<uint16_t>(bits)); break;
-    case 4: append(static_cast<uint32_t>(bits)); break;
-    default: append(bits); break;
+    case 1:
+      append(static_cast<uint8_t>(bits));
+      break;
+    case 2:
+      append(static_cast<uint16_t>(bits));
+      break;
+    case 4:
+      append(static_cast<uint32_t>(bits));
+      break;
+    default:
+      append(bits);
+      break;
   }
 }
 
@@ -91,26 +99,35 @@ uint64_t ReadBits(const std::byte* data, size_t size) {
 
 uint64_t CanonicalNaNBits(size_t size) {
   switch (size) {
-    case 2: return kFloat16NaN;
-    case 4: return kFloat32NaN;
-    default: return kFloat64NaN;
+    case 2:
+      return kFloat16NaN;
+    case 4:
+      return kFloat32NaN;
+    default:
+      return kFloat64NaN;
   }
 }
 
 uint64_t InfinityBits(size_t size, bool negative) {
   uint64_t sign = negative ? uint64_t{1} << (8 * size - 1) : 0;
   switch (size) {
-    case 2: return sign | 0x7c00;
-    case 4: return sign | 0x7f800000;
-    default: return sign | 0x7ff0000000000000;
+    case 2:
+      return sign | 0x7c00;
+    case 4:
+      return sign | 0x7f800000;
+    default:
+      return sign | 0x7ff0000000000000;
   }
 }
 
 std::string_view FloatTypeName(size_t size) {
   switch (size) {
-    case 2: return "float16";
-    case 4: return "float32";
-    default: return "float64";
+    case 2:
+      return "float16";
+    case 4:
+      return "float32";
+    default:
+      return "float64";
   }
 }
 
@@ -153,8 +170,8 @@ std::optional<uint32_t> DoubleToFloat32Bits(double value) {
   if (std::isinf(value)) return static_cast<uint32_t>(InfinityBits(4, value < 0));
   if (std::fabs(value) >= overflow_threshold) return std::nullopt;
   constexpr float kFloatMax = std::numeric_limits<float>::max();
-  float rounded = std::fabs(value) <= kMax ? static_cast<float>(value)
-                                           : (value > 0 ? kFloatMax : -kFloatMax);
+  float rounded =
+      std::fabs(value) <= kMax ? static_cast<float>(value) : (value > 0 ? kFloatMax : -kFloatMax);
   return std::bit_cast<uint32_t>(rounded);
 }
 
@@ -170,9 +187,9 @@ Result<uint64_t> ParseFloatBits(const json& value, size_t size) {
     if (text.starts_with("0x")) {
       std::optional<uint64_t> bits = ParseHexBits(text, size);
       if (!bits) {
-        return MetadataError("hex value " + DescribeJson(value) + " for " +
-                             std::string(type_name) + " must be \"0x\" and exactly " +
-                             std::to_string(2 * size) + " hex digits");
+        return MetadataError("hex value " + DescribeJson(value) + " for " + std::string(type_name) +
+                             " must be \"0x\" and exactly " + std::to_string(2 * size) +
+                             " hex digits");
       }
       return *bits;
     }
@@ -195,8 +212,10 @@ Result<uint64_t> ParseFloatBits(const json& value, size_t size) {
     return MetadataError("value " + DescribeJson(value) + " is out of range for " +
                          std::string(type_name));
   }
-  return MetadataError("expected a number, \"NaN\", \"Infinity\", \"-Infinity\" or a hex string "
-                       "for " + std::string(type_name) + ", got " + DescribeJson(value));
+  return MetadataError(
+      "expected a number, \"NaN\", \"Infinity\", \"-Infinity\" or a hex string "
+      "for " +
+      std::string(type_name) + ", got " + DescribeJson(value));
 }
 
 struct IntegerRange {
@@ -206,14 +225,22 @@ struct IntegerRange {
 
 IntegerRange RangeOf(DataType type) {
   switch (type) {
-    case DataType::kInt8: return {INT8_MIN, INT8_MAX};
-    case DataType::kInt16: return {INT16_MIN, INT16_MAX};
-    case DataType::kInt32: return {INT32_MIN, INT32_MAX};
-    case DataType::kInt64: return {INT64_MIN, INT64_MAX};
-    case DataType::kUInt8: return {0, UINT8_MAX};
-    case DataType::kUInt16: return {0, UINT16_MAX};
-    case DataType::kUInt32: return {0, UINT32_MAX};
-    default: return {0, UINT64_MAX};
+    case DataType::kInt8:
+      return {INT8_MIN, INT8_MAX};
+    case DataType::kInt16:
+      return {INT16_MIN, INT16_MAX};
+    case DataType::kInt32:
+      return {INT32_MIN, INT32_MAX};
+    case DataType::kInt64:
+      return {INT64_MIN, INT64_MAX};
+    case DataType::kUInt8:
+      return {0, UINT8_MAX};
+    case DataType::kUInt16:
+      return {0, UINT16_MAX};
+    case DataType::kUInt32:
+      return {0, UINT32_MAX};
+    default:
+      return {0, UINT64_MAX};
   }
 }
 
@@ -240,7 +267,8 @@ Result<std::vector<std::byte>> ParseFillValueBytes(const json& value, DataType t
   std::vector<std::byte> bytes;
   bytes.reserve(DataTypeSize(type));
   if (type == DataType::kBool) {
-    if (!value.is_boolean()) return MetadataError("expected true or false, got " + DescribeJson(value));
+    if (!value.is_boolean())
+      return MetadataError("expected true or false, got " + DescribeJson(value));
     AppendBits(value.get<bool>() ? 1 : 0, 1, &bytes);
   } else if (IsSignedInteger(type) || IsUnsignedInteger(type)) {
     ZS_ASSIGN_OR_RETURN(uint64_t bits, ParseIntegerBits(value, type));
@@ -265,9 +293,15 @@ Result<std::vector<std::byte>> ParseFillValueBytes(const json& value, DataType t
 json FloatBitsToJson(uint64_t bits, size_t size) {
   double value = 0;
   switch (size) {
-    case 2: value = Float16BitsToDouble(static_cast<uint16_t>(bits)); break;
-    case 4: value = std::bit_cast<float>(static_cast<uint32_t>(bits)); break;
-    default: value = std::bit_cast<double>(bits); break;
+    case 2:
+      value = Float16BitsToDouble(static_cast<uint16_t>(bits));
+      break;
+    case 4:
+      value = std::bit_cast<float>(static_cast<uint32_t>(bits));
+      break;
+    default:
+      value = std::bit_cast<double>(bits);
+      break;
   }
   if (std::isnan(value)) {
     // "NaN" means the canonical NaN; any other payload or sign is kept exactly as a hex pattern.
@@ -284,14 +318,19 @@ json FillValueToJson(std::vector<std::byte> bytes, DataType type) {
   if (IsSignedInteger(type)) {
     const uint64_t bits = ReadBits(bytes.data(), bytes.size());
     switch (type) {
-      case DataType::kInt8: return static_cast<int8_t>(bits);
-      case DataType::kInt16: return static_cast<int16_t>(bits);
-      case DataType::kInt32: return static_cast<int32_t>(bits);
-      default: return static_cast<int64_t>(bits);
+      case DataType::kInt8:
+        return static_cast<int8_t>(bits);
+      case DataType::kInt16:
+        return static_cast<int16_t>(bits);
+      case DataType::kInt32:
+        return static_cast<int32_t>(bits);
+      default:
+        return static_cast<int64_t>(bits);
     }
   }
   if (IsUnsignedInteger(type)) return ReadBits(bytes.data(), bytes.size());
-  if (IsFloatingPoint(type)) return FloatBitsToJson(ReadBits(bytes.data(), bytes.size()), bytes.size());
+  if (IsFloatingPoint(type))
+    return FloatBitsToJson(ReadBits(bytes.data(), bytes.size()), bytes.size());
   const size_t part = DataTypeComponentSize(type);
   return json::array({FloatBitsToJson(ReadBits(bytes.data(), part), part),
                       FloatBitsToJson(ReadBits(bytes.data() + part, part), part)});
@@ -495,9 +534,8 @@ Result<ArrayMetadata> ParseArray(const json& document) {
 
   ZS_ASSIGN_OR_RETURN(const json* chunk_grid, RequiredField(document, "chunk_grid"));
   ZS_ASSIGN_OR_RETURN(metadata.chunk_shape, ParseChunkGrid(*chunk_grid));
-  ZS_RETURN_IF_ERROR(ValidateRegularGrid(metadata.shape, metadata.chunk_shape,
-                                         metadata.data_type, "shape",
-                                         "chunk_grid.configuration.chunk_shape"));
+  ZS_RETURN_IF_ERROR(ValidateRegularGrid(metadata.shape, metadata.chunk_shape, metadata.data_type,
+                                         "shape", "chunk_grid.configuration.chunk_shape"));
 
   ZS_ASSIGN_OR_RETURN(const json* key_encoding, RequiredField(document, "chunk_key_encoding"));
   ZS_ASSIGN_OR_RETURN(metadata.chunk_key_encoding, ParseChunkKeyEncoding(*key_encoding));
@@ -509,7 +547,8 @@ Result<ArrayMetadata> ParseArray(const json& document) {
   ZS_ASSIGN_OR_RETURN(metadata.codecs, ParseCodecs(*codecs));
 
   if (const json* names = OptionalField(document, "dimension_names")) {
-    ZS_ASSIGN_OR_RETURN(metadata.dimension_names, ParseDimensionNames(*names, metadata.shape.size()));
+    ZS_ASSIGN_OR_RETURN(metadata.dimension_names,
+                        ParseDimensionNames(*names, metadata.shape.size()));
   }
   ZS_ASSIGN_OR_RETURN(metadata.attributes, ParseAttributes(document));
 
@@ -535,8 +574,8 @@ Result<std::shared_ptr<const ConsolidatedMetadata>> ParseConsolidatedMetadata(co
   const std::string field = "consolidated_metadata";
   if (value.is_null()) return std::shared_ptr<const ConsolidatedMetadata>();
   if (!value.is_object()) {
-    return FieldError(ErrorCode::kMetadata, field, "expected an object or null, got " +
-                                                       DescribeJson(value));
+    return FieldError(ErrorCode::kMetadata, field,
+                      "expected an object or null, got " + DescribeJson(value));
   }
   for (const auto& [key, member] : value.items()) {
     if (key != "kind" && key != "must_understand" && key != "metadata") {
@@ -640,7 +679,8 @@ json ArrayMetadataToV3Json(const ArrayMetadata& metadata) {
   document["chunk_key_encoding"] = {
       {"name", v2_keys ? "v2" : "default"},
       {"configuration", {{"separator", std::string(1, metadata.chunk_key_encoding.separator)}}}};
-  // v3 has no null fill value; the model's bytes (zeros for a v2 null) say what missing chunks hold.
+  // v3 has no null fill value; the model's bytes (zeros for a v2 null) say what missing chunks
+  // hold.
   document["fill_value"] = FillValueToJson(metadata.fill_value, metadata.data_type);
   json codecs = json::array();
   for (const CodecSpec& codec : metadata.codecs) {

@@ -150,8 +150,8 @@ TEST(V3MetadataTest, ParsesZarrPythonArray) {
 }
 
 TEST(V3MetadataTest, EveryCoreDataTypeByNameAndAsObject) {
-  const char* names[] = {"bool",   "int8",    "int16",   "int32",   "int64",
-                         "uint8",  "uint16",  "uint32",  "uint64",  "float16",
+  const char* names[] = {"bool",    "int8",    "int16",     "int32",     "int64",
+                         "uint8",   "uint16",  "uint32",    "uint64",    "float16",
                          "float32", "float64", "complex64", "complex128"};
   for (const char* name : names) {
     SCOPED_TRACE(name);
@@ -174,13 +174,13 @@ TEST(V3MetadataTest, EveryCoreDataTypeByNameAndAsObject) {
 }
 
 TEST(V3MetadataTest, UnsupportedDataTypesAreNamed) {
-  for (json data_type : {json("string"), json("numpy.datetime64"), json({{"name", "r16"}}),
-                         json({{"name", "fixed_length_utf32"},
-                               {"configuration", {{"length_bytes", 4}}}})}) {
+  for (json data_type :
+       {json("string"), json("numpy.datetime64"), json({{"name", "r16"}}),
+        json({{"name", "fixed_length_utf32"}, {"configuration", {{"length_bytes", 4}}}})}) {
     json doc = BaseArrayJson();
     doc["data_type"] = data_type;
-    const std::string name = data_type.is_string() ? data_type.get<std::string>()
-                                                   : data_type["name"].get<std::string>();
+    const std::string name =
+        data_type.is_string() ? data_type.get<std::string>() : data_type["name"].get<std::string>();
     ExpectError(ParseArray(doc).status(), ErrorCode::kUnsupported, {"data_type", name});
   }
   json doc = BaseArrayJson();
@@ -245,7 +245,9 @@ TEST(V3MetadataTest, BadChunkKeyEncodings) {
 TEST(V3MetadataTest, CodecForms) {
   json doc = BaseArrayJson();
   doc["codecs"] = json::array(
-      {"bytes", {{"name", "crc32c"}}, {{"name", "zstd"}, {"configuration", {{"level", 3}}}},
+      {"bytes",
+       {{"name", "crc32c"}},
+       {{"name", "zstd"}, {"configuration", {{"level", 3}}}},
        {{"name", "gzip"}, {"configuration", {{"level", 1}}}, {"must_understand", true}}});
   Result<ArrayMetadata> parsed = ParseArray(doc);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -368,11 +370,10 @@ TEST(V3MetadataTest, ShapeAndChunkGridValidation) {
        ErrorCode::kMetadata, "chunk_grid.configuration"},
       {json({4, 6}), json({{"name", "rectilinear"}, {"configuration", json::object()}}),
        ErrorCode::kUnsupported, "chunk_grid"},
-      {json({4, 6}), json("regular"), ErrorCode::kMetadata,
-       "chunk_grid.configuration.chunk_shape"},
+      {json({4, 6}), json("regular"), ErrorCode::kMetadata, "chunk_grid.configuration.chunk_shape"},
       // Sizes whose products do not fit in 64 bits.
-      {json({uint64_t{1} << 32, uint64_t{1} << 32, 2}), regular({1, 1, 1}),
-       ErrorCode::kUnsupported, "shape"},
+      {json({uint64_t{1} << 32, uint64_t{1} << 32, 2}), regular({1, 1, 1}), ErrorCode::kUnsupported,
+       "shape"},
       {json({4, 6}), regular({uint64_t{1} << 62, 2}), ErrorCode::kUnsupported,
        "chunk_grid.configuration.chunk_shape"},
   };
@@ -454,19 +455,31 @@ TEST(V3MetadataTest, MalformedDocuments) {
 }
 
 TEST(V3MetadataTest, DeepNestingIsRejectedWithoutRecursion) {
-  const std::string deep = "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": {\"a\": " +
-                           std::string(100000, '[') + std::string(100000, ']') + "}}";
+  const std::string deep =
+      "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": {\"a\": " +
+      std::string(100000, '[') + std::string(100000, ']') + "}}";
   ExpectError(ParseV3Metadata(deep).status(), ErrorCode::kMetadata, {"nested"});
   // Brackets inside strings do not count.
-  const std::string in_string = "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": "
-                                "{\"a\": \"" + std::string(1000, '[') + "\\\"\"}}";
+  const std::string in_string =
+      "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": "
+      "{\"a\": \"" +
+      std::string(1000, '[') + "\\\"\"}}";
   EXPECT_TRUE(ParseV3Metadata(in_string).ok());
 }
 
 // Every field replaced by every JSON type, every truncation of the document: errors, no crash.
 TEST(V3MetadataTest, HostileVariationsNeverCrash) {
-  const json values[] = {nullptr, true, 0, -1, 1.5, "x", "NaN", json::array(),
-                         json::array({1, "a"}), json::object(), json({{"name", 1}})};
+  const json values[] = {nullptr,
+                         true,
+                         0,
+                         -1,
+                         1.5,
+                         "x",
+                         "NaN",
+                         json::array(),
+                         json::array({1, "a"}),
+                         json::object(),
+                         json({{"name", 1}})};
   const json base = json::parse(kZarrPythonArray);
   for (const auto& [key, unused] : base.items()) {
     for (const json& value : values) {
@@ -560,8 +573,7 @@ TEST(V3MetadataFillValueTest, Float64Forms) {
   EXPECT_EQ(BytesAs<double>(Fill(json::parse("1e308"), DataType::kFloat64)), 1e308);
   EXPECT_EQ(BytesAs<uint64_t>(Fill("NaN", DataType::kFloat64)), 0x7ff8000000000000u);
   EXPECT_EQ(BytesAs<uint64_t>(Fill("-Infinity", DataType::kFloat64)), 0xfff0000000000000u);
-  EXPECT_EQ(BytesAs<uint64_t>(Fill("0x7ff8000000000001", DataType::kFloat64)),
-            0x7ff8000000000001u);
+  EXPECT_EQ(BytesAs<uint64_t>(Fill("0x7ff8000000000001", DataType::kFloat64)), 0x7ff8000000000001u);
   EXPECT_EQ(BytesAs<double>(Fill(json::parse("18446744073709551615"), DataType::kFloat64)),
             18446744073709551615.0);
 }
@@ -606,8 +618,7 @@ TEST(V3MetadataFillValueTest, FloatErrors) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.value.dump());
-    ExpectError(FillError(c.value, c.type), ErrorCode::kMetadata,
-                {"field 'fill_value'", c.needle});
+    ExpectError(FillError(c.value, c.type), ErrorCode::kMetadata, {"field 'fill_value'", c.needle});
   }
 }
 
@@ -692,8 +703,7 @@ TEST(V3MetadataTest, ParsesZarrPythonConsolidatedMetadata) {
   EXPECT_EQ(sub.attributes, json({{"level", 1}}));
   ASSERT_NE(sub.consolidated, nullptr);
   ASSERT_EQ(sub.consolidated->size(), 1u);
-  EXPECT_EQ(std::get<ArrayMetadata>(sub.consolidated->at("b")).shape,
-            (std::vector<uint64_t>{3}));
+  EXPECT_EQ(std::get<ArrayMetadata>(sub.consolidated->at("b")).shape, (std::vector<uint64_t>{3}));
 }
 
 TEST(V3MetadataTest, NestedSubgroupsGetTheirSubtrees) {
@@ -703,7 +713,8 @@ TEST(V3MetadataTest, NestedSubgroupsGetTheirSubtrees) {
   doc["consolidated_metadata"] = {
       {"kind", "inline"},
       {"must_understand", false},
-      {"metadata", {{"a", group}, {"a/b", group}, {"a/b/x", array}, {"a/y", array}, {"ab", array}}}};
+      {"metadata",
+       {{"a", group}, {"a/b", group}, {"a/b/x", array}, {"a/y", array}, {"ab", array}}}};
   Result<GroupMetadata> parsed = ParseGroup(doc.dump());
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   const auto& a = std::get<GroupMetadata>(parsed->consolidated->at("a"));
@@ -728,29 +739,34 @@ TEST(V3MetadataTest, BadConsolidatedMetadata) {
   bad_array["shape"] = {4};
   const Case cases[] = {
       {json(1), ErrorCode::kMetadata, {"consolidated_metadata"}},
-      {json({{"kind", "remote"}, {"metadata", json::object()}}), ErrorCode::kUnsupported,
+      {json({{"kind", "remote"}, {"metadata", json::object()}}),
+       ErrorCode::kUnsupported,
        {"consolidated_metadata.kind", "remote"}},
       {json({{"metadata", json::object()}}), ErrorCode::kMetadata, {"consolidated_metadata.kind"}},
       {json({{"kind", "inline"}}), ErrorCode::kMetadata, {"consolidated_metadata.metadata"}},
-      {json({{"kind", "inline"}, {"metadata", json::array()}}), ErrorCode::kMetadata,
+      {json({{"kind", "inline"}, {"metadata", json::array()}}),
+       ErrorCode::kMetadata,
        {"consolidated_metadata.metadata"}},
       {json({{"kind", "inline"}, {"metadata", json::object()}, {"must_understand", "no"}}),
-       ErrorCode::kMetadata, {"consolidated_metadata.must_understand"}},
-      {json({{"kind", "inline"}, {"metadata", json::object()}, {"other", 1}}), ErrorCode::kMetadata,
+       ErrorCode::kMetadata,
+       {"consolidated_metadata.must_understand"}},
+      {json({{"kind", "inline"}, {"metadata", json::object()}, {"other", 1}}),
+       ErrorCode::kMetadata,
        {"consolidated_metadata", "other"}},
-      {json({{"kind", "inline"}, {"metadata", {{"../x", array}}}}), ErrorCode::kMetadata,
-       {"../x"}},
-      {json({{"kind", "inline"}, {"metadata", {{"a//b", array}}}}), ErrorCode::kMetadata,
-       {"a//b"}},
+      {json({{"kind", "inline"}, {"metadata", {{"../x", array}}}}), ErrorCode::kMetadata, {"../x"}},
+      {json({{"kind", "inline"}, {"metadata", {{"a//b", array}}}}), ErrorCode::kMetadata, {"a//b"}},
       {json({{"kind", "inline"}, {"metadata", {{"/a", array}}}}), ErrorCode::kMetadata, {"/a"}},
       {json({{"kind", "inline"}, {"metadata", {{"", array}}}}), ErrorCode::kMetadata, {"empty"}},
-      {json({{"kind", "inline"}, {"metadata", {{"a", 1}}}}), ErrorCode::kMetadata,
+      {json({{"kind", "inline"}, {"metadata", {{"a", 1}}}}),
+       ErrorCode::kMetadata,
        {"consolidated_metadata.metadata[\"a\"]"}},
-      {json({{"kind", "inline"}, {"metadata", {{"sub/a", bad_array}}}}), ErrorCode::kMetadata,
+      {json({{"kind", "inline"}, {"metadata", {{"sub/a", bad_array}}}}),
+       ErrorCode::kMetadata,
        {"consolidated_metadata.metadata[\"sub/a\"]", "chunk_grid.configuration.chunk_shape"}},
   };
   for (const Case& c : cases) {
-    json doc = {{"zarr_format", 3}, {"node_type", "group"}, {"consolidated_metadata", c.consolidated}};
+    json doc = {
+        {"zarr_format", 3}, {"node_type", "group"}, {"consolidated_metadata", c.consolidated}};
     SCOPED_TRACE(doc.dump());
     Status status = ParseV3Metadata(doc.dump()).status();
     ASSERT_FALSE(status.ok());
@@ -817,10 +833,8 @@ TEST(V3MetadataTest, FillValuesRoundTripBitExactly) {
   const Case cases[] = {
       {DataType::kBool, true, true},
       {DataType::kInt8, -5, -5},
-      {DataType::kInt64, json::parse("-9223372036854775808"),
-       json::parse("-9223372036854775808")},
-      {DataType::kUInt64, json::parse("18446744073709551615"),
-       json::parse("18446744073709551615")},
+      {DataType::kInt64, json::parse("-9223372036854775808"), json::parse("-9223372036854775808")},
+      {DataType::kUInt64, json::parse("18446744073709551615"), json::parse("18446744073709551615")},
       {DataType::kFloat16, "NaN", "NaN"},
       {DataType::kFloat16, "0x7e01", "0x7e01"},
       {DataType::kFloat16, "0xfe00", "0xfe00"},  // a negative NaN keeps its sign
