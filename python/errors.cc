@@ -8,15 +8,23 @@ namespace {
 
 const char* ExceptionClassName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "InvalidArgumentError";
-    case ErrorCode::kMetadata: return "MetadataError";
-    case ErrorCode::kUnsupported: return "UnsupportedError";
-    case ErrorCode::kNotFound: return "NotFoundError";
-    case ErrorCode::kCorruptChunk: return "CorruptChunkError";
-    case ErrorCode::kStorage: return "StorageError";
-    case ErrorCode::kConfig: return "ConfigError";
+    case ErrorCode::kInvalidArgument:
+      return "InvalidArgumentError";
+    case ErrorCode::kMetadata:
+      return "MetadataError";
+    case ErrorCode::kUnsupported:
+      return "UnsupportedError";
+    case ErrorCode::kNotFound:
+      return "NotFoundError";
+    case ErrorCode::kCorruptChunk:
+      return "CorruptChunkError";
+    case ErrorCode::kStorage:
+      return "StorageError";
+    case ErrorCode::kConfig:
+      return "ConfigError";
     case ErrorCode::kOk:
-    case ErrorCode::kInternal: break;
+    case ErrorCode::kInternal:
+      break;
   }
   return "InternalError";
 }

@@ -7,6 +7,7 @@ codec is lossy, with zarr-python's own read).
 
 from __future__ import annotations
 
+import json
 import re
 
 import numcodecs
@@ -143,6 +144,35 @@ V3_COMPRESSORS = {
 def test_v3_compressors(store, compressors, dtype):
     data = make_compressible(dtype, (70, 100), seed=6)
     write(store, data, chunks=(32, 64), zarr_format=3, compressors=V3_COMPRESSORS[compressors])
+    check_against_zarr(store, data)
+
+
+def _numcodecs_v3_compressors():
+    from zarr.codecs import numcodecs as zn
+
+    return {
+        "zstd": zn.Zstd(level=3),
+        "zstd-checksum": zn.Zstd(level=1, checksum=True),
+        "gzip": zn.GZip(level=5),
+        "zlib": zn.Zlib(level=5),
+        "lz4": zn.LZ4(),
+        "bz2": zn.BZ2(),
+        "blosc-shuffle": zn.Blosc(cname="lz4", shuffle=1),
+        "blosc-bitshuffle": zn.Blosc(cname="zstd", shuffle=2),
+        "blosc-autoshuffle": zn.Blosc(cname="zlib", shuffle=-1),
+        "blosc-noshuffle": zn.Blosc(cname="blosclz", shuffle=0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_numcodecs_v3_compressors()))
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_v3_numcodecs_compressors(store, name, dtype):
+    """zarr-python writes numcodecs compressors into v3 metadata as "numcodecs.<id>"."""
+    data = make_compressible(dtype, (50, 60), seed=8)
+    write(store, data, chunks=(16, 32), zarr_format=3,
+          compressors=[_numcodecs_v3_compressors()[name]])
+    meta = json.loads((store / "zarr.json").read_text())
+    assert meta["codecs"][-1]["name"].startswith("numcodecs.")
     check_against_zarr(store, data)
 
 

@@ -1,9 +1,9 @@
 // Errors as values: Status and Result<T>.
 //
-// Every fallible operation in zarrstream returns a Status or a Result<T>. Each layer adds context as
-// an error travels up ("reading chunk c/3/0 of array 'temperature' in file:///data/era5.zarr: ..."),
-// so the message that reaches the user names the store, the array and the chunk. Exceptions are made
-// in exactly one place: the Python boundary (python/errors.cc).
+// Every fallible operation in zarrstream returns a Status or a Result<T>. Each layer adds context
+// as an error travels up ("reading chunk c/3/0 of array 'temperature' in file:///data/era5.zarr:
+// ..."), so the message that reaches the user names the store, the array and the chunk. Exceptions
+// are made in exactly one place: the Python boundary (python/errors.cc).
 #pragma once
 
 #include <cassert>
@@ -50,7 +50,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgumentError(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {ErrorCode::kInvalidArgument, std::move(m)};
+}
 inline Status MetadataError(std::string m) { return {ErrorCode::kMetadata, std::move(m)}; }
 inline Status UnsupportedError(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
 inline Status NotFoundError(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
@@ -64,7 +66,7 @@ inline Status InternalError(std::string m) { return {ErrorCode::kInternal, std::
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : storage_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : storage_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : storage_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(storage_).ok() && "Result constructed from an OK status");
   }
@@ -100,17 +102,17 @@ Status AsStatus(const Result<T>& r) {
 #define ZS_CONCAT(a, b) ZS_CONCAT_INNER(a, b)
 
 // Returns from the current function if `expr` (a Status or Result) is an error.
-#define ZS_RETURN_IF_ERROR(expr)                                            \
-  do {                                                                      \
+#define ZS_RETURN_IF_ERROR(expr)                                              \
+  do {                                                                        \
     ::zarrstream::Status zs_status_ = ::zarrstream::internal::AsStatus(expr); \
-    if (!zs_status_.ok()) return zs_status_;                                \
+    if (!zs_status_.ok()) return zs_status_;                                  \
   } while (false)
 
 // Like ZS_RETURN_IF_ERROR, adding `context` to the error message.
-#define ZS_RETURN_IF_ERROR_CTX(expr, context)                               \
-  do {                                                                      \
+#define ZS_RETURN_IF_ERROR_CTX(expr, context)                                 \
+  do {                                                                        \
     ::zarrstream::Status zs_status_ = ::zarrstream::internal::AsStatus(expr); \
-    if (!zs_status_.ok()) return std::move(zs_status_).WithContext(context); \
+    if (!zs_status_.ok()) return std::move(zs_status_).WithContext(context);  \
   } while (false)
 
 #define ZS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
@@ -122,9 +124,9 @@ Status AsStatus(const Result<T>& r) {
 #define ZS_ASSIGN_OR_RETURN(lhs, expr) \
   ZS_ASSIGN_OR_RETURN_IMPL(ZS_CONCAT(zs_result_, __LINE__), lhs, expr)
 
-#define ZS_ASSIGN_OR_RETURN_CTX_IMPL(tmp, lhs, expr, context)          \
-  auto tmp = (expr);                                                   \
-  if (!tmp.ok()) return tmp.status().WithContext(context);             \
+#define ZS_ASSIGN_OR_RETURN_CTX_IMPL(tmp, lhs, expr, context) \
+  auto tmp = (expr);                                          \
+  if (!tmp.ok()) return tmp.status().WithContext(context);    \
   lhs = std::move(tmp).value()
 
 #define ZS_ASSIGN_OR_RETURN_CTX(lhs, expr, context) \

@@ -51,9 +51,8 @@ Result<std::shared_ptr<const ArrayState>> MakeArrayState(std::shared_ptr<Store> 
   chunk.fill_value = state->metadata.fill_value;
   ZS_ASSIGN_OR_RETURN_CTX(state->chain, CodecChain::Make(state->metadata.codecs, chunk),
                           "opening " + state->Describe());
-  state->read_chunk_shape = state->chain->sharding()
-                                ? state->chain->sharding()->inner_chunk_shape()
-                                : state->metadata.chunk_shape;
+  state->read_chunk_shape = state->chain->sharding() ? state->chain->sharding()->inner_chunk_shape()
+                                                     : state->metadata.chunk_shape;
   return std::shared_ptr<const ArrayState>(std::move(state));
 }
 
@@ -88,9 +87,7 @@ std::string Array::attributes_json() const { return state_->metadata.attributes.
 std::span<const std::byte> Array::fill_value() const { return state_->metadata.fill_value; }
 bool Array::fill_value_is_null() const { return state_->metadata.fill_value_is_null; }
 std::string Array::codecs_json() const { return state_->chain->ToJson().dump(); }
-std::string Array::metadata_json() const {
-  return ArrayMetadataToV3Json(state_->metadata).dump(2);
-}
+std::string Array::metadata_json() const { return ArrayMetadataToV3Json(state_->metadata).dump(2); }
 
 Status Array::ReadAll(void* out) const {
   std::vector<uint64_t> start(rank(), 0);

@@ -36,7 +36,6 @@ ReadScratch& ThreadScratch() {
 constexpr uint64_t kCoalesceGapBytes = 256 * 1024;
 constexpr uint64_t kCoalesceMaxBytes = 64 * 1024 * 1024;
 
-
 // The part of one chunk (of `chunk_shape` at `origin`, array coordinates) that a request region
 // [req_start, req_start + req_shape) covers.
 struct ChunkOverlap {
@@ -174,7 +173,8 @@ class RegionReader {
 
   Status ReadChunk(std::span<const uint64_t> coords, const std::string& key) const {
     const auto& chunk_shape = array_.metadata.chunk_shape;
-    ChunkOverlap overlap = Overlap(Origin(coords, chunk_shape), chunk_shape, out_.start, out_.shape);
+    ChunkOverlap overlap =
+        Overlap(Origin(coords, chunk_shape), chunk_shape, out_.start, out_.shape);
     ReadScratch& scratch = ThreadScratch();
     Status s = array_.store->ReadInto(key, ByteRange::Full(), &scratch.encoded);
     if (s.code() == ErrorCode::kNotFound) return MissingChunk(overlap);
@@ -195,8 +195,8 @@ class RegionReader {
       Status s = array_.store->ReadInto(key, sharding.index_range(), &scratch.encoded);
       if (s.code() == ErrorCode::kNotFound) return MissingChunk(shard_overlap);
       ZS_RETURN_IF_ERROR(s);
-      ZS_ASSIGN_OR_RETURN(index,
-                          sharding.DecodeIndex(scratch.encoded.span(), std::nullopt, &scratch.codec));
+      ZS_ASSIGN_OR_RETURN(
+          index, sharding.DecodeIndex(scratch.encoded.span(), std::nullopt, &scratch.codec));
     }
 
     // The inner chunks the request touches, relative to the shard.

@@ -1,11 +1,11 @@
 // Region reads of arrays held in a memory store, written with our own encoders: edge chunks,
 // missing chunks, strided outputs, sharding with partial reads. Peer-written fixtures (zarr-python,
 // tensorstore) are tested from Python in tests/.
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <numeric>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "array/array_state.h"
 #include "codec/codec_chain.h"
@@ -26,11 +26,14 @@ class TestArray {
       : name_(name), shape_(std::move(shape)), chunks_(std::move(chunks)) {
     store_ = std::static_pointer_cast<MemoryStore>(*OpenStore("memory://" + name));
     nlohmann::json meta = {
-        {"zarr_format", 3},     {"node_type", "array"},
-        {"shape", shape_},      {"data_type", "int32"},
+        {"zarr_format", 3},
+        {"node_type", "array"},
+        {"shape", shape_},
+        {"data_type", "int32"},
         {"chunk_grid", {{"name", "regular"}, {"configuration", {{"chunk_shape", chunks_}}}}},
         {"chunk_key_encoding", {{"name", "default"}}},
-        {"fill_value", -1},     {"codecs", nlohmann::json::parse(codecs_json)},
+        {"fill_value", -1},
+        {"codecs", nlohmann::json::parse(codecs_json)},
     };
     if (!extra_json.empty()) meta.update(nlohmann::json::parse(extra_json));
     metadata_json_ = meta.dump();
@@ -87,9 +90,9 @@ class TestArray {
   }
 
   // The expected values of region [start, start + shape), with `missing` chunks read as -1.
-  std::vector<int32_t> Expected(const std::vector<uint64_t>& start, const std::vector<uint64_t>& shape,
-                                const std::function<bool(const std::vector<uint64_t>&)>& missing =
-                                    nullptr) const {
+  std::vector<int32_t> Expected(
+      const std::vector<uint64_t>& start, const std::vector<uint64_t>& shape,
+      const std::function<bool(const std::vector<uint64_t>&)>& missing = nullptr) const {
     std::vector<int32_t> out(Product(shape));
     const size_t rank = shape.size();
     for (uint64_t i = 0; i < out.size(); ++i) {
@@ -122,7 +125,8 @@ class TestArray {
 const char* kZstd = R"([{"name": "bytes", "configuration": {"endian": "little"}},
                         {"name": "zstd", "configuration": {"level": 1, "checksum": false}}])";
 
-std::vector<int32_t> ReadRegion(const Array& a, std::vector<uint64_t> start, std::vector<uint64_t> shape) {
+std::vector<int32_t> ReadRegion(const Array& a, std::vector<uint64_t> start,
+                                std::vector<uint64_t> shape) {
   std::vector<int32_t> out(TestArray::Product(shape), 12345);
   Status s = a.Read(start, shape, out.data());
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -137,8 +141,12 @@ TEST(ArrayReadTest, WholeArrayAndRegionsWithEdgeChunks) {
   EXPECT_EQ(a->chunks(), (std::vector<uint64_t>{4, 3, 5}));
   EXPECT_FALSE(a->shard_shape().has_value());
   for (auto [start, shape] : std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>{
-           {{0, 0, 0}, {10, 7, 9}}, {{3, 2, 4}, {5, 4, 5}}, {{9, 6, 8}, {1, 1, 1}},
-           {{0, 0, 0}, {4, 3, 5}}, {{4, 0, 0}, {1, 7, 9}}, {{2, 1, 0}, {8, 6, 9}}}) {
+           {{0, 0, 0}, {10, 7, 9}},
+           {{3, 2, 4}, {5, 4, 5}},
+           {{9, 6, 8}, {1, 1, 1}},
+           {{0, 0, 0}, {4, 3, 5}},
+           {{4, 0, 0}, {1, 7, 9}},
+           {{2, 1, 0}, {8, 6, 9}}}) {
     EXPECT_EQ(ReadRegion(*a, start, shape), t.Expected(start, shape));
   }
 }
@@ -203,8 +211,10 @@ TEST(ArrayReadTest, RegionOutsideTheArrayIsAnError) {
 
 std::string Sharded(const std::string& location, const std::string& inner = kZstd) {
   return R"([{"name": "sharding_indexed", "configuration": {"chunk_shape": [2, 3],
-             "codecs": )" + inner + R"(, "index_codecs": [{"name": "bytes", "configuration":
-             {"endian": "little"}}, {"name": "crc32c"}], "index_location": ")" + location + R"("}}])";
+             "codecs": )" +
+         inner + R"(, "index_codecs": [{"name": "bytes", "configuration":
+             {"endian": "little"}}, {"name": "crc32c"}], "index_location": ")" +
+         location + R"("}}])";
 }
 
 class ShardedReadTest : public ::testing::TestWithParam<std::string> {};
@@ -225,7 +235,8 @@ TEST_P(ShardedReadTest, PartialReadsOfShardsWithMissingInnerChunks) {
 }
 
 TEST_P(ShardedReadTest, ShardIndexPointingOutsideTheShardIsCorrupt) {
-  TestArray t("read-sharded-bad-" + GetParam(), {4, 6}, {4, 6}, Sharded(GetParam(), R"([{"name": "bytes", "configuration": {"endian": "little"}}])"));
+  TestArray t("read-sharded-bad-" + GetParam(), {4, 6}, {4, 6},
+              Sharded(GetParam(), R"([{"name": "bytes", "configuration": {"endian": "little"}}])"));
   t.WriteChunks();
   auto shard = t.store().ReadAll("c/0/0");
   ASSERT_TRUE(shard.ok());

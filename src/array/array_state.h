@@ -15,8 +15,8 @@ namespace zarrstream::internal {
 
 struct ArrayState {
   std::shared_ptr<Store> store;
-  std::string path;         // key prefix of the array in the store ("" at the root)
-  std::string url;          // store URL + path, for users and messages
+  std::string path;  // key prefix of the array in the store ("" at the root)
+  std::string url;   // store URL + path, for users and messages
   ArrayMetadata metadata;
   std::shared_ptr<const CodecChain> chain;  // prepared for one stored object (chunk or shard)
   std::vector<uint64_t> read_chunk_shape;   // inner chunk shape when sharded

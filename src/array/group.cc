@@ -77,8 +77,9 @@ Result<Group> Group::Open(std::string_view url, const OpenOptions& options) {
   if (!std::holds_alternative<GroupMetadata>(node)) {
     return InvalidArgumentError(store->url() + " is an array, not a group (use open_array)");
   }
-  ZS_ASSIGN_OR_RETURN(auto state, MakeGroupState(store, "", std::get<GroupMetadata>(std::move(node)),
-                                                 internal::PoolFor(options), options));
+  ZS_ASSIGN_OR_RETURN(auto state,
+                      MakeGroupState(store, "", std::get<GroupMetadata>(std::move(node)),
+                                     internal::PoolFor(options), options));
   return Group(std::move(state));
 }
 
@@ -114,9 +115,10 @@ Result<Array> Group::OpenArray(std::string_view path) const {
     return InvalidArgumentError("'" + std::string(path) + "' in group at " + state_->url +
                                 " is a group, not an array");
   }
-  ZS_ASSIGN_OR_RETURN(auto state, internal::MakeArrayState(state_->store, JoinKey(state_->path, path),
-                                                           std::get<ArrayMetadata>(std::move(node)),
-                                                           state_->pool, state_->options));
+  ZS_ASSIGN_OR_RETURN(
+      auto state, internal::MakeArrayState(state_->store, JoinKey(state_->path, path),
+                                           std::get<ArrayMetadata>(std::move(node)), state_->pool,
+                                           state_->options));
   return Array(std::move(state));
 }
 
@@ -130,9 +132,9 @@ Result<Group> Group::OpenGroup(std::string_view path) const {
   if (state_->consolidated && !metadata.consolidated) {
     metadata.consolidated = SubTree(*state_->consolidated, std::string(path));
   }
-  ZS_ASSIGN_OR_RETURN(auto state, MakeGroupState(state_->store, JoinKey(state_->path, path),
-                                                 std::move(metadata), state_->pool,
-                                                 state_->options));
+  ZS_ASSIGN_OR_RETURN(
+      auto state, MakeGroupState(state_->store, JoinKey(state_->path, path), std::move(metadata),
+                                 state_->pool, state_->options));
   return Group(std::move(state));
 }
 

@@ -1,12 +1,12 @@
-// `zarrstream inspect URL [--json]`: the tree of groups and arrays of a store, with shapes, chunking,
-// codecs, stored vs logical bytes, and warnings about layouts that read poorly for ML training.
+// `zarrstream inspect URL [--json]`: the tree of groups and arrays of a store, with shapes,
+// chunking, codecs, stored vs logical bytes, and warnings about layouts that read poorly for ML
+// training.
 #include "cli/inspect.h"
 
 #include <cstdio>
 #include <iostream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "array/array_state.h"
 #include "codec/codec_registry.h"
@@ -48,7 +48,8 @@ uint64_t Product(const std::vector<uint64_t>& v) {
 }
 
 // Codec names of a chain, descending into sharding's inner codecs ("sharding_indexed[bytes,zstd]").
-void CollectCodecs(const json& chain, std::vector<std::string>* names, std::vector<std::string>* cpu_only) {
+void CollectCodecs(const json& chain, std::vector<std::string>* names,
+                   std::vector<std::string>* cpu_only) {
   for (const auto& codec : chain) {
     const std::string name = codec.value("name", "");
     const json config = codec.value("configuration", json::object());
@@ -57,7 +58,8 @@ void CollectCodecs(const json& chain, std::vector<std::string>* names, std::vect
       continue;
     }
     std::string label = name;
-    if (name == "blosc" && config.contains("cname")) label += "/" + config["cname"].get<std::string>();
+    if (name == "blosc" && config.contains("cname"))
+      label += "/" + config["cname"].get<std::string>();
     if (name == "zstd" && config.contains("level")) label += "(" + config["level"].dump() + ")";
     names->push_back(label);
     // Layout codecs (bytes, transpose) and checksums run as kernels or on the CPU cheaply; only
@@ -101,7 +103,8 @@ json DescribeArray(const Array& array, const std::string& name) {
     for (const KeyInfo& k : *keys) {
       std::string_view base = k.key;
       base = base.substr(base.rfind('/') == std::string_view::npos ? 0 : base.rfind('/') + 1);
-      if (base == "zarr.json" || base == ".zarray" || base == ".zattrs" || base == ".zgroup") continue;
+      if (base == "zarr.json" || base == ".zarray" || base == ".zattrs" || base == ".zgroup")
+        continue;
       ++stored_objects;
       stored_bytes += k.size;
     }
@@ -124,9 +127,11 @@ json DescribeArray(const Array& array, const std::string& name) {
   }
   for (size_t d = 0; d < array.dims().size(); ++d) {
     if (IsTimeDimension(array.dims()[d]) && array.chunks()[d] > 1 && array.shape()[d] > 1) {
-      warnings.push_back("each chunk holds " + std::to_string(array.chunks()[d]) +
-                         " steps of '" + array.dims()[d] + "': reading one step reads all of them "
-                         "(rechunk to " + array.dims()[d] + "=1 for random time-step sampling)");
+      warnings.push_back("each chunk holds " + std::to_string(array.chunks()[d]) + " steps of '" +
+                         array.dims()[d] +
+                         "': reading one step reads all of them "
+                         "(rechunk to " +
+                         array.dims()[d] + "=1 for random time-step sampling)");
     }
   }
   if (!cpu_only.empty()) {
@@ -174,12 +179,13 @@ json DescribeGroup(const Group& group, const std::string& name, std::vector<std:
 
 void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
   if (node["kind"] == "group" && node.contains("error")) {
-    out << indent << node["name"].get<std::string>() << "/  ERROR: " << node["error"].get<std::string>()
-        << "\n";
+    out << indent << node["name"].get<std::string>()
+        << "/  ERROR: " << node["error"].get<std::string>() << "\n";
     return;
   }
   if (node["kind"] == "group") {
-    out << indent << (node["name"].get<std::string>().empty() ? "/" : node["name"].get<std::string>() + "/")
+    out << indent
+        << (node["name"].get<std::string>().empty() ? "/" : node["name"].get<std::string>() + "/")
         << "  (group, zarr v" << node["zarr_format"].get<int>()
         << (node["consolidated"].get<bool>() ? ", consolidated" : "") << ")\n";
     for (const auto& member : node["members"]) PrintNode(member, indent + "  ", out);
@@ -212,9 +218,11 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
     out << (first ? "" : " > ") << c.get<std::string>();
     first = false;
   }
-  out << "\n" << indent << "    " << node["stored_chunk_count"].get<uint64_t>() << " of "
-      << node["chunk_count"].get<uint64_t>() << " " << (node["shard_shape"].is_null() ? "chunks" : "shards")
-      << " stored, " << HumanBytes(node["stored_bytes"].get<double>()) << " stored / "
+  out << "\n"
+      << indent << "    " << node["stored_chunk_count"].get<uint64_t>() << " of "
+      << node["chunk_count"].get<uint64_t>() << " "
+      << (node["shard_shape"].is_null() ? "chunks" : "shards") << " stored, "
+      << HumanBytes(node["stored_bytes"].get<double>()) << " stored / "
       << HumanBytes(node["logical_bytes"].get<double>()) << " logical";
   if (node["compression_ratio"].get<double>() > 0) {
     char ratio[32];
@@ -222,7 +230,8 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
     out << ratio;
   }
   out << "\n";
-  for (const auto& w : node["warnings"]) out << indent << "    warning: " << w.get<std::string>() << "\n";
+  for (const auto& w : node["warnings"])
+    out << indent << "    warning: " << w.get<std::string>() << "\n";
 }
 
 }  // namespace
@@ -237,8 +246,10 @@ int RunInspect(const InspectOptions& options) {
     auto array = Array::Open(options.url);
     if (!array.ok()) {
       // Report the more specific failure: a group URL that is really an array gives the array's.
-      Status s = group.status().code() == ErrorCode::kInvalidArgument ? array.status() : group.status();
-      if (group.status().code() == ErrorCode::kNotFound && array.status().code() != ErrorCode::kNotFound &&
+      Status s =
+          group.status().code() == ErrorCode::kInvalidArgument ? array.status() : group.status();
+      if (group.status().code() == ErrorCode::kNotFound &&
+          array.status().code() != ErrorCode::kNotFound &&
           array.status().code() != ErrorCode::kInvalidArgument) {
         s = array.status();
       }

@@ -86,8 +86,8 @@ class BloscCodec final : public BytesToBytesCodec {
   static Status Decompress(std::span<const std::byte> encoded, std::span<std::byte> out) {
     int n = blosc_decompress_ctx(encoded.data(), out.data(), out.size(),
                                  /*numinternalthreads=*/1);
-    if (n < 0) return CorruptChunkError("blosc: corrupt data (c-blosc error " +
-                                        std::to_string(n) + ")");
+    if (n < 0)
+      return CorruptChunkError("blosc: corrupt data (c-blosc error " + std::to_string(n) + ")");
     if (static_cast<size_t>(n) != out.size()) {
       return DecodedSizeMismatch(kName, static_cast<uint64_t>(n), out.size());
     }
@@ -114,8 +114,7 @@ Result<std::unique_ptr<BytesToBytesCodec>> MakeBloscCodec(
   bool known = false;
   for (std::string_view c : kCompressors) known = known || c == *cname;
   if (!known) {
-    return config.FieldError("cname",
-                             "must be one of blosclz, lz4, lz4hc, snappy, zlib, zstd");
+    return config.FieldError("cname", "must be one of blosclz, lz4, lz4hc, snappy, zlib, zstd");
   }
   if (blosc_compname_to_compcode(cname->c_str()) < 0) {
     return UnsupportedError("blosc: compressor '" + *cname +

@@ -46,8 +46,8 @@ TEST(BloscCodecTest, DecodesBloscCompressOutput) {
   ASSERT_EQ(blosc_set_compressor("zstd"), BLOSC_ZSTD);
   std::vector<std::byte> data = FieldBytes(100000);
   std::vector<std::byte> encoded(data.size() + BLOSC_MAX_OVERHEAD);
-  int n = blosc_compress(5, BLOSC_SHUFFLE, 4, data.size(), data.data(), encoded.data(),
-                         encoded.size());
+  int n =
+      blosc_compress(5, BLOSC_SHUFFLE, 4, data.size(), data.data(), encoded.data(), encoded.size());
   ASSERT_GT(n, 0);
   encoded.resize(static_cast<size_t>(n));
   // The decoder needs nothing from the configuration: the header says it all.
@@ -112,6 +112,13 @@ TEST(BloscCodecTest, Configuration) {
       R"({"name":"blosc","configuration":{"cname":"zstd","clevel":3,"shuffle":"bitshuffle",
           "typesize":2,"blocksize":65536}})");
   EXPECT_EQ(Blosc(json["configuration"])->ToJson(), json);
+}
+
+TEST(BloscCodecTest, ConcurrentDecodes) {
+  auto codec = Blosc({{"cname", "zstd"}, {"clevel", 3}, {"shuffle", "shuffle"}});
+  std::vector<std::byte> data = testing::FieldBytes(200000);
+  std::vector<std::byte> encoded = testing::ExpectRoundTrip(*codec, data);
+  testing::ExpectConcurrentDecode(*codec, encoded, data);
 }
 
 }  // namespace

@@ -34,9 +34,12 @@ void SwapUnits(const std::byte* in, std::byte* out, size_t n) {
 // bytes of each.
 void ByteSwapCopy(const std::byte* in, std::byte* out, size_t n, size_t unit_size) {
   switch (unit_size) {
-    case 2: return SwapUnits<uint16_t>(in, out, n);
-    case 4: return SwapUnits<uint32_t>(in, out, n);
-    case 8: return SwapUnits<uint64_t>(in, out, n);
+    case 2:
+      return SwapUnits<uint16_t>(in, out, n);
+    case 4:
+      return SwapUnits<uint32_t>(in, out, n);
+    case 8:
+      return SwapUnits<uint64_t>(in, out, n);
     default:
       if (in != out) std::memcpy(out, in, n * unit_size);
   }

@@ -95,8 +95,7 @@ TEST(BytesCodecTest, Configuration) {
   EXPECT_TRUE(MakeBytesCodec(nullptr, Representation(DataType::kBool, {4})).ok());
   auto missing = MakeBytesCodec(nlohmann::json::object(), f32);
   EXPECT_TRUE(IsMetadataError(missing.status()));
-  EXPECT_NE(missing.status().message().find("'endian' is required for float32"),
-            std::string::npos)
+  EXPECT_NE(missing.status().message().find("'endian' is required for float32"), std::string::npos)
       << missing.status().message();
   EXPECT_TRUE(IsMetadataError(MakeBytesCodec({{"endian", "middle"}}, f32).status()));
   EXPECT_TRUE(IsMetadataError(MakeBytesCodec({{"endian", 1}}, f32).status()));

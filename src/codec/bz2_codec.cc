@@ -49,9 +49,10 @@ class Bz2Codec final : public BytesToBytesCodec {
   Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
                 ByteBuffer* decoded) const override {
     const bool known = expected_size.has_value();
-    uint64_t capacity = known ? *expected_size
-                              : std::min<uint64_t>(kMaxUnknownDecodedSize,
-                                                   std::max<uint64_t>(64 << 10, 8 * encoded.size()));
+    uint64_t capacity = known
+                            ? *expected_size
+                            : std::min<uint64_t>(kMaxUnknownDecodedSize,
+                                                 std::max<uint64_t>(64 << 10, 8 * encoded.size()));
     decoded->Resize(capacity);
     uint64_t produced = 0;
     ZS_RETURN_IF_ERROR(Run(encoded, decoded, known, &produced));
@@ -72,13 +73,13 @@ class Bz2Codec final : public BytesToBytesCodec {
     encoded->Resize(capacity);
     // libbz2 rejects a null source even for zero bytes, which an empty span may carry.
     char empty = 0;
-    char* source = decoded.empty() ? &empty
-                                   : const_cast<char*>(reinterpret_cast<const char*>(decoded.data()));
-    int rc = BZ2_bzBuffToBuffCompress(
-        reinterpret_cast<char*>(encoded->data()), &capacity, source,
-        static_cast<unsigned int>(decoded.size()), level_, /*verbosity=*/0, /*workFactor=*/0);
-    if (rc != BZ_OK) return InternalError("numcodecs.bz2: compression failed (" +
-                                          std::to_string(rc) + ")");
+    char* source =
+        decoded.empty() ? &empty : const_cast<char*>(reinterpret_cast<const char*>(decoded.data()));
+    int rc = BZ2_bzBuffToBuffCompress(reinterpret_cast<char*>(encoded->data()), &capacity, source,
+                                      static_cast<unsigned int>(decoded.size()), level_,
+                                      /*verbosity=*/0, /*workFactor=*/0);
+    if (rc != BZ_OK)
+      return InternalError("numcodecs.bz2: compression failed (" + std::to_string(rc) + ")");
     encoded->Resize(capacity);
     return Status::Ok();
   }

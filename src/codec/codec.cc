@@ -11,12 +11,12 @@ uint64_t ChunkRepresentation::num_elements() const {
   return n;
 }
 
-// The fallback uses scratch->buffers[3]: CodecChain calls DecodeInto only for the last stage of a
-// chain without array→array codecs, whose input lives in buffers[0] or [1], so [3] is free there.
+// The fallback decodes into the nested level of the scratch, which the chain never uses itself
+// (see CodecScratch), then copies.
 Status BytesToBytesCodec::DecodeInto(std::span<const std::byte> encoded,
                                      std::span<std::byte> decoded, CodecScratch* scratch) const {
   ByteBuffer local;
-  ByteBuffer& buffer = scratch != nullptr ? scratch->buffers[3] : local;
+  ByteBuffer& buffer = scratch != nullptr ? scratch->nested().buffers[0] : local;
   ZS_RETURN_IF_ERROR(Decode(encoded, decoded.size(), &buffer));
   if (buffer.size() != decoded.size()) {
     // Decode was told the size; a codec that ignores it is a bug, not a corrupt chunk.

@@ -11,9 +11,12 @@ namespace {
 
 std::string_view KindName(CodecKind kind) {
   switch (kind) {
-    case CodecKind::kArrayToArray: return "array->array";
-    case CodecKind::kArrayToBytes: return "array->bytes";
-    case CodecKind::kBytesToBytes: return "bytes->bytes";
+    case CodecKind::kArrayToArray:
+      return "array->array";
+    case CodecKind::kArrayToBytes:
+      return "array->bytes";
+    case CodecKind::kBytesToBytes:
+      return "bytes->bytes";
   }
   return "?";
 }

@@ -1,5 +1,6 @@
 // CodecChain: a prepared v3 codec pipeline (array→array*, array→bytes, bytes→bytes*) for one chunk
-// representation. Built once when an array is opened; then decodes chunks from any number of threads.
+// representation. Built once when an array is opened; then decodes chunks from any number of
+// threads.
 #pragma once
 
 #include <memory>
@@ -24,7 +25,8 @@ class CodecChain {
 
   // Decodes one whole chunk into `out` (decoded_representation().num_bytes(), C order, native
   // endian). When the chain allows it (no array→array codecs, an identity array→bytes codec) the
-  // last bytes→bytes codec decompresses straight into `out`. Thread-safe; `scratch` is the caller's.
+  // last bytes→bytes codec decompresses straight into `out`. Thread-safe; `scratch` is the
+  // caller's.
   Status Decode(std::span<const std::byte> encoded, std::span<std::byte> out,
                 CodecScratch* scratch) const;
 

@@ -19,9 +19,9 @@ std::string Describe(const nlohmann::json& value) {
 
 }  // namespace
 
-Result<CodecConfiguration> CodecConfiguration::Parse(std::string_view codec,
-                                                     const nlohmann::json& configuration,
-                                                     std::initializer_list<std::string_view> fields) {
+Result<CodecConfiguration> CodecConfiguration::Parse(
+    std::string_view codec, const nlohmann::json& configuration,
+    std::initializer_list<std::string_view> fields) {
   if (configuration.is_null()) return CodecConfiguration(codec, nullptr);
   if (!configuration.is_object()) {
     return MetadataError(std::string(codec) + ": configuration must be a JSON object, got " +
@@ -98,8 +98,8 @@ Result<DataType> CodecConfiguration::NumpyDataType(std::string_view field) const
 
 Status CodecConfiguration::FieldError(std::string_view field, std::string_view problem) const {
   const nlohmann::json* value = Find(field);
-  std::string message = codec_ + ": configuration field '" + std::string(field) + "' " +
-                        std::string(problem);
+  std::string message =
+      codec_ + ": configuration field '" + std::string(field) + "' " + std::string(problem);
   if (value != nullptr) message += ", got " + Describe(*value);
   return MetadataError(std::move(message));
 }

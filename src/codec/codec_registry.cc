@@ -28,9 +28,28 @@ CodecRegistration ArrayToBytes(std::string name, ArrayToBytesFactory factory) {
   return {std::move(name), CodecKind::kArrayToBytes, {}, std::move(factory), {}, false};
 }
 
-CodecRegistration BytesToBytes(std::string name, BytesToBytesFactory factory,
-                               bool gpu_decodable) {
+CodecRegistration BytesToBytes(std::string name, BytesToBytesFactory factory, bool gpu_decodable) {
   return {std::move(name), CodecKind::kBytesToBytes, {}, {}, std::move(factory), gpu_decodable};
+}
+
+// zarr-python writes numcodecs compressors into v3 metadata as "numcodecs.<id>" with numcodecs'
+// configuration. Those with a v3 equivalent decode through it; only blosc's configuration differs
+// (numcodecs gives shuffle as 0/1/2, or -1 for "bit-shuffle one-byte types, else byte-shuffle").
+Result<std::unique_ptr<BytesToBytesCodec>> MakeNumcodecsBloscCodec(
+    const nlohmann::json& configuration, const ChunkRepresentation& array_representation) {
+  nlohmann::json v3 = configuration.is_object() ? configuration : nlohmann::json::object();
+  if (auto it = v3.find("shuffle"); it != v3.end() && it->is_number_integer()) {
+    const int mode = it->get<int>();
+    const size_t typesize = v3.contains("typesize") && v3["typesize"].is_number_unsigned()
+                                ? v3["typesize"].get<size_t>()
+                                : DataTypeSize(array_representation.data_type);
+    if (mode < -1 || mode > 2) {
+      return MetadataError("codec 'numcodecs.blosc': field 'shuffle' must be -1, 0, 1 or 2");
+    }
+    static constexpr const char* kModes[] = {"noshuffle", "shuffle", "bitshuffle"};
+    *it = mode == -1 ? (typesize == 1 ? "bitshuffle" : "shuffle") : kModes[mode];
+  }
+  return MakeBloscCodec(v3, array_representation);
 }
 
 // The built-in codecs. gpu_decodable marks those the GPU path decodes with nvCOMP.
@@ -46,6 +65,9 @@ std::vector<CodecRegistration> BuiltinCodecs() {
       BytesToBytes("numcodecs.zlib", MakeZlibCodec, /*gpu_decodable=*/true),
       BytesToBytes("numcodecs.lz4", MakeLz4Codec, /*gpu_decodable=*/true),
       BytesToBytes("blosc", MakeBloscCodec, /*gpu_decodable=*/true),
+      BytesToBytes("numcodecs.zstd", MakeZstdCodec, /*gpu_decodable=*/true),
+      BytesToBytes("numcodecs.gzip", MakeGzipCodec, /*gpu_decodable=*/true),
+      BytesToBytes("numcodecs.blosc", MakeNumcodecsBloscCodec, /*gpu_decodable=*/true),
       BytesToBytes("crc32c", MakeCrc32cCodec, /*gpu_decodable=*/false),
       BytesToBytes("numcodecs.bz2", MakeBz2Codec, /*gpu_decodable=*/false),
       BytesToBytes("numcodecs.shuffle", MakeShuffleCodec, /*gpu_decodable=*/false),
@@ -91,8 +113,6 @@ void RegisterCodec(CodecRegistration registration) {
   GlobalRegistry().Add(std::move(registration));
 }
 
-const CodecRegistration* FindCodec(std::string_view name) {
-  return GlobalRegistry().Find(name);
-}
+const CodecRegistration* FindCodec(std::string_view name) { return GlobalRegistry().Find(name); }
 
 }  // namespace zarrstream

@@ -52,8 +52,12 @@ TEST(CodecRegistryTest, FactoriesPrepareCodecs) {
 TEST(CodecRegistryTest, RegisterAddsAndReplacesWithoutInvalidating) {
   const CodecRegistration* before = FindCodec("crc32c");
   ASSERT_NE(before, nullptr);
-  CodecRegistration custom{"test.custom_codec", CodecKind::kBytesToBytes, {}, {},
-                           FindCodec("crc32c")->bytes_to_bytes, false};
+  CodecRegistration custom{"test.custom_codec",
+                           CodecKind::kBytesToBytes,
+                           {},
+                           {},
+                           FindCodec("crc32c")->bytes_to_bytes,
+                           false};
   RegisterCodec(custom);
   const CodecRegistration* found = FindCodec("test.custom_codec");
   ASSERT_NE(found, nullptr);

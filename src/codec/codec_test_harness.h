@@ -9,6 +9,7 @@
 #include <random>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "codec/codec.h"
@@ -55,7 +56,8 @@ inline ChunkRepresentation Representation(DataType type, std::vector<uint64_t> s
 
 inline ::testing::AssertionResult IsCorrupt(const Status& status) {
   if (status.code() == ErrorCode::kCorruptChunk) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected a CorruptChunk error, got " << status.ToString();
+  return ::testing::AssertionFailure()
+         << "expected a CorruptChunk error, got " << status.ToString();
 }
 
 inline ::testing::AssertionResult IsMetadataError(const Status& status) {
@@ -115,8 +117,8 @@ inline std::vector<std::byte> ExpectRoundTrip(const BytesToBytesCodec& codec,
 inline void ExpectTruncationFails(const BytesToBytesCodec& codec,
                                   std::span<const std::byte> encoded, size_t decoded_size,
                                   bool detects_without_size = true) {
-  std::vector<size_t> lengths = {0, 1, 2, 3, 4, 5, 8, 16, 17, encoded.size() / 2,
-                                 encoded.size() - 4, encoded.size() - 1};
+  std::vector<size_t> lengths = {
+      0, 1, 2, 3, 4, 5, 8, 16, 17, encoded.size() / 2, encoded.size() - 4, encoded.size() - 1};
   for (size_t length : lengths) {
     if (length >= encoded.size()) continue;
     SCOPED_TRACE("prefix of " + std::to_string(length) + " bytes");
@@ -165,6 +167,34 @@ inline void FuzzDecode(const BytesToBytesCodec& codec, std::span<const std::byte
       EXPECT_TRUE(IsCorrupt(status));
     }
   }
+}
+
+// Several threads decode the same encoded chunk with one codec at once (decoders are const and keep
+// per-thread state); each must get `data` back every time.
+inline void ExpectConcurrentDecode(const BytesToBytesCodec& codec,
+                                   std::span<const std::byte> encoded,
+                                   std::span<const std::byte> data) {
+  constexpr int kThreads = 4, kRepeats = 20;
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      CodecScratch scratch;
+      std::vector<std::byte> out(data.size());
+      ByteBuffer buffer;
+      for (int i = 0; i < kRepeats; ++i) {
+        Status a = codec.DecodeInto(encoded, out, &scratch);
+        Status b = codec.Decode(
+            encoded, (i % 2 == 0) ? std::optional<uint64_t>(data.size()) : std::nullopt, &buffer);
+        if (!a.ok() || !b.ok() || !std::equal(data.begin(), data.end(), out.begin()) ||
+            !std::equal(data.begin(), data.end(), buffer.span().begin(), buffer.span().end())) {
+          ++failures[t];
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
 }  // namespace zarrstream::testing

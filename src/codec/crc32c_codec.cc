@@ -53,9 +53,8 @@ uint32_t UpdatePortable(uint32_t crc, const std::byte* p, size_t n) {
   const Table& t = kSliceTables;
   while (n >= 8) {
     uint64_t v = LoadLittleEndian64(p) ^ crc;
-    crc = t[7][v & 0xFF] ^ t[6][(v >> 8) & 0xFF] ^ t[5][(v >> 16) & 0xFF] ^
-          t[4][(v >> 24) & 0xFF] ^ t[3][(v >> 32) & 0xFF] ^ t[2][(v >> 40) & 0xFF] ^
-          t[1][(v >> 48) & 0xFF] ^ t[0][v >> 56];
+    crc = t[7][v & 0xFF] ^ t[6][(v >> 8) & 0xFF] ^ t[5][(v >> 16) & 0xFF] ^ t[4][(v >> 24) & 0xFF] ^
+          t[3][(v >> 32) & 0xFF] ^ t[2][(v >> 40) & 0xFF] ^ t[1][(v >> 48) & 0xFF] ^ t[0][v >> 56];
     p += 8;
     n -= 8;
   }

@@ -11,8 +11,8 @@ using testing::AsBytes;
 using testing::IsCorrupt;
 
 std::unique_ptr<BytesToBytesCodec> Codec() {
-  auto codec = MakeCrc32cCodec(nlohmann::json::object(),
-                               testing::Representation(DataType::kUInt8, {1}));
+  auto codec =
+      MakeCrc32cCodec(nlohmann::json::object(), testing::Representation(DataType::kUInt8, {1}));
   EXPECT_TRUE(codec.ok());
   return std::move(codec).value();
 }
@@ -36,8 +36,8 @@ TEST(Crc32cTest, HardwareAndTablesAgreeOnEveryLengthAndAlignment) {
   std::vector<std::byte> data = testing::RandomBytes(3 * 8192 * 2 + 100, 7);
   std::vector<size_t> lengths;
   for (size_t n = 0; n < 100; ++n) lengths.push_back(n);
-  for (size_t n : {767, 768, 769, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 1, 3 * 8192 + 771,
-                   2 * 3 * 8192 + 99}) {
+  for (size_t n :
+       {767, 768, 769, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 1, 3 * 8192 + 771, 2 * 3 * 8192 + 99}) {
     lengths.push_back(n);
   }
   for (size_t offset = 0; offset < 8; ++offset) {
@@ -82,8 +82,7 @@ TEST(Crc32cCodecTest, Configuration) {
   auto representation = testing::Representation(DataType::kUInt8, {1});
   EXPECT_TRUE(MakeCrc32cCodec(nullptr, representation).ok());
   EXPECT_TRUE(testing::IsMetadataError(MakeCrc32cCodec({{"seed", 1}}, representation).status()));
-  EXPECT_EQ(Codec()->ToJson(),
-            nlohmann::json::parse(R"({"name":"crc32c","configuration":{}})"));
+  EXPECT_EQ(Codec()->ToJson(), nlohmann::json::parse(R"({"name":"crc32c","configuration":{}})"));
 }
 
 }  // namespace

@@ -45,8 +45,9 @@ libdeflate_compressor* ThreadCompressor(int level) {
 class DeflateCodec final : public BytesToBytesCodec {
  public:
   DeflateCodec(Wrapper wrapper, int level)
-      : wrapper_(wrapper), level_(level), name_(wrapper == Wrapper::kGzip ? "gzip"
-                                                                          : "numcodecs.zlib") {}
+      : wrapper_(wrapper),
+        level_(level),
+        name_(wrapper == Wrapper::kGzip ? "gzip" : "numcodecs.zlib") {}
 
   Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
                 ByteBuffer* decoded) const override {
@@ -178,8 +179,7 @@ class DeflateCodec final : public BytesToBytesCodec {
   std::string name_;
 };
 
-Result<std::unique_ptr<BytesToBytesCodec>> MakeDeflateCodec(Wrapper wrapper,
-                                                            std::string_view name,
+Result<std::unique_ptr<BytesToBytesCodec>> MakeDeflateCodec(Wrapper wrapper, std::string_view name,
                                                             const nlohmann::json& configuration,
                                                             int default_level) {
   ZS_ASSIGN_OR_RETURN(CodecConfiguration config,

@@ -3,8 +3,8 @@
 // decodes whole buffers about twice as fast as zlib; each thread reuses one decompressor.
 //
 // libdeflate decodes in one shot into a buffer of known size. When the caller does not know the
-// decoded size, the decoder starts from a guess (gzip: the member's ISIZE trailer) and doubles it on
-// failure, up to DEFLATE's maximum ratio of 1032:1 and kMaxUnknownDecodedSize.
+// decoded size, the decoder starts from a guess (gzip: the member's ISIZE trailer) and doubles it
+// on failure, up to DEFLATE's maximum ratio of 1032:1 and kMaxUnknownDecodedSize.
 #pragma once
 
 #include <memory>

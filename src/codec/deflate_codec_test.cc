@@ -179,5 +179,12 @@ TEST(DeflateCodecTest, Configuration) {
             nlohmann::json::parse(R"({"name":"numcodecs.zlib","configuration":{"level":1}})"));
 }
 
+TEST(GzipCodecTest, ConcurrentDecodes) {
+  auto codec = Gzip();
+  std::vector<std::byte> data = testing::FieldBytes(200000);
+  std::vector<std::byte> encoded = testing::ExpectRoundTrip(*codec, data);
+  testing::ExpectConcurrentDecode(*codec, encoded, data);
+}
+
 }  // namespace
 }  // namespace zarrstream

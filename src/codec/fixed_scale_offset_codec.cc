@@ -81,8 +81,8 @@ using Kernel = void (*)(const Parameters&, const std::byte*, std::byte*, uint64_
 class FixedScaleOffsetCodec final : public ArrayToArrayCodec {
  public:
   FixedScaleOffsetCodec(const ChunkRepresentation& decoded, DataType astype,
-                        const Parameters& parameters, nlohmann::json configuration,
-                        Kernel encode, Kernel decode)
+                        const Parameters& parameters, nlohmann::json configuration, Kernel encode,
+                        Kernel decode)
       : parameters_(parameters),
         configuration_(std::move(configuration)),
         num_elements_(decoded.num_elements()),
@@ -135,8 +135,8 @@ class FixedScaleOffsetCodec final : public ArrayToArrayCodec {
 
 Result<Scalar> ReadScalar(const CodecConfiguration& config, std::string_view field) {
   const nlohmann::json* value = config.Find(field);
-  if (value == nullptr) return config.Error("configuration field '" + std::string(field) +
-                                            "' is required");
+  if (value == nullptr)
+    return config.Error("configuration field '" + std::string(field) + "' is required");
   Scalar scalar;
   if (value->is_number_integer() && !value->is_number_unsigned()) {
     scalar.is_integer = true;
@@ -181,10 +181,9 @@ Result<std::unique_ptr<ArrayToArrayCodec>> MakeFixedScaleOffsetCodec(
     });
   });
   if (!supported || encode == nullptr) {
-    return UnsupportedError(std::string(kName) + ": data types " +
-                            std::string(DataTypeName(dtype)) + " -> " +
-                            std::string(DataTypeName(astype)) +
-                            " are not supported (integer and float types only)");
+    return UnsupportedError(
+        std::string(kName) + ": data types " + std::string(DataTypeName(dtype)) + " -> " +
+        std::string(DataTypeName(astype)) + " are not supported (integer and float types only)");
   }
   nlohmann::json normalized = configuration;
   if (!normalized.contains("astype")) normalized["astype"] = normalized["dtype"];

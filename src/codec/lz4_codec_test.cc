@@ -60,8 +60,8 @@ TEST(Lz4CodecTest, CorruptInput) {
   testing::ExpectTruncationFails(*codec, encoded, data.size());
   testing::FuzzDecode(*codec, encoded, data.size(), 1000);
   // A header claiming far more than the block can hold is refused before allocating.
-  std::vector<std::byte> bomb = {std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF},
-                                 std::byte{0x7F}, std::byte{0x00}};
+  std::vector<std::byte> bomb = {std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0x7F},
+                                 std::byte{0x00}};
   ByteBuffer decoded;
   Status status = codec->Decode(bomb, std::nullopt, &decoded);
   EXPECT_TRUE(IsCorrupt(status));
@@ -75,12 +75,19 @@ TEST(Lz4CodecTest, CorruptInput) {
 TEST(Lz4CodecTest, Configuration) {
   auto representation = testing::Representation(DataType::kUInt8, {1});
   EXPECT_TRUE(MakeLz4Codec(nlohmann::json::object(), representation).ok());
-  EXPECT_TRUE(testing::IsMetadataError(
-      MakeLz4Codec({{"acceleration", "fast"}}, representation).status()));
+  EXPECT_TRUE(
+      testing::IsMetadataError(MakeLz4Codec({{"acceleration", "fast"}}, representation).status()));
   EXPECT_TRUE(testing::IsMetadataError(MakeLz4Codec({{"level", 1}}, representation).status()));
-  EXPECT_EQ(Lz4({{"acceleration", 3}})->ToJson(),
-            nlohmann::json::parse(
-                R"({"name":"numcodecs.lz4","configuration":{"acceleration":3}})"));
+  EXPECT_EQ(
+      Lz4({{"acceleration", 3}})->ToJson(),
+      nlohmann::json::parse(R"({"name":"numcodecs.lz4","configuration":{"acceleration":3}})"));
+}
+
+TEST(Lz4CodecTest, ConcurrentDecodes) {
+  auto codec = Lz4();
+  std::vector<std::byte> data = testing::FieldBytes(200000);
+  std::vector<std::byte> encoded = testing::ExpectRoundTrip(*codec, data);
+  testing::ExpectConcurrentDecode(*codec, encoded, data);
 }
 
 }  // namespace

@@ -35,23 +35,44 @@ struct TypeTag {
 template <typename F>
 bool VisitRealType(DataType type, F&& f) {
   switch (type) {
-    case DataType::kInt8: f(TypeTag<int8_t>{}); return true;
-    case DataType::kInt16: f(TypeTag<int16_t>{}); return true;
-    case DataType::kInt32: f(TypeTag<int32_t>{}); return true;
-    case DataType::kInt64: f(TypeTag<int64_t>{}); return true;
-    case DataType::kUInt8: f(TypeTag<uint8_t>{}); return true;
-    case DataType::kUInt16: f(TypeTag<uint16_t>{}); return true;
-    case DataType::kUInt32: f(TypeTag<uint32_t>{}); return true;
-    case DataType::kUInt64: f(TypeTag<uint64_t>{}); return true;
+    case DataType::kInt8:
+      f(TypeTag<int8_t>{});
+      return true;
+    case DataType::kInt16:
+      f(TypeTag<int16_t>{});
+      return true;
+    case DataType::kInt32:
+      f(TypeTag<int32_t>{});
+      return true;
+    case DataType::kInt64:
+      f(TypeTag<int64_t>{});
+      return true;
+    case DataType::kUInt8:
+      f(TypeTag<uint8_t>{});
+      return true;
+    case DataType::kUInt16:
+      f(TypeTag<uint16_t>{});
+      return true;
+    case DataType::kUInt32:
+      f(TypeTag<uint32_t>{});
+      return true;
+    case DataType::kUInt64:
+      f(TypeTag<uint64_t>{});
+      return true;
     case DataType::kFloat16:
       if constexpr (kHaveFloat16) {
         f(TypeTag<Float16>{});
         return true;
       }
       return false;
-    case DataType::kFloat32: f(TypeTag<float>{}); return true;
-    case DataType::kFloat64: f(TypeTag<double>{}); return true;
-    default: return false;
+    case DataType::kFloat32:
+      f(TypeTag<float>{});
+      return true;
+    case DataType::kFloat64:
+      f(TypeTag<double>{});
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -81,24 +102,27 @@ To Cast(From v) {
 // float64.
 template <typename T>
 constexpr int FloatRank() {
-  if constexpr (kIsFloat<T>) return sizeof(T) == 2 ? 0 : sizeof(T) == 4 ? 1 : 2;
-  else return sizeof(T) == 1 ? 0 : sizeof(T) == 2 ? 1 : 2;
+  if constexpr (kIsFloat<T>)
+    return sizeof(T) == 2 ? 0 : sizeof(T) == 4 ? 1 : 2;
+  else
+    return sizeof(T) == 1 ? 0 : sizeof(T) == 2 ? 1 : 2;
 }
 
-// Without float16 support rank 0 never occurs (no float16 operand exists), but must still name a type.
+// Without float16 support rank 0 never occurs (no float16 operand exists), but must still name a
+// type.
 template <int kRank>
-using FloatOfRank =
-    std::conditional_t<kRank == 0, std::conditional_t<kHaveFloat16, Float16, float>,
-                       std::conditional_t<kRank == 1, float, double>>;
+using FloatOfRank = std::conditional_t<kRank == 0, std::conditional_t<kHaveFloat16, Float16, float>,
+                                       std::conditional_t<kRank == 1, float, double>>;
 
 template <typename A, typename B>
 using PromotedFloat = FloatOfRank<std::max(FloatRank<A>(), FloatRank<B>())>;
 
 // Whether numpy promotes two integer types to float64 (uint64 with any signed type).
 template <typename A, typename B>
-inline constexpr bool kIntegersPromoteToFloat =
-    (std::is_same_v<A, uint64_t> && std::is_signed_v<B>) ||
-    (std::is_same_v<B, uint64_t> && std::is_signed_v<A>);
+inline constexpr bool kIntegersPromoteToFloat = (std::is_same_v<A, uint64_t> &&
+                                                 std::is_signed_v<B>) ||
+                                                (std::is_same_v<B, uint64_t> &&
+                                                 std::is_signed_v<A>);
 
 // Integer arithmetic that wraps like numpy's (and unlike C++'s signed arithmetic, is defined).
 template <typename T>
@@ -117,10 +141,14 @@ T WrappingMul(T a, T b) {
 // np.rint: round half to even (the default rounding mode).
 template <typename T>
 T RoundHalfEven(T v) {
-  if constexpr (std::is_same_v<T, double>) return std::nearbyint(v);
-  else if constexpr (std::is_same_v<T, float>) return std::nearbyintf(v);
-  else if constexpr (kIsFloat<T>) return static_cast<T>(std::nearbyintf(static_cast<float>(v)));
-  else return v;
+  if constexpr (std::is_same_v<T, double>)
+    return std::nearbyint(v);
+  else if constexpr (std::is_same_v<T, float>)
+    return std::nearbyintf(v);
+  else if constexpr (kIsFloat<T>)
+    return static_cast<T>(std::nearbyintf(static_cast<float>(v)));
+  else
+    return v;
 }
 
 }  // namespace zarrstream::numpy

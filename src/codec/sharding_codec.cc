@@ -33,7 +33,6 @@ Result<std::vector<CodecSpec>> ParseCodecList(const nlohmann::json& list, std::s
   return specs;
 }
 
-
 // Inner chunk `linear` (C order over `grid`) → its grid coordinates.
 void Unravel(uint64_t linear, std::span<const uint64_t> grid, std::span<uint64_t> coords) {
   for (size_t d = grid.size(); d-- > 0;) {
@@ -49,9 +48,11 @@ Result<std::unique_ptr<ShardingCodec>> ShardingCodec::Make(const nlohmann::json&
   std::unique_ptr<ShardingCodec> codec(new ShardingCodec());
   codec->decoded_ = decoded;
   codec->configuration_ = configuration;
-  if (!configuration.is_object()) return MetadataError("sharding_indexed: configuration must be an object");
+  if (!configuration.is_object())
+    return MetadataError("sharding_indexed: configuration must be an object");
   for (const auto& [key, value] : configuration.items()) {
-    if (key != "chunk_shape" && key != "codecs" && key != "index_codecs" && key != "index_location") {
+    if (key != "chunk_shape" && key != "codecs" && key != "index_codecs" &&
+        key != "index_location") {
       return MetadataError("sharding_indexed: unknown configuration field '" + key + "'");
     }
   }
@@ -106,8 +107,9 @@ Result<std::unique_ptr<ShardingCodec>> ShardingCodec::Make(const nlohmann::json&
                           "sharding_indexed index_codecs");
   auto size = codec->index_chain_->encoded_size();
   if (!size) {
-    return MetadataError("sharding_indexed: 'index_codecs' must give a fixed-size index "
-                         "(compressing codecs are not allowed there)");
+    return MetadataError(
+        "sharding_indexed: 'index_codecs' must give a fixed-size index "
+        "(compressing codecs are not allowed there)");
   }
   codec->index_size_ = *size;
   return codec;
@@ -229,8 +231,8 @@ Status ShardingCodec::Encode(std::span<const std::byte> decoded, ByteBuffer* enc
     std::memcpy(data.data() + old, encoded_inner.data(), encoded_inner.size());
   }
   ByteBuffer index_bytes;
-  ZS_RETURN_IF_ERROR(index_chain_->Encode(
-      std::as_bytes(std::span<const uint64_t>(entries)), &index_bytes));
+  ZS_RETURN_IF_ERROR(
+      index_chain_->Encode(std::as_bytes(std::span<const uint64_t>(entries)), &index_bytes));
   encoded->Resize(0);
   encoded->Reserve(data.size() + index_bytes.size());
   if (!index_at_end_) encoded->Assign(index_bytes.data(), index_bytes.size());

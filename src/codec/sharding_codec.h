@@ -1,8 +1,8 @@
 // sharding_indexed: an array→bytes codec that stores a grid of inner chunks in one object (a shard)
 // with an index of (offset, nbytes) pairs at its start or end. The array layer reads a region of a
 // shard with partial reads: the index first (index_range()), then only the byte ranges of the inner
-// chunks the region touches, each decoded with inner_chain(). Decode() handles a whole shard held in
-// memory, which is how nested sharding and chains with other codecs around sharding are read.
+// chunks the region touches, each decoded with inner_chain(). Decode() handles a whole shard held
+// in memory, which is how nested sharding and chains with other codecs around sharding are read.
 #pragma once
 
 #include <memory>
@@ -25,7 +25,9 @@ class ShardIndex {
   explicit ShardIndex(std::vector<uint64_t> entries) : entries_(std::move(entries)) {}
 
   uint64_t num_chunks() const { return entries_.size() / 2; }
-  bool is_empty(uint64_t i) const { return entries_[2 * i] == kEmpty && entries_[2 * i + 1] == kEmpty; }
+  bool is_empty(uint64_t i) const {
+    return entries_[2 * i] == kEmpty && entries_[2 * i + 1] == kEmpty;
+  }
   uint64_t offset(uint64_t i) const { return entries_[2 * i]; }
   uint64_t nbytes(uint64_t i) const { return entries_[2 * i + 1]; }
 

@@ -29,10 +29,14 @@ void UnshuffleFixed(const std::byte* in, std::byte* out, size_t count) {
 
 void Shuffle(const std::byte* in, std::byte* out, size_t count, size_t size) {
   switch (size) {
-    case 2: return ShuffleFixed<2>(in, out, count);
-    case 4: return ShuffleFixed<4>(in, out, count);
-    case 8: return ShuffleFixed<8>(in, out, count);
-    case 16: return ShuffleFixed<16>(in, out, count);
+    case 2:
+      return ShuffleFixed<2>(in, out, count);
+    case 4:
+      return ShuffleFixed<4>(in, out, count);
+    case 8:
+      return ShuffleFixed<8>(in, out, count);
+    case 16:
+      return ShuffleFixed<16>(in, out, count);
     default:
       for (size_t i = 0; i < count; ++i) {
         for (size_t b = 0; b < size; ++b) out[b * count + i] = in[i * size + b];
@@ -42,10 +46,14 @@ void Shuffle(const std::byte* in, std::byte* out, size_t count, size_t size) {
 
 void Unshuffle(const std::byte* in, std::byte* out, size_t count, size_t size) {
   switch (size) {
-    case 2: return UnshuffleFixed<2>(in, out, count);
-    case 4: return UnshuffleFixed<4>(in, out, count);
-    case 8: return UnshuffleFixed<8>(in, out, count);
-    case 16: return UnshuffleFixed<16>(in, out, count);
+    case 2:
+      return UnshuffleFixed<2>(in, out, count);
+    case 4:
+      return UnshuffleFixed<4>(in, out, count);
+    case 8:
+      return UnshuffleFixed<8>(in, out, count);
+    case 16:
+      return UnshuffleFixed<16>(in, out, count);
     default:
       for (size_t i = 0; i < count; ++i) {
         for (size_t b = 0; b < size; ++b) out[i * size + b] = in[b * count + i];
@@ -82,9 +90,7 @@ class ShuffleCodec final : public BytesToBytesCodec {
     return Status::Ok();
   }
 
-  std::optional<uint64_t> EncodedSize(uint64_t decoded_size) const override {
-    return decoded_size;
-  }
+  std::optional<uint64_t> EncodedSize(uint64_t decoded_size) const override { return decoded_size; }
 
   nlohmann::json ToJson() const override {
     return CodecJson(kName, {{"elementsize", element_size_}});

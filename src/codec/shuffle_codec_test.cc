@@ -29,7 +29,8 @@ TEST(ShuffleCodecTest, RoundTripEveryElementSize) {
   for (int size : {0, 1, 2, 3, 4, 8, 16, 24}) {
     SCOPED_TRACE(size);
     auto codec = Shuffle({{"elementsize", size}});
-    for (size_t n : {0, 1, 7, 48, 1001, 100000}) testing::ExpectRoundTrip(*codec, testing::RandomBytes(n));
+    for (size_t n : {0, 1, 7, 48, 1001, 100000})
+      testing::ExpectRoundTrip(*codec, testing::RandomBytes(n));
   }
 }
 
@@ -52,9 +53,9 @@ TEST(ShuffleCodecTest, SizeMismatchIsCorrupt) {
 }
 
 TEST(ShuffleCodecTest, Configuration) {
-  EXPECT_EQ(Shuffle({}, DataType::kFloat64)->ToJson(),
-            nlohmann::json::parse(
-                R"({"name":"numcodecs.shuffle","configuration":{"elementsize":8}})"));
+  EXPECT_EQ(
+      Shuffle({}, DataType::kFloat64)->ToJson(),
+      nlohmann::json::parse(R"({"name":"numcodecs.shuffle","configuration":{"elementsize":8}})"));
   auto representation = testing::Representation(DataType::kUInt8, {1});
   EXPECT_TRUE(
       testing::IsMetadataError(MakeShuffleCodec({{"elementsize", -1}}, representation).status()));

@@ -84,8 +84,11 @@ class PermutePlan {
 
   void Run(const std::byte* src, std::byte* dst) const {
     switch (kind_) {
-      case Kind::kEmpty: return;
-      case Kind::kCopy: std::memcpy(dst, src, total_ * elem_size_); return;
+      case Kind::kEmpty:
+        return;
+      case Kind::kCopy:
+        std::memcpy(dst, src, total_ * elem_size_);
+        return;
       case Kind::kRows: {
         const size_t row_bytes = row_ * elem_size_;
         ForEachOuter([&](uint64_t s, uint64_t d) {
@@ -95,12 +98,18 @@ class PermutePlan {
       }
       case Kind::kTiles:
         switch (elem_size_) {
-          case 1: return RunTiles<uint8_t>(src, dst);
-          case 2: return RunTiles<uint16_t>(src, dst);
-          case 4: return RunTiles<uint32_t>(src, dst);
-          case 8: return RunTiles<uint64_t>(src, dst);
-          case 16: return RunTiles<Unit16>(src, dst);
-          default: return;  // DataTypeSize has no other sizes
+          case 1:
+            return RunTiles<uint8_t>(src, dst);
+          case 2:
+            return RunTiles<uint16_t>(src, dst);
+          case 4:
+            return RunTiles<uint32_t>(src, dst);
+          case 8:
+            return RunTiles<uint64_t>(src, dst);
+          case 16:
+            return RunTiles<Unit16>(src, dst);
+          default:
+            return;  // DataTypeSize has no other sizes
         }
     }
   }
@@ -195,7 +204,7 @@ class PermutePlan {
   uint64_t total_ = 0;
   Kind kind_ = Kind::kEmpty;
   std::vector<OuterDim> outer_;
-  uint64_t row_ = 0;                                      // kRows: elements per row
+  uint64_t row_ = 0;                                                // kRows: elements per row
   uint64_t na_ = 0, nb_ = 0, src_stride_a_ = 0, dst_stride_b_ = 0;  // kTiles
 };
 

@@ -89,8 +89,8 @@ TEST(TransposeCodecTest, LegacyOrderStrings) {
   auto f = MakeTransposeCodec({{"order", "F"}}, decoded);
   ASSERT_TRUE(f.ok());
   EXPECT_EQ((*f)->encoded_representation().shape, (std::vector<uint64_t>{4, 3, 2}));
-  EXPECT_EQ((*f)->ToJson(), nlohmann::json::parse(
-                                R"({"name":"transpose","configuration":{"order":[2,1,0]}})"));
+  EXPECT_EQ((*f)->ToJson(),
+            nlohmann::json::parse(R"({"name":"transpose","configuration":{"order":[2,1,0]}})"));
   auto c = MakeTransposeCodec({{"order", "C"}}, decoded);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->encoded_representation().shape, decoded.shape);

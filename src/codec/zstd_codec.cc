@@ -68,8 +68,8 @@ class ZstdCodec final : public BytesToBytesCodec {
       return InternalError(std::string("zstd: setting parameters: ") + ZSTD_getErrorName(rc));
     }
     encoded->Resize(ZSTD_compressBound(decoded.size()));
-    size_t n = ZSTD_compress2(cctx, encoded->data(), encoded->size(), decoded.data(),
-                              decoded.size());
+    size_t n =
+        ZSTD_compress2(cctx, encoded->data(), encoded->size(), decoded.data(), decoded.size());
     if (ZSTD_isError(n)) {
       return InternalError(std::string("zstd: compression failed: ") + ZSTD_getErrorName(n));
     }

@@ -161,8 +161,16 @@ TEST(ZstdCodecTest, Configuration) {
   EXPECT_TRUE(IsMetadataError(unknown.status()));
   EXPECT_NE(unknown.status().message().find("levle"), std::string::npos);
   EXPECT_TRUE(IsMetadataError(MakeZstdCodec(nlohmann::json::array(), representation).status()));
-  EXPECT_EQ(MakeCodec({{"level", 7}, {"checksum", true}})->ToJson(),
-            nlohmann::json::parse(R"({"name":"zstd","configuration":{"level":7,"checksum":true}})"));
+  EXPECT_EQ(
+      MakeCodec({{"level", 7}, {"checksum", true}})->ToJson(),
+      nlohmann::json::parse(R"({"name":"zstd","configuration":{"level":7,"checksum":true}})"));
+}
+
+TEST(ZstdCodecTest, ConcurrentDecodes) {
+  auto codec = MakeCodec({});
+  std::vector<std::byte> data = testing::FieldBytes(200000);
+  std::vector<std::byte> encoded = testing::ExpectRoundTrip(*codec, data);
+  testing::ExpectConcurrentDecode(*codec, encoded, data);
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ class FileDescriptor {
   int fd_;
 };
 
-Status PreadFully(int fd, std::byte* dst, uint64_t length, uint64_t offset, const std::string& path) {
+Status PreadFully(int fd, std::byte* dst, uint64_t length, uint64_t offset,
+                  const std::string& path) {
   while (length > 0) {
     ssize_t n = ::pread(fd, dst, length, static_cast<off_t>(offset));
     if (n < 0) {
@@ -88,7 +89,8 @@ Result<uint64_t> FileStore::ReadSync(std::string_view key, std::span<const ByteR
   for (const ByteRange& r : ranges) need_size |= r.kind != ByteRange::Kind::kBounded;
   if (need_size || !ranges.empty()) {
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return StorageError("stat " + path + ": " + ErrnoMessage(errno));
+    if (::fstat(fd.get(), &st) != 0)
+      return StorageError("stat " + path + ": " + ErrnoMessage(errno));
     if (S_ISDIR(st.st_mode)) return NotFoundError("no such key (a directory): " + path);
     size = static_cast<uint64_t>(st.st_size);
   }
@@ -106,7 +108,8 @@ Result<uint64_t> FileStore::ReadSync(std::string_view key, std::span<const ByteR
 Result<std::vector<KeyInfo>> FileStore::List(std::string_view prefix) {
   std::vector<KeyInfo> keys;
   if (!prefix.empty()) ZS_RETURN_IF_ERROR(ValidateKey(prefix));
-  std::filesystem::path base = prefix.empty() ? std::filesystem::path(root_) : std::filesystem::path(PathOf(prefix));
+  std::filesystem::path base =
+      prefix.empty() ? std::filesystem::path(root_) : std::filesystem::path(PathOf(prefix));
   std::error_code ec;
   if (!std::filesystem::is_directory(base, ec)) return keys;
   std::filesystem::recursive_directory_iterator it(base, ec), end;
@@ -124,7 +127,8 @@ Result<std::vector<KeyInfo>> FileStore::List(std::string_view prefix) {
 Result<DirectoryListing> FileStore::ListDirectory(std::string_view prefix) {
   DirectoryListing listing;
   if (!prefix.empty()) ZS_RETURN_IF_ERROR(ValidateKey(prefix));
-  std::filesystem::path base = prefix.empty() ? std::filesystem::path(root_) : std::filesystem::path(PathOf(prefix));
+  std::filesystem::path base =
+      prefix.empty() ? std::filesystem::path(root_) : std::filesystem::path(PathOf(prefix));
   std::error_code ec;
   if (!std::filesystem::is_directory(base, ec)) return listing;
   for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
@@ -150,7 +154,8 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
   static std::atomic<uint64_t> counter{0};
   std::string tmp = path.string() + ".zstmp." + std::to_string(::getpid()) + "." +
                     std::to_string(counter.fetch_add(1));
-  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+  FileDescriptor fd(
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (fd.get() < 0) return StorageError("creating " + tmp + ": " + ErrnoMessage(errno));
   const std::byte* p = value.data();
   size_t left = value.size();
@@ -166,7 +171,8 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
     left -= static_cast<size_t>(n);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = StorageError("renaming " + tmp + " to " + path.string() + ": " + ErrnoMessage(errno));
+    Status s =
+        StorageError("renaming " + tmp + " to " + path.string() + ": " + ErrnoMessage(errno));
     ::unlink(tmp.c_str());
     return s;
   }

@@ -11,7 +11,8 @@ Future<uint64_t> MemoryStore::Read(std::string_view key, std::span<const ByteRan
                                    std::span<ByteBuffer> outs) {
   auto read = [&]() -> Result<uint64_t> {
     ZS_RETURN_IF_ERROR(ValidateKey(key));
-    if (ranges.size() != outs.size()) return InternalError("MemoryStore::Read: ranges/outs mismatch");
+    if (ranges.size() != outs.size())
+      return InternalError("MemoryStore::Read: ranges/outs mismatch");
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = values_.find(key);
     if (it == values_.end()) return NotFoundError("no such key: " + url_ + "/" + std::string(key));

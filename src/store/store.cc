@@ -6,10 +6,12 @@ namespace zarrstream {
 
 std::string ByteRange::ToString() const {
   switch (kind) {
-    case Kind::kFromOffset: return "bytes=" + std::to_string(offset) + "-";
+    case Kind::kFromOffset:
+      return "bytes=" + std::to_string(offset) + "-";
     case Kind::kBounded:
       return "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
-    case Kind::kSuffix: return "bytes=-" + std::to_string(length);
+    case Kind::kSuffix:
+      return "bytes=-" + std::to_string(length);
   }
   return "?";
 }

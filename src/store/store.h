@@ -1,8 +1,8 @@
-// Store: the byte-level key/value interface every backend implements (file, memory; http, s3 and gcs
-// register themselves the same way). A store knows keys and bytes, nothing of arrays.
+// Store: the byte-level key/value interface every backend implements (file, memory; http, s3 and
+// gcs register themselves the same way). A store knows keys and bytes, nothing of arrays.
 //
-// Keys are '/'-separated relative paths ("temperature/c/0/3/1"). ValidateKey rejects keys that could
-// escape the store root; every backend calls it before touching storage.
+// Keys are '/'-separated relative paths ("temperature/c/0/3/1"). ValidateKey rejects keys that
+// could escape the store root; every backend calls it before touching storage.
 //
 // Threads: every method may be called from any thread concurrently.
 #pragma once
@@ -51,8 +51,8 @@ struct KeyInfo {
 
 // The direct children of a prefix: keys stored right under it and the names of sub-prefixes.
 struct DirectoryListing {
-  std::vector<KeyInfo> keys;             // full keys
-  std::vector<std::string> prefixes;     // full prefixes, without trailing '/'
+  std::vector<KeyInfo> keys;          // full keys
+  std::vector<std::string> prefixes;  // full prefixes, without trailing '/'
 };
 
 class Store {
@@ -68,7 +68,8 @@ class Store {
   //
   // Lifetime: `key`, `ranges` and `outs` must stay valid until the future resolves. Backends may
   // complete the read inline on the calling thread (the file store does: a positioned read of a
-  // local file is cheap, and callers already spread chunks over threads) or on their own I/O threads.
+  // local file is cheap, and callers already spread chunks over threads) or on their own I/O
+  // threads.
   virtual Future<uint64_t> Read(std::string_view key, std::span<const ByteRange> ranges,
                                 std::span<ByteBuffer> outs) = 0;
 

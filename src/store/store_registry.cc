@@ -20,7 +20,8 @@ Registry& GetRegistry() {
   static Registry* registry = [] {
     auto* r = new Registry;  // never destroyed: stores may be opened during static destruction
     r->factories["file"] = [](std::string_view url) -> Result<std::shared_ptr<Store>> {
-      return std::shared_ptr<Store>(std::make_shared<FileStore>(std::string(SplitScheme(url).second)));
+      return std::shared_ptr<Store>(
+          std::make_shared<FileStore>(std::string(SplitScheme(url).second)));
     };
     r->factories["memory"] = [r](std::string_view url) -> Result<std::shared_ptr<Store>> {
       std::string name(SplitScheme(url).second);

@@ -1,5 +1,6 @@
 // The URL → store registry. Backends register a factory for their URL schemes; OpenStore picks one.
-// Plain paths and file:// URLs open a FileStore; memory:// names a process-wide MemoryStore (tests).
+// Plain paths and file:// URLs open a FileStore; memory:// names a process-wide MemoryStore
+// (tests).
 #pragma once
 
 #include <functional>

@@ -1,11 +1,11 @@
 // The store conformance suite: every backend must pass the same tests.
 #include "store/store.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
-
-#include <gtest/gtest.h>
 
 #include "store/file_store.h"
 #include "store/memory_store.h"
@@ -62,7 +62,8 @@ TEST_P(StoreConformanceTest, ReadsSeveralRangesInOneCall) {
 TEST_P(StoreConformanceTest, RangePastTheEndIsAnError) {
   ASSERT_TRUE(store_->Put("k", Bytes("0123")).ok());
   ByteBuffer out;
-  EXPECT_EQ(store_->ReadInto("k", ByteRange::Bounded(2, 10), &out).code(), ErrorCode::kCorruptChunk);
+  EXPECT_EQ(store_->ReadInto("k", ByteRange::Bounded(2, 10), &out).code(),
+            ErrorCode::kCorruptChunk);
   EXPECT_EQ(store_->ReadInto("k", ByteRange::Suffix(5), &out).code(), ErrorCode::kCorruptChunk);
 }
 

@@ -1,7 +1,7 @@
 // ByteBuffer: an owned, growable byte array that does not zero its memory on resize.
 //
-// Used for compressed chunk bytes and decode scratch space. A buffer is reused across chunks: Resize
-// only reallocates when the capacity grows, so a worker's steady state makes no allocations.
+// Used for compressed chunk bytes and decode scratch space. A buffer is reused across chunks:
+// Resize only reallocates when the capacity grows, so a worker's steady state makes no allocations.
 #pragma once
 
 #include <cstddef>

@@ -2,8 +2,8 @@
 //
 // Asynchronous operations (store reads) return a Future<T> that resolves to a Result<T>. A consumer
 // either blocks with Wait() or registers one continuation with OnReady(), which runs on the thread
-// that fulfils the promise (or immediately, on the caller's thread, if the result is already there).
-// Continuations must be short: they run on I/O threads; hand heavy work to an executor.
+// that fulfils the promise (or immediately, on the caller's thread, if the result is already
+// there). Continuations must be short: they run on I/O threads; hand heavy work to an executor.
 #pragma once
 
 #include <condition_variable>

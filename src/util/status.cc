@@ -4,15 +4,24 @@ namespace zarrstream {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "OK";
-    case ErrorCode::kInvalidArgument: return "InvalidArgument";
-    case ErrorCode::kMetadata: return "Metadata";
-    case ErrorCode::kUnsupported: return "Unsupported";
-    case ErrorCode::kNotFound: return "NotFound";
-    case ErrorCode::kCorruptChunk: return "CorruptChunk";
-    case ErrorCode::kStorage: return "Storage";
-    case ErrorCode::kConfig: return "Config";
-    case ErrorCode::kInternal: return "Internal";
+    case ErrorCode::kOk:
+      return "OK";
+    case ErrorCode::kInvalidArgument:
+      return "InvalidArgument";
+    case ErrorCode::kMetadata:
+      return "Metadata";
+    case ErrorCode::kUnsupported:
+      return "Unsupported";
+    case ErrorCode::kNotFound:
+      return "NotFound";
+    case ErrorCode::kCorruptChunk:
+      return "CorruptChunk";
+    case ErrorCode::kStorage:
+      return "Storage";
+    case ErrorCode::kConfig:
+      return "Config";
+    case ErrorCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

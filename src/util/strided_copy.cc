@@ -106,13 +106,15 @@ void FillStrided(std::byte* dst, std::span<const int64_t> dst_strides,
   MergedRegion m = Merge(dst_strides, dst_strides, shape, element_size);
   const size_t outer_dims = m.shape.size() - 1;
   const uint64_t run = m.shape.back();
-  bool all_zero = std::all_of(value.begin(), value.end(), [](std::byte b) { return b == std::byte{0}; });
+  bool all_zero =
+      std::all_of(value.begin(), value.end(), [](std::byte b) { return b == std::byte{0}; });
   std::vector<uint64_t> index(outer_dims, 0);
   for (;;) {
     if (all_zero) {
       std::memset(dst, 0, run * element_size);
     } else {
-      for (uint64_t i = 0; i < run; ++i) std::memcpy(dst + i * element_size, value.data(), element_size);
+      for (uint64_t i = 0; i < run; ++i)
+        std::memcpy(dst + i * element_size, value.data(), element_size);
     }
     size_t d = outer_dims;
     for (;;) {

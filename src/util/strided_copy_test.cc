@@ -1,10 +1,10 @@
 #include "util/strided_copy.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace zarrstream {
 namespace {
@@ -17,8 +17,8 @@ TEST(StridedCopyTest, CopiesASubBlockOfA3DArray) {
   auto src_strides = CStrides(src_shape, 4);
   auto dst_strides = CStrides(block, 4);
   std::vector<int32_t> dst(18, -1);
-  const std::byte* origin = reinterpret_cast<const std::byte*>(src.data()) +
-                            1 * src_strides[0] + 2 * src_strides[1] + 1 * src_strides[2];
+  const std::byte* origin = reinterpret_cast<const std::byte*>(src.data()) + 1 * src_strides[0] +
+                            2 * src_strides[1] + 1 * src_strides[2];
   CopyStrided(origin, src_strides, reinterpret_cast<std::byte*>(dst.data()), dst_strides, block, 4);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -52,7 +52,8 @@ TEST(StridedCopyTest, FillWritesOnlyTheRegion) {
 
 TEST(StridedCopyTest, ZeroDimensionalCopiesOneElement) {
   int64_t a = 42, b = 0;
-  CopyStrided(reinterpret_cast<const std::byte*>(&a), {}, reinterpret_cast<std::byte*>(&b), {}, {}, 8);
+  CopyStrided(reinterpret_cast<const std::byte*>(&a), {}, reinterpret_cast<std::byte*>(&b), {}, {},
+              8);
   EXPECT_EQ(b, 42);
 }
 

@@ -1,9 +1,9 @@
 // ThreadPool: a fixed set of worker threads running submitted tasks, and ParallelFor on top of it.
 //
-// One pool is created per top-level object that needs parallelism (an opened array's read context, a
-// loader) and passed down explicitly; there are no hidden global pools, so the thread budget is the
-// one the caller sets. ParallelFor may be called from inside a pool task: the calling thread works
-// through the indices itself, so nested parallelism never deadlocks and never adds threads.
+// One pool is created per top-level object that needs parallelism (an opened array's read context,
+// a loader) and passed down explicitly; there are no hidden global pools, so the thread budget is
+// the one the caller sets. ParallelFor may be called from inside a pool task: the calling thread
+// works through the indices itself, so nested parallelism never deadlocks and never adds threads.
 #pragma once
 
 #include <condition_variable>
