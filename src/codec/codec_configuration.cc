@@ -96,6 +96,20 @@ Result<DataType> CodecConfiguration::NumpyDataType(std::string_view field) const
   return parsed->first;
 }
 
+Result<CodecConfiguration::Conversion> CodecConfiguration::DtypeAndAstype(DataType decoded) const {
+  Conversion conversion;
+  ZS_ASSIGN_OR_RETURN(conversion.dtype, NumpyDataType("dtype"));
+  conversion.astype = conversion.dtype;
+  if (Find("astype") != nullptr) {
+    ZS_ASSIGN_OR_RETURN(conversion.astype, NumpyDataType("astype"));
+  }
+  if (conversion.dtype != decoded) {
+    return FieldError("dtype", "must match the array's data type " +
+                                   std::string(DataTypeName(decoded)));
+  }
+  return conversion;
+}
+
 Status CodecConfiguration::FieldError(std::string_view field, std::string_view problem) const {
   const nlohmann::json* value = Find(field);
   std::string message =

@@ -34,6 +34,14 @@ class CodecConfiguration {
   // A required numpy type string ("<f8", "|u1") as a data type; its byte order is dropped.
   Result<DataType> NumpyDataType(std::string_view field) const;
 
+  // The "dtype" (required; must be `decoded`'s type) and "astype" (defaults to dtype) of the numcodecs
+  // filters that convert values (delta, fixedscaleoffset).
+  struct Conversion {
+    DataType dtype;
+    DataType astype;
+  };
+  Result<Conversion> DtypeAndAstype(DataType decoded) const;
+
   // kMetadata "<codec>: configuration field '<field>' <problem>, got <value>".
   Status FieldError(std::string_view field, std::string_view problem) const;
   // kMetadata "<codec>: <message>".

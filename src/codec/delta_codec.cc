@@ -136,15 +136,8 @@ Result<std::unique_ptr<ArrayToArrayCodec>> MakeDeltaCodec(const nlohmann::json& 
   if (!dtype_string) return config.Error("configuration field 'dtype' is required");
   ZS_ASSIGN_OR_RETURN(std::optional<std::string> astype_string, config.String("astype"));
   if (!astype_string) astype_string = dtype_string;
-  ZS_ASSIGN_OR_RETURN(DataType dtype, config.NumpyDataType("dtype"));
-  DataType astype = dtype;
-  if (config.Find("astype") != nullptr) {
-    ZS_ASSIGN_OR_RETURN(astype, config.NumpyDataType("astype"));
-  }
-  if (dtype != decoded.data_type) {
-    return config.FieldError("dtype", "must match the array's data type " +
-                                          std::string(DataTypeName(decoded.data_type)));
-  }
+  ZS_ASSIGN_OR_RETURN(auto conversion, config.DtypeAndAstype(decoded.data_type));
+  const DataType dtype = conversion.dtype, astype = conversion.astype;
   Kernel encode = nullptr, decode = nullptr;
   bool supported = numpy::VisitRealType(dtype, [&](auto d_tag) {
     numpy::VisitRealType(astype, [&](auto a_tag) {

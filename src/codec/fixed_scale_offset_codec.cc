@@ -162,15 +162,8 @@ Result<std::unique_ptr<ArrayToArrayCodec>> MakeFixedScaleOffsetCodec(
   Parameters parameters;
   ZS_ASSIGN_OR_RETURN(parameters.scale, ReadScalar(config, "scale"));
   ZS_ASSIGN_OR_RETURN(parameters.offset, ReadScalar(config, "offset"));
-  ZS_ASSIGN_OR_RETURN(DataType dtype, config.NumpyDataType("dtype"));
-  DataType astype = dtype;
-  if (config.Find("astype") != nullptr) {
-    ZS_ASSIGN_OR_RETURN(astype, config.NumpyDataType("astype"));
-  }
-  if (dtype != decoded.data_type) {
-    return config.FieldError("dtype", "must match the array's data type " +
-                                          std::string(DataTypeName(decoded.data_type)));
-  }
+  ZS_ASSIGN_OR_RETURN(auto conversion, config.DtypeAndAstype(decoded.data_type));
+  const DataType dtype = conversion.dtype, astype = conversion.astype;
   Kernel encode = nullptr, decode = nullptr;
   bool supported = numpy::VisitRealType(dtype, [&](auto d_tag) {
     numpy::VisitRealType(astype, [&](auto a_tag) {
