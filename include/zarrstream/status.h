@@ -115,19 +115,25 @@ Status AsStatus(const Result<T>& r) {
     if (!zs_status_.ok()) return std::move(zs_status_).WithContext(context);  \
   } while (false)
 
+// `lhs` may be a declaration (`auto x`) and `tmp` is a name being declared, so neither can be
+// parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ZS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 // `lhs = value of expr`, or return the error of `expr`.
 #define ZS_ASSIGN_OR_RETURN(lhs, expr) \
   ZS_ASSIGN_OR_RETURN_IMPL(ZS_CONCAT(zs_result_, __LINE__), lhs, expr)
 
+// NOLINTBEGIN(bugprone-macro-parentheses): as for ZS_ASSIGN_OR_RETURN_IMPL.
 #define ZS_ASSIGN_OR_RETURN_CTX_IMPL(tmp, lhs, expr, context) \
   auto tmp = (expr);                                          \
   if (!tmp.ok()) return tmp.status().WithContext(context);    \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #define ZS_ASSIGN_OR_RETURN_CTX(lhs, expr, context) \
   ZS_ASSIGN_OR_RETURN_CTX_IMPL(ZS_CONCAT(zs_result_, __LINE__), lhs, expr, context)

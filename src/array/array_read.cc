@@ -33,8 +33,8 @@ ReadScratch& ThreadScratch() {
 
 // Inner-chunk reads of one shard closer than this are merged into one read: a local read of a few
 // hundred KiB extra costs less than another request (and far less than an HTTP round trip).
-constexpr uint64_t kCoalesceGapBytes = 256 * 1024;
-constexpr uint64_t kCoalesceMaxBytes = 64 * 1024 * 1024;
+constexpr uint64_t kCoalesceGapBytes = uint64_t{256} * 1024;
+constexpr uint64_t kCoalesceMaxBytes = uint64_t{64} * 1024 * 1024;
 
 // The part of one chunk (of `chunk_shape` at `origin`, array coordinates) that a request region
 // [req_start, req_start + req_shape) covers.
