@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "metadata/v2_metadata.h"
 
 namespace zarrstream::testing {
 
@@ -44,6 +47,31 @@ inline std::vector<std::byte> FieldBytes(size_t n, uint32_t seed = 1) {
   }
   for (size_t i = n - n % 4; i < n; ++i) out[i] = std::byte{0x5A};
   return out;
+}
+
+inline std::vector<std::byte> FromHex(std::string_view hex) {
+  std::vector<std::byte> out(hex.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<std::byte>(std::stoi(std::string(hex.substr(2 * i, 2)), nullptr, 16));
+  }
+  return out;
+}
+
+// The fixtures store little-endian values; the codec works on native ones.
+inline std::vector<std::byte> Native(std::vector<std::byte> bytes, DataType type) {
+  const size_t size = DataTypeSize(type);
+  if constexpr (std::endian::native == std::endian::big) {
+    for (size_t i = 0; i + size <= bytes.size(); i += size) {
+      std::reverse(bytes.begin() + i, bytes.begin() + i + size);
+    }
+  }
+  return bytes;
+}
+
+inline DataType TypeOf(std::string_view numpy) {
+  auto parsed = ParseV2DataType(numpy);
+  EXPECT_TRUE(parsed.ok()) << numpy;
+  return parsed->first;
 }
 
 inline ChunkRepresentation Representation(DataType type, std::vector<uint64_t> shape) {

@@ -11,24 +11,12 @@ namespace {
 
 constexpr std::string_view kName = "numcodecs.delta";
 
-template <typename T>
-T Load(const std::byte* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
-template <typename T>
-void Store(std::byte* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
-
 // enc[0] = arr[0]; enc[i] = arr[i] - arr[i - 1] in D arithmetic; each cast to A.
 template <typename D, typename A>
 void EncodeDelta(const std::byte* in, std::byte* out, uint64_t n) {
   D previous{};
   for (uint64_t i = 0; i < n; ++i) {
-    const D x = Load<D>(in + i * sizeof(D));
+    const D x = numpy::Load<D>(in + i * sizeof(D));
     D diff;
     if (i == 0) {
       diff = x;
@@ -37,7 +25,7 @@ void EncodeDelta(const std::byte* in, std::byte* out, uint64_t n) {
     } else {
       diff = static_cast<D>(x - previous);
     }
-    Store<A>(out + i * sizeof(A), numpy::Cast<A>(diff));
+    numpy::Store<A>(out + i * sizeof(A), numpy::Cast<A>(diff));
     previous = x;
   }
 }
@@ -51,18 +39,18 @@ void DecodeDelta(const std::byte* in, std::byte* out, uint64_t n) {
     // Any integer loop at least as wide as D gives the true sum modulo 2^bits(D).
     uint64_t sum = 0;
     for (uint64_t i = 0; i < n; ++i) {
-      sum += static_cast<uint64_t>(Load<A>(in + i * sizeof(A)));
-      Store<D>(out + i * sizeof(D), static_cast<D>(sum));
+      sum += static_cast<uint64_t>(numpy::Load<A>(in + i * sizeof(A)));
+      numpy::Store<D>(out + i * sizeof(D), static_cast<D>(sum));
     }
   } else {
     using Acc = std::conditional_t<std::is_integral_v<D> && std::is_integral_v<A>, double,
                                    numpy::PromotedFloat<D, A>>;
     // The first partial sum is the first element itself (so -0.0 stays -0.0).
-    Acc sum = numpy::Cast<Acc>(Load<A>(in));
-    Store<D>(out, numpy::Cast<D>(sum));
+    Acc sum = numpy::Cast<Acc>(numpy::Load<A>(in));
+    numpy::Store<D>(out, numpy::Cast<D>(sum));
     for (uint64_t i = 1; i < n; ++i) {
-      sum = static_cast<Acc>(sum + numpy::Cast<Acc>(Load<A>(in + i * sizeof(A))));
-      Store<D>(out + i * sizeof(D), numpy::Cast<D>(sum));
+      sum = static_cast<Acc>(sum + numpy::Cast<Acc>(numpy::Load<A>(in + i * sizeof(A))));
+      numpy::Store<D>(out + i * sizeof(D), numpy::Cast<D>(sum));
     }
   }
 }

@@ -23,18 +23,6 @@ struct Parameters {
   Scalar offset;
 };
 
-template <typename T>
-T Load(const std::byte* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
-template <typename T>
-void Store(std::byte* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
-
 template <typename D, typename A>
 void Decode(const Parameters& p, const std::byte* in, std::byte* out, uint64_t n) {
   // true_divide of an integer array gives float64; a float array keeps its type.
@@ -42,26 +30,26 @@ void Decode(const Parameters& p, const std::byte* in, std::byte* out, uint64_t n
   const C scale = static_cast<C>(p.scale.value);
   const C offset = static_cast<C>(p.offset.value);
   for (uint64_t i = 0; i < n; ++i) {
-    const C y = static_cast<C>(numpy::Cast<C>(Load<A>(in + i * sizeof(A))) / scale);
-    Store<D>(out + i * sizeof(D), numpy::Cast<D>(static_cast<C>(y + offset)));
+    const C y = static_cast<C>(numpy::Cast<C>(numpy::Load<A>(in + i * sizeof(A))) / scale);
+    numpy::Store<D>(out + i * sizeof(D), numpy::Cast<D>(static_cast<C>(y + offset)));
   }
 }
 
 template <typename D, typename A>
 void Encode(const Parameters& p, const std::byte* in, std::byte* out, uint64_t n) {
-  auto store = [&](uint64_t i, auto v) { Store<A>(out + i * sizeof(A), numpy::Cast<A>(v)); };
+  auto store = [&](uint64_t i, auto v) { numpy::Store<A>(out + i * sizeof(A), numpy::Cast<A>(v)); };
   if constexpr (numpy::kIsFloat<D>) {
     const D scale = static_cast<D>(p.scale.value);
     const D offset = static_cast<D>(p.offset.value);
     for (uint64_t i = 0; i < n; ++i) {
-      const D diff = static_cast<D>(Load<D>(in + i * sizeof(D)) - offset);
+      const D diff = static_cast<D>(numpy::Load<D>(in + i * sizeof(D)) - offset);
       store(i, numpy::RoundHalfEven(static_cast<D>(diff * scale)));
     }
   } else if (p.offset.is_integer) {
     const D offset = static_cast<D>(p.offset.integer);
     const D scale = static_cast<D>(p.scale.integer);
     for (uint64_t i = 0; i < n; ++i) {
-      const D diff = numpy::WrappingSub(Load<D>(in + i * sizeof(D)), offset);
+      const D diff = numpy::WrappingSub(numpy::Load<D>(in + i * sizeof(D)), offset);
       if (p.scale.is_integer) {
         store(i, numpy::WrappingMul(diff, scale));
       } else {
@@ -70,7 +58,7 @@ void Encode(const Parameters& p, const std::byte* in, std::byte* out, uint64_t n
     }
   } else {
     for (uint64_t i = 0; i < n; ++i) {
-      const double diff = static_cast<double>(Load<D>(in + i * sizeof(D))) - p.offset.value;
+      const double diff = static_cast<double>(numpy::Load<D>(in + i * sizeof(D))) - p.offset.value;
       store(i, numpy::RoundHalfEven(diff * p.scale.value));
     }
   }

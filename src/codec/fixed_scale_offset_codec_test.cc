@@ -12,32 +12,11 @@ namespace zarrstream {
 namespace {
 
 using testing::IsMetadataError;
+using testing::FromHex;
+using testing::Native;
 using testing::Representation;
+using testing::TypeOf;
 
-std::vector<std::byte> FromHex(std::string_view hex) {
-  std::vector<std::byte> out(hex.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<std::byte>(std::stoi(std::string(hex.substr(2 * i, 2)), nullptr, 16));
-  }
-  return out;
-}
-
-// The fixtures store little-endian values; the codec works on native ones.
-std::vector<std::byte> Native(std::vector<std::byte> bytes, DataType type) {
-  const size_t size = DataTypeSize(type);
-  if constexpr (std::endian::native == std::endian::big) {
-    for (size_t i = 0; i + size <= bytes.size(); i += size) {
-      std::reverse(bytes.begin() + i, bytes.begin() + i + size);
-    }
-  }
-  return bytes;
-}
-
-DataType TypeOf(std::string_view numpy) {
-  auto parsed = ParseV2DataType(numpy);
-  EXPECT_TRUE(parsed.ok()) << numpy;
-  return parsed->first;
-}
 
 // Produced by numcodecs 0.16 with numpy 2.4: FixedScaleOffset(offset, scale, dtype, astype)
 // .encode(x) == enc (x includes ties such as offset + 0.25 at scale 10) and decode(enc_in) == dec.

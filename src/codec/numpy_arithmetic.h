@@ -7,12 +7,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "zarrstream/data_type.h"
 
 namespace zarrstream::numpy {
+
+// Values in chunk buffers are not necessarily aligned for their type: load and store by memcpy.
+template <typename T>
+T Load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Store(std::byte* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
 
 #if defined(__FLT16_MANT_DIG__)
 using Float16 = _Float16;
