@@ -1,7 +1,7 @@
 // Codec interfaces: the three kinds of the Zarr v3 codec model.
 //
-//   array → array   (transpose, numcodecs.delta, ...): change the layout or type of a chunk's values
-//   array → bytes   (bytes, sharding_indexed): serialise an array; exactly one per chain
+//   array → array   (transpose, numcodecs.delta, ...): change the layout or type of a chunk's
+//   values array → bytes   (bytes, sharding_indexed): serialise an array; exactly one per chain
 //   bytes → bytes   (zstd, gzip, blosc, crc32c, ...): transform a byte stream
 //
 // A codec is *prepared* once for the chunk representation it will see (shape, data type), when an
@@ -16,12 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "util/byte_buffer.h"
 #include "zarrstream/data_type.h"
@@ -100,6 +99,30 @@ class BytesToBytesCodec {
     return std::nullopt;
   }
   virtual nlohmann::json ToJson() const = 0;
+};
+
+// A bytes→bytes codec whose decoder writes into caller memory of a known size (zstd, deflate):
+// Decode and DecodeInto both come down to DecodeExact when the size is known.
+class ExactSizeBytesToBytesCodec : public BytesToBytesCodec {
+ public:
+  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+                ByteBuffer* decoded) const final {
+    if (!expected_size) return DecodeUnknownSize(encoded, decoded);
+    decoded->Resize(*expected_size);
+    return DecodeExact(encoded, decoded->span());
+  }
+  Status DecodeInto(std::span<const std::byte> encoded, std::span<std::byte> decoded,
+                    CodecScratch* /*scratch*/) const final {
+    return DecodeExact(encoded, decoded);
+  }
+
+ protected:
+  // Decodes into exactly `out.size()` bytes; any other decoded size is kCorruptChunk.
+  virtual Status DecodeExact(std::span<const std::byte> encoded,
+                             std::span<std::byte> out) const = 0;
+  // Decodes when the size is not known, growing `decoded` up to a bound.
+  virtual Status DecodeUnknownSize(std::span<const std::byte> encoded,
+                                   ByteBuffer* decoded) const = 0;
 };
 
 }  // namespace zarrstream

@@ -42,26 +42,12 @@ libdeflate_compressor* ThreadCompressor(int level) {
   return compressor.get();
 }
 
-class DeflateCodec final : public BytesToBytesCodec {
+class DeflateCodec final : public ExactSizeBytesToBytesCodec {
  public:
   DeflateCodec(Wrapper wrapper, int level)
       : wrapper_(wrapper),
         level_(level),
         name_(wrapper == Wrapper::kGzip ? "gzip" : "numcodecs.zlib") {}
-
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
-                ByteBuffer* decoded) const override {
-    if (expected_size) {
-      decoded->Resize(*expected_size);
-      return DecodeExact(encoded, decoded->span());
-    }
-    return DecodeUnknownSize(encoded, decoded);
-  }
-
-  Status DecodeInto(std::span<const std::byte> encoded, std::span<std::byte> decoded,
-                    CodecScratch* /*scratch*/) const override {
-    return DecodeExact(encoded, decoded);
-  }
 
   Status Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const override {
     libdeflate_compressor* compressor = ThreadCompressor(level_);
@@ -114,7 +100,7 @@ class DeflateCodec final : public BytesToBytesCodec {
                              " unexpected bytes after the zlib stream");
   }
 
-  Status DecodeExact(std::span<const std::byte> encoded, std::span<std::byte> out) const {
+  Status DecodeExact(std::span<const std::byte> encoded, std::span<std::byte> out) const override {
     size_t in_pos = 0, out_pos = 0;
     do {
       size_t in_used = 0, out_used = 0;
@@ -132,7 +118,7 @@ class DeflateCodec final : public BytesToBytesCodec {
     return Status::Ok();
   }
 
-  Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) const {
+  Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) const override {
     const uint64_t bound =
         std::min(kMaxUnknownDecodedSize, encoded.size() * kMaxDeflateRatio + 1024);
     uint64_t guess = 4 * encoded.size();

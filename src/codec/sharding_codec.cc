@@ -2,36 +2,13 @@
 
 #include <cstring>
 
+#include "metadata/v3_metadata.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
 
 namespace zarrstream {
 
 namespace {
-
-Result<std::vector<CodecSpec>> ParseCodecList(const nlohmann::json& list, std::string_view field) {
-  if (!list.is_array()) {
-    return MetadataError("sharding_indexed: '" + std::string(field) + "' must be a list of codecs");
-  }
-  std::vector<CodecSpec> specs;
-  for (const auto& entry : list) {
-    CodecSpec spec;
-    if (entry.is_string()) {
-      spec.name = entry.get<std::string>();
-    } else if (entry.is_object() && entry.contains("name") && entry["name"].is_string()) {
-      spec.name = entry["name"].get<std::string>();
-      if (entry.contains("configuration")) spec.configuration = entry["configuration"];
-    } else {
-      return MetadataError("sharding_indexed: each entry of '" + std::string(field) +
-                           "' must be {\"name\": ..., \"configuration\": {...}}");
-    }
-    specs.push_back(std::move(spec));
-  }
-  if (specs.empty()) {
-    return MetadataError("sharding_indexed: '" + std::string(field) + "' must not be empty");
-  }
-  return specs;
-}
 
 // Inner chunk `linear` (C order over `grid`) → its grid coordinates.
 void Unravel(uint64_t linear, std::span<const uint64_t> grid, std::span<uint64_t> coords) {
@@ -86,7 +63,7 @@ Result<std::unique_ptr<ShardingCodec>> ShardingCodec::Make(const nlohmann::json&
   }
   auto codecs = configuration.find("codecs");
   if (codecs == configuration.end()) return MetadataError("sharding_indexed: 'codecs' is missing");
-  ZS_ASSIGN_OR_RETURN(auto inner_specs, ParseCodecList(*codecs, "codecs"));
+  ZS_ASSIGN_OR_RETURN(auto inner_specs, ParseV3Codecs(*codecs, "sharding_indexed.codecs"));
   ChunkRepresentation inner = decoded;
   inner.shape = codec->inner_chunk_shape_;
   ZS_ASSIGN_OR_RETURN_CTX(codec->inner_chain_, CodecChain::Make(inner_specs, inner),
@@ -94,7 +71,7 @@ Result<std::unique_ptr<ShardingCodec>> ShardingCodec::Make(const nlohmann::json&
 
   std::vector<CodecSpec> index_specs;
   if (auto it = configuration.find("index_codecs"); it != configuration.end()) {
-    ZS_ASSIGN_OR_RETURN(index_specs, ParseCodecList(*it, "index_codecs"));
+    ZS_ASSIGN_OR_RETURN(index_specs, ParseV3Codecs(*it, "sharding_indexed.index_codecs"));
   } else {
     index_specs = {CodecSpec{"bytes", {{"endian", "little"}}}, CodecSpec{"crc32c", {}}};
   }

@@ -38,23 +38,9 @@ Status ZstdError(std::string_view what, size_t code) {
                            ZSTD_getErrorName(code));
 }
 
-class ZstdCodec final : public BytesToBytesCodec {
+class ZstdCodec final : public ExactSizeBytesToBytesCodec {
  public:
   ZstdCodec(int level, bool checksum) : level_(level), checksum_(checksum) {}
-
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
-                ByteBuffer* decoded) const override {
-    if (expected_size) {
-      decoded->Resize(*expected_size);
-      return DecodeExact(encoded, decoded->span());
-    }
-    return DecodeUnknownSize(encoded, decoded);
-  }
-
-  Status DecodeInto(std::span<const std::byte> encoded, std::span<std::byte> decoded,
-                    CodecScratch* /*scratch*/) const override {
-    return DecodeExact(encoded, decoded);
-  }
 
   Status Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const override {
     ZSTD_CCtx* cctx = ThreadCCtx();
@@ -83,7 +69,7 @@ class ZstdCodec final : public BytesToBytesCodec {
 
  private:
   // Decodes into exactly `out`: one call that handles every frame in `encoded`.
-  static Status DecodeExact(std::span<const std::byte> encoded, std::span<std::byte> out) {
+  Status DecodeExact(std::span<const std::byte> encoded, std::span<std::byte> out) const override {
     if (encoded.empty()) return CorruptChunkError("zstd: empty input is not a zstd frame");
     // A header that declares a larger frame fails before any work, with the sizes in the message.
     unsigned long long first = ZSTD_getFrameContentSize(encoded.data(), encoded.size());
@@ -107,7 +93,7 @@ class ZstdCodec final : public BytesToBytesCodec {
     return Status::Ok();
   }
 
-  static Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) {
+  Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) const override {
     if (encoded.empty()) return CorruptChunkError("zstd: empty input is not a zstd frame");
     // The sum of the frames' content sizes, unless some frame does not declare one.
     std::optional<uint64_t> total = 0;

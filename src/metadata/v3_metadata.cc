@@ -470,21 +470,6 @@ Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const json& value) {
   return encoding;
 }
 
-Result<std::vector<CodecSpec>> ParseCodecs(const json& value) {
-  if (!value.is_array() || value.empty()) {
-    return FieldError(ErrorCode::kMetadata, "codecs",
-                      "expected a non-empty array of codecs, got " + DescribeJson(value));
-  }
-  std::vector<CodecSpec> codecs;
-  codecs.reserve(value.size());
-  for (size_t i = 0; i < value.size(); ++i) {
-    ZS_ASSIGN_OR_RETURN(NamedConfiguration named,
-                        ParseNamedConfiguration(value[i], "codecs[" + std::to_string(i) + "]"));
-    codecs.push_back({std::move(named.name), std::move(named.configuration)});
-  }
-  return codecs;
-}
-
 Result<std::vector<std::string>> ParseDimensionNames(const json& value, size_t rank) {
   if (value.is_null()) return std::vector<std::string>();
   if (!value.is_array()) {
@@ -544,7 +529,7 @@ Result<ArrayMetadata> ParseArray(const json& document) {
   ZS_ASSIGN_OR_RETURN(metadata.fill_value, ParseV3FillValue(*fill_value, metadata.data_type));
 
   ZS_ASSIGN_OR_RETURN(const json* codecs, RequiredField(document, "codecs"));
-  ZS_ASSIGN_OR_RETURN(metadata.codecs, ParseCodecs(*codecs));
+  ZS_ASSIGN_OR_RETURN(metadata.codecs, ParseV3Codecs(*codecs, "codecs"));
 
   if (const json* names = OptionalField(document, "dimension_names")) {
     ZS_ASSIGN_OR_RETURN(metadata.dimension_names,
@@ -701,6 +686,22 @@ json ArrayMetadataToV3Json(const ArrayMetadata& metadata) {
     document["dimension_names"] = std::move(names);
   }
   return document;
+}
+
+Result<std::vector<CodecSpec>> ParseV3Codecs(const nlohmann::json& value, std::string_view field) {
+  if (!value.is_array() || value.empty()) {
+    return FieldError(ErrorCode::kMetadata, field,
+                      "expected a non-empty array of codecs, got " + DescribeJson(value));
+  }
+  std::vector<CodecSpec> codecs;
+  codecs.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    ZS_ASSIGN_OR_RETURN(
+        NamedConfiguration named,
+        ParseNamedConfiguration(value[i], std::string(field) + "[" + std::to_string(i) + "]"));
+    codecs.push_back({std::move(named.name), std::move(named.configuration)});
+  }
+  return codecs;
 }
 
 }  // namespace zarrstream

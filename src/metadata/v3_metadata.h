@@ -19,6 +19,10 @@ namespace zarrstream {
 // offending field.
 Result<NodeMetadata> ParseV3Metadata(std::string_view zarr_json);
 
+// Parses a v3 codec list (entries {"name", "configuration"} or bare names; non-empty). `field`
+// names the list in errors ("codecs", "sharding_indexed.index_codecs").
+Result<std::vector<CodecSpec>> ParseV3Codecs(const nlohmann::json& value, std::string_view field);
+
 // Parses a fill value given as JSON for `type` into DataTypeSize(type) native-endian bytes.
 Result<std::vector<std::byte>> ParseV3FillValue(const nlohmann::json& value, DataType type);
 
