@@ -179,4 +179,13 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
   return Status::Ok();
 }
 
+Status FileStore::Delete(std::string_view key) {
+  ZS_RETURN_IF_ERROR(ValidateKey(key));
+  std::filesystem::path path = PathOf(key);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return StorageError("removing " + path.string() + ": " + ErrnoMessage(errno));
+  }
+  return Status::Ok();
+}
+
 }  // namespace zarrstream

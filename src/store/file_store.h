@@ -20,6 +20,7 @@ class FileStore final : public Store {
   Result<std::vector<KeyInfo>> List(std::string_view prefix) override;
   Result<DirectoryListing> ListDirectory(std::string_view prefix) override;
   Status Put(std::string_view key, std::span<const std::byte> value) override;
+  Status Delete(std::string_view key) override;
 
   const std::string& root() const { return root_; }
 

@@ -67,12 +67,12 @@ Status MemoryStore::Put(std::string_view key, std::span<const std::byte> value) 
   return Status::Ok();
 }
 
-bool MemoryStore::Erase(std::string_view key) {
+Status MemoryStore::Delete(std::string_view key) {
+  ZS_RETURN_IF_ERROR(ValidateKey(key));
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = values_.find(key);
-  if (it == values_.end()) return false;
-  values_.erase(it);
-  return true;
+  if (it != values_.end()) values_.erase(it);
+  return Status::Ok();
 }
 
 }  // namespace zarrstream

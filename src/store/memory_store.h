@@ -26,7 +26,7 @@ class MemoryStore final : public Store {
                                                value.size()));
   }
   // Removes `key`; true if it existed.
-  bool Erase(std::string_view key);
+  Status Delete(std::string_view key) override;
 
  private:
   std::string url_;

@@ -82,6 +82,9 @@ class Store {
   // Stores `value` at `key`, replacing any value there. Readers never see a partial value.
   virtual Status Put(std::string_view key, std::span<const std::byte> value) = 0;
 
+  // Removes the value at `key`. Removing a key that does not exist succeeds.
+  virtual Status Delete(std::string_view key) = 0;
+
   // Convenience wrappers over Read: blocking, one range.
   Status ReadInto(std::string_view key, ByteRange range, ByteBuffer* out);
   Result<ByteBuffer> ReadAll(std::string_view key);

@@ -38,6 +38,17 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactoryParam> 
   std::shared_ptr<Store> store_;
 };
 
+TEST_P(StoreConformanceTest, DeleteRemovesTheValueAndToleratesMissingKeys) {
+  ASSERT_TRUE(store_->Put("d/k", Bytes("value")).ok());
+  ASSERT_TRUE(store_->Delete("d/k").ok());
+  auto read = store_->ReadIfExists("d/k");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_FALSE(read->has_value());
+  EXPECT_TRUE(store_->Delete("d/k").ok());
+  EXPECT_TRUE(store_->Delete("never/stored").ok());
+  EXPECT_EQ(store_->Delete("../escape").code(), ErrorCode::kInvalidArgument);
+}
+
 TEST_P(StoreConformanceTest, PutThenReadWholeValue) {
   ASSERT_TRUE(store_->Put("a/b/c", Bytes("hello world")).ok());
   auto value = store_->ReadAll("a/b/c");
