@@ -1,4 +1,4 @@
-// zarrstream's C++ API for Zarr arrays and groups: open, inspect, read regions.
+// zarrstream's C++ API for Zarr arrays and groups: open, inspect, read and write regions, create.
 //
 // Mirrors the Python API (zarrstream.open_array / open_group). Arrays and groups are cheap handles
 // to shared immutable state: copy them freely and use them from any number of threads at once.
@@ -35,6 +35,38 @@ struct OpenOptions {
   // A chunk that is not stored reads as the fill value (the Zarr spec). When true it is a kNotFound
   // error naming the chunk instead, for users who must know that every chunk was written.
   bool missing_chunks_are_errors = false;
+};
+
+// What Array::Create writes: a Zarr v3 array.
+struct ArraySpec {
+  std::vector<uint64_t> shape;
+  DataType dtype = DataType::kFloat32;
+  // The read-chunk shape: the chunk grid, or the inner chunks when `shard_shape` is set.
+  std::vector<uint64_t> chunks;
+  // When set, the stored objects are shards of this shape (each a multiple of `chunks`), written
+  // with sharding_indexed (inner chunks encoded with `compressor`; index [bytes, crc32c] at end).
+  std::optional<std::vector<uint64_t>> shard_shape;
+  // The bytes→bytes compressor, as a short spec: "none", "zstd[:level]", "gzip[:level]",
+  // "lz4" (numcodecs.lz4), "blosc[:cname[:clevel[:shuffle|bitshuffle|noshuffle]]]" (see
+  // ParseCompressorSpec in src/codec/compressor_spec.h for the defaults); or a complete zarr.json
+  // "codecs" JSON list, which then replaces the whole chain: `shard_shape` must be unset and
+  // `chunks` is the chunk grid (the shards, when the list holds sharding_indexed).
+  // zstd frames carry their content size.
+  std::string compressor = "zstd:3";
+  // Dimension names ("" for unnamed); empty for none.
+  std::vector<std::string> dims;
+  // The fill value as JSON in zarr.json form (0, "NaN", true, ...); null: zero of the dtype.
+  std::string fill_value_json = "null";
+  // The attributes as a JSON object.
+  std::string attributes_json = "{}";
+};
+
+struct CreateOptions {
+  // Replace an array or group already at the URL: every key below it is removed first (its
+  // metadata, chunks and members), as zarr-python's mode "w" does; a store that cannot list
+  // keeps its stale chunks and loses only the metadata documents. Otherwise an existing node
+  // (zarr.json, .zarray or .zgroup) is a kInvalidArgument error.
+  bool overwrite = false;
 };
 
 class Array {
@@ -82,6 +114,35 @@ class Array {
   // Reads the whole array (C order) into `out` of num_elements() * DataTypeSize(dtype()) bytes.
   Status ReadAll(void* out) const;
 
+  // Creates the array at `url` (its zarr.json; parent groups are not created) and returns it open.
+  // The spec is validated and the codec chain prepared before anything is stored; errors are
+  // kInvalidArgument and name the URL.
+  static Result<Array> Create(std::string_view url, const ArraySpec& spec,
+                              const CreateOptions& create = {}, const OpenOptions& options = {});
+
+  // Writes `data` (native byte order; `data_byte_strides` as in Read, any sign, 0 to broadcast;
+  // empty for C order) to the region [start, start + shape), encoding chunks in parallel on the
+  // array's pool. Chunks (or shards) the region covers wholly are encoded and stored without
+  // reading; partly covered ones are read, merged and rewritten (in a shard, only the inner chunks
+  // the region covers in part are decoded; untouched ones keep their stored bytes). Stored chunks
+  // are full chunk shape, the fill value past the array's edge. A chunk whose values all equal
+  // the fill value bit for bit is not stored (a stored one is deleted; in a shard it is marked
+  // empty, and a shard left empty is deleted), as zarr-python does by default.
+  // Each stored object is replaced whole with one Put (file store: write + rename), so a reader
+  // never sees a torn chunk or shard.
+  // Concurrency: writes touching disjoint sets of stored objects (chunks, or shards when
+  // sharded) may run at once, from threads of one process or from separate processes (a
+  // `rechunk --part i/N` job writes disjoint shards per process). Writes that touch the same
+  // stored object concurrently must be serialised by the caller: the last Put wins, and a
+  // read-modify-write can lose the other writer's part. Blocks until done; errors name the array
+  // and the chunk key.
+  Status Write(std::span<const uint64_t> start, std::span<const uint64_t> shape, const void* data,
+               std::span<const int64_t> data_byte_strides = {}) const;
+
+  // Replaces the attributes in the stored zarr.json (other metadata unchanged; v3 arrays only).
+  // This handle keeps the attributes it was opened with; open the array again to see them.
+  Status SetAttributes(std::string_view attributes_json) const;
+
   const internal::ArrayState& state() const { return *state_; }
 
  private:
@@ -109,6 +170,25 @@ class Group {
   // Opens a member by relative path ("temperature", "sub/temperature").
   Result<Array> OpenArray(std::string_view path) const;
   Result<Group> OpenGroup(std::string_view path) const;
+
+  // Opens this group again (same store, pool and options): a handle is a snapshot, so members
+  // created and metadata consolidated since it was opened show only in the handle this returns.
+  Result<Group> Reopen() const;
+
+  // Creates a Zarr v3 group at `url` with `attributes_json` and returns it open.
+  static Result<Group> Create(std::string_view url, std::string_view attributes_json = "{}",
+                              const CreateOptions& create = {}, const OpenOptions& options = {});
+  // Creates members below this group (path relative to it; parent groups are not created), with
+  // this group's pool and options. This handle's member lists do not change (see Reopen), and a
+  // consolidated group lists new members only after ConsolidateMetadata.
+  Result<Array> CreateArray(std::string_view path, const ArraySpec& spec,
+                            const CreateOptions& create = {}) const;
+  Result<Group> CreateGroup(std::string_view path, std::string_view attributes_json = "{}",
+                            const CreateOptions& create = {}) const;
+  // Writes the metadata of every v3 node below this group (found by listing the store) into its
+  // zarr.json as inline consolidated metadata, in the form zarr-python writes, so opening the
+  // hierarchy takes one read. Folders without zarr.json and v2 nodes are not members.
+  Status ConsolidateMetadata() const;
 
  private:
   explicit Group(std::shared_ptr<const internal::GroupState> state) : state_(std::move(state)) {}

@@ -50,4 +50,11 @@ Result<std::shared_ptr<const ArrayState>> MakeArrayState(std::shared_ptr<Store> 
                                                          std::shared_ptr<ThreadPool> pool,
                                                          const OpenOptions& options);
 
+// Builds a GroupState for parsed metadata: member names from its consolidated metadata, else from
+// listing the store.
+Result<std::shared_ptr<const GroupState>> MakeGroupState(std::shared_ptr<Store> store,
+                                                         std::string path, GroupMetadata metadata,
+                                                         std::shared_ptr<ThreadPool> pool,
+                                                         const OpenOptions& options);
+
 }  // namespace zarrstream::internal

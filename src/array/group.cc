@@ -23,6 +23,10 @@ std::shared_ptr<const ConsolidatedMetadata> SubTree(const ConsolidatedMetadata& 
   return sub;
 }
 
+}  // namespace
+
+namespace internal {
+
 Result<std::shared_ptr<const GroupState>> MakeGroupState(std::shared_ptr<Store> store,
                                                          std::string path, GroupMetadata metadata,
                                                          std::shared_ptr<ThreadPool> pool,
@@ -69,7 +73,7 @@ Result<std::shared_ptr<const GroupState>> MakeGroupState(std::shared_ptr<Store> 
   return std::shared_ptr<const GroupState>(std::move(state));
 }
 
-}  // namespace
+}  // namespace internal
 
 Result<Group> Group::Open(std::string_view url, const OpenOptions& options) {
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));
@@ -78,8 +82,8 @@ Result<Group> Group::Open(std::string_view url, const OpenOptions& options) {
     return InvalidArgumentError(store->url() + " is an array, not a group (use open_array)");
   }
   ZS_ASSIGN_OR_RETURN(auto state,
-                      MakeGroupState(store, "", std::get<GroupMetadata>(std::move(node)),
-                                     internal::PoolFor(options), options));
+                      internal::MakeGroupState(store, "", std::get<GroupMetadata>(std::move(node)),
+                                               internal::PoolFor(options), options));
   return Group(std::move(state));
 }
 
@@ -132,9 +136,20 @@ Result<Group> Group::OpenGroup(std::string_view path) const {
   if (state_->consolidated && !metadata.consolidated) {
     metadata.consolidated = SubTree(*state_->consolidated, std::string(path));
   }
-  ZS_ASSIGN_OR_RETURN(
-      auto state, MakeGroupState(state_->store, JoinKey(state_->path, path), std::move(metadata),
-                                 state_->pool, state_->options));
+  ZS_ASSIGN_OR_RETURN(auto state,
+                      internal::MakeGroupState(state_->store, JoinKey(state_->path, path),
+                                               std::move(metadata), state_->pool, state_->options));
+  return Group(std::move(state));
+}
+
+Result<Group> Group::Reopen() const {
+  ZS_ASSIGN_OR_RETURN(NodeMetadata node, LoadNodeMetadata(*state_->store, state_->path));
+  if (!std::holds_alternative<GroupMetadata>(node)) {
+    return InvalidArgumentError(state_->url + " is no longer a group");
+  }
+  ZS_ASSIGN_OR_RETURN(auto state, internal::MakeGroupState(state_->store, state_->path,
+                                                           std::get<GroupMetadata>(std::move(node)),
+                                                           state_->pool, state_->options));
   return Group(std::move(state));
 }
 

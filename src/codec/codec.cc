@@ -11,6 +11,15 @@ uint64_t ChunkRepresentation::num_elements() const {
   return n;
 }
 
+bool IsAllFill(std::span<const std::byte> chunk, std::span<const std::byte> fill_value) {
+  const size_t element_size = fill_value.size();
+  if (chunk.size() < element_size) return chunk.empty();
+  if (std::memcmp(chunk.data(), fill_value.data(), element_size) != 0) return false;
+  // The first element is the fill value; every element equals the one before it exactly when the
+  // buffer equals itself shifted by one element (one memcmp instead of one per element).
+  return std::memcmp(chunk.data(), chunk.data() + element_size, chunk.size() - element_size) == 0;
+}
+
 // The fallback decodes into the nested level of the scratch, which the chain never uses itself
 // (see CodecScratch), then copies.
 Status BytesToBytesCodec::DecodeInto(std::span<const std::byte> encoded,

@@ -39,6 +39,12 @@ struct ChunkRepresentation {
   uint64_t num_bytes() const { return num_elements() * DataTypeSize(data_type); }
 };
 
+// True when every element of `chunk` (elements of fill_value.size() bytes) equals `fill_value`
+// bit for bit. Writers leave such chunks unstored. Bitwise, unlike zarr-python's value comparison,
+// so that -0.0 under a 0.0 fill value, or a NaN with another payload, is stored and reads back
+// exactly.
+bool IsAllFill(std::span<const std::byte> chunk, std::span<const std::byte> fill_value);
+
 // Per-thread reusable buffers for decoding. Not thread-safe: one per worker.
 // Ownership of levels: a CodecChain uses the buffers of the scratch it is given; a codec the chain
 // hands that scratch to uses only scratch->nested() (and deeper), so no two users share a buffer.

@@ -127,30 +127,40 @@ Status CodecChain::Decode(std::span<const std::byte> encoded, std::span<std::byt
   return Status::Ok();
 }
 
-Status CodecChain::Encode(std::span<const std::byte> decoded, ByteBuffer* out) const {
+Status CodecChain::Encode(std::span<const std::byte> decoded, ByteBuffer* out,
+                          CodecScratch* scratch) const {
   if (decoded.size() != decoded_.num_bytes()) {
     return InternalError("CodecChain::Encode: input of " + std::to_string(decoded.size()) +
                          " bytes for a chunk of " + std::to_string(decoded_.num_bytes()));
   }
-  ByteBuffer a, b;
+  // Array→array codecs alternate between two scratch buffers.
   std::span<const std::byte> array = decoded;
-  // Array→array codecs alternate between two buffers.
-  ByteBuffer* buffers[2] = {&a, &b};
+  ByteBuffer* array_buffers[2] = {&scratch->buffers[2], &scratch->buffers[3]};
   for (size_t i = 0; i < array_to_array_.size(); ++i) {
-    ByteBuffer* target = buffers[i % 2];
+    ByteBuffer* target = array_buffers[i % 2];
     target->Resize(array_to_array_[i]->encoded_representation().num_bytes());
     ZS_RETURN_IF_ERROR(array_to_array_[i]->Encode(array, target->span()));
     array = target->span();
   }
-  ByteBuffer bytes;
-  ZS_RETURN_IF_ERROR(array_to_bytes_->Encode(array, &bytes));
-  for (const auto& codec : bytes_to_bytes_) {
-    ByteBuffer next;
-    ZS_RETURN_IF_ERROR(codec->Encode(bytes.span(), &next));
-    bytes = std::move(next);
+  // The array→bytes codec and then each bytes→bytes codec write alternately into `out` and a
+  // scratch buffer, starting where the last stage lands in `out` (no final copy).
+  const size_t stages = 1 + bytes_to_bytes_.size();
+  auto target_of = [&](size_t stage) {
+    return (stages - 1 - stage) % 2 == 0 ? out : &scratch->buffers[0];
+  };
+  ByteBuffer* bytes = target_of(0);
+  ZS_RETURN_IF_ERROR(array_to_bytes_->Encode(array, bytes));
+  for (size_t i = 0; i < bytes_to_bytes_.size(); ++i) {
+    ByteBuffer* next = target_of(i + 1);
+    ZS_RETURN_IF_ERROR(bytes_to_bytes_[i]->Encode(bytes->span(), next));
+    bytes = next;
   }
-  *out = std::move(bytes);
   return Status::Ok();
+}
+
+Status CodecChain::Encode(std::span<const std::byte> decoded, ByteBuffer* out) const {
+  CodecScratch scratch;
+  return Encode(decoded, out, &scratch);
 }
 
 nlohmann::json CodecChain::ToJson() const {

@@ -30,7 +30,12 @@ class CodecChain {
   Status Decode(std::span<const std::byte> encoded, std::span<std::byte> out,
                 CodecScratch* scratch) const;
 
-  // Encodes one whole chunk (decoded_representation().num_bytes() bytes) into `out`.
+  // Encodes one whole chunk (decoded_representation().num_bytes() bytes) into `out`, which is
+  // resized and its memory reused. Intermediate stages use `scratch` (the caller's, as for Decode),
+  // so a writer encoding chunk after chunk allocates nothing once its buffers have grown.
+  // `out` must not alias `decoded` or the scratch buffers. Thread-safe.
+  Status Encode(std::span<const std::byte> decoded, ByteBuffer* out, CodecScratch* scratch) const;
+  // The same with a scratch of its own: for one-off encodes (a shard index, tests).
   Status Encode(std::span<const std::byte> decoded, ByteBuffer* out) const;
 
   // The encoded size when it does not depend on the values (e.g. [bytes, crc32c]).

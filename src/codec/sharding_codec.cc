@@ -177,16 +177,49 @@ Status ShardingCodec::Decode(std::span<const std::byte> encoded, std::span<std::
   return Status::Ok();
 }
 
+Status ShardingCodec::AssembleShard(std::span<const std::span<const std::byte>> inner_chunks,
+                                    ByteBuffer* shard, CodecScratch* scratch) const {
+  if (inner_chunks.size() != num_inner_chunks_) {
+    return InternalError("AssembleShard: " + std::to_string(inner_chunks.size()) +
+                         " inner chunks for a shard of " + std::to_string(num_inner_chunks_));
+  }
+  uint64_t data_size = 0;
+  for (std::span<const std::byte> chunk : inner_chunks) data_size += chunk.size();
+  const uint64_t data_begin = index_at_end_ ? 0 : index_size_;
+  shard->Resize(data_size + index_size_);
+  std::vector<uint64_t> entries(2 * num_inner_chunks_, ShardIndex::kEmpty);
+  uint64_t offset = data_begin;
+  for (uint64_t i = 0; i < num_inner_chunks_; ++i) {
+    std::span<const std::byte> chunk = inner_chunks[i];
+    if (chunk.empty()) continue;
+    entries[2 * i] = offset;
+    entries[2 * i + 1] = chunk.size();
+    std::memcpy(shard->data() + offset, chunk.data(), chunk.size());
+    offset += chunk.size();
+  }
+  // As a codec handed the caller's scratch, only its nested levels are ours to use.
+  CodecScratch& mine = scratch->nested();
+  ByteBuffer& index_bytes = mine.buffers[0];
+  ZS_RETURN_IF_ERROR(index_chain_->Encode(std::as_bytes(std::span<const uint64_t>(entries)),
+                                          &index_bytes, &mine.nested()));
+  if (index_bytes.size() != index_size_) {
+    return InternalError("shard index encoded to " + std::to_string(index_bytes.size()) +
+                         " bytes, expected " + std::to_string(index_size_));
+  }
+  std::memcpy(shard->data() + (index_at_end_ ? data_size : 0), index_bytes.data(), index_size_);
+  return Status::Ok();
+}
+
 Status ShardingCodec::Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const {
   const size_t element_size = DataTypeSize(decoded_.data_type);
   const std::vector<int64_t> shard_strides = CStrides(decoded_.shape, element_size);
   const std::vector<int64_t> inner_strides = CStrides(inner_chunk_shape_, element_size);
   const uint64_t inner_bytes = inner_chain_->decoded_representation().num_bytes();
-  std::vector<uint64_t> entries(2 * num_inner_chunks_, ShardIndex::kEmpty);
-  ByteBuffer data, inner, encoded_inner;
-  inner.Resize(inner_bytes);
+  std::vector<ByteBuffer> encoded_inner(num_inner_chunks_);
+  std::vector<std::span<const std::byte>> inner_chunks(num_inner_chunks_);
+  CodecScratch scratch;
+  ByteBuffer inner(inner_bytes);
   std::vector<uint64_t> coords(chunks_per_shard_.size());
-  const uint64_t base = index_at_end_ ? 0 : index_size_;
   for (uint64_t i = 0; i < num_inner_chunks_; ++i) {
     Unravel(i, chunks_per_shard_, coords);
     int64_t offset = 0;
@@ -195,33 +228,11 @@ Status ShardingCodec::Encode(std::span<const std::byte> decoded, ByteBuffer* enc
     }
     CopyStrided(decoded.data() + offset, shard_strides, inner.data(), inner_strides,
                 inner_chunk_shape_, element_size);
-    bool all_fill = true;
-    for (uint64_t e = 0; e < inner_bytes && all_fill; e += element_size) {
-      all_fill = std::memcmp(inner.data() + e, decoded_.fill_value.data(), element_size) == 0;
-    }
-    if (all_fill) continue;
-    ZS_RETURN_IF_ERROR(inner_chain_->Encode(inner.span(), &encoded_inner));
-    entries[2 * i] = base + data.size();
-    entries[2 * i + 1] = encoded_inner.size();
-    size_t old = data.size();
-    data.Resize(old + encoded_inner.size());
-    std::memcpy(data.data() + old, encoded_inner.data(), encoded_inner.size());
+    if (IsAllFill(inner.span(), decoded_.fill_value)) continue;
+    ZS_RETURN_IF_ERROR(inner_chain_->Encode(inner.span(), &encoded_inner[i], &scratch));
+    inner_chunks[i] = encoded_inner[i].span();
   }
-  ByteBuffer index_bytes;
-  ZS_RETURN_IF_ERROR(
-      index_chain_->Encode(std::as_bytes(std::span<const uint64_t>(entries)), &index_bytes));
-  encoded->Resize(0);
-  encoded->Reserve(data.size() + index_bytes.size());
-  if (!index_at_end_) encoded->Assign(index_bytes.data(), index_bytes.size());
-  size_t old = encoded->size();
-  encoded->Resize(old + data.size());
-  if (!data.empty()) std::memcpy(encoded->data() + old, data.data(), data.size());
-  if (index_at_end_) {
-    old = encoded->size();
-    encoded->Resize(old + index_bytes.size());
-    std::memcpy(encoded->data() + old, index_bytes.data(), index_bytes.size());
-  }
-  return Status::Ok();
+  return AssembleShard(inner_chunks, encoded, &scratch);
 }
 
 nlohmann::json ShardingCodec::ToJson() const {

@@ -54,6 +54,15 @@ class ShardingCodec final : public ArrayToBytesCodec {
   Result<ShardIndex> DecodeIndex(std::span<const std::byte> encoded,
                                  std::optional<uint64_t> shard_size, CodecScratch* scratch) const;
 
+  // Lays out a shard from its encoded inner chunks: `inner_chunks[i]` holds inner chunk i (C order
+  // over chunks_per_shard()); an empty span is an empty chunk (index entry offset = nbytes =
+  // 2^64-1; no codec encodes a chunk to zero bytes). The chunks are stored back to back in index
+  // order and the index at the configured end, the layout zarr-python and tensorstore write.
+  // Writers encode inner chunks in parallel (or keep the bytes of untouched ones) and assemble
+  // here; `shard` is resized and its memory reused.
+  Status AssembleShard(std::span<const std::span<const std::byte>> inner_chunks, ByteBuffer* shard,
+                       CodecScratch* scratch) const;
+
   Status Decode(std::span<const std::byte> encoded, std::span<std::byte> decoded,
                 CodecScratch* scratch) const override;
   // Inner chunks whose values all equal the fill value are not stored (marked empty).

@@ -688,6 +688,29 @@ json ArrayMetadataToV3Json(const ArrayMetadata& metadata) {
   return document;
 }
 
+json GroupMetadataToV3Json(const GroupMetadata& metadata) {
+  json document = json::object();
+  document["zarr_format"] = 3;
+  document["node_type"] = "group";
+  document["attributes"] = metadata.attributes.is_object() ? metadata.attributes : json::object();
+  if (metadata.consolidated) {
+    json nodes = json::object();
+    for (const auto& [path, node] : *metadata.consolidated) {
+      if (const auto* array = std::get_if<ArrayMetadata>(&node)) {
+        nodes[path] = ArrayMetadataToV3Json(*array);
+      } else {
+        GroupMetadata member = std::get<GroupMetadata>(node);
+        // A member's own sub-tree is already in the flat map; zarr-python writes it empty here.
+        member.consolidated = std::make_shared<const ConsolidatedMetadata>();
+        nodes[path] = GroupMetadataToV3Json(member);
+      }
+    }
+    document["consolidated_metadata"] = {
+        {"kind", "inline"}, {"must_understand", false}, {"metadata", std::move(nodes)}};
+  }
+  return document;
+}
+
 Result<std::vector<CodecSpec>> ParseV3Codecs(const nlohmann::json& value, std::string_view field) {
   if (!value.is_array() || value.empty()) {
     return FieldError(ErrorCode::kMetadata, field,

@@ -29,4 +29,11 @@ Result<std::vector<std::byte>> ParseV3FillValue(const nlohmann::json& value, Dat
 // Serialises array metadata as a v3 zarr.json document (for writers and `inspect --json`).
 nlohmann::json ArrayMetadataToV3Json(const ArrayMetadata& metadata);
 
+// Serialises group metadata as a v3 zarr.json document. Consolidated metadata, when present, is
+// written inline in zarr-python's form: {"kind": "inline", "must_understand": false, "metadata":
+// {path: node}} with every node below the group keyed by its path relative to the group (flat,
+// "sub/temperature"), and each member group carrying an empty inline "metadata" of its own (readers
+// give member groups their part of the flat map, as ParseV3Metadata does).
+nlohmann::json GroupMetadataToV3Json(const GroupMetadata& metadata);
+
 }  // namespace zarrstream
