@@ -12,6 +12,8 @@
 
 #include "array/array_state.h"
 #include "codec/sharding_codec.h"
+#include "store/http_store.h"
+#include "store/range_coalescing.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
 
@@ -32,9 +34,9 @@ ReadScratch& ThreadScratch() {
 }
 
 // Inner-chunk reads of one shard closer than this are merged into one read: a local read of a few
-// hundred KiB extra costs less than another request (and far less than an HTTP round trip).
-constexpr uint64_t kCoalesceGapBytes = uint64_t{256} * 1024;
-constexpr uint64_t kCoalesceMaxBytes = uint64_t{64} * 1024 * 1024;
+// hundred KiB extra costs less than another request. Remote stores merge further by their own
+// latency (HttpStoreOptions::coalescing).
+constexpr CoalescingOptions kShardCoalescing{uint64_t{256} * 1024, uint64_t{64} * 1024 * 1024};
 
 // The part of one chunk (of `chunk_shape` at `origin`, array coordinates) that a request region
 // [req_start, req_start + req_shape) covers.
@@ -126,6 +128,7 @@ class RegionReader {
   Status Run() {
     const auto& chunk_shape = array_.metadata.chunk_shape;
     GridRange chunks = CellsTouched(out_.start, out_.shape, chunk_shape);
+    if (!array_.chain->sharding() && IsRemoteStore(*array_.store)) return RunPrefetched(chunks);
     return ParallelFor(array_.pool.get(), chunks.size(), [&](size_t i) -> Status {
       std::vector<uint64_t> coords = chunks.at(i);
       const std::string key = array_.ChunkKey(coords);
@@ -135,6 +138,46 @@ class RegionReader {
   }
 
  private:
+  // Remote stores: a window of chunk requests goes out before any decode waits on one, so the
+  // store's in-flight limit, not the number of decode threads, bounds the requests in flight (a
+  // blocking read per thread would leave a 20 ms round trip per chunk and thread).
+  Status RunPrefetched(const GridRange& chunks) const {
+    constexpr uint64_t kWindow = 256;
+    const auto& chunk_shape = array_.metadata.chunk_shape;
+    const ByteRange full = ByteRange::Full();
+    for (uint64_t first = 0; first < chunks.size(); first += kWindow) {
+      const size_t n = static_cast<size_t>(std::min(kWindow, chunks.size() - first));
+      std::vector<std::string> keys(n);
+      std::vector<ByteBuffer> encoded(n);
+      std::vector<Future<uint64_t>> reads(n);
+      std::vector<uint8_t> waited(n, 0);
+      for (size_t i = 0; i < n; ++i) {
+        keys[i] = array_.ChunkKey(chunks.at(first + i));
+        reads[i] = array_.store->Read(keys[i], std::span<const ByteRange>(&full, 1),
+                                      std::span<ByteBuffer>(&encoded[i], 1));
+      }
+      Status status = ParallelFor(array_.pool.get(), n, [&](size_t i) -> Status {
+        std::vector<uint64_t> coords = chunks.at(first + i);
+        ChunkOverlap overlap =
+            Overlap(Origin(coords, chunk_shape), chunk_shape, out_.start, out_.shape);
+        Status s = reads[i].Wait().status();
+        waited[i] = 1;
+        if (s.code() == ErrorCode::kNotFound) {
+          s = MissingChunk(overlap);
+        } else if (s.ok()) {
+          s = DecodeInto(*array_.chain, encoded[i].span(), chunk_shape, overlap, ThreadScratch());
+        }
+        return std::move(s).WithContext("reading chunk '" + keys[i] + "' of " + array_.Describe());
+      });
+      // The reads still in flight write into `encoded`: let them finish before it goes.
+      for (size_t i = 0; i < n; ++i) {
+        if (!waited[i]) (void)reads[i].Wait();
+      }
+      ZS_RETURN_IF_ERROR(status);
+    }
+    return Status::Ok();
+  }
+
   std::vector<uint64_t> Origin(std::span<const uint64_t> coords,
                                std::span<const uint64_t> cell_shape) const {
     std::vector<uint64_t> origin(coords.size());
@@ -204,13 +247,12 @@ class RegionReader {
     struct InnerChunk {
       std::vector<uint64_t> coords;  // within the shard
       uint64_t linear;               // index into the shard index
-      size_t read = 0;               // which merged read holds its bytes
-      uint64_t offset_in_read = 0;
+      RangeSlice slice;              // where its bytes lie among the merged reads
     };
     std::vector<InnerChunk> chunks;
     chunks.reserve(inner.size());
     for (uint64_t i = 0; i < inner.size(); ++i) {
-      InnerChunk c{inner.at(i), 0};
+      InnerChunk c{inner.at(i), 0, {}};
       for (size_t d = 0; d < c.coords.size(); ++d) {
         c.linear = c.linear * sharding.chunks_per_shard()[d] + c.coords[d];
       }
@@ -218,31 +260,17 @@ class RegionReader {
     }
 
     // Merge the byte ranges of stored inner chunks that lie close together into few reads.
+    std::vector<ByteRange> wanted;
     std::vector<size_t> stored;
     for (size_t i = 0; i < chunks.size(); ++i) {
-      if (!index.is_empty(chunks[i].linear)) stored.push_back(i);
+      if (index.is_empty(chunks[i].linear)) continue;
+      stored.push_back(i);
+      wanted.push_back(
+          ByteRange::Bounded(index.offset(chunks[i].linear), index.nbytes(chunks[i].linear)));
     }
-    std::sort(stored.begin(), stored.end(), [&](size_t a, size_t b) {
-      return index.offset(chunks[a].linear) < index.offset(chunks[b].linear);
-    });
-    std::vector<ByteRange> ranges;
-    for (size_t i : stored) {
-      const uint64_t begin = index.offset(chunks[i].linear);
-      const uint64_t end = begin + index.nbytes(chunks[i].linear);
-      if (!ranges.empty()) {
-        ByteRange& last = ranges.back();
-        const uint64_t last_end = last.offset + last.length;
-        if (begin >= last.offset && begin <= last_end + kCoalesceGapBytes &&
-            std::max(end, last_end) - last.offset <= kCoalesceMaxBytes) {
-          last.length = std::max(end, last_end) - last.offset;
-          chunks[i].read = ranges.size() - 1;
-          chunks[i].offset_in_read = begin - last.offset;
-          continue;
-        }
-      }
-      ranges.push_back(ByteRange::Bounded(begin, end - begin));
-      chunks[i].read = ranges.size() - 1;
-    }
+    CoalescedRanges merged = CoalesceRanges(wanted, kShardCoalescing);
+    for (size_t j = 0; j < stored.size(); ++j) chunks[stored[j]].slice = merged.slices[j];
+    const std::vector<ByteRange>& ranges = merged.reads;
     std::vector<ByteBuffer> reads(ranges.size());
     if (!ranges.empty()) {
       auto read = array_.store->Read(key, ranges, reads).Wait();
@@ -262,7 +290,9 @@ class RegionReader {
         s = MissingChunk(overlap);
         if (s.code() == ErrorCode::kNotFound) s = NotFoundError("inner chunk is empty");
       } else {
-        auto bytes = reads[c.read].span().subspan(c.offset_in_read, index.nbytes(c.linear));
+        auto bytes = c.slice.read == RangeSlice::kNoRead
+                         ? std::span<const std::byte>()
+                         : reads[c.slice.read].span().subspan(c.slice.offset, c.slice.length);
         s = DecodeInto(sharding.inner_chain(), bytes, inner_shape, overlap, ThreadScratch());
       }
       return std::move(s).WithContext("inner chunk " + FormatIndex(c.coords));

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -148,15 +149,21 @@ Result<DirectoryListing> FileStore::ListDirectory(std::string_view prefix) {
 Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
   ZS_RETURN_IF_ERROR(ValidateKey(key));
   std::filesystem::path path = PathOf(key);
-  std::error_code ec;
-  std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return StorageError("creating " + path.parent_path().string() + ": " + ec.message());
   static std::atomic<uint64_t> counter{0};
   std::string tmp = path.string() + ".zstmp." + std::to_string(::getpid()) + "." +
                     std::to_string(counter.fetch_add(1));
-  FileDescriptor fd(
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (fd.get() < 0) return StorageError("creating " + tmp + ": " + ErrnoMessage(errno));
+  int raw_fd = -1;
+  // A concurrent Delete may remove the directory between its creation and the open (Delete
+  // prunes directories it empties): create it again then.
+  for (int attempt = 0; attempt < 8 && raw_fd < 0; ++attempt) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) return StorageError("creating " + path.parent_path().string() + ": " + ec.message());
+    raw_fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (raw_fd < 0 && errno != ENOENT) break;
+  }
+  if (raw_fd < 0) return StorageError("creating " + tmp + ": " + ErrnoMessage(errno));
+  FileDescriptor fd(raw_fd);
   const std::byte* p = value.data();
   size_t left = value.size();
   while (left > 0) {
@@ -182,8 +189,16 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
 Status FileStore::Delete(std::string_view key) {
   ZS_RETURN_IF_ERROR(ValidateKey(key));
   std::filesystem::path path = PathOf(key);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return Status::Ok();
     return StorageError("removing " + path.string() + ": " + ErrnoMessage(errno));
+  }
+  // Keys have no directories: remove the ones this emptied, up to the root, as object stores
+  // would show it. rmdir fails harmlessly on a directory that is not empty.
+  std::filesystem::path dir = path.parent_path();
+  for (size_t depth = std::count(key.begin(), key.end(), '/'); depth > 0; --depth) {
+    if (::rmdir(dir.c_str()) != 0) break;
+    dir = dir.parent_path();
   }
   return Status::Ok();
 }

@@ -4,7 +4,9 @@
 #include <mutex>
 
 #include "store/file_store.h"
+#include "store/http_store.h"
 #include "store/memory_store.h"
+#include "store/s3_store.h"
 
 namespace zarrstream {
 
@@ -32,6 +34,16 @@ Registry& GetRegistry() {
       }
       return it->second;
     };
+    // Remote stores share one HTTP transport (its I/O threads and connections); options come
+    // from the environment (see curl_transport.h and http_store.h).
+    r->factories["http"] =
+        r->factories["https"] = [](std::string_view url) -> Result<std::shared_ptr<Store>> {
+      ZS_ASSIGN_OR_RETURN(auto transport, CurlTransport::Shared());
+      ZS_ASSIGN_OR_RETURN(auto options, HttpStoreOptions::FromEnvironment());
+      ZS_ASSIGN_OR_RETURN(auto store, HttpStore::Open(url, std::move(transport), options));
+      return std::shared_ptr<Store>(std::move(store));
+    };
+    r->factories["s3"] = r->factories["gs"] = OpenS3StoreFromUrl;
     return r;
   }();
   return *registry;

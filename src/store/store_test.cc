@@ -49,6 +49,19 @@ TEST_P(StoreConformanceTest, DeleteRemovesTheValueAndToleratesMissingKeys) {
   EXPECT_EQ(store_->Delete("../escape").code(), ErrorCode::kInvalidArgument);
 }
 
+TEST_P(StoreConformanceTest, DeletingTheLastKeyUnderAPrefixLeavesNoPrefix) {
+  ASSERT_TRUE(store_->Put("p/q/only", Bytes("1")).ok());
+  ASSERT_TRUE(store_->Put("p/other", Bytes("2")).ok());
+  ASSERT_TRUE(store_->Delete("p/q/only").ok());
+  auto listing = store_->ListDirectory("p");
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_TRUE(listing->prefixes.empty());
+  ASSERT_EQ(listing->keys.size(), 1u);
+  EXPECT_EQ(listing->keys[0].key, "p/other");
+  // The prefix can be written again at once.
+  ASSERT_TRUE(store_->Put("p/q/again", Bytes("3")).ok());
+}
+
 TEST_P(StoreConformanceTest, PutThenReadWholeValue) {
   ASSERT_TRUE(store_->Put("a/b/c", Bytes("hello world")).ok());
   auto value = store_->ReadAll("a/b/c");

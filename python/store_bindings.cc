@@ -1,0 +1,139 @@
+#include "store_bindings.h"
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "errors.h"
+#include "store/http_store.h"
+#include "store/store.h"
+#include "store/store_registry.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace zarrstream::python {
+
+namespace {
+
+// A range as Python passes it: ("bounded", offset, length), ("suffix", length, 0) or
+// ("from", offset, 0).
+ByteRange ToByteRange(const std::tuple<std::string, uint64_t, uint64_t>& r) {
+  const auto& [kind, a, b] = r;
+  if (kind == "bounded") return ByteRange::Bounded(a, b);
+  if (kind == "suffix") return ByteRange::Suffix(a);
+  if (kind == "from") return ByteRange::FromOffset(a);
+  throw StatusError(InvalidArgumentError("unknown byte range kind '" + kind + "'"));
+}
+
+std::span<const std::byte> AsBytes(const nb::bytes& b) {
+  return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
+}
+
+nb::dict MetricsDict(const Store& store) {
+  nb::dict d;
+  const StoreMetrics* metrics = MetricsOf(store);
+  if (metrics == nullptr) return d;
+  StoreMetricsSnapshot s = metrics->Snapshot();
+  d["requests"] = s.requests;
+  d["failed_requests"] = s.failed_requests;
+  d["retries"] = s.retries;
+  d["bytes_received"] = s.bytes_received;
+  d["bytes_sent"] = s.bytes_sent;
+  d["latency_us_log2"] = std::vector<uint64_t>(s.latency_us_log2.begin(), s.latency_us_log2.end());
+  return d;
+}
+
+}  // namespace
+
+void RegisterStoreBindings(nb::module_& m) {
+  nb::class_<Store>(m, "Store")
+      .def_prop_ro("url", &Store::url)
+      .def(
+          "read",
+          [](Store& store, const std::string& key,
+             const std::vector<std::tuple<std::string, uint64_t, uint64_t>>& ranges) {
+            std::vector<ByteRange> byte_ranges;
+            byte_ranges.reserve(ranges.size());
+            for (const auto& r : ranges) byte_ranges.push_back(ToByteRange(r));
+            std::vector<ByteBuffer> outs(byte_ranges.size());
+            Result<uint64_t> total = [&] {
+              nb::gil_scoped_release release;
+              return store.Read(key, byte_ranges, outs).Wait();
+            }();
+            ThrowIfError(total.status());
+            std::vector<nb::bytes> values;
+            values.reserve(outs.size());
+            for (const ByteBuffer& b : outs) values.emplace_back(b.data(), b.size());
+            return values;
+          },
+          "key"_a, "ranges"_a)
+      .def(
+          "put",
+          [](Store& store, const std::string& key, const nb::bytes& value) {
+            Status s;
+            {
+              nb::gil_scoped_release release;
+              s = store.Put(key, AsBytes(value));
+            }
+            ThrowIfError(s);
+          },
+          "key"_a, "value"_a)
+      .def(
+          "delete",
+          [](Store& store, const std::string& key) {
+            Status s;
+            {
+              nb::gil_scoped_release release;
+              s = store.Delete(key);
+            }
+            ThrowIfError(s);
+          },
+          "key"_a)
+      .def(
+          "list",
+          [](Store& store, const std::string& prefix) {
+            Result<std::vector<KeyInfo>> keys = [&] {
+              nb::gil_scoped_release release;
+              return store.List(prefix);
+            }();
+            std::vector<std::pair<std::string, uint64_t>> out;
+            for (const KeyInfo& k : ValueOrThrow(std::move(keys))) out.emplace_back(k.key, k.size);
+            return out;
+          },
+          "prefix"_a = "")
+      .def(
+          "list_dir",
+          [](Store& store, const std::string& prefix) {
+            Result<DirectoryListing> listing = [&] {
+              nb::gil_scoped_release release;
+              return store.ListDirectory(prefix);
+            }();
+            DirectoryListing l = ValueOrThrow(std::move(listing));
+            std::vector<std::pair<std::string, uint64_t>> keys;
+            for (const KeyInfo& k : l.keys) keys.emplace_back(k.key, k.size);
+            return std::make_pair(keys, l.prefixes);
+          },
+          "prefix"_a = "")
+      .def("metrics", &MetricsDict);
+
+  m.def(
+      "open_store",
+      [](const std::string& url) {
+        Result<std::shared_ptr<Store>> store = [&] {
+          nb::gil_scoped_release release;
+          return OpenStore(url);
+        }();
+        return ValueOrThrow(std::move(store));
+      },
+      "url"_a);
+}
+
+}  // namespace zarrstream::python

@@ -1,0 +1,804 @@
+#include "store/curl_transport.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace zarrstream {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The retry quota of one host: a retry spends kRetryCost tokens (kTimeoutRetryCost after a
+// timeout, which ties up a slot for longer), a success refunds one. The AWS SDKs' numbers.
+constexpr double kRetryQuota = 500;
+constexpr double kRetryCost = 5;
+constexpr double kTimeoutRetryCost = 10;
+
+Result<uint64_t> EnvInteger(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  uint64_t value = 0;
+  const char* end = text + std::strlen(text);
+  auto [ptr, ec] = std::from_chars(text, end, value);
+  if (ec != std::errc() || ptr != end || value < min || value > max) {
+    std::string message = "environment variable ";
+    message += name;
+    message += "='";
+    message += text;
+    message += "' is not an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    return ConfigError(std::move(message));
+  }
+  return value;
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool IsRetryableCurlCode(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_HTTP3:
+    case CURLE_AGAIN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsRetryableStatus(long status) {
+  return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+         status == 504;
+}
+
+// Parses "bytes first-last/total" (total may be '*'): the number of bytes it spans.
+std::optional<uint64_t> ContentRangeLength(std::string_view value) {
+  if (!StartsWithNoCase(value, "bytes ")) return std::nullopt;
+  value.remove_prefix(6);
+  size_t dash = value.find('-');
+  size_t slash = value.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) {
+    return std::nullopt;
+  }
+  uint64_t first = 0, last = 0;
+  auto a = std::from_chars(value.data(), value.data() + dash, first);
+  auto b = std::from_chars(value.data() + dash + 1, value.data() + slash, last);
+  if (a.ec != std::errc() || b.ec != std::errc() || last < first) return std::nullopt;
+  return last - first + 1;
+}
+
+double UniformUnit() {
+  thread_local std::minstd_rand engine(std::random_device{}());
+  return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+}
+
+std::string FormatSeconds(Clock::duration d) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.1f s", std::chrono::duration<double>(d).count());
+  return buffer;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Configuration.
+
+Result<TransportOptions> TransportOptions::FromEnvironment() {
+  TransportOptions o;
+  ZS_ASSIGN_OR_RETURN(o.io_threads, EnvInteger("ZARRSTREAM_HTTP_IO_THREADS", o.io_threads, 1, 64));
+  ZS_ASSIGN_OR_RETURN(o.max_in_flight,
+                      EnvInteger("ZARRSTREAM_HTTP_MAX_IN_FLIGHT", o.max_in_flight, 1, 65536));
+  ZS_ASSIGN_OR_RETURN(o.max_in_flight_per_host, EnvInteger("ZARRSTREAM_HTTP_MAX_PER_HOST",
+                                                           o.max_in_flight_per_host, 1, 65536));
+  return o;
+}
+
+Result<RequestPolicy> RequestPolicy::FromEnvironment() {
+  RequestPolicy p;
+  constexpr uint64_t kDay = uint64_t{24} * 3600 * 1000;
+  ZS_ASSIGN_OR_RETURN(p.max_attempts,
+                      EnvInteger("ZARRSTREAM_HTTP_MAX_ATTEMPTS", p.max_attempts, 1, 1000));
+  ZS_ASSIGN_OR_RETURN(uint64_t initial, EnvInteger("ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS",
+                                                   p.initial_backoff.count(), 0, kDay));
+  ZS_ASSIGN_OR_RETURN(uint64_t max_backoff,
+                      EnvInteger("ZARRSTREAM_HTTP_MAX_BACKOFF_MS", p.max_backoff.count(), 0, kDay));
+  ZS_ASSIGN_OR_RETURN(uint64_t budget,
+                      EnvInteger("ZARRSTREAM_HTTP_RETRY_BUDGET_MS", p.budget.count(), 1, kDay));
+  ZS_ASSIGN_OR_RETURN(uint64_t connect, EnvInteger("ZARRSTREAM_HTTP_CONNECT_TIMEOUT_MS",
+                                                   p.connect_timeout.count(), 1, kDay));
+  ZS_ASSIGN_OR_RETURN(uint64_t stall, EnvInteger("ZARRSTREAM_HTTP_STALL_TIMEOUT_S",
+                                                 p.stall_timeout.count(), 1, kDay / 1000));
+  p.initial_backoff = std::chrono::milliseconds(initial);
+  p.max_backoff = std::chrono::milliseconds(max_backoff);
+  p.budget = std::chrono::milliseconds(budget);
+  p.connect_timeout = std::chrono::milliseconds(connect);
+  p.stall_timeout = std::chrono::seconds(stall);
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// URL helpers.
+
+namespace {
+
+// Splits `url` into scheme, authority (userinfo included) and the rest (from the first '/').
+struct UrlParts {
+  std::string_view scheme;
+  std::string_view authority;
+  std::string_view rest;
+};
+
+UrlParts SplitUrl(std::string_view url) {
+  UrlParts parts;
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    parts.rest = url;
+    return parts;
+  }
+  parts.scheme = url.substr(0, scheme_end);
+  std::string_view after = url.substr(scheme_end + 3);
+  size_t path = after.find_first_of("/?#");
+  parts.authority = after.substr(0, path);
+  parts.rest = path == std::string_view::npos ? std::string_view() : after.substr(path);
+  return parts;
+}
+
+}  // namespace
+
+std::string RedactUrl(std::string_view url) {
+  UrlParts parts = SplitUrl(url);
+  if (parts.scheme.empty()) return std::string(url);
+  std::string_view authority = parts.authority;
+  size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) authority.remove_prefix(at + 1);
+  std::string out(parts.scheme);
+  out += "://";
+  out += authority;
+  out += parts.rest;
+  return out;
+}
+
+std::string UriEncode(std::string_view s, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+std::string HostKeyOf(std::string_view url) {
+  UrlParts parts = SplitUrl(url);
+  std::string_view authority = parts.authority;
+  size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) authority.remove_prefix(at + 1);
+  std::string scheme(parts.scheme);
+  std::string host(authority);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t bracket = host.rfind(']');
+  size_t colon = host.rfind(':');
+  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) {
+    host += scheme == "https" ? ":443" : ":80";
+  }
+  return scheme + "://" + host;
+}
+
+std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, int64_t now) {
+  value = Trim(value);
+  if (value.empty()) return std::nullopt;
+  uint64_t seconds = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (ec == std::errc() && ptr == value.data() + value.size()) {
+    return std::chrono::milliseconds(std::min<uint64_t>(seconds, 86400) * 1000);
+  }
+  std::string date(value);
+  const time_t when = curl_getdate(date.c_str(), nullptr);
+  if (when < 0) return std::nullopt;
+  return std::chrono::milliseconds(std::max<int64_t>(0, static_cast<int64_t>(when) - now) * 1000);
+}
+
+std::chrono::milliseconds RetryBackoff(const RequestPolicy& policy, uint32_t retry, double unit) {
+  const double cap = static_cast<double>(policy.max_backoff.count());
+  const double exponential = static_cast<double>(policy.initial_backoff.count()) *
+                             std::ldexp(1.0, static_cast<int>(std::min(retry, 40u)) - 1);
+  const double d = std::min(cap, exponential);
+  // "Equal jitter": at least half the exponential delay (so retries do back off), the rest random
+  // (so clients that failed together do not retry together).
+  return std::chrono::milliseconds(static_cast<int64_t>(d / 2 + unit * d / 2));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transport.
+
+namespace {
+
+struct IoLoop;
+
+// One request across its attempts.
+struct Transfer {
+  HttpRequest request;
+  Promise<HttpResponse> promise;
+  HttpResponse response;
+  std::string host_key;
+  IoLoop* loop = nullptr;
+  uint32_t attempts = 0;
+  Clock::time_point started{};          // the first attempt
+  Clock::time_point attempt_started{};  // the current attempt
+  Clock::time_point retry_at{};
+  std::optional<std::chrono::milliseconds> retry_after;
+
+  // Per attempt.
+  CURL* easy = nullptr;
+  curl_slist* header_list = nullptr;
+  size_t upload_offset = 0;
+  ByteBuffer* body_out = nullptr;  // chosen at the attempt's first body byte
+  std::optional<uint64_t> content_length;
+  char error_buffer[CURL_ERROR_SIZE] = {};
+
+  Clock::time_point deadline() const { return started + request.policy.budget; }
+};
+
+struct HostState {
+  size_t in_flight = 0;
+  std::deque<Transfer*> pending;
+  double retry_tokens = kRetryQuota;
+};
+
+// Orders the retry heap: earliest retry_at on top.
+struct LaterRetry {
+  bool operator()(const Transfer* a, const Transfer* b) const { return a->retry_at > b->retry_at; }
+};
+
+}  // namespace
+
+struct CurlTransport::Impl {
+  explicit Impl(const TransportOptions& o) : options(o) {}
+
+  void Submit(Transfer* t);
+  // Called by a loop when an attempt ended: `failure` empty means the response is final.
+  void AttemptEnded(Transfer* t, const std::string& failure, bool retryable, bool timed_out);
+  // Moves retries whose time has come into their host's queue; returns the time until the next.
+  std::optional<Clock::duration> PromoteDueRetries();
+  void Shutdown();
+
+  // Starts queued transfers while the limits allow; loops to wake are appended to `wake`.
+  void DispatchLocked(std::vector<IoLoop*>* wake);
+  void ReleaseLocked(Transfer* t);
+
+  const TransportOptions options;
+  std::vector<std::unique_ptr<IoLoop>> loops;
+
+  std::mutex mutex;
+  std::map<std::string, HostState, std::less<>> hosts;
+  std::vector<std::string> hosts_with_pending;  // round-robin order of hosts with queued work
+  size_t next_host = 0;
+  std::vector<Transfer*> retry_heap;
+  size_t in_flight = 0;
+  bool stopping = false;
+};
+
+namespace {
+
+void Resolve(Transfer* t, Result<HttpResponse> result) {
+  Promise<HttpResponse> promise = std::move(t->promise);
+  delete t;
+  promise.Set(std::move(result));
+}
+
+Status FailureStatus(const Transfer& t, std::string_view what) {
+  std::string message = t.request.method;
+  message += ' ';
+  message += t.request.display_url;
+  message += ": ";
+  message += what;
+  return StorageError(std::move(message));
+}
+
+// One I/O thread with its libcurl multi handle.
+struct IoLoop {
+  IoLoop(CurlTransport::Impl* transport, const TransportOptions& options) : impl(transport) {
+    multi = curl_multi_init();
+    // Keep enough idle connections that a burst's connections are all reused by the next burst.
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(options.max_in_flight));
+    thread = std::thread([this] { Run(); });
+  }
+  ~IoLoop() { curl_multi_cleanup(multi); }
+
+  void Enqueue(Transfer* t) {
+    std::lock_guard<std::mutex> lock(mutex);
+    inbox.push_back(t);
+  }
+  void Wake() { curl_multi_wakeup(multi); }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    Wake();
+    thread.join();
+  }
+
+  void Run();
+  void StartAttempt(Transfer* t);
+  void EndAttempt(Transfer* t, CURLcode code);
+  void CleanupAttempt(Transfer* t);
+
+  static size_t OnHeader(char* data, size_t size, size_t count, void* user);
+  static size_t OnBody(char* data, size_t size, size_t count, void* user);
+  static size_t OnUpload(char* data, size_t size, size_t count, void* user);
+
+  CurlTransport::Impl* impl;
+  CURLM* multi = nullptr;
+  std::thread thread;
+  std::mutex mutex;
+  std::vector<Transfer*> inbox;
+  bool stop = false;
+  std::atomic<size_t> active{0};
+  std::vector<Transfer*> running;  // owned by the loop thread
+};
+
+size_t IoLoop::OnHeader(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string_view line(data, size * count);
+  if (StartsWithNoCase(line, "HTTP/")) {
+    // A new response (after a 100 Continue or a redirect): forget the previous one's headers.
+    t->response.content_range.clear();
+    t->response.content_length.clear();
+    t->content_length.reset();
+    t->retry_after.reset();
+  } else if (StartsWithNoCase(line, "content-length:")) {
+    t->response.content_length = std::string(Trim(line.substr(15)));
+    uint64_t n = 0;
+    const std::string& v = t->response.content_length;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec == std::errc() && ptr == v.data() + v.size()) t->content_length = n;
+  } else if (StartsWithNoCase(line, "content-range:")) {
+    t->response.content_range = std::string(Trim(line.substr(14)));
+  } else if (StartsWithNoCase(line, "retry-after:")) {
+    t->retry_after = ParseRetryAfter(line.substr(12), static_cast<int64_t>(std::time(nullptr)));
+  }
+  return size * count;
+}
+
+size_t IoLoop::OnBody(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * count;
+  if (t->body_out == nullptr) {
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    const bool success = status >= 200 && status < 300;
+    t->body_out =
+        (success && t->request.body_sink != nullptr) ? t->request.body_sink : &t->response.body;
+    t->body_out->Clear();
+    if (t->content_length) t->body_out->Reserve(*t->content_length);
+  }
+  ByteBuffer& out = *t->body_out;
+  const size_t old = out.size();
+  if (old + n > out.capacity()) out.Reserve(std::max(old + n, out.capacity() * 2));
+  out.Resize(old + n);
+  std::memcpy(out.data() + old, data, n);
+  return n;
+}
+
+size_t IoLoop::OnUpload(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = std::min(size * count, t->request.body.size() - t->upload_offset);
+  std::memcpy(data, t->request.body.data() + t->upload_offset, n);
+  t->upload_offset += n;
+  return n;
+}
+
+void IoLoop::StartAttempt(Transfer* t) {
+  const Clock::time_point now = Clock::now();
+  const bool is_retry = t->attempts > 0;
+  if (!is_retry) t->started = now;
+  ++t->attempts;
+  t->attempt_started = now;
+  t->upload_offset = 0;
+  t->body_out = nullptr;
+  t->content_length.reset();
+  t->retry_after.reset();
+  t->response = HttpResponse();
+  t->error_buffer[0] = '\0';
+  if (t->request.metrics) t->request.metrics->AddRequest(is_retry);
+
+  std::vector<std::string> extra;
+  if (t->request.sign) {
+    Result<std::vector<std::string>> signed_headers = t->request.sign(t->request);
+    if (!signed_headers.ok()) {
+      impl->AttemptEnded(t, "signing the request: " + signed_headers.status().message(), false,
+                         false);
+      return;
+    }
+    extra = std::move(signed_headers).value();
+  }
+  CURL* easy = curl_easy_init();
+  t->easy = easy;
+  for (const std::string& h : t->request.headers) {
+    t->header_list = curl_slist_append(t->header_list, h.c_str());
+  }
+  for (const std::string& h : extra) t->header_list = curl_slist_append(t->header_list, h.c_str());
+  // No "Expect: 100-continue" round trip before a PUT body.
+  t->header_list = curl_slist_append(t->header_list, "Expect:");
+
+  curl_easy_setopt(easy, CURLOPT_URL, t->request.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->header_list);
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error_buffer);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &IoLoop::OnHeader);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &IoLoop::OnBody);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  // Responses are compressed chunks; asking servers for gzip would only waste their CPU.
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(t->request.policy.connect_timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME,
+                   static_cast<long>(t->request.policy.stall_timeout.count()));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t->deadline() - now);
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left.count())));
+  if (const char* ca = std::getenv("ZARRSTREAM_CA_BUNDLE"); ca != nullptr && *ca != '\0') {
+    curl_easy_setopt(easy, CURLOPT_CAINFO, ca);
+  }
+  const std::string& method = t->request.method;
+  if (method == "HEAD") {
+    curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+  } else if (method == "PUT") {
+    curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE,
+                     static_cast<curl_off_t>(t->request.body.size()));
+    curl_easy_setopt(easy, CURLOPT_READFUNCTION, &IoLoop::OnUpload);
+    curl_easy_setopt(easy, CURLOPT_READDATA, t);
+  } else if (method != "GET") {
+    curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+  curl_multi_add_handle(multi, easy);
+  running.push_back(t);
+}
+
+void IoLoop::CleanupAttempt(Transfer* t) {
+  if (t->easy != nullptr) {
+    curl_multi_remove_handle(multi, t->easy);
+    curl_easy_cleanup(t->easy);
+    t->easy = nullptr;
+  }
+  curl_slist_free_all(t->header_list);
+  t->header_list = nullptr;
+  running.erase(std::find(running.begin(), running.end(), t));
+}
+
+void IoLoop::EndAttempt(Transfer* t, CURLcode code) {
+  long status = 0;
+  curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+  const auto latency =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t->attempt_started);
+  const uint64_t received = t->body_out != nullptr ? t->body_out->size() : 0;
+  if (StoreMetrics* m = t->request.metrics.get()) {
+    m->AddLatency(static_cast<uint64_t>(latency.count()));
+    m->AddBytesReceived(received);
+    if (code == CURLE_OK) m->AddBytesSent(t->request.body.size());
+  }
+  std::string failure;
+  bool retryable = false;
+  if (code != CURLE_OK) {
+    failure = curl_easy_strerror(code);
+    if (t->error_buffer[0] != '\0') {
+      failure += " (";
+      failure += t->error_buffer;
+      failure += ")";
+    }
+    retryable = IsRetryableCurlCode(code);
+  } else if (IsRetryableStatus(status)) {
+    failure = "HTTP " + std::to_string(status);
+    retryable = true;
+  } else if (status >= 200 && status < 300 && t->request.method != "HEAD") {
+    // A body shorter than announced is a dropped connection that curl did not catch (or a proxy
+    // that cut it): retry rather than hand truncated chunk bytes to a decoder.
+    std::optional<uint64_t> expected = t->content_length;
+    if (status == 206) {
+      if (auto span = ContentRangeLength(t->response.content_range)) expected = span;
+    }
+    if (expected && *expected != received) {
+      failure = "response body truncated: received " + std::to_string(received) + " of " +
+                std::to_string(*expected) + " bytes";
+      retryable = true;
+    }
+  }
+  t->response.status = status;
+  t->response.body_size = received;
+  t->response.attempts = t->attempts;
+  CleanupAttempt(t);
+  if (!failure.empty() && t->request.metrics) t->request.metrics->AddFailure();
+  impl->AttemptEnded(t, failure, retryable, code == CURLE_OPERATION_TIMEDOUT);
+}
+
+void IoLoop::Run() {
+  for (;;) {
+    std::vector<Transfer*> arrived;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stop) break;
+      arrived.swap(inbox);
+    }
+    for (Transfer* t : arrived) StartAttempt(t);
+    int still_running = 0;
+    curl_multi_perform(multi, &still_running);
+    int queued = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      Transfer* t = nullptr;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+      EndAttempt(t, msg->data.result);
+    }
+    long timeout_ms = 1000;
+    curl_multi_timeout(multi, &timeout_ms);
+    if (timeout_ms < 0 || timeout_ms > 1000) timeout_ms = 1000;
+    if (std::optional<Clock::duration> next = impl->PromoteDueRetries()) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*next).count() + 1;
+      timeout_ms = std::min<long>(timeout_ms, static_cast<long>(ms));
+    }
+    curl_multi_poll(multi, nullptr, 0, static_cast<int>(timeout_ms), nullptr);
+  }
+  // Shutting down: fail what is still running here.
+  while (!running.empty()) {
+    Transfer* t = running.back();
+    CleanupAttempt(t);
+    active.fetch_sub(1);
+    Resolve(t, FailureStatus(*t, "the HTTP transport was shut down"));
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  for (Transfer* t : inbox) Resolve(t, FailureStatus(*t, "the HTTP transport was shut down"));
+  inbox.clear();
+}
+
+}  // namespace
+
+void CurlTransport::Impl::Submit(Transfer* t) {
+  std::vector<IoLoop*> wake;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stopping) {
+      Resolve(t, FailureStatus(*t, "the HTTP transport was shut down"));
+      return;
+    }
+    HostState& host = hosts[t->host_key];
+    if (host.pending.empty()) hosts_with_pending.push_back(t->host_key);
+    host.pending.push_back(t);
+    DispatchLocked(&wake);
+  }
+  for (IoLoop* loop : wake) loop->Wake();
+}
+
+void CurlTransport::Impl::DispatchLocked(std::vector<IoLoop*>* wake) {
+  if (stopping) return;  // Shutdown fails what is still queued
+  // Round-robin over the hosts with queued work, one request at a time, so a host at its limit
+  // never holds back the others.
+  size_t blocked = 0;
+  while (in_flight < options.max_in_flight && !hosts_with_pending.empty() &&
+         blocked < hosts_with_pending.size()) {
+    if (next_host >= hosts_with_pending.size()) next_host = 0;
+    auto it = hosts.find(hosts_with_pending[next_host]);
+    HostState& host = it->second;
+    if (host.in_flight >= options.max_in_flight_per_host) {
+      ++blocked;
+      ++next_host;
+      continue;
+    }
+    blocked = 0;
+    Transfer* t = host.pending.front();
+    host.pending.pop_front();
+    if (host.pending.empty()) {
+      hosts_with_pending.erase(hosts_with_pending.begin() + static_cast<ptrdiff_t>(next_host));
+    } else {
+      ++next_host;
+    }
+    ++host.in_flight;
+    ++in_flight;
+    IoLoop* loop = loops.front().get();
+    for (const auto& l : loops) {
+      if (l->active.load() < loop->active.load()) loop = l.get();
+    }
+    loop->active.fetch_add(1);
+    t->loop = loop;
+    loop->Enqueue(t);
+    if (std::find(wake->begin(), wake->end(), loop) == wake->end()) wake->push_back(loop);
+  }
+}
+
+void CurlTransport::Impl::ReleaseLocked(Transfer* t) {
+  HostState& host = hosts[t->host_key];
+  --host.in_flight;
+  --in_flight;
+  t->loop->active.fetch_sub(1);
+}
+
+void CurlTransport::Impl::AttemptEnded(Transfer* t, const std::string& failure, bool retryable,
+                                       bool timed_out) {
+  std::vector<IoLoop*> wake;
+  std::optional<Status> error;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    ReleaseLocked(t);
+    HostState& host = hosts[t->host_key];
+    if (failure.empty()) {
+      host.retry_tokens = std::min(kRetryQuota, host.retry_tokens + 1);
+    } else if (!retryable) {
+      error = FailureStatus(*t, failure);
+    } else {
+      const Clock::time_point now = Clock::now();
+      const double cost = timed_out ? kTimeoutRetryCost : kRetryCost;
+      std::chrono::milliseconds wait = RetryBackoff(t->request.policy, t->attempts, UniformUnit());
+      if (t->retry_after && *t->retry_after > wait) wait = *t->retry_after;
+      std::string gave_up;
+      if (t->attempts >= t->request.policy.max_attempts) {
+        gave_up = "gave up after " + std::to_string(t->attempts) + " attempts in " +
+                  FormatSeconds(now - t->started);
+      } else if (now + wait >= t->deadline()) {
+        gave_up = "gave up after " + std::to_string(t->attempts) + " attempts in " +
+                  FormatSeconds(now - t->started) + ": the next retry (in " + FormatSeconds(wait) +
+                  ") would pass the retry budget of " + FormatSeconds(t->request.policy.budget);
+      } else if (host.retry_tokens < cost) {
+        gave_up = "not retried: too many recent failures at " + t->host_key +
+                  " (its retry quota is spent)";
+      }
+      if (!gave_up.empty()) {
+        error = FailureStatus(*t, failure + "; " + gave_up);
+      } else {
+        host.retry_tokens -= cost;
+        t->retry_at = now + wait;
+        retry_heap.push_back(t);
+        std::push_heap(retry_heap.begin(), retry_heap.end(), LaterRetry());
+      }
+    }
+    DispatchLocked(&wake);
+  }
+  for (IoLoop* loop : wake) loop->Wake();
+  if (error) {
+    Resolve(t, *std::move(error));
+  } else if (failure.empty()) {
+    HttpResponse response = std::move(t->response);
+    Resolve(t, std::move(response));
+  }
+}
+
+std::optional<Clock::duration> CurlTransport::Impl::PromoteDueRetries() {
+  std::vector<IoLoop*> wake;
+  std::optional<Clock::duration> next;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (retry_heap.empty()) return std::nullopt;
+    const Clock::time_point now = Clock::now();
+    bool promoted = false;
+    while (!retry_heap.empty() && retry_heap.front()->retry_at <= now) {
+      std::pop_heap(retry_heap.begin(), retry_heap.end(), LaterRetry());
+      Transfer* t = retry_heap.back();
+      retry_heap.pop_back();
+      HostState& host = hosts[t->host_key];
+      if (host.pending.empty()) hosts_with_pending.push_back(t->host_key);
+      // A retry goes to the front: it has waited already.
+      host.pending.push_front(t);
+      promoted = true;
+    }
+    if (promoted) DispatchLocked(&wake);
+    if (!retry_heap.empty()) next = retry_heap.front()->retry_at - now;
+  }
+  for (IoLoop* loop : wake) loop->Wake();
+  return next;
+}
+
+void CurlTransport::Impl::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  for (auto& loop : loops) loop->Stop();
+  std::vector<Transfer*> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& [key, host] : hosts) {
+      left.insert(left.end(), host.pending.begin(), host.pending.end());
+      host.pending.clear();
+    }
+    left.insert(left.end(), retry_heap.begin(), retry_heap.end());
+    retry_heap.clear();
+  }
+  for (Transfer* t : left) Resolve(t, FailureStatus(*t, "the HTTP transport was shut down"));
+}
+
+CurlTransport::CurlTransport(const TransportOptions& options)
+    : options_(options), impl_(std::make_unique<Impl>(options)) {}
+
+CurlTransport::~CurlTransport() { impl_->Shutdown(); }
+
+Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(const TransportOptions& options) {
+  if (options.io_threads == 0 || options.max_in_flight == 0 ||
+      options.max_in_flight_per_host == 0) {
+    return ConfigError(
+        "HTTP transport: io_threads, max_in_flight and max_in_flight_per_host "
+        "must be at least 1");
+  }
+  static const CURLcode global_init = curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (global_init != CURLE_OK) {
+    return InternalError(std::string("initialising libcurl: ") + curl_easy_strerror(global_init));
+  }
+  std::shared_ptr<CurlTransport> transport(new CurlTransport(options));
+  for (size_t i = 0; i < options.io_threads; ++i) {
+    transport->impl_->loops.push_back(
+        std::make_unique<IoLoop>(transport->impl_.get(), transport->options_));
+  }
+  return transport;
+}
+
+Result<std::shared_ptr<CurlTransport>> CurlTransport::Shared() {
+  static std::mutex mutex;
+  static std::weak_ptr<CurlTransport> shared;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::shared_ptr<CurlTransport> transport = shared.lock()) return transport;
+  ZS_ASSIGN_OR_RETURN(TransportOptions options, TransportOptions::FromEnvironment());
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<CurlTransport> transport, Create(options));
+  shared = transport;
+  return transport;
+}
+
+Future<HttpResponse> CurlTransport::Send(HttpRequest request) {
+  auto* t = new Transfer;
+  t->request = std::move(request);
+  t->host_key = HostKeyOf(t->request.url);
+  if (t->request.display_url.empty()) t->request.display_url = RedactUrl(t->request.url);
+  Future<HttpResponse> future = t->promise.future();
+  impl_->Submit(t);
+  return future;
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,156 @@
+// CurlTransport: HTTP requests for the remote stores (http, s3, gcs), many in flight on a few I/O
+// threads, with connection reuse, admission limits and retries.
+//
+// Each I/O thread drives one libcurl multi handle (its own connection and DNS cache, so keep-alive
+// connections are reused across requests). Requests wait in one FIFO queue until both the global
+// in-flight limit and their host's limit allow them to start, then go to the least-loaded thread.
+//
+// Retries: an attempt that fails with a connection error, a timeout, a reset, a truncated body or
+// HTTP 408/429/500/502/503/504 is retried after a jittered exponential backoff (the server's
+// Retry-After when it asks for longer), until the request's RetryPolicy runs out of attempts or
+// time. Each host also has a retry quota shared by all its requests (a retry spends tokens, a
+// success earns one back, as the AWS SDKs do): when an endpoint is down, hundreds of queued
+// requests fail fast instead of each retrying for its whole budget.
+//
+// Credentials: a request's URL may carry user:password (basic auth) and its headers may carry
+// secrets (Authorization); neither ever appears in an error. Errors name `display_url`.
+//
+// TLS: the system's CA certificates, or the bundle named by ZARRSTREAM_CA_BUNDLE.
+//
+// Threads: Send may be called from any thread. Futures resolve on an I/O thread; their
+// continuations must be short (hand heavy work to an executor). Destroying the transport fails the
+// requests still queued or in flight and joins the I/O threads; it must not happen on one of them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/store_metrics.h"
+#include "util/byte_buffer.h"
+#include "util/future.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+struct TransportOptions {
+  // I/O threads, each with its own libcurl multi handle. Two keep hundreds of transfers busy.
+  size_t io_threads = 2;
+  // Requests in flight at once across every host (the rest wait in the queue).
+  size_t max_in_flight = 256;
+  // Requests in flight at once to one host (scheme://host:port), i.e. its HTTP/1.1 connections.
+  size_t max_in_flight_per_host = 64;
+
+  // Reads ZARRSTREAM_HTTP_IO_THREADS, ZARRSTREAM_HTTP_MAX_IN_FLIGHT and
+  // ZARRSTREAM_HTTP_MAX_PER_HOST over the defaults; a malformed value is a kConfig error.
+  static Result<TransportOptions> FromEnvironment();
+};
+
+// How one request is retried and timed out.
+struct RequestPolicy {
+  // Attempts in all (the first included).
+  uint32_t max_attempts = 8;
+  // Backoff before retry n (n = 1, 2, ...) is drawn from [d/2, d], d = min(max_backoff,
+  // initial_backoff * 2^(n-1)); a Retry-After that asks for longer wins.
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  // Wall time from a request's start (its first attempt) to giving up, retries and waits included.
+  std::chrono::milliseconds budget{60000};
+  // Connecting (TCP + TLS) must finish within this.
+  std::chrono::milliseconds connect_timeout{10000};
+  // An attempt that receives no bytes for this long is abandoned (and retried).
+  std::chrono::seconds stall_timeout{30};
+
+  // Reads ZARRSTREAM_HTTP_MAX_ATTEMPTS, ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS,
+  // ZARRSTREAM_HTTP_MAX_BACKOFF_MS, ZARRSTREAM_HTTP_RETRY_BUDGET_MS,
+  // ZARRSTREAM_HTTP_CONNECT_TIMEOUT_MS and ZARRSTREAM_HTTP_STALL_TIMEOUT_S over the defaults.
+  static Result<RequestPolicy> FromEnvironment();
+};
+
+struct HttpRequest {
+  std::string method = "GET";  // GET, HEAD, PUT, DELETE
+  // The URL requested. May carry user:password (sent as basic auth, never printed).
+  std::string url;
+  // The URL as errors show it: no credentials.
+  std::string display_url;
+  // Extra header lines ("Range: bytes=0-9").
+  std::vector<std::string> headers;
+  // The PUT body. Must stay valid until the future resolves.
+  std::span<const std::byte> body;
+  // When set, called before every attempt; returns header lines to add to that attempt (SigV4
+  // signs the attempt's time, so each retry is signed anew). Runs on an I/O thread.
+  std::function<Result<std::vector<std::string>>(const HttpRequest&)> sign;
+  // When set, a successful (2xx) response body is written here (resized to it; its memory reused)
+  // rather than into HttpResponse::body. Must stay valid until the future resolves.
+  ByteBuffer* body_sink = nullptr;
+  RequestPolicy policy;
+  // Where the attempts are counted; may be null.
+  std::shared_ptr<StoreMetrics> metrics;
+};
+
+struct HttpResponse {
+  long status = 0;
+  // The body, unless HttpRequest::body_sink took it (error bodies always land here).
+  ByteBuffer body;
+  // Size of the body received (wherever it went).
+  uint64_t body_size = 0;
+  // Header values, "" when absent.
+  std::string content_range;
+  std::string content_length;
+  uint32_t attempts = 0;
+};
+
+class CurlTransport {
+ public:
+  // Starts the I/O threads.
+  static Result<std::shared_ptr<CurlTransport>> Create(const TransportOptions& options);
+  // The transport the URL registry's stores share, created on first use with
+  // TransportOptions::FromEnvironment() and kept while any store holds it (so opening many stores
+  // never multiplies I/O threads).
+  static Result<std::shared_ptr<CurlTransport>> Shared();
+
+  ~CurlTransport();
+  CurlTransport(const CurlTransport&) = delete;
+  CurlTransport& operator=(const CurlTransport&) = delete;
+
+  // Sends `request`, retrying transient failures. Resolves to the final response (any status that
+  // is not retried, or a retried one once retries ran out is an error instead), or to a kStorage
+  // error naming request.display_url.
+  Future<HttpResponse> Send(HttpRequest request);
+
+  const TransportOptions& options() const { return options_; }
+
+  struct Impl;
+
+ private:
+  explicit CurlTransport(const TransportOptions& options);
+  TransportOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "scheme://host:port" of `url` (default ports filled in; user:password dropped): the unit the
+// per-host limit and retry quota apply to.
+std::string HostKeyOf(std::string_view url);
+
+// Percent-encodes everything but the RFC 3986 unreserved characters (and '/' when `keep_slash`):
+// the encoding S3's SigV4 canonical requests require, and safe for any server.
+std::string UriEncode(std::string_view s, bool keep_slash);
+
+// `url` without user:password, for messages.
+std::string RedactUrl(std::string_view url);
+
+// Parses a Retry-After value: delay-seconds or an HTTP date (relative to `now`, seconds since the
+// epoch). Empty when malformed.
+std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, int64_t now);
+
+// The backoff before retry `retry` (1 for the first retry) under `policy`, `unit` in [0, 1)
+// choosing within the jitter interval.
+std::chrono::milliseconds RetryBackoff(const RequestPolicy& policy, uint32_t retry, double unit);
+
+}  // namespace zarrstream

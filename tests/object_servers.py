@@ -1,0 +1,504 @@
+"""Real servers on loopback for the object-store tests and benchmark, started by them.
+
+- :class:`Nginx`: Debian's nginx serving a directory over HTTP, as the current user, from a
+  generated config on a free port; its access log records every request (method, path, Range,
+  status) for request-count assertions.
+- :class:`MotoS3`: moto's S3 server (PyPI ``moto[server]``) in its own process, with an IAM user
+  whose keys sign requests. moto checks SigV4 signatures only once IAM authentication is switched on
+  (``INITIAL_NO_AUTH_ACTION_COUNT``, set at run time through ``/moto-api/reset-auth``): fixtures
+  are uploaded first, then :meth:`MotoS3.require_auth` turns checking on, and from then on wrong
+  keys get ``InvalidAccessKeyId`` / ``SignatureDoesNotMatch``.
+- :class:`FaultProxy`: an HTTP/1.1 reverse proxy (asyncio, in a thread of the test process) in
+  front of either server. It counts requests, can add latency, and injects faults into the first
+  attempt of each distinct request: 503, 429 with Retry-After, connection resets, stalls, slow
+  bodies and truncated bodies.
+
+A missing server binary fails the test with the command that installs it: these tests must run in
+CI (``make test`` installs nginx through scripts/install-deps.sh and moto from requirements-dev.txt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen | None, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
+
+
+# ---------------------------------------------------------------------------------------------
+# nginx
+
+
+def nginx_binary() -> str:
+    for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail("nginx is not installed: run scripts/install-deps.sh (Debian package 'nginx')")
+
+
+@dataclass
+class LoggedRequest:
+    method: str
+    path: str
+    range: str
+    status: int
+
+
+class Nginx:
+    """nginx serving `root` at http://127.0.0.1:<port>/."""
+
+    def __init__(self, root: Path, workdir: Path):
+        self.root = Path(root)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "access.log"
+        self.port = free_port()
+        conf = self.workdir / "nginx.conf"
+        tmp = self.workdir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        # master_process off: one process that never switches user, so it runs as whoever starts
+        # it and reads files only that user can read.
+        conf.write_text(
+            f"""
+daemon off;
+master_process off;
+worker_processes 1;
+pid {self.workdir}/nginx.pid;
+error_log {self.workdir}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    log_format requests '$request_method $uri $status "$http_range"';
+    keepalive_requests 100000;
+    sendfile on;
+    server {{
+        listen 127.0.0.1:{self.port};
+        access_log {self.log_path} requests;
+        location / {{ root {self.root}; }}
+        location /private/ {{ return 403; }}
+    }}
+}}
+"""
+        )
+        self.proc = subprocess.Popen(
+            [nginx_binary(), "-p", str(self.workdir), "-c", str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            wait_for_port(self.port, self.proc, "nginx")
+        except RuntimeError as e:
+            err = self.proc.stderr.read().decode() if self.proc.poll() is not None else ""
+            self.stop()
+            raise RuntimeError(f"{e}: {err}") from None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def requests(self) -> list[LoggedRequest]:
+        out = []
+        if not self.log_path.exists():
+            return out
+        for line in self.log_path.read_text().splitlines():
+            method, path, status, rng = line.split(" ", 3)
+            rng = rng.strip('"')
+            out.append(LoggedRequest(method, path, "" if rng == "-" else rng, int(status)))
+        return out
+
+    def clear_log(self) -> None:
+        self.log_path.write_text("")  # nginx appends (O_APPEND), so truncating in place is safe
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# moto (S3)
+
+
+class MotoS3:
+    """moto's S3 server on loopback; `access_key`/`secret_key` are a real IAM user's keys in it."""
+
+    REGION = "us-east-1"
+
+    def __init__(self):
+        try:
+            import boto3  # noqa: F401  (moto[server] brings it)
+            import moto  # noqa: F401
+        except ImportError:
+            pytest.fail("moto[server] is not installed: pip install -r requirements-dev.txt")
+        self.port = free_port()
+        env = dict(os.environ)
+        env.pop("INITIAL_NO_AUTH_ACTION_COUNT", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        wait_for_port(self.port, self.proc, "moto server")
+        admin = self.client("iam")
+        admin.create_user(UserName="zarrstream-test")
+        admin.put_user_policy(
+            UserName="zarrstream-test",
+            PolicyName="all",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17",
+                 "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+            ),
+        )
+        key = admin.create_access_key(UserName="zarrstream-test")["AccessKey"]
+        self.access_key = key["AccessKeyId"]
+        self.secret_key = key["SecretAccessKey"]
+        # A role whose temporary credentials (with a session token) the tests assume.
+        trust = {"Version": "2012-10-17",
+                 "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
+                                "Action": "sts:AssumeRole"}]}
+        role = admin.create_role(RoleName="reader", AssumeRolePolicyDocument=json.dumps(trust))
+        admin.put_role_policy(
+            RoleName="reader",
+            PolicyName="all",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17",
+                 "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+            ),
+        )
+        self.role_arn = role["Role"]["Arn"]
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, service: str = "s3", **kwargs):
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=self.REGION,
+            aws_access_key_id=kwargs.pop("access_key", "AKIAIOSFODNN7EXAMPLE"),
+            aws_secret_access_key=kwargs.pop("secret_key", "fake-secret"),
+            **kwargs,
+        )
+
+    def temporary_credentials(self) -> dict:
+        sts = self.client("sts", access_key=self.access_key, secret_key=self.secret_key)
+        return sts.assume_role(RoleArn=self.role_arn, RoleSessionName="test")["Credentials"]
+
+    def upload_tree(self, bucket: str, local: Path, prefix: str) -> int:
+        """Uploads every file under `local` to s3://bucket/prefix/...; returns the file count."""
+        s3 = self.client(access_key=self.access_key, secret_key=self.secret_key)
+        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+        if bucket not in existing:
+            s3.create_bucket(Bucket=bucket)
+        n = 0
+        for path in sorted(Path(local).rglob("*")):
+            if path.is_file():
+                key = f"{prefix}/{path.relative_to(local).as_posix()}" if prefix else \
+                    path.relative_to(local).as_posix()
+                # public-read: anonymous requests may read it while moto's auth is off.
+                s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), ACL="public-read")
+                n += 1
+        return n
+
+    def set_auth(self, enabled: bool) -> None:
+        """Switches moto's SigV4 and IAM checking on or off for every later request."""
+        req = urllib.request.Request(
+            f"{self.endpoint}/moto-api/reset-auth",
+            data=b"0" if enabled else b"inf",
+            method="POST",
+            # Not a form: moto reads the raw body.
+            headers={"Content-Type": "text/plain"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# The fault-injecting proxy.
+
+FAULTS = ("503", "429", "reset", "stall", "slow", "truncate")
+
+
+@dataclass
+class ProxiedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    time: float
+    fault: str | None = None
+    status: int | None = None
+
+
+@dataclass
+class FaultProxy:
+    """A reverse proxy to `upstream_port` on loopback.
+
+    faults: the faults to inject, in rotation, into the first attempt of each distinct request
+    (method, path, Range); the retry of that request passes through. Empty: no faults.
+    latency: seconds added before every response (the benchmark's round trip).
+    """
+
+    upstream_port: int
+    faults: tuple[str, ...] = ()
+    latency: float = 0.0
+    retry_after_seconds: int = 1
+    stall_seconds: float = 30.0
+    every_attempt: bool = False  # inject into every attempt, not just the first
+    log: list[ProxiedRequest] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._seen: set[tuple[str, str, str]] = set()
+        self._next_fault = 0
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def configure(self, faults=(), latency: float | None = None) -> None:
+        with self._lock:
+            self.faults = tuple(faults)
+            if latency is not None:
+                self.latency = latency
+            self._seen.clear()
+            self._next_fault = 0
+            self.every_attempt = False
+            self.log.clear()
+
+    def requests(self) -> list[ProxiedRequest]:
+        with self._lock:
+            return list(self.log)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _shutdown(self) -> None:
+        self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(self._handle, "127.0.0.1", 0, limit=1 << 20, backlog=1024)
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+
+    def _choose_fault(self, method: str, path: str, headers: dict[str, str]) -> str | None:
+        with self._lock:
+            if not self.faults:
+                return None
+            identity = (method, path, headers.get("range", ""))
+            if identity in self._seen and not self.every_attempt:
+                return None
+            self._seen.add(identity)
+            fault = self.faults[self._next_fault % len(self.faults)]
+            self._next_fault += 1
+            return fault
+
+    @staticmethod
+    async def _read_head(reader: asyncio.StreamReader):
+        line = await reader.readline()
+        if not line:
+            return None
+        headers: list[tuple[str, str]] = []
+        while True:
+            h = await reader.readline()
+            if h in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = h.decode("latin-1").partition(":")
+            headers.append((name.strip(), value.strip()))
+        return line.decode("latin-1").rstrip("\r\n"), headers
+
+    @staticmethod
+    async def _read_body(reader, headers: list[tuple[str, str]], no_body: bool) -> bytes:
+        lower = {k.lower(): v for k, v in headers}
+        if no_body:
+            return b""
+        if lower.get("transfer-encoding", "").lower() == "chunked":
+            body = bytearray()
+            while True:
+                size = int((await reader.readline()).split(b";")[0].strip(), 16)
+                if size == 0:
+                    await reader.readline()
+                    return bytes(body)
+                body += await reader.readexactly(size)
+                await reader.readline()
+        n = int(lower.get("content-length", "0"))
+        return await reader.readexactly(n) if n else b""
+
+    async def _handle(self, client_reader, client_writer) -> None:
+        upstream = None
+        try:
+            while True:
+                head = await self._read_head(client_reader)
+                if head is None:
+                    return
+                request_line, headers = head
+                method, target, _ = request_line.split(" ", 2)
+                body = await self._read_body(client_reader, headers, no_body=False)
+                lower = {k.lower(): v for k, v in headers}
+                entry = ProxiedRequest(method, target, lower, time.monotonic())
+                entry.fault = self._choose_fault(method, target, lower)
+                with self._lock:
+                    self.log.append(entry)
+                if self.latency:
+                    await asyncio.sleep(self.latency)
+                if entry.fault == "503":
+                    entry.status = 503
+                    self._send(client_writer, 503, [("Content-Length", "11")], b"unavailable")
+                    await client_writer.drain()
+                    continue
+                if entry.fault == "429":
+                    entry.status = 429
+                    self._send(client_writer, 429, [("Retry-After", str(self.retry_after_seconds)),
+                                                    ("Content-Length", "4")], b"slow")
+                    await client_writer.drain()
+                    continue
+                if entry.fault == "reset":
+                    sock = client_writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    client_writer.transport.abort()
+                    return
+                out_headers = [(k, v) for k, v in headers if k.lower() != "connection"]
+                raw = (request_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in out_headers)
+                       + "\r\n").encode("latin-1") + body
+                response_head = None
+                for _ in range(2):  # the upstream may have closed an idle keep-alive connection
+                    if upstream is None:
+                        upstream = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+                    up_reader, up_writer = upstream
+                    try:
+                        up_writer.write(raw)
+                        await up_writer.drain()
+                        response_head = await self._read_head(up_reader)
+                    except ConnectionError:
+                        response_head = None
+                    if response_head is not None:
+                        break
+                    upstream[1].close()
+                    upstream = None
+                if response_head is None:
+                    raise ConnectionError("the upstream server closed the connection")
+                status_line, resp_headers = response_head
+                status = int(status_line.split(" ")[1])
+                entry.status = status
+                resp_body = await self._read_body(
+                    up_reader, resp_headers, no_body=method == "HEAD" or status in (204, 304)
+                )
+                if any(k.lower() == "connection" and v.lower() == "close" for k, v in resp_headers):
+                    upstream[1].close()  # the upstream closes after this response (moto does)
+                    upstream = None
+                upstream_length = next(
+                    (v for k, v in resp_headers if k.lower() == "content-length"), "0")
+                resp_headers = [(k, v) for k, v in resp_headers
+                                if k.lower() not in ("transfer-encoding", "content-length",
+                                                     "connection")]
+                # HEAD keeps the upstream's length (there is no body); bodies are re-framed.
+                resp_headers.append(("Content-Length",
+                                     upstream_length if method == "HEAD" else str(len(resp_body))))
+                client_writer.write(self._head(status, resp_headers))
+                if entry.fault == "stall" and resp_body:
+                    await client_writer.drain()
+                    await asyncio.sleep(self.stall_seconds)
+                    client_writer.transport.abort()
+                    return
+                if entry.fault == "truncate" and len(resp_body) > 1:
+                    client_writer.write(resp_body[: len(resp_body) // 2])
+                    await client_writer.drain()
+                    client_writer.transport.abort()
+                    return
+                if entry.fault == "slow" and resp_body:
+                    step = max(1, len(resp_body) // 8)
+                    for i in range(0, len(resp_body), step):
+                        client_writer.write(resp_body[i:i + step])
+                        await client_writer.drain()
+                        await asyncio.sleep(0.02)
+                else:
+                    client_writer.write(resp_body)
+                await client_writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            return
+        except Exception:  # a bug in the proxy must show, not pass for a network fault
+            traceback.print_exc()
+            raise
+        finally:
+            if upstream is not None:
+                upstream[1].close()
+            if not client_writer.transport.is_closing():
+                client_writer.close()
+
+    @staticmethod
+    def _head(status: int, headers: list[tuple[str, str]]) -> bytes:
+        return (f"HTTP/1.1 {status} X\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+                + "\r\n").encode("latin-1")
+
+    def _send(self, writer, status: int, headers, body: bytes) -> None:
+        writer.write(self._head(status, headers) + body)
