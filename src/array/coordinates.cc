@@ -1,0 +1,519 @@
+// Coordinates: loading a dimension's labels, selecting by label, and the `--select` syntax.
+#include "array/coordinates.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "array/array_state.h"
+#include "metadata/float16.h"
+
+namespace zarrstream {
+
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool ParsesAsNumber(std::string_view text) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
+// What a label can be read as: a number, a date, or (empty: an open end) anything.
+struct LabelKinds {
+  bool number = false;
+  bool date = false;
+};
+
+LabelKinds KindsOf(std::string_view text) {
+  if (text.empty()) return {true, true};
+  return {ParsesAsNumber(text), ParseDateLabel(text).ok()};
+}
+
+// Splits "START:STOP" at its range separator; nullopt when the text is one label (no ':' with
+// labels of one kind on both sides). Several candidate separators are an error.
+Result<std::optional<size_t>> FindRangeSeparator(std::string_view text, std::string_view arg) {
+  std::optional<size_t> found;
+  for (size_t pos = text.find(':'); pos != std::string_view::npos; pos = text.find(':', pos + 1)) {
+    const LabelKinds left = KindsOf(Trim(text.substr(0, pos)));
+    const LabelKinds right = KindsOf(Trim(text.substr(pos + 1)));
+    if (!((left.number && right.number) || (left.date && right.date))) continue;
+    if (found) {
+      std::string s = "ambiguous selection '";
+      s += arg;
+      s += "': more than one ':' could separate the range's ends";
+      return InvalidArgumentError(std::move(s));
+    }
+    found = pos;
+  }
+  return found;
+}
+
+Status BadSelection(std::string_view piece, std::string_view why) {
+  std::string s = "invalid selection '";
+  s += piece;
+  s += "': ";
+  s += why;
+  s += " (expected DIM=START:STOP or DIM=LABEL[,LABEL...], e.g. time=1979-01-01:2015-12-31)";
+  return InvalidArgumentError(std::move(s));
+}
+
+// Why `text` (neither one label nor a range of two) does not parse: the first end of a range
+// that is neither a number nor a date, with the date parser's reason when it looks like a date.
+Status BadLabels(std::string_view piece, std::string_view text) {
+  const size_t colon = text.find(':');
+  std::string_view bad = text;
+  if (colon != std::string_view::npos && text.find(':', colon + 1) == std::string_view::npos) {
+    const std::string_view start = Trim(text.substr(0, colon));
+    const LabelKinds kinds = KindsOf(start);
+    bad = kinds.number || kinds.date ? Trim(text.substr(colon + 1)) : start;
+  }
+  if (bad.size() >= 4 && std::isdigit(static_cast<unsigned char>(bad[0])) &&
+      bad.find('-') != std::string_view::npos) {
+    return BadSelection(piece, ParseDateLabel(bad).status().message());
+  }
+  std::string why = "'";
+  why += bad;
+  why += "' is not a number or a date";
+  return BadSelection(piece, why);
+}
+
+template <typename T>
+void AppendAs(const std::byte* data, uint64_t n, std::vector<double>* out) {
+  for (uint64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, data + i * sizeof(T), sizeof(T));
+    out->push_back(static_cast<double>(v));
+  }
+}
+
+// The values of a numeric array as doubles (int64 beyond 2^53 rounds: coordinates never get there).
+Result<std::vector<double>> ValuesAsDoubles(DataType dtype, const std::vector<std::byte>& raw,
+                                            uint64_t n) {
+  std::vector<double> out;
+  out.reserve(n);
+  const std::byte* p = raw.data();
+  switch (dtype) {
+    case DataType::kInt8:
+      AppendAs<int8_t>(p, n, &out);
+      break;
+    case DataType::kInt16:
+      AppendAs<int16_t>(p, n, &out);
+      break;
+    case DataType::kInt32:
+      AppendAs<int32_t>(p, n, &out);
+      break;
+    case DataType::kInt64:
+      AppendAs<int64_t>(p, n, &out);
+      break;
+    case DataType::kUInt8:
+      AppendAs<uint8_t>(p, n, &out);
+      break;
+    case DataType::kUInt16:
+      AppendAs<uint16_t>(p, n, &out);
+      break;
+    case DataType::kUInt32:
+      AppendAs<uint32_t>(p, n, &out);
+      break;
+    case DataType::kUInt64:
+      AppendAs<uint64_t>(p, n, &out);
+      break;
+    case DataType::kFloat32:
+      AppendAs<float>(p, n, &out);
+      break;
+    case DataType::kFloat64:
+      AppendAs<double>(p, n, &out);
+      break;
+    case DataType::kFloat16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, p + i * 2, 2);
+        out.push_back(Float16BitsToDouble(bits));
+      }
+      break;
+    default: {
+      std::string s = "data type ";
+      s += DataTypeName(dtype);
+      s += " cannot label a dimension (numbers or CF times only)";
+      return UnsupportedError(std::move(s));
+    }
+  }
+  return out;
+}
+
+// `value` rounded to what the coordinate's data type can hold, so labels compare as the stored
+// values do.
+double RoundToDataType(double value, DataType dtype) {
+  if (dtype == DataType::kFloat32) return static_cast<double>(static_cast<float>(value));
+  if (dtype == DataType::kFloat16) return Float16BitsToDouble(DoubleToFloat16Bits(value));
+  return value;
+}
+
+std::string FormatNumber(double value, DataType dtype) {
+  char buf[64];
+  std::to_chars_result r;
+  if (dtype == DataType::kFloat32 || dtype == DataType::kFloat16) {
+    r = std::to_chars(buf, buf + sizeof(buf), static_cast<float>(value));
+  } else {
+    r = std::to_chars(buf, buf + sizeof(buf), value);
+  }
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+std::string LabelSelection::ToString() const {
+  std::string s = dim;
+  s += "=";
+  if (is_range()) {
+    s += start.value_or("");
+    s += ":";
+    s += stop.value_or("");
+    return s;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) s += ",";
+    s += values[i];
+  }
+  return s;
+}
+
+Result<std::vector<LabelSelection>> ParseLabelSelections(std::span<const std::string> args) {
+  std::vector<LabelSelection> selections;
+  for (const std::string& arg : args) {
+    bool continues = false;  // the previous piece of this argument was a list of labels
+    std::string_view rest = arg;
+    while (true) {
+      const size_t comma = rest.find(',');
+      const std::string_view piece = Trim(rest.substr(0, comma));
+      const size_t eq = piece.find('=');
+      if (eq == std::string_view::npos) {
+        if (!continues) return BadSelection(piece, "no '='");
+        if (piece.empty() || !(KindsOf(piece).number || KindsOf(piece).date)) {
+          return BadLabels(piece, piece);
+        }
+        selections.back().values.emplace_back(piece);
+      } else {
+        LabelSelection selection;
+        selection.dim = std::string(Trim(piece.substr(0, eq)));
+        const std::string_view text = Trim(piece.substr(eq + 1));
+        if (selection.dim.empty()) return BadSelection(piece, "no dimension name");
+        if (text.empty()) return BadSelection(piece, "no labels");
+        for (const LabelSelection& other : selections) {
+          if (other.dim == selection.dim) {
+            return BadSelection(piece, "dimension '" + selection.dim + "' is selected twice");
+          }
+        }
+        ZS_ASSIGN_OR_RETURN(std::optional<size_t> separator, FindRangeSeparator(text, piece));
+        if (separator) {
+          const std::string_view start = Trim(text.substr(0, *separator));
+          const std::string_view stop = Trim(text.substr(*separator + 1));
+          if (!start.empty()) selection.start = std::string(start);
+          if (!stop.empty()) selection.stop = std::string(stop);
+        } else {
+          const LabelKinds kinds = KindsOf(text);
+          if (!kinds.number && !kinds.date) return BadLabels(piece, text);
+          selection.values.emplace_back(text);
+        }
+        continues = !selection.is_range();
+        selections.push_back(std::move(selection));
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return selections;
+}
+
+Result<Coordinate> Coordinate::Load(const Group& group, std::string_view dim) {
+  std::string where = "group at ";
+  where += group.url();
+  const auto& names = group.array_names();
+  if (std::find(names.begin(), names.end(), dim) == names.end()) {
+    std::string s = "no coordinate array '";
+    s += dim;
+    s += "' in ";
+    s += where;
+    s += " (a dimension's labels are the 1-D array named after it)";
+    return NotFoundError(std::move(s));
+  }
+  ZS_ASSIGN_OR_RETURN(Array array, group.OpenArray(dim));
+  return FromArray(array, dim, where);
+}
+
+Result<Coordinate> Coordinate::FromArray(const Array& array, std::string_view dim,
+                                         std::string_view where) {
+  Coordinate c;
+  c.dim_ = std::string(dim);
+  c.where_ = std::string(where);
+  c.dtype_ = array.dtype();
+  const std::string what = c.Describe();
+  if (array.rank() != 1) {
+    return InvalidArgumentError(what + " has shape " + nlohmann::json(array.shape()).dump() +
+                                "; a coordinate must be 1-D");
+  }
+  if (!array.dims().empty() && array.dims()[0] != dim) {
+    return InvalidArgumentError(what + " runs along dimension '" + array.dims()[0] + "', not '" +
+                                std::string(dim) + "'");
+  }
+  c.size_ = array.shape()[0];
+  std::vector<std::byte> raw(c.size_ * DataTypeSize(c.dtype_));
+  ZS_RETURN_IF_ERROR_CTX(array.ReadAll(raw.data()), "reading " + what);
+  ZS_ASSIGN_OR_RETURN_CTX(c.numbers_, ValuesAsDoubles(c.dtype_, raw, c.size_), what);
+
+  const nlohmann::json& attributes = array.state().metadata.attributes;
+  const auto units = attributes.find("units");
+  if (units != attributes.end() && units->is_string() &&
+      units->get_ref<const std::string&>().find(" since ") != std::string::npos) {
+    std::string calendar;
+    const auto cal = attributes.find("calendar");
+    if (cal != attributes.end() && cal->is_string()) calendar = cal->get<std::string>();
+    ZS_ASSIGN_OR_RETURN_CTX(
+        c.time_units_, CfTimeUnits::Parse(units->get_ref<const std::string&>(), calendar), what);
+    c.seconds_.reserve(c.size_);
+    for (uint64_t i = 0; i < c.size_; ++i) {
+      // Integers decode exactly; float coordinates (and uint64 beyond int64) go through double.
+      int64_t integer = 0;
+      bool exact = false;
+      if (c.dtype_ == DataType::kInt64) {
+        std::memcpy(&integer, raw.data() + i * 8, 8);
+        exact = true;
+      } else if (c.dtype_ == DataType::kUInt64) {
+        uint64_t u;
+        std::memcpy(&u, raw.data() + i * 8, 8);
+        exact = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+        integer = static_cast<int64_t>(u);
+      } else if (!IsFloatingPoint(c.dtype_)) {
+        integer = static_cast<int64_t>(c.numbers_[i]);  // 32 bits or fewer: exact in a double
+        exact = true;
+      }
+      Result<int64_t> seconds = exact ? c.time_units_->DecodeSeconds(integer)
+                                      : c.time_units_->DecodeSeconds(c.numbers_[i]);
+      ZS_RETURN_IF_ERROR_CTX(seconds, what + ", index " + std::to_string(i));
+      c.seconds_.push_back(*seconds);
+    }
+    c.numbers_.clear();
+  }
+
+  // Strict monotonicity: the direction is set by the first pair, every pair must agree.
+  for (uint64_t i = 0; i < c.size_; ++i) {
+    const bool nan = !c.is_time() && c.numbers_[i] != c.numbers_[i];
+    if (nan) return InvalidArgumentError(what + " has NaN at index " + std::to_string(i));
+  }
+  if (c.size_ >= 2) {
+    c.increasing_ = c.is_time() ? c.seconds_[1] > c.seconds_[0] : c.numbers_[1] > c.numbers_[0];
+    for (uint64_t i = 0; i + 1 < c.size_; ++i) {
+      const bool up =
+          c.is_time() ? c.seconds_[i + 1] > c.seconds_[i] : c.numbers_[i + 1] > c.numbers_[i];
+      const bool down =
+          c.is_time() ? c.seconds_[i + 1] < c.seconds_[i] : c.numbers_[i + 1] < c.numbers_[i];
+      if (up != c.increasing_ || (!up && !down)) {
+        std::string s = what;
+        s += " is not strictly monotonic (";
+        s += c.FormatLabel(i);
+        s += " at index ";
+        s += std::to_string(i);
+        s += ", then ";
+        s += c.FormatLabel(i + 1);
+        s += "); selecting by label needs sorted, distinct labels";
+        return InvalidArgumentError(std::move(s));
+      }
+    }
+  }
+  return c;
+}
+
+std::string Coordinate::Describe() const {
+  std::string s = "coordinate '";
+  s += dim_;
+  s += "' of ";
+  s += where_;
+  return s;
+}
+
+std::string Coordinate::FormatLabel(uint64_t index) const {
+  if (is_time())
+    return FormatDateTime(FromCalendarSeconds(seconds_[index], time_units_->calendar()));
+  return FormatNumber(numbers_[index], dtype_);
+}
+
+std::string Coordinate::Extent() const {
+  if (size_ == 0) return "it is empty";
+  std::string s = "its ";
+  s += std::to_string(size_);
+  s += size_ == 1 ? " label is " : " labels run from ";
+  s += FormatLabel(0);
+  if (size_ > 1) {
+    s += " to ";
+    s += FormatLabel(size_ - 1);
+  }
+  return s;
+}
+
+Status Coordinate::LabelError(ErrorCode code, std::string_view label, std::string_view why) const {
+  std::string s = "selecting '";
+  s += label;
+  s += "' on ";
+  s += Describe();
+  s += ": ";
+  s += why;
+  return {code, std::move(s)};
+}
+
+Result<DateLabel> Coordinate::ParseTimeLabel(std::string_view label) const {
+  Result<DateLabel> parsed = ParseDateLabel(label);
+  if (!parsed.ok()) {
+    return LabelError(ErrorCode::kInvalidArgument, label,
+                      parsed.status().message() + " (this is a time coordinate, in the '" +
+                          std::string(CalendarName(time_units_->calendar())) + "' calendar)");
+  }
+  Status exists = ToCalendarSeconds(parsed->start, time_units_->calendar()).status();
+  if (!exists.ok()) return LabelError(ErrorCode::kInvalidArgument, label, exists.message());
+  return parsed;
+}
+
+Result<double> Coordinate::ParseNumberLabel(std::string_view label) const {
+  double value = 0;
+  auto [end, ec] = std::from_chars(label.data(), label.data() + label.size(), value);
+  if (ec != std::errc() || end != label.data() + label.size() || label.empty() || value != value) {
+    return LabelError(ErrorCode::kInvalidArgument, label, "not a number");
+  }
+  return RoundToDataType(value, dtype_);
+}
+
+int Coordinate::Compare(uint64_t index, const Key& key) const {
+  int sign = 0;
+  if (is_time()) {
+    sign = seconds_[index] < key.seconds ? -1 : (seconds_[index] > key.seconds ? 1 : 0);
+  } else {
+    sign = numbers_[index] < key.number ? -1 : (numbers_[index] > key.number ? 1 : 0);
+  }
+  return increasing_ ? sign : -sign;
+}
+
+uint64_t Coordinate::Position(const Key& key, bool after) const {
+  uint64_t lo = 0, hi = size_;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    const int c = Compare(mid, key);
+    if (c < 0 || (after && c == 0)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+Result<Coordinate::LabelBounds> Coordinate::Bounds(std::string_view label) const {
+  LabelBounds b;
+  if (is_time()) {
+    ZS_ASSIGN_OR_RETURN(DateLabel date, ParseTimeLabel(label));
+    ZS_ASSIGN_OR_RETURN(b.first.seconds, ToCalendarSeconds(date.start, time_units_->calendar()));
+    ZS_ASSIGN_OR_RETURN(b.last.seconds, LabelEndSeconds(date, time_units_->calendar()));
+  } else {
+    ZS_ASSIGN_OR_RETURN(b.first.number, ParseNumberLabel(label));
+    b.last = b.first;
+  }
+  return b;
+}
+
+Result<IndexRange> Coordinate::SelectRange(std::optional<std::string_view> start,
+                                           std::optional<std::string_view> stop) const {
+  std::string range = std::string(start.value_or("")) + ":" + std::string(stop.value_or(""));
+  std::optional<LabelBounds> from, to;
+  if (start) {
+    ZS_ASSIGN_OR_RETURN(from, Bounds(*start));
+  }
+  if (stop) {
+    ZS_ASSIGN_OR_RETURN(to, Bounds(*stop));
+  }
+  // In coordinate order the start end begins with the part of its period that comes first: its
+  // first instant on an increasing axis, its last on a decreasing one.
+  const Key* begin_key = from ? (increasing_ ? &from->first : &from->last) : nullptr;
+  const Key* end_key = to ? (increasing_ ? &to->last : &to->first) : nullptr;
+  if (begin_key && end_key) {
+    const bool reversed = is_time() ? (increasing_ ? begin_key->seconds > end_key->seconds
+                                                   : begin_key->seconds < end_key->seconds)
+                                    : (increasing_ ? begin_key->number > end_key->number
+                                                   : begin_key->number < end_key->number);
+    if (reversed) {
+      std::string why = "the range runs against the coordinate, whose labels ";
+      why += increasing_ ? "increase" : "decrease";
+      why += " (";
+      why += Extent();
+      why += "); write it as ";
+      why += dim_;
+      why += "=";
+      why += *stop;
+      why += ":";
+      why += *start;
+      return LabelError(ErrorCode::kInvalidArgument, range, why);
+    }
+  }
+  IndexRange r;
+  r.start = begin_key ? Position(*begin_key, false) : 0;
+  r.stop = end_key ? Position(*end_key, true) : size_;
+  if (r.stop <= r.start) {
+    return LabelError(ErrorCode::kInvalidArgument, range, "selects no label (" + Extent() + ")");
+  }
+  return r;
+}
+
+Result<std::vector<uint64_t>> Coordinate::SelectValues(std::span<const std::string> labels) const {
+  std::vector<uint64_t> indices;
+  indices.reserve(labels.size());
+  for (const std::string& label : labels) {
+    ZS_ASSIGN_OR_RETURN(LabelBounds bounds, Bounds(label));
+    // The labels inside what `label` names, in coordinate order (one for a number or a time to
+    // the second; every step of the day for "1979-01-01").
+    const Key& begin = increasing_ ? bounds.first : bounds.last;
+    const Key& end = increasing_ ? bounds.last : bounds.first;
+    const uint64_t first = Position(begin, false);
+    const uint64_t stop = Position(end, true);
+    if (first < stop) {
+      for (uint64_t i = first; i < stop; ++i) {
+        if (std::find(indices.begin(), indices.end(), i) != indices.end()) {
+          return LabelError(ErrorCode::kInvalidArgument, label,
+                            "selects " + FormatLabel(i) + " again");
+        }
+        indices.push_back(i);
+      }
+      continue;
+    }
+    // The labels on either side of where it would be: what the user probably meant.
+    std::string why = "no such label; nearest available: ";
+    const uint64_t near_first = first >= 2 ? first - 2 : 0;
+    const uint64_t near_last = std::min(size_, first + 2);
+    for (uint64_t i = near_first; i < near_last; ++i) {
+      if (i > near_first) why += ", ";
+      why += FormatLabel(i);
+    }
+    why += " (";
+    why += Extent();
+    why += ")";
+    return LabelError(ErrorCode::kNotFound, label, why);
+  }
+  return indices;
+}
+
+Result<std::vector<uint64_t>> Coordinate::Select(const LabelSelection& selection) const {
+  if (!selection.is_range()) return SelectValues(selection.values);
+  std::optional<std::string_view> start, stop;
+  if (selection.start) start = *selection.start;
+  if (selection.stop) stop = *selection.stop;
+  ZS_ASSIGN_OR_RETURN(IndexRange range, SelectRange(start, stop));
+  std::vector<uint64_t> indices(range.size());
+  for (uint64_t i = 0; i < range.size(); ++i) indices[i] = range.start + i;
+  return indices;
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,137 @@
+// Label-based selection on coordinates: the 1-D array named after a dimension gives each index
+// along that dimension a label (a number, or a date for CF time coordinates), and users select by
+// label ("time=1979-01-01:2015-12-31", levels 500 and 850) instead of by index.
+//
+// Semantics follow xarray's .sel: a range [start, stop] is inclusive on both ends and written in
+// the coordinate's own order (a latitude running 90 → -90 is selected with "latitude=60:30"); a
+// date's stop end covers the whole period the date names ("2015" runs to 2015-12-31T23:59:59,
+// xarray's partial-string indexing). A list of labels selects exact matches. Unlike xarray, a
+// selection that matches nothing, or a range written against the coordinate's order, is an error
+// naming the coordinate's extent rather than an empty result. A single date names its whole period
+// too ("time=1981" is the year 1981), as in xarray.
+//
+// Labels are text and are read against the coordinate they select on: a CF time coordinate reads
+// dates (see cf_time.h), any other reads numbers. A numeric label is compared in the coordinate's
+// data type (so "0.1" matches a float32 coordinate's 0.1f).
+//
+// Coordinate is an immutable value: copy it, share it between threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "array/cf_time.h"
+#include "zarrstream/array.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+// One dimension's selection as written, before it meets a coordinate.
+struct LabelSelection {
+  std::string dim;
+  // Exact labels to select, in order; empty for a range.
+  std::vector<std::string> values;
+  // The range [start, stop] when `values` is empty; nullopt is an open end.
+  std::optional<std::string> start;
+  std::optional<std::string> stop;
+
+  bool is_range() const { return values.empty(); }
+  // "time=1979-01-01:2015-12-31", "level=500,850": the form ParseLabelSelections reads.
+  std::string ToString() const;
+};
+
+// Parses the command line's selection syntax (`--select`, shared by `stats` and `rechunk`):
+//   DIM=START:STOP   a range; either end may be empty ("time=:2015", "latitude=60:")
+//   DIM=LABEL[,LABEL...]   labels: exact numbers ("level=500,850"), dates with their period
+//                          ("time=1981", "time=1979-01-01T06:00")
+// Several selections go in one argument separated by commas or in several arguments
+// ("time=1979:2015,latitude=60:30"); a comma-separated piece without '=' is one more label of the
+// selection before it. Dates contain ':' too: the range separator is the one ':' with a number or
+// a date of the same kind on each side (years have four digits, so "1979-01-01T06:00" is one
+// label, not the range "1979-01-01T06" to "00"). A dimension selected twice is an error.
+Result<std::vector<LabelSelection>> ParseLabelSelections(std::span<const std::string> args);
+
+// Indices [start, stop) along one dimension.
+struct IndexRange {
+  uint64_t start = 0;
+  uint64_t stop = 0;
+  uint64_t size() const { return stop - start; }
+  bool operator==(const IndexRange&) const = default;
+};
+
+class Coordinate {
+ public:
+  // The coordinate of dimension `dim` in `group`: the member array named `dim`, which must be 1-D
+  // (and, when it names its dimension, name it `dim`) and strictly monotonic. Its values are read
+  // whole: coordinates are small. A `units` attribute of the form "<unit> since <date>" makes it
+  // a CF time coordinate, decoded with its `calendar` attribute.
+  static Result<Coordinate> Load(const Group& group, std::string_view dim);
+  // The same for an array already open; `where` names its group in messages ("group at <url>").
+  static Result<Coordinate> FromArray(const Array& array, std::string_view dim,
+                                      std::string_view where);
+
+  const std::string& dim() const { return dim_; }
+  uint64_t size() const { return size_; }
+  bool is_time() const { return time_units_.has_value(); }
+  // The CF time units of a time coordinate.
+  const std::optional<CfTimeUnits>& time_units() const { return time_units_; }
+  // True when labels increase with the index (a single label counts as increasing).
+  bool increasing() const { return increasing_; }
+  // "coordinate 'time' of group at file:///data/era5.zarr", for messages.
+  std::string Describe() const;
+
+  // The label at `index`: "1979-01-01T06:00:00" for time; for numbers the shortest text that
+  // reads back to the same value in the coordinate's data type ("500", "0.25").
+  std::string FormatLabel(uint64_t index) const;
+  // The numeric value at `index` (not for time coordinates, whose labels are dates).
+  double NumericValue(uint64_t index) const { return numbers_[index]; }
+
+  // The indices whose labels lie in [start, stop] (see the overview); nullopt ends are open.
+  // Errors: a label that does not parse, a range against the coordinate's order, and a range that
+  // selects nothing; each names the coordinate, its group, the label and the coordinate's extent.
+  Result<IndexRange> SelectRange(std::optional<std::string_view> start,
+                                 std::optional<std::string_view> stop) const;
+  // The indices each label names, label by label in the order given: the exact match of a
+  // number; every label inside a date's period (like xarray's partial-string indexing: "1979-01"
+  // is all of January, "1979-01-01T06:00:00" one instant). A label that names nothing is a
+  // kNotFound error listing the available labels nearest to it; one index named twice is an error.
+  Result<std::vector<uint64_t>> SelectValues(std::span<const std::string> labels) const;
+  // The indices `selection` picks: a range's indices in order, or SelectValues.
+  Result<std::vector<uint64_t>> Select(const LabelSelection& selection) const;
+
+ private:
+  // A label's position on the coordinate's axis: calendar seconds for time, else the value.
+  struct Key {
+    double number = 0;
+    int64_t seconds = 0;
+  };
+  // The first and last key of what a label names: a date's period, or a number itself.
+  struct LabelBounds {
+    Key first, last;
+  };
+  Result<LabelBounds> Bounds(std::string_view label) const;
+  Result<DateLabel> ParseTimeLabel(std::string_view label) const;
+  Result<double> ParseNumberLabel(std::string_view label) const;
+  // Three-way comparison of the label at `index` with a key.
+  int Compare(uint64_t index, const Key& key) const;
+  // First index whose label is not before `key` in the coordinate's order (`after`: strictly
+  // after), i.e. std::lower_bound / std::upper_bound along the index.
+  uint64_t Position(const Key& key, bool after) const;
+  std::string Extent() const;
+  Status LabelError(ErrorCode code, std::string_view label, std::string_view why) const;
+
+  std::string dim_;
+  std::string where_;
+  uint64_t size_ = 0;
+  DataType dtype_ = DataType::kFloat64;
+  bool increasing_ = true;
+  std::optional<CfTimeUnits> time_units_;
+  std::vector<double> numbers_;   // numeric coordinates
+  std::vector<int64_t> seconds_;  // time coordinates: calendar seconds
+};
+
+}  // namespace zarrstream

@@ -1,0 +1,66 @@
+// `zarrstream stats URL [--vars ...] [--select ...] [--threads N] [-o stats.json]`: per-channel
+// count, NaN count, mean, std, min and max over a label selection, in one streaming pass, written
+// as the stats file the loader normalises with (format in src/loader/channel_stats.h and
+// docs/stats.md).
+#include "cli/stats_command.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "cli/progress_bar.h"
+#include "loader/channel_spec.h"
+#include "loader/channel_stats.h"
+
+namespace zarrstream::cli {
+
+namespace {
+
+Status Run(const StatsOptions& options) {
+  ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ParseVariableSpecs(options.vars));
+  ZS_ASSIGN_OR_RETURN(std::vector<LabelSelection> select, ParseLabelSelections(options.select));
+  OpenOptions open;
+  open.num_threads = options.threads;
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.url, open));
+  ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, dataset.ResolveChannels(specs));
+
+  ChannelStatsOptions stats_options;
+  stats_options.select = std::move(select);
+  stats_options.num_threads = options.threads;
+  ProgressBar progress("stats");
+  stats_options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
+  ZS_ASSIGN_OR_RETURN(ChannelStatsFile stats,
+                      ComputeChannelStats(dataset, channels, stats_options));
+  progress.Finish();
+  for (const ChannelStats& c : stats.channels) {
+    if (c.count == 0) {
+      std::cerr << "zarrstream stats: warning: channel '" << c.name
+                << "' has no values in the selection (all NaN): its statistics are null\n";
+    } else if (!std::isfinite(c.mean) || !std::isfinite(c.std)) {
+      std::cerr << "zarrstream stats: warning: channel '" << c.name
+                << "' holds infinite values: its mean or std is null\n";
+    }
+  }
+  const std::string text = FormatChannelStats(stats);
+  if (options.output.empty() || options.output == "-") {
+    std::cout << text;
+    return Status::Ok();
+  }
+  std::ofstream out(options.output, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return StorageError("cannot write the stats file " + options.output);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunStats(const StatsOptions& options) {
+  Status status = Run(options);
+  if (status.ok()) return 0;
+  std::cerr << "zarrstream stats: " << status.message() << "\n";
+  return 1;
+}
+
+}  // namespace zarrstream::cli

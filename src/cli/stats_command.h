@@ -1,0 +1,20 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace zarrstream::cli {
+
+struct StatsOptions {
+  std::string url;
+  std::vector<std::string> vars;    // variable specs (each may hold several, comma-separated)
+  std::vector<std::string> select;  // label selections
+  size_t threads = 0;               // 0: one per core
+  std::string output;               // the stats file; empty: standard output
+};
+
+// Computes per-channel statistics and writes the stats file; returns the process exit code.
+int RunStats(const StatsOptions& options);
+
+}  // namespace zarrstream::cli

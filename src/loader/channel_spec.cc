@@ -1,0 +1,458 @@
+// Variable specs, data variables of a dataset, and channel resolution.
+#include "loader/channel_spec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "array/array_state.h"
+
+namespace zarrstream {
+
+namespace {
+
+constexpr std::string_view kChannelDim = "channel";
+constexpr std::string_view kChannelNamesAttribute = "channel_names";
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<double> ParseNumber(std::string_view text) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+Status BadSpec(std::string_view piece, std::string_view why) {
+  std::string s = "invalid variable '";
+  s += piece;
+  s += "': ";
+  s += why;
+  s += " (expected NAME, NAME@LEVEL[,LEVEL...] or NAME@*)";
+  return InvalidArgumentError(std::move(s));
+}
+
+std::string JoinNames(const std::vector<std::string>& names, size_t limit = 40) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) {
+    if (i > 0) s += ", ";
+    s += names[i];
+  }
+  if (names.size() > limit) s += ", … (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+std::string DimsString(const std::vector<std::string>& dims, const std::vector<uint64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += dims[i];
+    s += "=";
+    s += std::to_string(shape[i]);
+  }
+  s += ")";
+  return s;
+}
+
+// The stacked array's channel dimension and names, or nullopt when `array` is not stacked.
+Result<std::optional<std::pair<size_t, std::vector<std::string>>>> StackedLayout(
+    const Array& array, std::string_view name) {
+  const auto& dims = array.dims();
+  const auto it = std::find(dims.begin(), dims.end(), kChannelDim);
+  if (it == dims.end()) return std::optional<std::pair<size_t, std::vector<std::string>>>();
+  const size_t dim = static_cast<size_t>(it - dims.begin());
+  const nlohmann::json& attributes = array.state().metadata.attributes;
+  const auto names = attributes.find(kChannelNamesAttribute);
+  std::string where = "array '";
+  where += name;
+  where += "' has a '";
+  where += kChannelDim;
+  where += "' dimension";
+  if (names == attributes.end()) {
+    return InvalidArgumentError(where + " but no \"channel_names\" attribute naming its channels");
+  }
+  std::vector<std::string> list;
+  if (names->is_array()) {
+    for (const auto& n : *names) {
+      if (!n.is_string()) break;
+      list.push_back(n.get<std::string>());
+    }
+  }
+  if (!names->is_array() || list.size() != names->size() || list.size() != array.shape()[dim]) {
+    return InvalidArgumentError(where + " of size " + std::to_string(array.shape()[dim]) +
+                                " but its \"channel_names\" is not a list of that many strings");
+  }
+  return std::optional<std::pair<size_t, std::vector<std::string>>>(
+      std::make_pair(dim, std::move(list)));
+}
+
+// Splits a stacked channel name "temperature@500" into its variable and level.
+void SplitChannelName(const std::string& name, Channel* channel) {
+  const size_t at = name.rfind('@');
+  channel->variable = at == std::string::npos ? name : name.substr(0, at);
+  if (at != std::string::npos) channel->level = ParseNumber(name.substr(at + 1));
+}
+
+void FillDims(const Array& array, Channel* channel) {
+  channel->dims.clear();
+  channel->shape.clear();
+  for (size_t d = 0; d < array.rank(); ++d) {
+    if (channel->level_dim && d == *channel->level_dim) continue;
+    channel->dims.push_back(array.dims()[d]);
+    channel->shape.push_back(array.shape()[d]);
+  }
+}
+
+}  // namespace
+
+std::string VariableSpec::ToString() const {
+  std::string s = variable;
+  if (levels == Levels::kAll) s += "@*";
+  for (size_t i = 0; i < level_labels.size(); ++i) {
+    s += i == 0 ? "@" : ",";
+    s += level_labels[i];
+  }
+  return s;
+}
+
+Result<std::vector<VariableSpec>> ParseVariableSpecs(std::span<const std::string> args) {
+  std::vector<VariableSpec> specs;
+  for (const std::string& arg : args) {
+    bool in_level_list = false;
+    std::string_view rest = arg;
+    while (true) {
+      const size_t comma = rest.find(',');
+      const std::string_view piece = Trim(rest.substr(0, comma));
+      if (in_level_list && ParseNumber(piece)) {
+        specs.back().level_labels.emplace_back(piece);
+      } else {
+        VariableSpec spec;
+        const size_t at = piece.find('@');
+        spec.variable = std::string(Trim(piece.substr(0, at)));
+        if (spec.variable.empty()) return BadSpec(piece, "no variable name");
+        if (at != std::string_view::npos) {
+          const std::string_view level = Trim(piece.substr(at + 1));
+          if (level == "*") {
+            spec.levels = VariableSpec::Levels::kAll;
+          } else if (ParseNumber(level)) {
+            spec.levels = VariableSpec::Levels::kList;
+            spec.level_labels.emplace_back(level);
+          } else {
+            return BadSpec(piece, "a level must be a number or '*'");
+          }
+        }
+        in_level_list = spec.levels == VariableSpec::Levels::kList;
+        specs.push_back(std::move(spec));
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return specs;
+}
+
+bool IsLevelDimension(std::string_view dim) {
+  return dim == "level" || dim == "pressure_level" || dim == "isobaricInhPa" || dim == "plev";
+}
+
+bool IsTimeDimension(std::string_view dim) {
+  return dim == "time" || dim == "valid_time" || dim == "init_time" ||
+         dim == "forecast_reference_time";
+}
+
+Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) {
+  Result<Group> group = Group::Open(url, options);
+  if (group.ok()) return FromGroup(*group);
+  if (group.status().code() != ErrorCode::kInvalidArgument) return group.status();
+  ZS_ASSIGN_OR_RETURN(Array array, Array::Open(url, options));
+  // The variable of a lone array is named after its URL's last component ("t2m.zarr" → "t2m").
+  std::string_view name = url;
+  while (!name.empty() && name.back() == '/') name.remove_suffix(1);
+  name = name.substr(name.rfind('/') == std::string_view::npos ? 0 : name.rfind('/') + 1);
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".zarr") name.remove_suffix(5);
+  return FromArray(array, std::string(name));
+}
+
+Result<Dataset> Dataset::FromGroup(const Group& group) {
+  Dataset dataset;
+  dataset.url_ = group.url();
+  dataset.group_ = group;
+  std::set<std::string> coordinates;
+  std::vector<Array> arrays;
+  for (const std::string& name : group.array_names()) {
+    ZS_ASSIGN_OR_RETURN_CTX(Array array, group.OpenArray(name),
+                            "opening dataset at " + group.url());
+    for (const std::string& dim : array.dims()) coordinates.insert(dim);
+    const nlohmann::json& attributes = array.state().metadata.attributes;
+    const auto listed = attributes.find("coordinates");
+    if (listed != attributes.end() && listed->is_string()) {
+      std::string_view rest = listed->get_ref<const std::string&>();
+      while (!rest.empty()) {
+        const size_t space = rest.find(' ');
+        if (space != 0) coordinates.emplace(rest.substr(0, space));
+        if (space == std::string_view::npos) break;
+        rest.remove_prefix(space + 1);
+      }
+    }
+    arrays.push_back(std::move(array));
+  }
+  std::optional<std::vector<std::string>> shared;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const std::string& name = group.array_names()[i];
+    if (coordinates.count(name) != 0) continue;
+    dataset.variables_.push_back(name);
+    std::vector<std::string> own;
+    for (const std::string& dim : arrays[i].dims()) {
+      if (!IsLevelDimension(dim) && !IsTimeDimension(dim) && dim != kChannelDim && !dim.empty()) {
+        own.push_back(dim);
+      }
+    }
+    if (own.empty()) continue;
+    if (!shared) {
+      shared = own;
+    } else {
+      std::erase_if(*shared, [&](const std::string& dim) {
+        return std::find(own.begin(), own.end(), dim) == own.end();
+      });
+    }
+  }
+  dataset.shared_dims_ = shared.value_or(std::vector<std::string>());
+  return dataset;
+}
+
+Result<Dataset> Dataset::FromArray(const Array& array, std::string name) {
+  Dataset dataset;
+  dataset.url_ = array.url();
+  dataset.single_ = array;
+  dataset.variables_.push_back(std::move(name));
+  for (const std::string& dim : array.dims()) {
+    if (!IsLevelDimension(dim) && !IsTimeDimension(dim) && dim != kChannelDim) {
+      dataset.shared_dims_.push_back(dim);
+    }
+  }
+  return dataset;
+}
+
+std::string Dataset::Describe() const {
+  std::string s = "dataset at ";
+  s += url_;
+  return s;
+}
+
+Result<Array> Dataset::OpenVariable(std::string_view name) const {
+  if (single_) {
+    if (name == variables_.front()) return *single_;
+  } else if (std::find(variables_.begin(), variables_.end(), name) != variables_.end()) {
+    return group_->OpenArray(name);
+  }
+  std::string s = "no variable '";
+  s += name;
+  s += "' in ";
+  s += Describe();
+  s += " (variables: ";
+  s += JoinNames(variables_);
+  s += ")";
+  return NotFoundError(std::move(s));
+}
+
+Result<Coordinate> Dataset::LoadCoordinate(std::string_view dim) const {
+  if (!group_) {
+    std::string s = "cannot select on '";
+    s += dim;
+    s += "': ";
+    s += Describe();
+    s += " is a single array, with no coordinate arrays (open its group instead)";
+    return InvalidArgumentError(std::move(s));
+  }
+  return Coordinate::Load(*group_, dim);
+}
+
+Result<std::vector<Channel>> Dataset::StackedChannels(const std::string& array_name,
+                                                      const Array& array) const {
+  ZS_ASSIGN_OR_RETURN(auto layout, StackedLayout(array, array_name));
+  std::vector<Channel> channels;
+  if (!layout) return channels;
+  for (uint64_t i = 0; i < layout->second.size(); ++i) {
+    Channel channel(array_name, array);
+    channel.name = layout->second[i];
+    SplitChannelName(channel.name, &channel);
+    channel.level_dim = layout->first;
+    channel.level_index = i;
+    FillDims(array, &channel);
+    channels.push_back(std::move(channel));
+  }
+  return channels;
+}
+
+Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const {
+  const bool is_variable =
+      std::find(variables_.begin(), variables_.end(), spec.variable) != variables_.end();
+  if (is_variable) {
+    ZS_ASSIGN_OR_RETURN(Array array, OpenVariable(spec.variable));
+    const std::string what = "variable '" + spec.variable + "' of " + Describe();
+    if (array.dims().empty() && array.rank() > 0) {
+      return InvalidArgumentError(what +
+                                  " has no dimension names (v3 dimension_names or v2 "
+                                  "_ARRAY_DIMENSIONS), so it cannot be part of a dataset");
+    }
+    ZS_ASSIGN_OR_RETURN(std::vector<Channel> stacked, StackedChannels(spec.variable, array));
+    if (!stacked.empty()) {
+      if (spec.levels == VariableSpec::Levels::kList) {
+        return InvalidArgumentError(what + " is a stacked array of channels; name its channels (" +
+                                    JoinNames({stacked.front().name}) + ", …) instead of levels");
+      }
+      return stacked;
+    }
+    std::optional<size_t> level_dim;
+    for (size_t d = 0; d < array.rank(); ++d) {
+      const std::string& dim = array.dims()[d];
+      if (IsLevelDimension(dim)) {
+        if (level_dim) {
+          std::string s = what;
+          s += " has two level dimensions, '";
+          s += array.dims()[*level_dim];
+          s += "' and '";
+          s += dim;
+          s += "'";
+          return InvalidArgumentError(std::move(s));
+        }
+        level_dim = d;
+      } else if (!IsTimeDimension(dim) &&
+                 std::find(shared_dims_.begin(), shared_dims_.end(), dim) == shared_dims_.end()) {
+        std::string s = what;
+        s += " has dimension '";
+        s += dim;
+        s += "', which is neither a level dimension (level, pressure_level, isobaricInhPa, plev), ";
+        s += "a time dimension, nor shared by every data variable (";
+        s += JoinNames(shared_dims_);
+        s += ")";
+        return InvalidArgumentError(std::move(s));
+      }
+    }
+    Channel base(spec.variable, array);
+    base.variable = spec.variable;
+    if (!level_dim) {
+      if (spec.levels != VariableSpec::Levels::kUnspecified) {
+        return InvalidArgumentError(
+            what + " has no level dimension (its dimensions: " + JoinNames(array.dims()) +
+            "), so '" + spec.ToString() + "' names levels it does not have");
+      }
+      base.name = spec.variable;
+      FillDims(array, &base);
+      return std::vector<Channel>{std::move(base)};
+    }
+    const std::string& level_name = array.dims()[*level_dim];
+    ZS_ASSIGN_OR_RETURN_CTX(Coordinate levels, LoadCoordinate(level_name),
+                            "naming the levels of " + what);
+    if (levels.is_time()) {
+      return InvalidArgumentError("level coordinate '" + level_name + "' of " + Describe() +
+                                  " holds times, not levels");
+    }
+    if (levels.size() != array.shape()[*level_dim]) {
+      return InvalidArgumentError(what + " has " + std::to_string(array.shape()[*level_dim]) +
+                                  " levels but coordinate '" + level_name + "' has " +
+                                  std::to_string(levels.size()));
+    }
+    std::vector<uint64_t> indices;
+    if (spec.levels == VariableSpec::Levels::kList) {
+      ZS_ASSIGN_OR_RETURN_CTX(indices, levels.SelectValues(spec.level_labels),
+                              "variable '" + spec.ToString() + "'");
+    } else {
+      for (uint64_t i = 0; i < levels.size(); ++i) indices.push_back(i);
+    }
+    base.level_dim = level_dim;
+    FillDims(array, &base);
+    std::vector<Channel> channels;
+    for (uint64_t index : indices) {
+      Channel channel = base;
+      channel.level_index = index;
+      channel.level = levels.NumericValue(index);
+      channel.name = spec.variable + "@" + levels.FormatLabel(index);
+      channels.push_back(std::move(channel));
+    }
+    return channels;
+  }
+
+  // Not a variable: a channel (or the channels of a variable) inside stacked arrays.
+  std::vector<Channel> all_stacked;
+  for (const std::string& name : variables_) {
+    ZS_ASSIGN_OR_RETURN(Array array, OpenVariable(name));
+    ZS_ASSIGN_OR_RETURN(std::vector<Channel> stacked, StackedChannels(name, array));
+    for (Channel& c : stacked) all_stacked.push_back(std::move(c));
+  }
+  std::vector<Channel> matched;
+  if (spec.levels == VariableSpec::Levels::kUnspecified) {
+    for (const Channel& c : all_stacked) {
+      if (c.name == spec.variable) matched.push_back(c);
+    }
+  }
+  if (matched.empty()) {
+    for (const Channel& c : all_stacked) {
+      if (c.variable == spec.variable && c.name != c.variable) matched.push_back(c);
+    }
+  }
+  if (matched.empty()) {
+    std::vector<std::string> available = variables_;
+    for (const Channel& c : all_stacked) available.push_back(c.name);
+    std::string s = "no variable or channel '";
+    s += spec.variable;
+    s += "' in ";
+    s += Describe();
+    s += " (available: ";
+    s += JoinNames(available);
+    s += ")";
+    return NotFoundError(std::move(s));
+  }
+  if (spec.levels != VariableSpec::Levels::kList) return matched;
+  std::vector<Channel> picked;
+  for (const std::string& label : spec.level_labels) {
+    const double level = *ParseNumber(label);
+    auto it = std::find_if(matched.begin(), matched.end(),
+                           [&](const Channel& c) { return c.level && *c.level == level; });
+    if (it == matched.end()) {
+      std::vector<std::string> names;
+      names.reserve(matched.size());
+      for (const Channel& c : matched) names.push_back(c.name);
+      return NotFoundError("no channel '" + spec.variable + "@" + label + "' in " + Describe() +
+                           " (channels of '" + spec.variable + "': " + JoinNames(names) + ")");
+    }
+    picked.push_back(*it);
+  }
+  return picked;
+}
+
+Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSpec> specs) const {
+  std::vector<VariableSpec> all;
+  if (specs.empty()) {
+    for (const std::string& name : variables_) all.push_back(VariableSpec{name, {}, {}});
+    specs = all;
+  }
+  std::vector<Channel> channels;
+  for (const VariableSpec& spec : specs) {
+    ZS_ASSIGN_OR_RETURN(std::vector<Channel> resolved, ResolveOne(spec));
+    for (Channel& c : resolved) channels.push_back(std::move(c));
+  }
+  if (channels.empty()) return InvalidArgumentError(Describe() + " has no data variables");
+  std::set<std::string> seen;
+  for (const Channel& c : channels) {
+    if (!seen.insert(c.name).second) {
+      return InvalidArgumentError("channel '" + c.name + "' of " + Describe() +
+                                  " is selected twice");
+    }
+    if (c.dims != channels.front().dims || c.shape != channels.front().shape) {
+      return InvalidArgumentError(
+          "channels of " + Describe() + " have different dimensions: '" + channels.front().name +
+          "' has " + DimsString(channels.front().dims, channels.front().shape) + ", '" + c.name +
+          "' has " + DimsString(c.dims, c.shape) +
+          " (a channel's dimensions, without its level, must match to stack)");
+    }
+  }
+  return channels;
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,129 @@
+// The dataset/channel model shared by the loader, `zarrstream stats` and `rechunk --stack`: which
+// arrays of a dataset are variables, and how "temperature@500,850" becomes an ordered list of
+// channels, each one 2-D/3-D slice of one array.
+//
+// A dataset is a Zarr group whose arrays share named dimensions (v3 dimension_names, v2
+// _ARRAY_DIMENSIONS), with 1-D coordinate arrays named after dimensions; or a single array. Its
+// data variables are the arrays that are not coordinates: not named after a dimension of any array,
+// and not listed in any array's "coordinates" attribute (xarray's encoding of other coordinates).
+//
+// A variable's dimensions are classified by name:
+//   level dimension   "level", "pressure_level", "isobaricInhPa", "plev" (at most one per
+//   variable);
+//                     each index along it is one channel, named by the level coordinate's label;
+//   channel dimension "channel", on an array whose attribute "channel_names" names each index
+//                     (a stacked (time, channel, lat, lon) array, as `rechunk --stack` writes);
+//   time dimension    "time", "valid_time", "init_time", "forecast_reference_time";
+//   shared dimensions the other dimensions present in every data variable that has any (e.g.
+//                     latitude, longitude).
+// Any other dimension is an error: it is neither a level nor shared, so a channel would not be one
+// field. Every resolved channel must have the same dimensions (names and sizes) once its level or
+// channel dimension is removed, so channels stack into [channel, ...] batches.
+//
+// Channel names (the loader, the stats file and `rechunk --stack` agree on them): a variable
+// without a level dimension is its name ("2m_temperature"); a level of a variable is
+// "<name>@<level label>", the label printed as an integer when integral ("temperature@500"),
+// otherwise as the shortest text that reads back to the same value ("temperature@0.5"); a stacked
+// array's channels are its channel_names.
+//
+// Dataset and Channel hold open array handles: cheap to copy, usable from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "array/coordinates.h"
+#include "zarrstream/array.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+// One variable as the user asks for it: "2m_temperature", "temperature@500,850", "temperature@*".
+struct VariableSpec {
+  enum class Levels : uint8_t {
+    kUnspecified,  // "temperature": every level of a variable that has levels
+    kAll,          // "temperature@*"
+    kList,         // "temperature@500,850"
+  };
+  std::string variable;
+  Levels levels = Levels::kUnspecified;
+  std::vector<std::string> level_labels;  // kList: as written
+
+  std::string ToString() const;
+};
+
+// Parses specs from command-line arguments: in each argument commas separate specs, and a number
+// after a level list is one more level of it ("t2m,temperature@500,850,u@*" is three specs).
+// Level labels must be numbers.
+Result<std::vector<VariableSpec>> ParseVariableSpecs(std::span<const std::string> args);
+
+bool IsLevelDimension(std::string_view dim);
+bool IsTimeDimension(std::string_view dim);
+
+// One channel: one index along the level (or channel) dimension of one array, or a whole array.
+struct Channel {
+  Channel(std::string in_array_name, Array in_array)
+      : array_name(std::move(in_array_name)), array(std::move(in_array)) {}
+
+  std::string name;        // see the overview
+  std::string variable;    // the variable: the array's name; for a stacked array, the channel name
+                           // up to its '@'
+  std::string array_name;  // the array of the dataset holding this channel
+  Array array;
+  // The dimension of `array` this channel is one index of: the level dimension, or a stacked
+  // array's channel dimension. nullopt when the channel is the whole array.
+  std::optional<size_t> level_dim;
+  uint64_t level_index = 0;  // the index along `level_dim`
+  // The level's label as a number: the level coordinate's value; for a stacked channel the number
+  // after '@' in its name, when there is one.
+  std::optional<double> level;
+  // The array's dimension names and shape without `level_dim`: the same for every channel of one
+  // resolution.
+  std::vector<std::string> dims;
+  std::vector<uint64_t> shape;
+};
+
+class Dataset {
+ public:
+  // Opens the group or single array at `url`.
+  static Result<Dataset> Open(std::string_view url, const OpenOptions& options = {});
+  static Result<Dataset> FromGroup(const Group& group);
+  // A dataset of one array; `name` is its variable name (for a stacked array, only used in
+  // messages).
+  static Result<Dataset> FromArray(const Array& array, std::string name);
+
+  const std::string& url() const { return url_; }
+  // The group, or nullopt for a single-array dataset (which has no coordinates).
+  const std::optional<Group>& group() const { return group_; }
+  // The data variables, sorted.
+  const std::vector<std::string>& variable_names() const { return variables_; }
+  Result<Array> OpenVariable(std::string_view name) const;
+  // The coordinate of `dim` (see Coordinate::Load); an error for a single-array dataset.
+  Result<Coordinate> LoadCoordinate(std::string_view dim) const;
+
+  // The channels `specs` name, in order (an empty list: every data variable, sorted). Errors
+  // name the dataset and list what is available: an unknown variable, a level the level
+  // coordinate lacks, levels asked of a variable without a level dimension, a dimension that is
+  // neither level nor shared, channels whose dimensions differ, a channel named twice.
+  Result<std::vector<Channel>> ResolveChannels(std::span<const VariableSpec> specs) const;
+
+ private:
+  Result<std::vector<Channel>> ResolveOne(const VariableSpec& spec) const;
+  Result<std::vector<Channel>> StackedChannels(const std::string& array_name,
+                                               const Array& array) const;
+  std::string Describe() const;
+
+  std::string url_;
+  std::optional<Group> group_;
+  std::optional<Array> single_;
+  std::vector<std::string> variables_;
+  // Dimensions every data variable with any non-level, non-time dimension has.
+  std::vector<std::string> shared_dims_;
+};
+
+}  // namespace zarrstream

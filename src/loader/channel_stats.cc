@@ -1,0 +1,556 @@
+// The streaming statistics pass and the stats file format.
+#include "loader/channel_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "metadata/float16.h"
+#include "util/thread_pool.h"
+
+namespace zarrstream {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr std::string_view kFormat = "zarrstream.stats/1";
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Statistics of one channel over one block, or merged over many.
+struct BlockStats {
+  Moments moments;
+  uint64_t nan_count = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+
+  void Merge(const BlockStats& other) {
+    moments.Merge(other.moments);
+    nan_count += other.nan_count;
+    min = std::min(min, other.min);
+    max = std::max(max, other.max);
+  }
+};
+
+// A channel's values inside a block: `runs` runs of `run_length` contiguous elements, the first at
+// element `first`, each `run_stride` elements after the previous.
+struct Strided {
+  uint64_t first = 0;
+  uint64_t runs = 1;
+  uint64_t run_length = 0;
+  uint64_t run_stride = 0;
+};
+
+template <typename T>
+double Load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    return Float16BitsToDouble(v);
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Corrected two-pass statistics of the strided values in `data` (elements of type T; float16 as
+// its uint16_t bits).
+template <typename T>
+BlockStats ReduceBlock(const std::byte* data, const Strided& where) {
+  BlockStats s;
+  double sum = 0;
+  uint64_t count = 0;
+  for (uint64_t r = 0; r < where.runs; ++r) {
+    const std::byte* run = data + (where.first + r * where.run_stride) * sizeof(T);
+    for (uint64_t i = 0; i < where.run_length; ++i) {
+      const double x = Load<T>(run + i * sizeof(T));
+      if (std::isnan(x)) {
+        ++s.nan_count;
+        continue;
+      }
+      sum += x;
+      ++count;
+      s.min = std::min(s.min, x);
+      s.max = std::max(s.max, x);
+    }
+  }
+  if (count == 0) return s;
+  const double mean = sum / static_cast<double>(count);
+  // Σd² less (Σd)²/n: the second term removes the rounding error of `mean` (Björck's correction).
+  double deviations = 0, squares = 0;
+  for (uint64_t r = 0; r < where.runs; ++r) {
+    const std::byte* run = data + (where.first + r * where.run_stride) * sizeof(T);
+    for (uint64_t i = 0; i < where.run_length; ++i) {
+      const double x = Load<T>(run + i * sizeof(T));
+      if (std::isnan(x)) continue;
+      const double d = x - mean;
+      deviations += d;
+      squares += d * d;
+    }
+  }
+  s.moments.count = count;
+  s.moments.mean = mean + deviations / static_cast<double>(count);
+  s.moments.m2 = std::max(0.0, squares - deviations * deviations / static_cast<double>(count));
+  return s;
+}
+
+// The reduction for one data type (a struct: Result<> of a bare function pointer trips GCC 12's
+// -Wshadow).
+struct Reducer {
+  BlockStats (*reduce)(const std::byte*, const Strided&) = nullptr;
+};
+
+Result<Reducer> ReducerFor(DataType dtype) {
+  switch (dtype) {
+    case DataType::kInt8:
+      return Reducer{&ReduceBlock<int8_t>};
+    case DataType::kInt16:
+      return Reducer{&ReduceBlock<int16_t>};
+    case DataType::kInt32:
+      return Reducer{&ReduceBlock<int32_t>};
+    case DataType::kInt64:
+      return Reducer{&ReduceBlock<int64_t>};
+    case DataType::kUInt8:
+      return Reducer{&ReduceBlock<uint8_t>};
+    case DataType::kUInt16:
+      return Reducer{&ReduceBlock<uint16_t>};
+    case DataType::kUInt32:
+      return Reducer{&ReduceBlock<uint32_t>};
+    case DataType::kUInt64:
+      return Reducer{&ReduceBlock<uint64_t>};
+    case DataType::kFloat16:
+      return Reducer{&ReduceBlock<uint16_t>};
+    case DataType::kFloat32:
+      return Reducer{&ReduceBlock<float>};
+    case DataType::kFloat64:
+      return Reducer{&ReduceBlock<double>};
+    default: {
+      std::string s = "statistics of ";
+      s += DataTypeName(dtype);
+      s += " data are not supported (numbers only)";
+      return UnsupportedError(std::move(s));
+    }
+  }
+}
+
+// Distinct sorted indices → maximal runs of consecutive indices.
+std::vector<IndexRange> Runs(std::vector<uint64_t> indices) {
+  std::sort(indices.begin(), indices.end());
+  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+  std::vector<IndexRange> runs;
+  for (uint64_t i : indices) {
+    if (!runs.empty() && runs.back().stop == i) {
+      ++runs.back().stop;
+    } else {
+      runs.push_back({i, i + 1});
+    }
+  }
+  return runs;
+}
+
+// `runs` cut at multiples of `chunk`, so each piece lies in one chunk.
+std::vector<IndexRange> SplitAtChunks(const std::vector<IndexRange>& runs, uint64_t chunk) {
+  std::vector<IndexRange> pieces;
+  for (const IndexRange& run : runs) {
+    for (uint64_t start = run.start; start < run.stop;) {
+      const uint64_t stop = std::min(run.stop, (start / chunk + 1) * chunk);
+      pieces.push_back({start, stop});
+      start = stop;
+    }
+  }
+  return pieces;
+}
+
+// One level-dimension piece of an array's blocks: the span of levels read, and which of the
+// array's channels it serves (slot in the array's channel list, level index).
+struct LevelPiece {
+  IndexRange span;
+  std::vector<std::pair<size_t, uint64_t>> channels;
+};
+
+// The channels of one array and the blocks that cover them: the cartesian product of per-dim
+// pieces (every non-level dim's selection cut at chunk boundaries; levels grouped by chunk).
+struct ArrayPass {
+  Array array;
+  std::vector<size_t> channel_slots;  // positions in the caller's channel list
+  std::optional<size_t> level_dim;
+  std::vector<std::vector<IndexRange>> pieces;  // per dim; level dim: LevelPiece spans
+  std::vector<LevelPiece> level_pieces;
+  Reducer reducer;
+  uint64_t num_blocks = 1;
+  uint64_t num_bytes = 0;  // of all blocks
+
+  uint64_t BlockBytes(uint64_t b) const {
+    const std::vector<size_t> which = PieceIndices(b);
+    uint64_t elements = 1;
+    for (size_t d = 0; d < pieces.size(); ++d) elements *= pieces[d][which[d]].size();
+    return elements * DataTypeSize(array.dtype());
+  }
+
+  // Block `b` (C order over the per-dim pieces): its per-dim piece index.
+  std::vector<size_t> PieceIndices(uint64_t b) const {
+    std::vector<size_t> out(pieces.size());
+    for (size_t d = pieces.size(); d-- > 0;) {
+      out[d] = static_cast<size_t>(b % pieces[d].size());
+      b /= pieces[d].size();
+    }
+    return out;
+  }
+};
+
+// Reads block `b` of `pass` into `buffer` and reduces each of its channels into `out` (one entry
+// per channel of the block's level piece, or one for an array without levels).
+Status ReduceOneBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>* buffer,
+                      std::vector<BlockStats>* out) {
+  const std::vector<size_t> which = pass.PieceIndices(b);
+  const size_t rank = pass.pieces.size();
+  std::vector<uint64_t> start(rank), shape(rank);
+  uint64_t elements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const IndexRange& r = pass.pieces[d][which[d]];
+    start[d] = r.start;
+    shape[d] = r.size();
+    elements *= shape[d];
+  }
+  buffer->resize(elements * DataTypeSize(pass.array.dtype()));
+  ZS_RETURN_IF_ERROR(pass.array.Read(start, shape, buffer->data()));
+  out->clear();
+  if (!pass.level_dim) {
+    out->push_back(pass.reducer.reduce(buffer->data(), Strided{0, 1, elements, 0}));
+    return Status::Ok();
+  }
+  const size_t l = *pass.level_dim;
+  uint64_t inner = 1;
+  for (size_t d = l + 1; d < rank; ++d) inner *= shape[d];
+  const uint64_t outer = elements / (inner * shape[l]);
+  for (const auto& [slot, level] : pass.level_pieces[which[l]].channels) {
+    const uint64_t offset = level - start[l];
+    out->push_back(pass.reducer.reduce(buffer->data(),
+                                       Strided{offset * inner, outer, inner, shape[l] * inner}));
+  }
+  return Status::Ok();
+}
+
+std::string JoinDims(const std::vector<std::string>& dims) {
+  std::string s = "(";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += dims[i];
+  }
+  s += ")";
+  return s;
+}
+
+// Reads a number field that may be null (NaN).
+Result<double> NumberOrNull(const ordered_json& object, const std::string& field,
+                            const std::string& path) {
+  const auto it = object.find(field);
+  if (it == object.end())
+    return InvalidArgumentError("stats file: " + path + "." + field + ": missing");
+  if (it->is_null()) return kNaN;
+  if (!it->is_number()) {
+    return InvalidArgumentError("stats file: " + path + "." + field +
+                                ": expected a number or null, got " + it->dump());
+  }
+  return it->get<double>();
+}
+
+Result<uint64_t> Count(const ordered_json& object, const std::string& field,
+                       const std::string& path) {
+  const auto it = object.find(field);
+  if (it == object.end() || !it->is_number_unsigned()) {
+    return InvalidArgumentError("stats file: " + path + "." + field +
+                                ": expected a non-negative integer");
+  }
+  return it->get<uint64_t>();
+}
+
+Result<std::string> String(const ordered_json& object, const std::string& field,
+                           const std::string& path) {
+  const auto it = object.find(field);
+  if (it == object.end() || !it->is_string()) {
+    return InvalidArgumentError("stats file: " + path + (path.empty() ? "" : ".") + field +
+                                ": expected a string");
+  }
+  return it->get<std::string>();
+}
+
+ordered_json NumberOrNullJson(double value) {
+  return std::isfinite(value) ? ordered_json(value) : ordered_json(nullptr);
+}
+
+// A numeric label as a JSON number ("500" → 500, "0.25" → 0.25); text that JSON cannot hold as a
+// number ("inf") stays a string.
+ordered_json LabelJson(const std::string& label, bool numeric) {
+  if (!numeric) return label;
+  ordered_json number = ordered_json::parse(label, nullptr, /*allow_exceptions=*/false);
+  return number.is_number() ? number : ordered_json(label);
+}
+
+}  // namespace
+
+void Moments::Merge(const Moments& other) {
+  if (other.count == 0) return;
+  if (count == 0) {
+    *this = other;
+    return;
+  }
+  const double n_a = static_cast<double>(count);
+  const double n_b = static_cast<double>(other.count);
+  const double n = n_a + n_b;
+  const double delta = other.mean - mean;
+  mean += delta * (n_b / n);
+  m2 += other.m2 + delta * delta * (n_a * n_b / n);
+  count += other.count;
+}
+
+double Moments::Variance() const { return count == 0 ? kNaN : m2 / static_cast<double>(count); }
+
+Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
+                                             std::span<const Channel> channels,
+                                             const ChannelStatsOptions& options) {
+  if (channels.empty()) return InvalidArgumentError("no channels to compute statistics of");
+  const std::vector<std::string>& dims = channels.front().dims;
+  const std::vector<uint64_t>& shape = channels.front().shape;
+  ChannelStatsFile file;
+  file.source = dataset.url();
+
+  // Per channel dimension: the selected indices as runs.
+  std::map<std::string, std::vector<IndexRange>> selected;
+  for (const LabelSelection& selection : options.select) {
+    const auto dim = std::find(dims.begin(), dims.end(), selection.dim);
+    if (dim == dims.end()) {
+      std::string s = "cannot select '";
+      s += selection.ToString();
+      s += "': the channels' dimensions are ";
+      s += JoinDims(dims);
+      if (IsLevelDimension(selection.dim)) s += " (choose levels with the variables: name@500,850)";
+      return InvalidArgumentError(std::move(s));
+    }
+    ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(selection.dim));
+    const uint64_t extent = shape[dim - dims.begin()];
+    if (coordinate.size() != extent) {
+      return InvalidArgumentError(coordinate.Describe() + " has " +
+                                  std::to_string(coordinate.size()) + " labels but dimension '" +
+                                  selection.dim + "' has size " + std::to_string(extent));
+    }
+    ZS_ASSIGN_OR_RETURN(std::vector<uint64_t> indices, coordinate.Select(selection));
+    // One increasing run of labels (a range, or a date naming a period) is recorded as its first
+    // and last label; anything else label by label.
+    bool one_run = true;
+    for (size_t i = 1; i < indices.size(); ++i) one_run &= indices[i] == indices[i - 1] + 1;
+    SelectedLabels labels{selection.dim, one_run, {}, !coordinate.is_time()};
+    if (one_run) {
+      labels.labels = {coordinate.FormatLabel(indices.front()),
+                       coordinate.FormatLabel(indices.back())};
+    } else {
+      for (uint64_t i : indices) labels.labels.push_back(coordinate.FormatLabel(i));
+    }
+    file.select.push_back(std::move(labels));
+    selected[selection.dim] = Runs(std::move(indices));
+  }
+
+  // One pass per array, its channels' levels grouped by the level chunks that hold them.
+  std::vector<ArrayPass> passes;
+  std::vector<std::pair<size_t, size_t>> channel_place(channels.size());  // (pass, slot)
+  for (size_t c = 0; c < channels.size(); ++c) {
+    const Channel& channel = channels[c];
+    auto it = std::find_if(passes.begin(), passes.end(), [&](const ArrayPass& p) {
+      return p.array.url() == channel.array.url();
+    });
+    if (it == passes.end()) {
+      ArrayPass pass{channel.array, {}, channel.level_dim, {}, {}, {}, 1, 0};
+      ZS_ASSIGN_OR_RETURN_CTX(pass.reducer, ReducerFor(channel.array.dtype()),
+                              "variable '" + channel.variable + "'");
+      passes.push_back(std::move(pass));
+      it = passes.end() - 1;
+    }
+    channel_place[c] = {static_cast<size_t>(it - passes.begin()), it->channel_slots.size()};
+    it->channel_slots.push_back(c);
+  }
+  uint64_t total_bytes = 0;
+  for (ArrayPass& pass : passes) {
+    const std::vector<uint64_t> chunks = pass.array.chunks();
+    size_t channel_dim = 0;
+    for (size_t d = 0; d < pass.array.rank(); ++d) {
+      if (pass.level_dim && d == *pass.level_dim) {
+        std::map<uint64_t, LevelPiece> by_chunk;
+        for (size_t slot = 0; slot < pass.channel_slots.size(); ++slot) {
+          const uint64_t level = channels[pass.channel_slots[slot]].level_index;
+          LevelPiece& piece = by_chunk[level / chunks[d]];
+          if (piece.channels.empty()) piece.span = {level, level + 1};
+          piece.span.start = std::min(piece.span.start, level);
+          piece.span.stop = std::max(piece.span.stop, level + 1);
+          piece.channels.emplace_back(slot, level);
+        }
+        std::vector<IndexRange> spans;
+        for (auto& [chunk, piece] : by_chunk) {
+          spans.push_back(piece.span);
+          pass.level_pieces.push_back(std::move(piece));
+        }
+        pass.pieces.push_back(std::move(spans));
+        continue;
+      }
+      const std::string& dim = dims[channel_dim++];
+      const auto sel = selected.find(dim);
+      const std::vector<IndexRange> runs =
+          sel != selected.end() ? sel->second : std::vector<IndexRange>{{0, pass.array.shape()[d]}};
+      pass.pieces.push_back(SplitAtChunks(runs, chunks[d]));
+    }
+    // Blocks are the cartesian product of the pieces, so their elements multiply out per dim.
+    uint64_t elements = 1;
+    for (const auto& dim_pieces : pass.pieces) {
+      pass.num_blocks *= dim_pieces.size();
+      uint64_t extent = 0;
+      for (const IndexRange& r : dim_pieces) extent += r.size();
+      elements *= extent;
+    }
+    pass.num_bytes = elements * DataTypeSize(pass.array.dtype());
+    total_bytes += pass.num_bytes;
+  }
+
+  // Blocks run in parallel batches; their results merge in block order, so the sums do not
+  // depend on scheduling.
+  ThreadPool pool(options.num_threads);
+  const uint64_t batch = std::max<uint64_t>(64, 16 * pool.num_threads());
+  std::vector<BlockStats> merged(channels.size());
+  std::vector<std::vector<BlockStats>> results;
+  uint64_t done_bytes = 0;
+  for (size_t p = 0; p < passes.size(); ++p) {
+    const ArrayPass& pass = passes[p];
+    for (uint64_t first = 0; first < pass.num_blocks; first += batch) {
+      const uint64_t n = std::min(batch, pass.num_blocks - first);
+      results.resize(n);
+      ZS_RETURN_IF_ERROR(ParallelFor(&pool, n, [&](size_t i) -> Status {
+        thread_local std::vector<std::byte> buffer;
+        return ReduceOneBlock(pass, first + i, &buffer, &results[i]);
+      }));
+      for (uint64_t i = 0; i < n; ++i) {
+        const std::vector<size_t> which = pass.PieceIndices(first + i);
+        for (size_t k = 0; k < results[i].size(); ++k) {
+          const size_t slot =
+              pass.level_dim ? pass.level_pieces[which[*pass.level_dim]].channels[k].first : 0;
+          merged[pass.channel_slots[slot]].Merge(results[i][k]);
+        }
+      }
+      if (options.progress) {
+        for (uint64_t i = 0; i < n; ++i) done_bytes += pass.BlockBytes(first + i);
+        options.progress(done_bytes, total_bytes);
+      }
+    }
+  }
+
+  for (size_t c = 0; c < channels.size(); ++c) {
+    const BlockStats& s = merged[c];
+    ChannelStats out;
+    out.name = channels[c].name;
+    out.variable = channels[c].variable;
+    out.level = channels[c].level;
+    out.count = s.moments.count;
+    out.nan_count = s.nan_count;
+    const bool any = s.moments.count > 0;
+    out.mean = any ? s.moments.mean : kNaN;
+    out.std = any ? std::sqrt(s.moments.Variance()) : kNaN;
+    out.min = any ? s.min : kNaN;
+    out.max = any ? s.max : kNaN;
+    file.channels.push_back(std::move(out));
+  }
+  return file;
+}
+
+std::string FormatChannelStats(const ChannelStatsFile& stats) {
+  ordered_json select = ordered_json::object();
+  for (const SelectedLabels& s : stats.select) {
+    ordered_json labels = ordered_json::array();
+    for (const std::string& label : s.labels) labels.push_back(LabelJson(label, s.numeric));
+    select[s.dim] = s.is_range ? labels : ordered_json{{"values", labels}};
+  }
+  ordered_json channels = ordered_json::array();
+  for (const ChannelStats& c : stats.channels) {
+    ordered_json channel;
+    channel["name"] = c.name;
+    channel["variable"] = c.variable;
+    channel["level"] = c.level ? ordered_json(*c.level) : ordered_json(nullptr);
+    channel["count"] = c.count;
+    channel["nan_count"] = c.nan_count;
+    channel["mean"] = NumberOrNullJson(c.mean);
+    channel["std"] = NumberOrNullJson(c.std);
+    channel["min"] = NumberOrNullJson(c.min);
+    channel["max"] = NumberOrNullJson(c.max);
+    channels.push_back(std::move(channel));
+  }
+  ordered_json doc;
+  doc["format"] = kFormat;
+  doc["source"] = stats.source;
+  doc["select"] = std::move(select);
+  doc["channels"] = std::move(channels);
+  return doc.dump(2) + "\n";
+}
+
+Result<ChannelStatsFile> ParseChannelStats(std::string_view json_text) {
+  // ordered_json keeps "select" in the file's order (the order the selections were given).
+  ordered_json doc = ordered_json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return InvalidArgumentError("stats file: not a JSON object");
+  }
+  ZS_ASSIGN_OR_RETURN(std::string format, String(doc, "format", ""));
+  if (format != kFormat) {
+    return UnsupportedError("stats file: format '" + format + "' is not '" + std::string(kFormat) +
+                            "'");
+  }
+  ChannelStatsFile file;
+  ZS_ASSIGN_OR_RETURN(file.source, String(doc, "source", ""));
+  const auto select = doc.find("select");
+  if (select == doc.end() || !select->is_object()) {
+    return InvalidArgumentError("stats file: select: expected an object");
+  }
+  for (const auto& [dim, value] : select->items()) {
+    SelectedLabels labels;
+    labels.dim = dim;
+    const ordered_json* list = &value;
+    if (value.is_object()) {
+      labels.is_range = false;
+      const auto values = value.find("values");
+      list = values == value.end() ? nullptr : &*values;
+    }
+    if (list == nullptr || !list->is_array() || (labels.is_range && list->size() != 2)) {
+      return InvalidArgumentError("stats file: select." + dim +
+                                  ": expected [first, last] or {\"values\": [...]}");
+    }
+    for (const ordered_json& label : *list) {
+      if (!label.is_string() && !label.is_number()) {
+        return InvalidArgumentError("stats file: select." + dim +
+                                    ": labels are strings or numbers");
+      }
+      labels.numeric = label.is_number();
+      labels.labels.push_back(label.is_string() ? label.get<std::string>() : label.dump());
+    }
+    file.select.push_back(std::move(labels));
+  }
+  const auto channels = doc.find("channels");
+  if (channels == doc.end() || !channels->is_array()) {
+    return InvalidArgumentError("stats file: channels: expected a list");
+  }
+  for (size_t i = 0; i < channels->size(); ++i) {
+    const ordered_json& c = (*channels)[i];
+    const std::string path = "channels[" + std::to_string(i) + "]";
+    if (!c.is_object()) return InvalidArgumentError("stats file: " + path + ": expected an object");
+    ChannelStats s;
+    ZS_ASSIGN_OR_RETURN(s.name, String(c, "name", path));
+    ZS_ASSIGN_OR_RETURN(s.variable, String(c, "variable", path));
+    ZS_ASSIGN_OR_RETURN(double level, NumberOrNull(c, "level", path));
+    if (!std::isnan(level)) s.level = level;
+    ZS_ASSIGN_OR_RETURN(s.count, Count(c, "count", path));
+    ZS_ASSIGN_OR_RETURN(s.nan_count, Count(c, "nan_count", path));
+    ZS_ASSIGN_OR_RETURN(s.mean, NumberOrNull(c, "mean", path));
+    ZS_ASSIGN_OR_RETURN(s.std, NumberOrNull(c, "std", path));
+    ZS_ASSIGN_OR_RETURN(s.min, NumberOrNull(c, "min", path));
+    ZS_ASSIGN_OR_RETURN(s.max, NumberOrNull(c, "max", path));
+    file.channels.push_back(std::move(s));
+  }
+  return file;
+}
+
+}  // namespace zarrstream
