@@ -1,0 +1,983 @@
+// The field formulas. Each variable is climatology (functions of latitude, level, season, local
+// time and the static fields) plus weather (noise streams, below) scaled by a spread that depends
+// on latitude and level. Magnitudes follow ERA5: jets of ~40 m/s at 200-250 hPa, 500 hPa height
+// anomalies of ~100-150 m in midlatitudes, a 2 m temperature diurnal range of ~10 K over land.
+//
+// Noise streams. A stream is a sum of octaves of value noise (hashed lattice values, smoothstep
+// interpolation) with lattice spacings 80°, 40°, ... down to twice the grid spacing, plus one
+// octave on the grid itself, with amplitude ∝ spacing^slope (the red spectrum). Each octave is
+// evaluated separably: its lattice rows are interpolated to the grid's columns once, then each
+// grid row blends two of those rows. Lattice values are keyed by (seed, stream, octave, time key,
+// depth key, lattice point) and blended between neighbouring time and log-pressure keys (smaller
+// octaves change faster and are shallower), and each lattice row drifts with a climatological
+// steering flow (westerlies in midlatitudes, easterlies in the tropics), so weather moves east and
+// evolves. Near the poles, octaves finer (in metres) than the grid's meridional spacing are tapered
+// off, as in ERA5, whose fields are smooth along the crowded high-latitude longitudes. A few
+// planetary waves (zonal wavenumbers 1-6, drifting east) are added to the streams that carry them.
+#include "tools/era5_fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+
+namespace zarrstream::tools {
+
+namespace {
+
+constexpr double kPi = std::numbers::pi;
+constexpr double kDegree = kPi / 180.0;
+constexpr double kGravity = 9.80665;  // m s-2, as ERA5 converts geopotential
+constexpr double kEarthRadius = 6.371e6;
+constexpr double kEarthRotation = 7.292e-5;  // rad s-1
+constexpr double kSolarConstant = 1361.0;    // W m-2
+constexpr double kTropicalYearDays = 365.2422;
+// Days from 1900-01-01T00 UTC to the March equinox of 1900 (March 21, ~01 UTC); later equinoxes
+// follow from the tropical year.
+constexpr double kMarchEquinoxDay = 79.05;
+// Days from January 1 to perihelion (Earth closest to the sun).
+constexpr double kPerihelionDay = 3.0;
+// The warmest point of the seasonal cycle lags the solstice by about a month.
+constexpr double kSeasonLagDays = 30.0;
+constexpr double kLargestNoiseScaleDeg = 80.0;
+constexpr size_t kNumLevels = kEra5PressureLevelsHpa.size();
+
+constexpr Era5VariableInfo kVariables[] = {
+    {Era5Variable::k2mTemperature, Era5VariableKind::kSurface, "2m_temperature", "K",
+     "2 metre temperature", "air_temperature"},
+    {Era5Variable::k10mUComponentOfWind, Era5VariableKind::kSurface, "10m_u_component_of_wind",
+     "m s**-1", "10 metre U wind component", "eastward_wind"},
+    {Era5Variable::k10mVComponentOfWind, Era5VariableKind::kSurface, "10m_v_component_of_wind",
+     "m s**-1", "10 metre V wind component", "northward_wind"},
+    {Era5Variable::kMeanSeaLevelPressure, Era5VariableKind::kSurface, "mean_sea_level_pressure",
+     "Pa", "Mean sea level pressure", "air_pressure_at_mean_sea_level"},
+    {Era5Variable::kSurfacePressure, Era5VariableKind::kSurface, "surface_pressure", "Pa",
+     "Surface pressure", "surface_air_pressure"},
+    {Era5Variable::kTotalPrecipitation, Era5VariableKind::kSurface, "total_precipitation", "m",
+     "Total precipitation (6-hourly accumulation)", "lwe_thickness_of_precipitation_amount"},
+    {Era5Variable::kTopOfAtmosphereIncidentSolarRadiation, Era5VariableKind::kSurface,
+     "toa_incident_solar_radiation", "J m**-2", "TOA incident solar radiation",
+     "integral_wrt_time_of_toa_incoming_shortwave_flux"},
+    {Era5Variable::kTotalColumnWaterVapour, Era5VariableKind::kSurface, "total_column_water_vapour",
+     "kg m**-2", "Total column vertically-integrated water vapour",
+     "atmosphere_mass_content_of_water_vapor"},
+    {Era5Variable::kGeopotential, Era5VariableKind::kPressureLevel, "geopotential", "m**2 s**-2",
+     "Geopotential", "geopotential"},
+    {Era5Variable::kTemperature, Era5VariableKind::kPressureLevel, "temperature", "K",
+     "Temperature", "air_temperature"},
+    {Era5Variable::kUComponentOfWind, Era5VariableKind::kPressureLevel, "u_component_of_wind",
+     "m s**-1", "U component of wind", "eastward_wind"},
+    {Era5Variable::kVComponentOfWind, Era5VariableKind::kPressureLevel, "v_component_of_wind",
+     "m s**-1", "V component of wind", "northward_wind"},
+    {Era5Variable::kSpecificHumidity, Era5VariableKind::kPressureLevel, "specific_humidity",
+     "kg kg**-1", "Specific humidity", "specific_humidity"},
+    {Era5Variable::kLandSeaMask, Era5VariableKind::kStatic, "land_sea_mask", "(0 - 1)",
+     "Land-sea mask", "land_binary_mask"},
+    {Era5Variable::kGeopotentialAtSurface, Era5VariableKind::kStatic, "geopotential_at_surface",
+     "m**2 s**-2", "Geopotential at surface", "surface_geopotential"},
+};
+
+// Per-level climatology, in the order of kEra5PressureLevelsHpa (50 ... 1000 hPa).
+// Geopotential height of the US standard atmosphere (m).
+constexpr double kStandardHeight[kNumLevels] = {20576, 16180, 13608, 11784, 10363, 9164, 7185,
+                                                5574,  4206,  3012,  1457,  762,   110};
+// Equator-to-pole height contrast (m): warm tropical columns are thicker.
+constexpr double kHeightContrast[kNumLevels] = {800, 950, 1000, 1000, 950, 880, 750,
+                                                600, 480, 380,  230,  150, 100};
+// Midlatitude spread of height anomalies (m).
+constexpr double kHeightSpread[kNumLevels] = {260, 240, 220, 220, 220, 210, 185,
+                                              160, 140, 125, 110, 105, 100};
+// Tropical temperature (K): the cold tropical tropopause near 100 hPa.
+constexpr double kTropicalTemperature[kNumLevels] = {210, 195, 205, 218, 228, 238, 254,
+                                                     267, 276, 284, 293, 297, 301};
+// Tropics-minus-pole temperature (K); negative in the lower stratosphere, whose poles are warmer.
+constexpr double kPoleContrast[kNumLevels] = {-15, -20, -10, 2, 15, 25, 32, 35, 37, 38, 40, 42, 45};
+constexpr double kTemperatureSpread[kNumLevels] = {3.0, 2.5, 2.5, 2.5, 3.0, 3.0, 3.5,
+                                                   3.5, 3.5, 3.5, 4.0, 4.0, 4.0};
+// Spread of the wind not explained by geostrophy (m/s).
+constexpr double kAgeostrophicSpread[kNumLevels] = {3.0, 3.0, 3.0, 3.5, 3.5, 3.0, 2.5,
+                                                    2.2, 2.0, 2.0, 2.0, 1.8, 1.6};
+constexpr size_t kSurfaceLevel = kNumLevels - 1;  // 1000 hPa
+
+enum class Stream : uint64_t {
+  kDynamics = 1,  // geopotential anomaly: winds, pressure
+  kThermal,       // temperature anomaly
+  kMoisture,      // humidity, water vapour, precipitation
+  kAgeostrophicU,
+  kAgeostrophicV,
+  kRain,  // convective intermittency
+  kLand,  // static: continents
+  kOrography,
+  kOceanRipple,  // static: the small spectral ripples ERA5's orography has over sea
+};
+
+struct NoiseStyle {
+  Stream stream;
+  double slope;             // octave amplitude ∝ (spacing / 80°)^slope
+  double time_scale_hours;  // key-frame spacing of the largest octave; 0: static
+  double depth;             // key spacing in ln(1000/p) of the largest octave
+  double drift;             // × the steering flow
+  int num_waves;
+  double wave_amplitude;
+};
+
+constexpr NoiseStyle kDynamicsStyle{Stream::kDynamics, 1.6, 96, 2.5, 1.0, 6, 0.8};
+constexpr NoiseStyle kThermalStyle{Stream::kThermal, 1.2, 72, 1.2, 1.0, 4, 0.6};
+constexpr NoiseStyle kMoistureStyle{Stream::kMoisture, 1.0, 48, 0.8, 1.0, 3, 0.4};
+constexpr NoiseStyle kAgeostrophicUStyle{Stream::kAgeostrophicU, 0.9, 24, 0.6, 1.0, 0, 0};
+constexpr NoiseStyle kAgeostrophicVStyle{Stream::kAgeostrophicV, 0.9, 24, 0.6, 1.0, 0, 0};
+constexpr NoiseStyle kRainStyle{Stream::kRain, 0.4, 18, 0.5, 1.2, 0, 0};
+constexpr NoiseStyle kLandStyle{Stream::kLand, 0.65, 0, 0, 0, 0, 0};
+constexpr NoiseStyle kOrographyStyle{Stream::kOrography, 0.8, 0, 0, 0, 0, 0};
+constexpr NoiseStyle kOceanRippleStyle{Stream::kOceanRipple, 0.2, 0, 0, 0, 0, 0};
+
+// SplitMix64's finaliser: a bijective 64-bit mix.
+uint64_t Mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+
+uint64_t HashCombine(uint64_t key, uint64_t value) { return Mix64(key ^ (value + kGolden)); }
+
+// Uniform in [-1, 1). Distinct planes never repeat each other's values at shifted indices: the
+// golden-ratio stride is odd, so `plane + index * stride` is a bijection of index per plane.
+float LatticeValue(uint64_t plane, uint64_t index) {
+  const uint64_t h = Mix64(plane + index * kGolden);
+  return static_cast<float>(static_cast<int32_t>(h >> 32)) * 0x1p-31f;
+}
+
+// Uniform doubles in [0, 1) for the planetary waves' parameters.
+class ParameterSource {
+ public:
+  explicit ParameterSource(uint64_t key) : state_(key) {}
+  double Next() {
+    state_ += kGolden;
+    return static_cast<double>(Mix64(state_) >> 11) * 0x1p-53;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+template <typename T>
+T Smoothstep(T x) {
+  return x * x * (T{3} - T{2} * x);
+}
+
+double Clamp01(double x) { return std::clamp(x, 0.0, 1.0); }
+
+double Gaussian(double x, double width) { return std::exp(-(x / width) * (x / width)); }
+
+// One noise octave on this grid. Physical octaves live on a lattice over the sphere (spacing
+// `scale_deg`); the last octave is the grid itself.
+struct Octave {
+  double scale_deg = 0;
+  size_t lattice_rows = 0;
+  size_t lattice_cols = 0;
+  float cols_per_column = 1;  // lattice columns per grid column
+  // Makes the interpolated octave unit-variance: uniform values have variance 1/3, and smoothstep
+  // interpolation keeps on average 0.743 of the variance per interpolated dimension.
+  float unit_variance = 1;
+  std::vector<uint32_t> row_below;  // per grid row: the lattice row at or north of it
+  std::vector<float> row_weight;    // per grid row: the smoothstep weight of row_below + 1
+  std::vector<float> pole_taper;    // per grid row
+  std::vector<double> lattice_row_latitude;
+};
+
+}  // namespace
+
+struct Era5FieldGenerator::Tables {
+  Era5Grid grid;
+  uint64_t seed = 0;
+  std::vector<double> latitude;  // degrees, per row
+  std::vector<double> sin_lat;
+  std::vector<double> cos_lat;
+  std::vector<double> longitude_rad;  // per column
+  std::vector<Octave> octaves;
+  // Static fields, per grid point.
+  std::vector<float> land_sea_mask;       // land fraction 0..1
+  std::vector<float> surface_height;      // m
+  std::vector<float> pressure_reduction;  // surface pressure / mean sea level pressure
+};
+
+using Tables = Era5FieldGenerator::Tables;
+
+namespace {
+
+double MeridionalSpacing(const Era5Grid& grid) {
+  return grid.includes_poles ? 180.0 / (grid.num_latitudes - 1) : 180.0 / grid.num_latitudes;
+}
+
+// The cosine of latitude that sets how much zonal detail row `i` can hold. A pole row takes its
+// neighbour's: its values are constant along longitude anyway (see FillLattice), and tapering them
+// to zero would put a step between the pole and the next row.
+double TaperCosine(const Tables& t, size_t i) {
+  if (t.cos_lat[i] > 0) return t.cos_lat[i];
+  return t.cos_lat[i == 0 ? 1 : i - 1];
+}
+
+std::vector<Octave> MakeOctaves(const Tables& t) {
+  const size_t nlat = t.grid.num_latitudes;
+  const size_t nlon = t.grid.num_longitudes;
+  const double dlat = MeridionalSpacing(t.grid);
+  const double dlon = 360.0 / static_cast<double>(nlon);
+  const double grid_scale = std::max(dlat, dlon);
+  std::vector<Octave> octaves;
+  for (double scale = kLargestNoiseScaleDeg; scale >= 2 * grid_scale; scale /= 2) {
+    Octave o;
+    o.scale_deg = scale;
+    o.lattice_rows = std::max<size_t>(2, static_cast<size_t>(std::lround(180.0 / scale)) + 1);
+    o.lattice_cols = std::max<size_t>(3, static_cast<size_t>(std::lround(360.0 / scale)));
+    o.cols_per_column = static_cast<float>(static_cast<double>(o.lattice_cols) / nlon);
+    o.unit_variance = static_cast<float>(1.0 / (std::sqrt(1.0 / 3.0) * 0.7429));
+    for (size_t r = 0; r < o.lattice_rows; ++r) {
+      o.lattice_row_latitude.push_back(90.0 - 180.0 * r / (o.lattice_rows - 1));
+    }
+    for (size_t i = 0; i < nlat; ++i) {
+      const double v = (90.0 - t.latitude[i]) / 180.0 * (o.lattice_rows - 1);
+      const size_t below = std::min(static_cast<size_t>(v), o.lattice_rows - 2);
+      o.row_below.push_back(static_cast<uint32_t>(below));
+      o.row_weight.push_back(static_cast<float>(Smoothstep(Clamp01(v - below))));
+      o.pole_taper.push_back(static_cast<float>(Clamp01(scale * TaperCosine(t, i) / dlat)));
+    }
+    octaves.push_back(std::move(o));
+  }
+  // The grid octave: one lattice value per grid point, so variability reaches the grid scale.
+  Octave o;
+  o.scale_deg = grid_scale;
+  o.lattice_rows = nlat;
+  o.lattice_cols = nlon;
+  o.cols_per_column = 1;
+  o.unit_variance = static_cast<float>(1.0 / (std::sqrt(1.0 / 3.0) * std::sqrt(0.7429)));
+  o.lattice_row_latitude = t.latitude;
+  for (size_t i = 0; i < nlat; ++i) {
+    o.row_below.push_back(static_cast<uint32_t>(std::min(i, nlat - 2)));
+    o.row_weight.push_back(i == nlat - 1 ? 1.0f : 0.0f);
+    o.pole_taper.push_back(static_cast<float>(Clamp01(dlon * TaperCosine(t, i) / dlat)));
+  }
+  octaves.push_back(std::move(o));
+  return octaves;
+}
+
+// The climatological steering flow (m/s eastward) that carries weather.
+double SteeringWind(double latitude) {
+  return 11.0 * Gaussian(std::abs(latitude) - 45.0, 18.0) - 5.0 * Gaussian(latitude, 14.0);
+}
+
+// The two keys bracketing `coordinate` at `spacing` and the smoothstep weight of the second.
+struct KeyPair {
+  int64_t first = 0;
+  double weight = 0;
+};
+
+KeyPair Keys(double coordinate, double spacing) {
+  if (spacing <= 0) return {};
+  const double x = coordinate / spacing;
+  const double first = std::floor(x);
+  return {static_cast<int64_t>(first), Smoothstep(x - first)};
+}
+
+// Fills scratch->lattice with one octave's values at (hours, zeta): rows of 2·cols + 1 values
+// (each row repeated once more, plus one, so interpolation needs no modulo). Returns the factor
+// that restores unit variance after blending keys.
+double FillLattice(const Tables& t, const NoiseStyle& style, size_t octave_index, double hours,
+                   double zeta, Era5FieldScratch* scratch) {
+  const Octave& o = t.octaves[octave_index];
+  const double relative = o.scale_deg / kLargestNoiseScaleDeg;
+  const KeyPair time =
+      Keys(hours, style.time_scale_hours > 0
+                      ? std::max(3.0, style.time_scale_hours * std::cbrt(relative * relative))
+                      : 0.0);
+  const KeyPair depth =
+      Keys(zeta, style.depth > 0 ? std::max(0.1, style.depth * std::sqrt(relative)) : 0.0);
+  const size_t cols = o.lattice_cols;
+  const size_t stride = 2 * cols + 1;
+  std::vector<float>& lattice = scratch->lattice;
+  lattice.assign(o.lattice_rows * stride, 0.0f);
+  uint64_t key = HashCombine(t.seed, static_cast<uint64_t>(style.stream));
+  key = HashCombine(key, octave_index);
+  for (int dt = 0; dt < 2; ++dt) {
+    const double wt = dt ? time.weight : 1.0 - time.weight;
+    for (int dz = 0; dz < 2; ++dz) {
+      const double wz = dz ? depth.weight : 1.0 - depth.weight;
+      if (wt * wz == 0.0) continue;
+      const float w = static_cast<float>(wt * wz);
+      uint64_t plane = HashCombine(key, static_cast<uint64_t>(time.first + dt));
+      plane = HashCombine(plane, static_cast<uint64_t>(depth.first + dz));
+      for (size_t r = 0; r < o.lattice_rows; ++r) {
+        float* row = lattice.data() + r * stride;
+        const uint64_t first = r * cols;
+        for (size_t c = 0; c < cols; ++c) row[c] += w * LatticeValue(plane, first + c);
+      }
+    }
+  }
+  // A lattice row on a pole is one point of the sphere: constant along longitude, so fields stay
+  // continuous (and winds finite) there.
+  for (size_t r : {size_t{0}, o.lattice_rows - 1}) {
+    if (std::abs(o.lattice_row_latitude[r]) != 90.0) continue;
+    float* row = lattice.data() + r * stride;
+    std::fill(row + 1, row + cols, row[0]);
+  }
+  for (size_t r = 0; r < o.lattice_rows; ++r) {
+    float* row = lattice.data() + r * stride;
+    for (size_t c = 0; c <= cols; ++c) row[cols + c] = row[c == cols ? 0 : c];
+  }
+  const double spread_t = (1 - time.weight) * (1 - time.weight) + time.weight * time.weight;
+  const double spread_z = (1 - depth.weight) * (1 - depth.weight) + depth.weight * depth.weight;
+  return 1.0 / std::sqrt(spread_t * spread_z);
+}
+
+// Interpolates every lattice row to the grid's columns (scratch->rows), each row shifted east by
+// the distance the steering flow carried it since 1900.
+void InterpolateColumns(const Tables& t, const NoiseStyle& style, const Octave& o, double hours,
+                        Era5FieldScratch* scratch) {
+  const size_t nlon = t.grid.num_longitudes;
+  const size_t cols = o.lattice_cols;
+  const size_t stride = 2 * cols + 1;
+  // Rossby waves move at the steering flow minus a term growing with the square of their length:
+  // the longest octaves stand still (and only evolve), synoptic ones move with the flow.
+  const double drift = style.drift * std::max(0.0, 1.0 - std::pow(o.scale_deg / 60.0, 2));
+  scratch->rows.resize(o.lattice_rows * nlon);
+  for (size_t r = 0; r < o.lattice_rows; ++r) {
+    double offset = 0;
+    if (drift != 0) {
+      const double lat = o.lattice_row_latitude[r];
+      const double degrees_per_hour =
+          drift * SteeringWind(lat) * 3600.0 /
+          (kEarthRadius * kDegree * std::max(std::cos(lat * kDegree), 0.25));
+      offset = std::fmod(degrees_per_hour * hours, 360.0) / 360.0 * cols;
+      if (offset < 0) offset += cols;
+    }
+    // Positions start in (0, cols] and stay below 2·cols: inside the repeated row.
+    const float start = static_cast<float>(cols - offset);
+    const float* v = scratch->lattice.data() + r * stride;
+    float* x = scratch->rows.data() + r * nlon;
+    for (size_t j = 0; j < nlon; ++j) {
+      const float u = start + static_cast<float>(j) * o.cols_per_column;
+      const auto i0 = static_cast<size_t>(u);
+      const float w = Smoothstep(u - static_cast<float>(i0));
+      x[j] = v[i0] + w * (v[i0 + 1] - v[i0]);
+    }
+  }
+}
+
+// Adds the stream's planetary waves: zonal wavenumbers 1-6 in midlatitude bands, drifting east.
+void AddWaves(const Tables& t, const NoiseStyle& style, double hours, std::span<float> out,
+              Era5FieldScratch* scratch) {
+  const size_t nlat = t.grid.num_latitudes;
+  const size_t nlon = t.grid.num_longitudes;
+  ParameterSource source(HashCombine(HashCombine(t.seed, static_cast<uint64_t>(style.stream)),
+                                     0x77617665ULL));  // "wave"
+  std::vector<float>& column = scratch->rows;
+  column.resize(nlon);
+  for (int k = 0; k < style.num_waves; ++k) {
+    const double wavenumber = 1 + std::floor(6 * source.Next());
+    const double amplitude = style.wave_amplitude * (0.6 + 0.4 * source.Next());
+    const double center = (source.Next() < 0.5 ? 1 : -1) * (38 + 22 * source.Next());
+    const double width = 10 + 10 * source.Next();
+    // Planetary waves are slow: a few degrees of longitude a day.
+    const double degrees_per_day = 2 + 8 * source.Next();
+    const double phase0 = 2 * kPi * source.Next();
+    const double phase =
+        phase0 - wavenumber * std::fmod(degrees_per_day * hours / 24.0, 360.0) * kDegree;
+    for (size_t j = 0; j < nlon; ++j) {
+      column[j] = static_cast<float>(std::cos(wavenumber * t.longitude_rad[j] + phase));
+    }
+    for (size_t i = 0; i < nlat; ++i) {
+      const auto profile =
+          static_cast<float>(amplitude * Gaussian(t.latitude[i] - center, width) * t.cos_lat[i]);
+      float* row = out.data() + i * nlon;
+      for (size_t j = 0; j < nlon; ++j) row[j] += profile * column[j];
+    }
+  }
+}
+
+// Writes the stream's weather at (hours, zeta) into `out`: about unit variance, red spectrum.
+void MakeNoise(const Tables& t, const NoiseStyle& style, double hours, double zeta,
+               std::span<float> out, Era5FieldScratch* scratch) {
+  const size_t nlat = t.grid.num_latitudes;
+  const size_t nlon = t.grid.num_longitudes;
+  std::fill(out.begin(), out.end(), 0.0f);
+  // Octave k of an unbounded series has weight 2^(-k·slope); normalising by the whole series
+  // keeps large scales alike on every grid (fine grids only add small-scale variance).
+  const double series = 1.0 / (1.0 - std::pow(4.0, -style.slope));
+  for (size_t index = 0; index < t.octaves.size(); ++index) {
+    const Octave& o = t.octaves[index];
+    const double blend = FillLattice(t, style, index, hours, zeta, scratch);
+    InterpolateColumns(t, style, o, hours, scratch);
+    const double amplitude = std::pow(o.scale_deg / kLargestNoiseScaleDeg, style.slope) /
+                             std::sqrt(series) * o.unit_variance * blend;
+    for (size_t i = 0; i < nlat; ++i) {
+      const auto a = static_cast<float>(amplitude * o.pole_taper[i]);
+      if (a == 0.0f) continue;
+      const float w = o.row_weight[i];
+      const float* xa = scratch->rows.data() + size_t{o.row_below[i]} * nlon;
+      const float* xb = xa + nlon;
+      float* row = out.data() + i * nlon;
+      for (size_t j = 0; j < nlon; ++j) row[j] += a * (xa[j] + w * (xb[j] - xa[j]));
+    }
+  }
+  if (style.num_waves > 0) AddWaves(t, style, hours, out, scratch);
+}
+
+// --- Calendar and sun. ---------------------------------------------------------------------------
+
+double DaysSince1900(double hours) { return hours / 24.0; }
+
+double OrbitAngle(double hours) {
+  return 2 * kPi * (DaysSince1900(hours) - kMarchEquinoxDay) / kTropicalYearDays;
+}
+
+// Solar declination (radians): positive in northern summer.
+double Declination(double hours) { return 23.44 * kDegree * std::sin(OrbitAngle(hours)); }
+
+// +1 at the height of northern summer, -1 of northern winter (lagging the solstice).
+double Season(double hours) {
+  return std::sin(OrbitAngle(hours) - 2 * kPi * kSeasonLagDays / kTropicalYearDays);
+}
+
+// The sun's hour angle at `longitude_rad` (0 at local solar noon; the equation of time is
+// neglected).
+double HourAngle(double hours, double longitude_rad) {
+  return 2 * kPi * std::fmod(hours, 24.0) / 24.0 + longitude_rad - kPi;
+}
+
+// The latitude (degrees) of the thermal equator: the ITCZ follows the sun, north of the equator on
+// average.
+double ThermalEquator(double season) { return 6.0 + 9.0 * season; }
+
+// --- Winds. -------------------------------------------------------------------------------------
+
+double SurfaceZonalWind(double lat) {
+  return -7.0 * Gaussian(std::abs(lat) - 15.0, 10.0) + 9.0 * Gaussian(std::abs(lat) - 50.0, 11.0);
+}
+
+// Trade winds blowing towards the equator.
+double SurfaceMeridionalWind(double lat) {
+  return -4.0 * std::sin(2 * kPi * lat / 60.0) * Gaussian(lat, 22.0);
+}
+
+double ZonalWind(double lat, double zeta, double season) {
+  const double jet = 38.0 * Gaussian(zeta - 1.45, 0.8);
+  // The winter hemisphere's jet is stronger and nearer the equator.
+  const double north = (1 - 0.35 * season) * Gaussian(lat - (36 + 7 * season), 11.0);
+  const double south = (1 + 0.35 * season) * Gaussian(lat + (36 - 7 * season), 11.0);
+  const double tropical_easterlies = -8.0 * Gaussian(lat, 15.0) * Gaussian(zeta - 2.3, 0.6);
+  return jet * (north + south) + SurfaceZonalWind(lat) * std::exp(-zeta / 0.6) +
+         tropical_easterlies;
+}
+
+// The Hadley cells: towards the equator near the surface, away from it aloft.
+double MeridionalWind(double lat, double zeta) {
+  return SurfaceMeridionalWind(lat) * (std::exp(-zeta / 0.4) - 0.5 * Gaussian(zeta - 1.6, 0.4));
+}
+
+// Share of a midlatitude anomaly spread a latitude gets (weather is weaker in the tropics).
+double StormWeight(double sin_lat) { return 0.25 + 0.75 * sin_lat * sin_lat; }
+
+// Adds the geostrophic wind of the height anomaly spread[i] · psi (m) to `out`: eastward
+// (zonal) or northward. The Coriolis parameter is bounded away from zero and changes sign smoothly
+// across the equator, where geostrophy fails.
+void AddGeostrophicWind(const Tables& t, bool zonal, std::span<const float> psi,
+                        std::span<const double> spread, std::span<float> out) {
+  const size_t nlat = t.grid.num_latitudes;
+  const size_t nlon = t.grid.num_longitudes;
+  const double dlon = 2 * kPi / static_cast<double>(nlon);
+  for (size_t i = 0; i < nlat; ++i) {
+    const double lat = t.latitude[i];
+    const double inverse_f =
+        std::tanh(lat / 8.0) / (2 * kEarthRotation * std::max(std::abs(t.sin_lat[i]), 0.42));
+    float* row = out.data() + i * nlon;
+    if (zonal) {
+      const size_t north = i == 0 ? 0 : i - 1;
+      const size_t south = std::min(i + 1, nlat - 1);
+      const double dphi = (t.latitude[north] - t.latitude[south]) * kDegree;
+      const auto scale =
+          static_cast<float>(-kGravity * inverse_f / kEarthRadius * spread[i] / dphi);
+      const float* pn = psi.data() + north * nlon;
+      const float* ps = psi.data() + south * nlon;
+      for (size_t j = 0; j < nlon; ++j) row[j] += scale * (pn[j] - ps[j]);
+    } else {
+      const auto scale =
+          static_cast<float>(kGravity * inverse_f / (kEarthRadius * std::max(t.cos_lat[i], 0.35)) *
+                             spread[i] / (2 * dlon));
+      const float* p = psi.data() + i * nlon;
+      for (size_t j = 0; j < nlon; ++j) {
+        const size_t east = j + 1 == nlon ? 0 : j + 1;
+        const size_t west = j == 0 ? nlon - 1 : j - 1;
+        row[j] += scale * (p[east] - p[west]);
+      }
+    }
+  }
+}
+
+// --- Variables. ---------------------------------------------------------------------------------
+
+double Zeta(size_t level) {
+  return std::log(1000.0 / static_cast<double>(kEra5PressureLevelsHpa[level]));
+}
+
+std::span<float> NoiseBuffer(const Tables& t, Era5FieldScratch* scratch, int which) {
+  scratch->noise[which].resize(t.grid.num_points());
+  return scratch->noise[which];
+}
+
+// Per-row height anomaly spread (m) at `level`.
+std::vector<double> HeightSpread(const Tables& t, size_t level) {
+  std::vector<double> spread(t.grid.num_latitudes);
+  for (size_t i = 0; i < spread.size(); ++i) {
+    spread[i] = kHeightSpread[level] * StormWeight(t.sin_lat[i]);
+  }
+  return spread;
+}
+
+void MakeGeopotential(const Tables& t, double hours, size_t level, std::span<float> out,
+                      Era5FieldScratch* scratch) {
+  std::span<float> psi = NoiseBuffer(t, scratch, 0);
+  MakeNoise(t, kDynamicsStyle, hours, Zeta(level), psi, scratch);
+  const double season = Season(hours);
+  const size_t nlon = t.grid.num_longitudes;
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double contrast = kHeightContrast[level];
+    const double height = kStandardHeight[level] + contrast * (t.cos_lat[i] * t.cos_lat[i] - 0.6) +
+                          0.35 * contrast * t.sin_lat[i] * season;
+    const auto base = static_cast<float>(kGravity * height);
+    const auto spread =
+        static_cast<float>(kGravity * kHeightSpread[level] * StormWeight(t.sin_lat[i]));
+    for (size_t j = 0; j < nlon; ++j) out[i * nlon + j] = base + spread * psi[i * nlon + j];
+  }
+}
+
+void MakeTemperature(const Tables& t, double hours, size_t level, std::span<float> out,
+                     Era5FieldScratch* scratch) {
+  std::span<float> theta = NoiseBuffer(t, scratch, 0);
+  MakeNoise(t, kThermalStyle, hours, Zeta(level), theta, scratch);
+  const double season = Season(hours);
+  const size_t nlon = t.grid.num_longitudes;
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double s2 = t.sin_lat[i] * t.sin_lat[i];
+    const auto base = static_cast<float>(kTropicalTemperature[level] - kPoleContrast[level] * s2 +
+                                         10.0 * t.sin_lat[i] * season);
+    const auto spread = static_cast<float>(kTemperatureSpread[level] * (0.5 + 0.8 * s2));
+    for (size_t j = 0; j < nlon; ++j) out[i * nlon + j] = base + spread * theta[i * nlon + j];
+  }
+}
+
+void MakeUpperWind(const Tables& t, bool zonal, double hours, size_t level, std::span<float> out,
+                   Era5FieldScratch* scratch) {
+  const double zeta = Zeta(level);
+  std::span<float> psi = NoiseBuffer(t, scratch, 0);
+  std::span<float> own = NoiseBuffer(t, scratch, 1);
+  MakeNoise(t, kDynamicsStyle, hours, zeta, psi, scratch);
+  MakeNoise(t, zonal ? kAgeostrophicUStyle : kAgeostrophicVStyle, hours, zeta, own, scratch);
+  const double season = Season(hours);
+  const size_t nlon = t.grid.num_longitudes;
+  const auto spread = static_cast<float>(kAgeostrophicSpread[level]);
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double lat = t.latitude[i];
+    const auto mean =
+        static_cast<float>(zonal ? ZonalWind(lat, zeta, season) : MeridionalWind(lat, zeta));
+    for (size_t j = 0; j < nlon; ++j) out[i * nlon + j] = mean + spread * own[i * nlon + j];
+  }
+  AddGeostrophicWind(t, zonal, psi, HeightSpread(t, level), out);
+}
+
+void MakeSpecificHumidity(const Tables& t, double hours, size_t level, std::span<float> out,
+                          Era5FieldScratch* scratch) {
+  std::span<float> moisture = NoiseBuffer(t, scratch, 0);
+  MakeNoise(t, kMoistureStyle, hours, Zeta(level), moisture, scratch);
+  const double season = Season(hours);
+  const double pressure_factor =
+      std::pow(static_cast<double>(kEra5PressureLevelsHpa[level]) / 1000.0, 3.1);
+  const size_t nlon = t.grid.num_longitudes;
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double lat = t.latitude[i];
+    double surface = 0.0015 + 0.0175 * Gaussian(lat - ThermalEquator(season), 24.0) +
+                     0.004 * season * t.sin_lat[i] * Gaussian(std::abs(lat) - 40.0, 18.0);
+    surface = std::max(surface, 0.0008);
+    const auto scale = static_cast<float>(surface * pressure_factor * std::exp(-0.1));
+    for (size_t j = 0; j < nlon; ++j) {
+      // Saturation: nothing holds much more than 0.03 kg/kg; the stratosphere keeps ~2.5e-6.
+      const float q = scale * std::exp(0.45f * moisture[i * nlon + j]);
+      out[i * nlon + j] = 0.03f * std::tanh(q / 0.03f) + 2.5e-6f;
+    }
+  }
+}
+
+void Make2mTemperature(const Tables& t, double hours, std::span<float> out,
+                       Era5FieldScratch* scratch) {
+  std::span<float> theta = NoiseBuffer(t, scratch, 0);
+  MakeNoise(t, kThermalStyle, hours, Zeta(kSurfaceLevel), theta, scratch);
+  const double season = Season(hours);
+  const size_t nlon = t.grid.num_longitudes;
+  // The diurnal cycle per column: warmest about 2.5 hours after local noon.
+  std::vector<float>& diurnal = scratch->rows;
+  diurnal.resize(nlon);
+  for (size_t j = 0; j < nlon; ++j) {
+    diurnal[j] =
+        static_cast<float>(std::cos(HourAngle(hours, t.longitude_rad[j]) - 2 * kPi * 2.5 / 24.0));
+  }
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double lat = t.latitude[i];
+    const double s2 = t.sin_lat[i] * t.sin_lat[i];
+    const auto zonal = static_cast<float>(301.0 - 48.0 * s2);
+    const auto seasonal = static_cast<float>(13.0 * t.sin_lat[i] * season);
+    const auto desert = static_cast<float>(6.0 * Gaussian(std::abs(lat) - 25.0, 12.0));
+    const auto daylight = static_cast<float>(std::sqrt(std::max(t.cos_lat[i], 0.0)));
+    const auto spread = static_cast<float>(1.5 + 3.5 * s2);
+    for (size_t j = 0; j < nlon; ++j) {
+      const size_t k = i * nlon + j;
+      const float land = t.land_sea_mask[k];
+      out[k] = zonal + seasonal * (0.3f + 0.7f * land) + desert * land -
+               0.0065f * std::max(t.surface_height[k], 0.0f) +
+               (0.5f + 5.5f * land) * daylight * diurnal[j] +
+               spread * (0.6f + 0.6f * land) * theta[k];
+    }
+  }
+}
+
+double MeanSeaLevelPressureClimate(double lat) {
+  const double a = std::abs(lat);
+  return 101325.0 - 1200.0 * Gaussian(a - 62.0, 9.0) + 800.0 * Gaussian(a - 32.0, 10.0) -
+         400.0 * Gaussian(lat, 12.0);
+}
+
+void MakeMeanSeaLevelPressure(const Tables& t, double hours, std::span<float> out,
+                              Era5FieldScratch* scratch) {
+  std::span<float> psi = NoiseBuffer(t, scratch, 0);
+  MakeNoise(t, kDynamicsStyle, hours, Zeta(kSurfaceLevel), psi, scratch);
+  const size_t nlon = t.grid.num_longitudes;
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const auto base = static_cast<float>(MeanSeaLevelPressureClimate(t.latitude[i]));
+    // ~12 Pa per metre of height anomaly near the surface.
+    const auto spread =
+        static_cast<float>(12.0 * kHeightSpread[kSurfaceLevel] * StormWeight(t.sin_lat[i]));
+    for (size_t j = 0; j < nlon; ++j) out[i * nlon + j] = base + spread * psi[i * nlon + j];
+  }
+}
+
+void Make10mWind(const Tables& t, bool zonal, double hours, std::span<float> out,
+                 Era5FieldScratch* scratch) {
+  const double zeta = Zeta(kSurfaceLevel);
+  std::span<float> psi = NoiseBuffer(t, scratch, 0);
+  std::span<float> own = NoiseBuffer(t, scratch, 1);
+  MakeNoise(t, kDynamicsStyle, hours, zeta, psi, scratch);
+  MakeNoise(t, zonal ? kAgeostrophicUStyle : kAgeostrophicVStyle, hours, zeta, own, scratch);
+  std::fill(out.begin(), out.end(), 0.0f);
+  AddGeostrophicWind(t, zonal, psi, HeightSpread(t, kSurfaceLevel), out);
+  const size_t nlon = t.grid.num_longitudes;
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double lat = t.latitude[i];
+    const auto mean =
+        static_cast<float>(zonal ? SurfaceZonalWind(lat) : SurfaceMeridionalWind(lat));
+    for (size_t j = 0; j < nlon; ++j) {
+      const size_t k = i * nlon + j;
+      // Friction: 10 m winds are weaker than the free flow, more so over rough land.
+      const float friction = 0.7f - 0.3f * t.land_sea_mask[k];
+      out[k] = friction * (mean + out[k]) + 1.5f * own[k];
+    }
+  }
+}
+
+// The moisture stream at the height that dominates the column (~700-800 hPa).
+constexpr double kColumnMoistureZeta = 0.35;
+
+void MakeTotalColumnWaterVapour(const Tables& t, double hours, std::span<float> out,
+                                Era5FieldScratch* scratch) {
+  std::span<float> moisture = NoiseBuffer(t, scratch, 0);
+  MakeNoise(t, kMoistureStyle, hours, kColumnMoistureZeta, moisture, scratch);
+  const double season = Season(hours);
+  const size_t nlon = t.grid.num_longitudes;
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double lat = t.latitude[i];
+    const auto climate = static_cast<float>(
+        4.0 + 50.0 * Gaussian(lat - ThermalEquator(season), 22.0) +
+        8.0 * Gaussian(std::abs(lat) - 45.0, 15.0) * (1.0 + 0.5 * season * t.sin_lat[i]));
+    for (size_t j = 0; j < nlon; ++j) {
+      const size_t k = i * nlon + j;
+      const float w =
+          climate * std::exp(0.25f * moisture[k] - std::max(t.surface_height[k], 0.0f) / 2200.0f);
+      // Saturation caps the moistest columns near 80 kg m-2; the driest keep a little.
+      out[k] = 80.0f * std::tanh(w / 80.0f) + 0.2f;
+    }
+  }
+}
+
+void MakeTotalPrecipitation(const Tables& t, double hours, std::span<float> out,
+                            Era5FieldScratch* scratch) {
+  std::span<float> moisture = NoiseBuffer(t, scratch, 0);
+  std::span<float> rain = NoiseBuffer(t, scratch, 1);
+  MakeNoise(t, kMoistureStyle, hours, kColumnMoistureZeta, moisture, scratch);
+  MakeNoise(t, kRainStyle, hours, 0.0, rain, scratch);
+  const double season = Season(hours);
+  const size_t nlon = t.grid.num_longitudes;
+  for (size_t i = 0; i < t.grid.num_latitudes; ++i) {
+    const double lat = t.latitude[i];
+    // Wet ITCZ and storm tracks, dry subtropics.
+    const auto wetness = static_cast<float>(0.9 * Gaussian(lat - ThermalEquator(season), 8.0) +
+                                            0.45 * Gaussian(std::abs(lat) - 52.0, 12.0) -
+                                            0.7 * Gaussian(std::abs(lat) - 24.0, 8.0));
+    for (size_t j = 0; j < nlon; ++j) {
+      const size_t k = i * nlon + j;
+      const float excess = 0.6f * moisture[k] + 0.8f * rain[k] + wetness + 0.1f;
+      // Exactly zero where it does not rain; heavy tails where it does (tens of mm in 6 h).
+      out[k] = excess > 0 ? 6e-4f * std::expm1(0.9f * excess) : 0.0f;
+    }
+  }
+}
+
+// Solar energy reaching the top of the atmosphere during the hour ending at `hours`, as ERA5
+// accumulates it (J m-2): the cosine of the zenith angle integrated over 12 five-minute steps.
+void MakeTopOfAtmosphereIncidentSolarRadiation(const Tables& t, double hours, std::span<float> out,
+                                               Era5FieldScratch* scratch) {
+  constexpr int kSteps = 12;
+  const size_t nlat = t.grid.num_latitudes;
+  const size_t nlon = t.grid.num_longitudes;
+  const double declination = Declination(hours);
+  const double distance_factor =
+      1.0 +
+      0.0334 *
+          std::cos(2 * kPi * (std::fmod(DaysSince1900(hours), kTropicalYearDays) - kPerihelionDay) /
+                   kTropicalYearDays);
+  const double joules_per_step = kSolarConstant * distance_factor * 3600.0 / kSteps;
+  std::vector<float>& cos_hour = scratch->rows;
+  cos_hour.resize(kSteps * nlon);
+  for (int s = 0; s < kSteps; ++s) {
+    const double when = hours - 1.0 + (s + 0.5) / kSteps;
+    for (size_t j = 0; j < nlon; ++j) {
+      cos_hour[s * nlon + j] = static_cast<float>(std::cos(HourAngle(when, t.longitude_rad[j])));
+    }
+  }
+  std::fill(out.begin(), out.end(), 0.0f);
+  for (size_t i = 0; i < nlat; ++i) {
+    const auto a = static_cast<float>(t.sin_lat[i] * std::sin(declination));
+    const auto b = static_cast<float>(t.cos_lat[i] * std::cos(declination));
+    float* row = out.data() + i * nlon;
+    for (int s = 0; s < kSteps; ++s) {
+      const float* c = cos_hour.data() + s * nlon;
+      for (size_t j = 0; j < nlon; ++j) row[j] += std::max(a + b * c[j], 0.0f);
+    }
+    const auto scale = static_cast<float>(joules_per_step);
+    for (size_t j = 0; j < nlon; ++j) row[j] *= scale;
+  }
+}
+
+// The static fields: continents from thresholded noise with a few geographic biases (Antarctica,
+// more land in the northern midlatitudes, open Southern and Arctic oceans), fractional along
+// coasts; mountains from the orography stream; tiny ripples over sea.
+void MakeStaticFields(Tables* t) {
+  const size_t n = t->grid.num_points();
+  const size_t nlon = t->grid.num_longitudes;
+  Era5FieldScratch scratch;
+  std::vector<float> land(n), mountains(n), ripple(n);
+  MakeNoise(*t, kLandStyle, 0, 0, land, &scratch);
+  MakeNoise(*t, kOrographyStyle, 0, 0, mountains, &scratch);
+  MakeNoise(*t, kOceanRippleStyle, 0, 0, ripple, &scratch);
+  for (size_t i = 0; i < t->grid.num_latitudes; ++i) {
+    const double lat = t->latitude[i];
+    const auto bias = static_cast<float>(
+        4.0 * Smoothstep(Clamp01((-64.0 - lat) / 8.0)) + 0.35 * Gaussian(lat - 50.0, 20.0) -
+        0.9 * Gaussian(lat + 52.0, 10.0) - 1.2 * Smoothstep(Clamp01((lat - 78.0) / 6.0)));
+    for (size_t j = 0; j < nlon; ++j) land[i * nlon + j] += bias;
+  }
+  // The land fraction of a coastal cell ramps over this much of the land score.
+  constexpr double kCoastWidth = 0.25;
+  auto land_fraction = [&](double score, double threshold) {
+    return Clamp01((score - threshold) / kCoastWidth + 0.5);
+  };
+  // The threshold that makes the Earth's share of the area land, found by bisection so that every
+  // seed and grid gets realistic continents.
+  constexpr double kLandShare = 0.29;
+  double low = -10, high = 10;
+  for (int iteration = 0; iteration < 40; ++iteration) {
+    const double threshold = 0.5 * (low + high);
+    double area = 0, land_area = 0;
+    for (size_t i = 0; i < t->grid.num_latitudes; ++i) {
+      double row_land = 0;
+      for (size_t j = 0; j < nlon; ++j) row_land += land_fraction(land[i * nlon + j], threshold);
+      area += t->cos_lat[i] * static_cast<double>(nlon);
+      land_area += t->cos_lat[i] * row_land;
+    }
+    (land_area > kLandShare * area ? low : high) = threshold;
+  }
+  const double threshold = 0.5 * (low + high);
+  t->land_sea_mask.resize(n);
+  t->surface_height.resize(n);
+  t->pressure_reduction.resize(n);
+  for (size_t i = 0; i < t->grid.num_latitudes; ++i) {
+    const double lat = t->latitude[i];
+    const double plateau = 2800.0 * Smoothstep(Clamp01((-66.0 - lat) / 12.0));
+    for (size_t j = 0; j < nlon; ++j) {
+      const size_t k = i * nlon + j;
+      const double fraction = land_fraction(land[k], threshold);
+      // Lowlands rolling with the orography stream, ranges where it is high, and the Antarctic
+      // plateau; the highest terrain saturates near 6.5 km.
+      const double x = std::max(0.0, mountains[k] - 0.3);
+      const double raw_height =
+          250.0 * std::exp(0.6 * mountains[k]) + 5000.0 * x * x / (1.0 + x * x) + plateau;
+      const double land_height = 6500.0 * std::tanh(raw_height / 6500.0);
+      const double height = fraction * land_height + (1.0 - fraction) * 1.2 * ripple[k];
+      t->land_sea_mask[k] = static_cast<float>(fraction);
+      t->surface_height[k] = static_cast<float>(height);
+      t->pressure_reduction[k] = static_cast<float>(std::exp(-std::max(height, 0.0) / 8400.0));
+    }
+  }
+}
+
+// Quantises a field as ERA5's GRIB archive stores it (simple packing, 16 bits per value:
+// reference + integer · 2^E) and back to float32, as WeatherBench2's float32 stores hold it. The
+// low mantissa bits this fixes are why real reanalysis float32 compresses at all; exact zeros
+// (precipitation, night-side radiation) stay zero since the reference is the minimum.
+void PackLikeGrib(std::span<float> values) {
+  constexpr double kMaxPacked = (1 << 20) - 1;
+  const auto [min_it, max_it] = std::minmax_element(values.begin(), values.end());
+  const double reference = *min_it;
+  const double range = static_cast<double>(*max_it) - reference;
+  if (!(range > 0)) return;
+  const double step = std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(range / kMaxPacked))));
+  const double inverse_step = 1.0 / step;
+  for (float& v : values) {
+    const double packed = std::rint((v - reference) * inverse_step);
+    v = static_cast<float>(reference + packed * step);
+  }
+}
+
+}  // namespace
+
+// --- Public API. --------------------------------------------------------------------------------
+
+static_assert(std::size(kVariables) ==
+              static_cast<size_t>(Era5Variable::kGeopotentialAtSurface) + 1);
+
+std::span<const Era5VariableInfo> Era5Variables() { return kVariables; }
+
+const Era5VariableInfo& Era5VariableInfoFor(Era5Variable variable) {
+  return kVariables[static_cast<size_t>(variable)];
+}
+
+double Era5Grid::latitude(size_t row) const {
+  if (includes_poles) return 90.0 - 180.0 * static_cast<double>(row) / (num_latitudes - 1);
+  return 90.0 - 180.0 * (static_cast<double>(row) + 0.5) / num_latitudes;
+}
+
+double Era5Grid::longitude(size_t column) const {
+  return 360.0 * static_cast<double>(column) / num_longitudes;
+}
+
+Result<Era5FieldGenerator> Era5FieldGenerator::Make(const Era5Grid& grid, uint64_t seed) {
+  if (grid.num_latitudes < 4 || grid.num_longitudes < 8) {
+    std::string message = "synthetic ERA5 grid of ";
+    message += std::to_string(grid.num_latitudes);
+    message += "x";
+    message += std::to_string(grid.num_longitudes);
+    message += " points is too small (at least 4 latitudes and 8 longitudes)";
+    return InvalidArgumentError(std::move(message));
+  }
+  auto tables = std::make_shared<Tables>();
+  tables->grid = grid;
+  tables->seed = seed;
+  for (size_t i = 0; i < grid.num_latitudes; ++i) {
+    const double lat = grid.latitude(i);
+    tables->latitude.push_back(lat);
+    tables->sin_lat.push_back(std::sin(lat * kDegree));
+    // Exactly zero on the poles (cos(π/2) is 6e-17 in floating point).
+    tables->cos_lat.push_back(std::abs(lat) == 90.0 ? 0.0 : std::cos(lat * kDegree));
+  }
+  for (size_t j = 0; j < grid.num_longitudes; ++j) {
+    tables->longitude_rad.push_back(grid.longitude(j) * kDegree);
+  }
+  tables->octaves = MakeOctaves(*tables);
+  MakeStaticFields(tables.get());
+  return Era5FieldGenerator(std::move(tables));
+}
+
+const Era5Grid& Era5FieldGenerator::grid() const { return tables_->grid; }
+uint64_t Era5FieldGenerator::seed() const { return tables_->seed; }
+
+Status Era5FieldGenerator::Generate(Era5Variable variable, int64_t valid_time_hours,
+                                    size_t level_index, std::span<float> out,
+                                    Era5FieldScratch* scratch) const {
+  const Tables& t = *tables_;
+  const Era5VariableInfo& info = Era5VariableInfoFor(variable);
+  if (out.size() != t.grid.num_points()) {
+    std::string message = "generating ";
+    message += info.name;
+    message += ": output of ";
+    message += std::to_string(out.size());
+    message += " values for a grid of ";
+    message += std::to_string(t.grid.num_points());
+    return InvalidArgumentError(std::move(message));
+  }
+  const size_t num_levels = info.kind == Era5VariableKind::kPressureLevel ? kNumLevels : 1;
+  if (level_index >= num_levels) {
+    std::string message = "generating ";
+    message += info.name;
+    message += ": level index ";
+    message += std::to_string(level_index);
+    message += " out of range [0, ";
+    message += std::to_string(num_levels);
+    message += ")";
+    return InvalidArgumentError(std::move(message));
+  }
+  const auto hours = static_cast<double>(valid_time_hours);
+  switch (variable) {
+    case Era5Variable::k2mTemperature:
+      Make2mTemperature(t, hours, out, scratch);
+      break;
+    case Era5Variable::k10mUComponentOfWind:
+      Make10mWind(t, /*zonal=*/true, hours, out, scratch);
+      break;
+    case Era5Variable::k10mVComponentOfWind:
+      Make10mWind(t, /*zonal=*/false, hours, out, scratch);
+      break;
+    case Era5Variable::kMeanSeaLevelPressure:
+      MakeMeanSeaLevelPressure(t, hours, out, scratch);
+      break;
+    case Era5Variable::kSurfacePressure:
+      MakeMeanSeaLevelPressure(t, hours, out, scratch);
+      for (size_t k = 0; k < out.size(); ++k) out[k] *= t.pressure_reduction[k];
+      break;
+    case Era5Variable::kTotalPrecipitation:
+      MakeTotalPrecipitation(t, hours, out, scratch);
+      break;
+    case Era5Variable::kTopOfAtmosphereIncidentSolarRadiation:
+      MakeTopOfAtmosphereIncidentSolarRadiation(t, hours, out, scratch);
+      break;
+    case Era5Variable::kTotalColumnWaterVapour:
+      MakeTotalColumnWaterVapour(t, hours, out, scratch);
+      break;
+    case Era5Variable::kGeopotential:
+      MakeGeopotential(t, hours, level_index, out, scratch);
+      break;
+    case Era5Variable::kTemperature:
+      MakeTemperature(t, hours, level_index, out, scratch);
+      break;
+    case Era5Variable::kUComponentOfWind:
+      MakeUpperWind(t, /*zonal=*/true, hours, level_index, out, scratch);
+      break;
+    case Era5Variable::kVComponentOfWind:
+      MakeUpperWind(t, /*zonal=*/false, hours, level_index, out, scratch);
+      break;
+    case Era5Variable::kSpecificHumidity:
+      MakeSpecificHumidity(t, hours, level_index, out, scratch);
+      break;
+    case Era5Variable::kLandSeaMask:
+      std::copy(t.land_sea_mask.begin(), t.land_sea_mask.end(), out.begin());
+      break;
+    case Era5Variable::kGeopotentialAtSurface:
+      for (size_t k = 0; k < out.size(); ++k) {
+        out[k] = static_cast<float>(kGravity) * t.surface_height[k];
+      }
+      break;
+  }
+  PackLikeGrib(out);
+  return Status::Ok();
+}
+
+}  // namespace zarrstream::tools
