@@ -1,5 +1,6 @@
 // The nanobind module _zarrstream: thin bindings over the C++ API. The Python package
-// (python/zarrstream) wraps these in numpy-friendly classes; the GIL is released while C++ reads.
+// (python/zarrstream) wraps these in numpy-friendly classes; the GIL is released while C++ reads,
+// writes or creates.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -7,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "errors.h"
+#include "store_bindings.h"
 #include "zarrstream/array.h"
 
 namespace nb = nanobind;
@@ -51,6 +53,56 @@ void ReadInto(const Array& array, const std::vector<uint64_t>& start,
   ThrowIfError(status);
 }
 
+// Writes `data` (any strides, native byte order, item size of the array's data type) to the
+// region of its shape at `start`.
+void WriteFrom(const Array& array, const std::vector<uint64_t>& start,
+               nb::ndarray<nb::ro, nb::device::cpu> data) {
+  if (data.ndim() != array.rank()) {
+    throw StatusError(InvalidArgumentError("data has " + std::to_string(data.ndim()) +
+                                           " dimensions, the array " +
+                                           std::to_string(array.rank())));
+  }
+  const size_t item = data.itemsize();
+  if (item != DataTypeSize(array.dtype())) {
+    throw StatusError(InvalidArgumentError("data item size does not match the array's dtype"));
+  }
+  std::vector<uint64_t> shape(data.ndim());
+  std::vector<int64_t> strides(data.ndim());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    shape[d] = static_cast<uint64_t>(data.shape(d));
+    strides[d] = data.stride(d) * static_cast<int64_t>(item);
+  }
+  const void* bytes = data.data();
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = array.Write(start, shape, bytes, strides);
+  }
+  ThrowIfError(status);
+}
+
+ArraySpec MakeSpec(std::vector<uint64_t> shape, const std::string& dtype,
+                   std::vector<uint64_t> chunks, std::optional<std::vector<uint64_t>> shards,
+                   std::string compressor, std::vector<std::string> dims,
+                   std::string fill_value_json, std::string attributes_json) {
+  ArraySpec spec;
+  spec.shape = std::move(shape);
+  spec.dtype = ValueOrThrow(ParseDataTypeName(dtype));
+  spec.chunks = std::move(chunks);
+  spec.shard_shape = std::move(shards);
+  spec.compressor = std::move(compressor);
+  spec.dims = std::move(dims);
+  spec.fill_value_json = std::move(fill_value_json);
+  spec.attributes_json = std::move(attributes_json);
+  return spec;
+}
+
+CreateOptions MakeCreateOptions(bool overwrite) {
+  CreateOptions create;
+  create.overwrite = overwrite;
+  return create;
+}
+
 }  // namespace
 }  // namespace zarrstream::python
 
@@ -58,6 +110,7 @@ NB_MODULE(_zarrstream, m) {
   using namespace zarrstream;
   using namespace zarrstream::python;
   RegisterErrorTranslator(m);
+  RegisterStoreBindings(m);
 
   nb::class_<Array>(m, "Array")
       .def_prop_ro("url", &Array::url)
@@ -78,7 +131,16 @@ NB_MODULE(_zarrstream, m) {
       .def_prop_ro("fill_value_is_null", &Array::fill_value_is_null)
       .def_prop_ro("codecs_json", &Array::codecs_json)
       .def_prop_ro("metadata_json", &Array::metadata_json)
-      .def("read_into", &ReadInto, "start"_a, "shape"_a, "out"_a.noconvert());
+      .def("read_into", &ReadInto, "start"_a, "shape"_a, "out"_a.noconvert())
+      .def("write_from", &WriteFrom, "start"_a, "data"_a.noconvert())
+      .def("set_attributes", [](const Array& a, const std::string& attributes_json) {
+        Status status;
+        {
+          nb::gil_scoped_release release;
+          status = a.SetAttributes(attributes_json);
+        }
+        ThrowIfError(status);
+      });
 
   nb::class_<Group>(m, "Group")
       .def_prop_ro("url", &Group::url)
@@ -91,7 +153,52 @@ NB_MODULE(_zarrstream, m) {
       .def("open_array",
            [](const Group& g, const std::string& path) { return ValueOrThrow(g.OpenArray(path)); })
       .def("open_group",
-           [](const Group& g, const std::string& path) { return ValueOrThrow(g.OpenGroup(path)); });
+           [](const Group& g, const std::string& path) { return ValueOrThrow(g.OpenGroup(path)); })
+      .def(
+          "create_array",
+          [](const Group& g, const std::string& path, std::vector<uint64_t> shape,
+             const std::string& dtype, std::vector<uint64_t> chunks,
+             std::optional<std::vector<uint64_t>> shards, std::string compressor,
+             std::vector<std::string> dims, std::string fill_value_json,
+             std::string attributes_json, bool overwrite) {
+            ArraySpec spec = MakeSpec(std::move(shape), dtype, std::move(chunks), std::move(shards),
+                                      std::move(compressor), std::move(dims),
+                                      std::move(fill_value_json), std::move(attributes_json));
+            Result<Array> array = [&] {
+              nb::gil_scoped_release release;
+              return g.CreateArray(path, spec, MakeCreateOptions(overwrite));
+            }();
+            return ValueOrThrow(std::move(array));
+          },
+          "path"_a, "shape"_a, "dtype"_a, "chunks"_a, "shards"_a.none(), "compressor"_a, "dims"_a,
+          "fill_value_json"_a, "attributes_json"_a, "overwrite"_a)
+      .def(
+          "create_group",
+          [](const Group& g, const std::string& path, const std::string& attributes_json,
+             bool overwrite) {
+            Result<Group> group = [&] {
+              nb::gil_scoped_release release;
+              return g.CreateGroup(path, attributes_json, MakeCreateOptions(overwrite));
+            }();
+            return ValueOrThrow(std::move(group));
+          },
+          "path"_a, "attributes_json"_a, "overwrite"_a)
+      .def("reopen",
+           [](const Group& g) {
+             Result<Group> group = [&] {
+               nb::gil_scoped_release release;
+               return g.Reopen();
+             }();
+             return ValueOrThrow(std::move(group));
+           })
+      .def("consolidate_metadata", [](const Group& g) {
+        Status status;
+        {
+          nb::gil_scoped_release release;
+          status = g.ConsolidateMetadata();
+        }
+        ThrowIfError(status);
+      });
 
   m.def(
       "open_array",
@@ -113,4 +220,34 @@ NB_MODULE(_zarrstream, m) {
         return ValueOrThrow(std::move(group));
       },
       "url"_a, "num_threads"_a = 0, "missing_chunks_are_errors"_a = false);
+  m.def(
+      "create_array",
+      [](const std::string& url, std::vector<uint64_t> shape, const std::string& dtype,
+         std::vector<uint64_t> chunks, std::optional<std::vector<uint64_t>> shards,
+         std::string compressor, std::vector<std::string> dims, std::string fill_value_json,
+         std::string attributes_json, bool overwrite, size_t num_threads) {
+        ArraySpec spec = MakeSpec(std::move(shape), dtype, std::move(chunks), std::move(shards),
+                                  std::move(compressor), std::move(dims),
+                                  std::move(fill_value_json), std::move(attributes_json));
+        Result<Array> array = [&] {
+          nb::gil_scoped_release release;
+          return Array::Create(url, spec, MakeCreateOptions(overwrite),
+                               MakeOptions(num_threads, false));
+        }();
+        return ValueOrThrow(std::move(array));
+      },
+      "url"_a, "shape"_a, "dtype"_a, "chunks"_a, "shards"_a.none(), "compressor"_a, "dims"_a,
+      "fill_value_json"_a, "attributes_json"_a, "overwrite"_a, "num_threads"_a = 0);
+  m.def(
+      "create_group",
+      [](const std::string& url, const std::string& attributes_json, bool overwrite,
+         size_t num_threads) {
+        Result<Group> group = [&] {
+          nb::gil_scoped_release release;
+          return Group::Create(url, attributes_json, MakeCreateOptions(overwrite),
+                               MakeOptions(num_threads, false));
+        }();
+        return ValueOrThrow(std::move(group));
+      },
+      "url"_a, "attributes_json"_a, "overwrite"_a, "num_threads"_a = 0);
 }

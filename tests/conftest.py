@@ -9,6 +9,8 @@ than 0/1).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -31,6 +33,14 @@ def pytest_configure(config):
         "ignore:.*Consolidated metadata.*",
     ):
         config.addinivalue_line("filterwarnings", line)
+
+
+# The `zarrstream` command of the environment running the tests.
+CLI = Path(sys.executable).parent / "zarrstream"
+
+
+def run_cli(*args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
 # ---------------------------------------------------------------------------------------------

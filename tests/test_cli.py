@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,13 +10,8 @@ import pytest
 import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
 
-from conftest import chunk_files, make_compressible, make_data
+from conftest import chunk_files, make_compressible, make_data, run_cli
 
-CLI = Path(sys.executable).parent / "zarrstream"
-
-
-def run_cli(*args, timeout=60):
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
 def assert_clean_exit(proc):

@@ -6,7 +6,7 @@
 >>> field = a[0]            # numpy, decoded in parallel in C++
 """
 
-from ._array import Array, Group, open_array, open_group
+from ._array import Array, Group, create_array, create_group, open_array, open_group
 from .errors import (
     ConfigError,
     CorruptChunkError,
@@ -26,6 +26,8 @@ __all__ = [
     "Group",
     "open_array",
     "open_group",
+    "create_array",
+    "create_group",
     "ZarrstreamError",
     "MetadataError",
     "UnsupportedError",

@@ -12,12 +12,9 @@ import numpy as np
 from . import _zarrstream
 
 
-def _normalize_key(key: Any, shape: tuple[int, ...]):
-    """Turns a numpy basic-indexing key into (start, count, post_index).
-
-    The region [start, start + count) is read from storage; ``post_index`` (applied with numpy to
-    that region) takes steps, drops integer-indexed dimensions and inserts new axes.
-    """
+def _expand_key(key: Any, shape: tuple[int, ...]) -> list[Any]:
+    """A basic-indexing key as a list with the ellipsis expanded and missing trailing dimensions
+    filled with ':' (None entries, new axes, kept)."""
     if not isinstance(key, tuple):
         key = (key,)
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
@@ -36,6 +33,29 @@ def _normalize_key(key: Any, shape: tuple[int, ...]):
             expanded.append(k)
     if Ellipsis not in key:
         expanded.extend([slice(None)] * (len(shape) - n_real))
+    return expanded
+
+
+def _integer_index(k: Any, size: int, dim: int, slices: str) -> int:
+    """An integer index into a dimension of ``size``, negative counting from the end."""
+    try:
+        i = operator.index(k)
+    except TypeError:
+        raise IndexError(
+            f"only integers, {slices}, ellipsis ('...') and None are valid indices; got {k!r}"
+        ) from None
+    if i < -size or i >= size:
+        raise IndexError(f"index {i} is out of bounds for axis {dim} with size {size}")
+    return i % size
+
+
+def _normalize_key(key: Any, shape: tuple[int, ...]):
+    """Turns a numpy basic-indexing key into (start, count, post_index).
+
+    The region [start, start + count) is read from storage; ``post_index`` (applied with numpy to
+    that region) takes steps, drops integer-indexed dimensions and inserts new axes.
+    """
+    expanded = _expand_key(key, shape)
 
     start, count, post = [], [], []
     dim = 0
@@ -57,16 +77,7 @@ def _normalize_key(key: Any, shape: tuple[int, ...]):
                 count.append(hi - lo)
                 post.append(slice(None, None, step))
         else:
-            try:
-                i = operator.index(k)
-            except TypeError:
-                raise IndexError(
-                    "only integers, slices (':'), ellipsis ('...') and None are valid indices; "
-                    f"got {k!r}"
-                ) from None
-            if i < -size or i >= size:
-                raise IndexError(f"index {i} is out of bounds for axis {dim} with size {size}")
-            i %= size
+            i = _integer_index(k, size, dim, "slices (':')")
             start.append(i)
             count.append(1)
             post.append(0)
@@ -74,11 +85,105 @@ def _normalize_key(key: Any, shape: tuple[int, ...]):
     return start, count, tuple(post)
 
 
+def _normalize_write_key(key: Any, shape: tuple[int, ...]):
+    """Turns a basic-indexing key for assignment into (start, count, selection_shape).
+
+    Only contiguous regions can be written: slices must have step 1. ``selection_shape`` is the
+    shape numpy gives ``a[key]`` (integer-indexed dimensions dropped, None axes inserted): what the
+    assigned value is broadcast to.
+    """
+    expanded = _expand_key(key, shape)
+
+    start, count, selection = [], [], []
+    dim = 0
+    for k in expanded:
+        if k is None:
+            selection.append(1)
+            continue
+        size = shape[dim]
+        if isinstance(k, slice):
+            s0, s1, step = k.indices(size)
+            if step != 1:
+                raise IndexError(
+                    f"zarrstream writes contiguous regions only: slice step must be 1, got {step} "
+                    f"(axis {dim})"
+                )
+            n = max(0, s1 - s0)
+            start.append(s0 if n else 0)
+            count.append(n)
+            selection.append(n)
+        else:
+            start.append(_integer_index(k, size, dim, "step-1 slices (':')"))
+            count.append(1)
+        dim += 1
+    return start, count, tuple(selection)
+
+
+def _float_json(value: Any, dtype: np.dtype):
+    """A float fill value in zarr.json form: a number, "NaN", "Infinity", "-Infinity", or the
+    hex bit pattern of a NaN other than the canonical one (so no payload is lost)."""
+    x = np.asarray(value).astype(dtype)
+    if np.isnan(x):
+        uint = np.dtype(f"u{dtype.itemsize}")
+        bits = int(x.view(uint))
+        if bits == int(np.asarray(np.nan, dtype=dtype).view(uint)):
+            return "NaN"
+        return f"0x{bits:0{2 * dtype.itemsize}x}"
+    if np.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return float(x)
+
+
+def _fill_value_json(value: Any, dtype: np.dtype) -> str:
+    """The fill value as zarr.json JSON for ``dtype`` (None: "null", the zero of the type)."""
+    if value is None:
+        return "null"
+    if dtype.kind == "b":
+        return json.dumps(bool(value))
+    if dtype.kind in "iu":
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)
+        try:
+            return json.dumps(operator.index(value))
+        except TypeError:
+            raise TypeError(f"fill_value {value!r} is not an integer (dtype {dtype})") from None
+    if dtype.kind == "f":
+        return json.dumps(_float_json(value, dtype))
+    if dtype.kind == "c":
+        c = complex(value)
+        part = np.dtype(f"f{dtype.itemsize // 2}")
+        return json.dumps([_float_json(c.real, part), _float_json(c.imag, part)])
+    raise TypeError(f"unsupported dtype {dtype}")
+
+
+def _create_args(shape, dtype, chunks, shards, compressor, dims, fill_value, attrs) -> dict:
+    """The arguments of the core create_array calls, from Python values."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    chunks = (chunks,) if isinstance(chunks, (int, np.integer)) else tuple(chunks)
+    if shards is not None:
+        shards = (shards,) if isinstance(shards, (int, np.integer)) else tuple(shards)
+    dt = np.dtype(dtype)
+    if not isinstance(compressor, str):
+        compressor = json.dumps(list(compressor))  # a zarr.json "codecs" list
+    return dict(
+        shape=[int(s) for s in shape],
+        dtype=dt.name,
+        chunks=[int(c) for c in chunks],
+        shards=None if shards is None else [int(s) for s in shards],
+        compressor=compressor,
+        dims=[] if dims is None else ["" if d is None else str(d) for d in dims],
+        fill_value_json=_fill_value_json(fill_value, dt),
+        attributes_json=json.dumps({} if attrs is None else dict(attrs), allow_nan=False),
+    )
+
+
 class Array:
-    """A Zarr array (v2 or v3) opened with :func:`open_array` or from a :class:`Group`.
+    """A Zarr array (v2 or v3) opened with :func:`open_array` or from a :class:`Group`, or created
+    with :func:`create_array`.
 
     Reading (``read()``, ``a[...]``) decodes chunks in parallel in C++ with the GIL released and
-    returns numpy arrays in native byte order.
+    returns numpy arrays in native byte order. Writing (``write()``, ``a[...] = values``) encodes
+    chunks in parallel the same way; chunks that end up all fill value are not stored.
     """
 
     def __init__(self, core: _zarrstream.Array):
@@ -148,6 +253,34 @@ class Array:
             self._core.read_into(start, count, region)
         return region[post]
 
+    def write(self, start, data) -> None:
+        """Writes ``data`` (an array of the array's rank, cast to its dtype) at ``start``.
+
+        Chunks the region covers wholly are encoded without reading; chunks it covers in part are
+        read, merged and rewritten. Disjoint stored objects (chunks, or shards when sharded) may be
+        written from several threads or processes at once.
+        """
+        data = np.asarray(data)
+        if data.dtype != self.dtype:
+            data = data.astype(self.dtype)
+        self._core.write_from([int(s) for s in start], data)
+
+    def __setitem__(self, key, value) -> None:
+        start, count, selection = _normalize_write_key(key, self.shape)
+        value = np.asarray(value)
+        if value.dtype != self.dtype:
+            value = value.astype(self.dtype)
+        # Broadcasting gives zero strides, not copies: a scalar fills any region without memory.
+        data = np.broadcast_to(value, selection).reshape(count)
+        if data.size:
+            self._core.write_from(start, data)
+
+    def set_attrs(self, attrs: Mapping) -> None:
+        """Replaces the array's attributes (a JSON-serialisable mapping) in zarr.json."""
+        text = json.dumps(dict(attrs), allow_nan=False)
+        self._core.set_attributes(text)
+        self.attrs = json.loads(text)
+
     def __array__(self, dtype=None, copy=None):
         data = self.read()
         return data if dtype is None else data.astype(dtype)
@@ -168,13 +301,28 @@ class Array:
 class Group(Mapping):
     """A Zarr group: a mapping of member names to :class:`Array` and :class:`Group` objects.
 
-    Members may be looked up by relative path (``group["sub/temperature"]``).
+    Members may be looked up by relative path (``group["sub/temperature"]``). Members created
+    through this object (``create_array``, ``create_group``) show at once, except in a group with
+    consolidated metadata: that lists what its consolidated metadata says until
+    :meth:`consolidate_metadata` runs again. Members created by other writers show in a group
+    opened after them.
     """
 
     def __init__(self, core: _zarrstream.Group):
-        self._core = core
+        self._handle = core
+        self._stale = False
         self.zarr_format: int = core.zarr_format
         self.attrs: dict = json.loads(core.attributes_json)
+
+    @property
+    def _core(self) -> _zarrstream.Group:
+        # A core group is a snapshot of the members it was opened with. After this object changed
+        # the hierarchy, the next look at it opens the group again: once, however many members
+        # were created in between.
+        if self._stale:
+            self._handle = self._handle.reopen()
+            self._stale = False
+        return self._handle
 
     @property
     def url(self) -> str:
@@ -223,6 +371,40 @@ class Group(Mapping):
             return False
         return True
 
+    def create_array(
+        self,
+        name: str,
+        shape,
+        dtype,
+        chunks,
+        shards=None,
+        compressor="zstd:3",
+        dims=None,
+        fill_value=None,
+        attrs: Mapping | None = None,
+        overwrite: bool = False,
+    ) -> Array:
+        """Creates a Zarr v3 array named ``name`` (a relative path) in this group; see
+        :func:`create_array`."""
+        args = _create_args(shape, dtype, chunks, shards, compressor, dims, fill_value, attrs)
+        core = self._handle.create_array(name, overwrite=overwrite, **args)
+        self._stale = True
+        return Array(core)
+
+    def create_group(self, name: str, attrs: Mapping | None = None, overwrite: bool = False) -> "Group":
+        """Creates a Zarr v3 group named ``name`` (a relative path) in this group."""
+        text = json.dumps({} if attrs is None else dict(attrs), allow_nan=False)
+        core = self._handle.create_group(name, text, overwrite)
+        self._stale = True
+        return Group(core)
+
+    def consolidate_metadata(self) -> None:
+        """Writes the metadata of every node below this group into its zarr.json (inline
+        consolidated metadata, as zarr-python writes it), so opening the hierarchy takes one read.
+        Nodes created later are not in it until this runs again."""
+        self._handle.consolidate_metadata()
+        self._stale = True
+
     def __repr__(self) -> str:
         return f"<zarrstream.Group {self.url} members={list(self)}>"
 
@@ -239,6 +421,44 @@ def open_array(url: str, *, num_threads: int = 0, missing_chunks: str = "fill") 
 def open_group(url: str, *, num_threads: int = 0, missing_chunks: str = "fill") -> Group:
     """Opens the Zarr group at ``url``; consolidated metadata is used when present."""
     return Group(_zarrstream.open_group(url, num_threads, _missing_is_error(missing_chunks)))
+
+
+def create_array(
+    url: str,
+    shape,
+    dtype,
+    chunks,
+    shards=None,
+    compressor="zstd:3",
+    dims=None,
+    fill_value=None,
+    attrs: Mapping | None = None,
+    overwrite: bool = False,
+    *,
+    num_threads: int = 0,
+) -> Array:
+    """Creates a Zarr v3 array at ``url`` and returns it open for reading and writing.
+
+    ``chunks``: the read-chunk shape; with ``shards``, the inner chunks of shards of that shape
+    (each a multiple of ``chunks``). ``compressor``: ``"none"``, ``"zstd[:level]"``,
+    ``"gzip[:level]"``, ``"lz4"``, ``"blosc[:cname[:clevel[:shuffle|bitshuffle|noshuffle]]]"``, or
+    a complete zarr.json ``codecs`` list (then ``shards`` must be None). ``dims``: dimension names.
+    ``fill_value``: what unwritten chunks read as (None: zero of the dtype). ``overwrite``: replace
+    a node already at ``url`` and everything below it; otherwise that is an error.
+    """
+    args = _create_args(shape, dtype, chunks, shards, compressor, dims, fill_value, attrs)
+    return Array(
+        _zarrstream.create_array(url, overwrite=overwrite, num_threads=num_threads, **args)
+    )
+
+
+def create_group(
+    url: str, attrs: Mapping | None = None, overwrite: bool = False, *, num_threads: int = 0
+) -> Group:
+    """Creates a Zarr v3 group at ``url`` (``overwrite`` replaces a node there and everything below
+    it)."""
+    text = json.dumps({} if attrs is None else dict(attrs), allow_nan=False)
+    return Group(_zarrstream.create_group(url, text, overwrite, num_threads=num_threads))
 
 
 def _missing_is_error(missing_chunks: str) -> bool:

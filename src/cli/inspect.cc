@@ -23,17 +23,6 @@ using nlohmann::json;
 constexpr double kLargeChunkBytes = 100e6;
 constexpr double kSmallChunkBytes = 1e6;
 
-std::string HumanBytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 5) {
-    bytes /= 1000;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-  return buf;
-}
 
 std::string ShapeString(const std::vector<uint64_t>& shape) {
   std::string s = FormatIndex(shape, ", ");
@@ -119,10 +108,10 @@ json DescribeArray(const Array& array, const std::string& name) {
   const double chunk_bytes = static_cast<double>(Product(array.chunks()) * item);
   j["chunk_bytes"] = chunk_bytes;
   if (chunk_bytes > kLargeChunkBytes) {
-    warnings.push_back("chunks of " + HumanBytes(chunk_bytes) +
+    warnings.push_back("chunks of " + FormatBytes(chunk_bytes) +
                        " are large: every sample that touches one reads and decodes all of it");
   } else if (chunk_bytes < kSmallChunkBytes && logical > 10 * kSmallChunkBytes) {
-    warnings.push_back("chunks of " + HumanBytes(chunk_bytes) +
+    warnings.push_back("chunks of " + FormatBytes(chunk_bytes) +
                        " are small: a sample needs many requests (aim for 1-100 MB)");
   }
   for (size_t d = 0; d < array.dims().size(); ++d) {
@@ -212,7 +201,7 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
   if (!node["shard_shape"].is_null()) {
     out << " in shards " << ShapeString(node["shard_shape"].get<std::vector<uint64_t>>());
   }
-  out << " (" << HumanBytes(node["chunk_bytes"].get<double>()) << " each), codecs ";
+  out << " (" << FormatBytes(node["chunk_bytes"].get<double>()) << " each), codecs ";
   bool first = true;
   for (const auto& c : node["codec_summary"]) {
     out << (first ? "" : " > ") << c.get<std::string>();
@@ -222,8 +211,8 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
       << indent << "    " << node["stored_chunk_count"].get<uint64_t>() << " of "
       << node["chunk_count"].get<uint64_t>() << " "
       << (node["shard_shape"].is_null() ? "chunks" : "shards") << " stored, "
-      << HumanBytes(node["stored_bytes"].get<double>()) << " stored / "
-      << HumanBytes(node["logical_bytes"].get<double>()) << " logical";
+      << FormatBytes(node["stored_bytes"].get<double>()) << " stored / "
+      << FormatBytes(node["logical_bytes"].get<double>()) << " logical";
   if (node["compression_ratio"].get<double>() > 0) {
     char ratio[32];
     std::snprintf(ratio, sizeof(ratio), " (%.2fx)", node["compression_ratio"].get<double>());

@@ -4,6 +4,9 @@
 #include <iostream>
 
 #include "cli/inspect.h"
+#include "cli/rechunk_command.h"
+#include "cli/stats_command.h"
+#include "cli/synth_command.h"
 
 int main(int argc, char** argv) {
   // Errors travel as Status values; this catch is only for what a library throws (CLI11 setup,
@@ -18,8 +21,39 @@ int main(int argc, char** argv) {
     inspect_cmd->add_option("url", inspect.url, "Store URL or local path")->required();
     inspect_cmd->add_flag("--json", inspect.json, "Machine-readable output");
 
+    zarrstream::cli::StatsOptions stats;
+    CLI::App* stats_cmd = app.add_subcommand(
+        "stats",
+        "Per-channel count, NaN count, mean, std (population, ddof=0), min and max over a "
+        "label selection, in one streaming pass, written as the loader's normalisation file. "
+        "Memory stays below about 3 x threads x one chunk's decoded size.");
+    stats_cmd->add_option("url", stats.url, "Dataset: a group (or a single array) URL or path")
+        ->required();
+    stats_cmd
+        ->add_option("--vars", stats.vars,
+                     "Variables: NAME, NAME@LEVEL[,LEVEL...] or NAME@*, comma-separated or "
+                     "repeated (default: every data variable, all levels)")
+        ->allow_extra_args(false);
+    stats_cmd
+        ->add_option("--select", stats.select,
+                     "Label selection DIM=START:STOP (inclusive; either end may be empty; "
+                     "dates cover their whole period: time=1979:2015) or DIM=LABEL[,LABEL...]; "
+                     "comma-separated or repeated")
+        ->allow_extra_args(false);
+    stats_cmd->add_option("--threads", stats.threads, "Threads (default: one per core)");
+    stats_cmd->add_option("-o,--output", stats.output, "Stats file to write (default: stdout)");
+
+    zarrstream::cli::SynthCommandOptions synth;
+    CLI::App* synth_cmd = zarrstream::cli::AddSynthCommand(app, &synth);
+
+    zarrstream::cli::RechunkCommandOptions rechunk;
+    CLI::App* rechunk_cmd = zarrstream::cli::AddRechunkCommand(app, &rechunk);
+
     CLI11_PARSE(app, argc, argv);
     if (app.got_subcommand(inspect_cmd)) return zarrstream::cli::RunInspect(inspect);
+    if (app.got_subcommand(stats_cmd)) return zarrstream::cli::RunStats(stats);
+    if (app.got_subcommand(synth_cmd)) return zarrstream::cli::RunSynth(synth);
+    if (app.got_subcommand(rechunk_cmd)) return zarrstream::cli::RunRechunk(rechunk);
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "zarrstream: " << e.what() << "\n";

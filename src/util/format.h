@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <string>
 
@@ -16,6 +17,19 @@ inline std::string FormatIndex(std::span<const uint64_t> index, const char* sepa
   }
   s += ")";
   return s;
+}
+
+// "1.5 GB", "12.0 MB", "512 B": decimal units, as sizes and throughput are usually quoted.
+inline std::string FormatBytes(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int unit = 0;
+  while (bytes >= 1000.0 && unit < 5) {
+    bytes /= 1000.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
 }
 
 }  // namespace zarrstream

@@ -1,0 +1,298 @@
+"""`zarrstream rechunk`: what it writes equals the source as zarr-python, tensorstore and xarray
+read it, for every option; interruption and resume; parts that together equal one run; the
+memory bound; and clear errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+from conftest import run_cli
+
+NT, NL, NY, NX = 12, 4, 9, 16
+LEVELS = np.array([250, 500, 850, 1000], dtype=np.int64)
+
+
+def field(shape, seed):
+    """Smooth fields with noise: compressible like real data, never constant."""
+    rng = np.random.default_rng(seed)
+    base = np.cumsum(rng.standard_normal(shape), axis=-1)
+    return (280.0 + base).astype(np.float32)
+
+
+def write_dataset(path: Path, zarr_format: int, time_chunk: int = 5) -> dict[str, np.ndarray]:
+    """An ERA5-shaped dataset as xarray lays it out, written by zarr-python."""
+    data = {
+        "t2m": field((NT, NY, NX), 1),
+        "temperature": field((NT, NL, NY, NX), 2),
+        "orography": field((NY, NX), 3),
+        "time": np.arange(NT, dtype=np.int64) * 6 + 692496,  # 1979-01-01 in hours since 1900
+        "level": LEVELS,
+        "latitude": np.linspace(80, -80, NY).astype(np.float32),
+        "longitude": np.linspace(0, 337.5, NX).astype(np.float32),
+    }
+    dims = {
+        "t2m": ("time", "latitude", "longitude"),
+        "temperature": ("time", "level", "latitude", "longitude"),
+        "orography": ("latitude", "longitude"),
+        "time": ("time",),
+        "level": ("level",),
+        "latitude": ("latitude",),
+        "longitude": ("longitude",),
+    }
+    chunks = {
+        "t2m": (time_chunk, NY, NX),
+        "temperature": (time_chunk, NL, NY, NX),
+        "orography": (NY, NX),
+    }
+    root = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+    root.attrs["title"] = "rechunk fixture"
+    for name, values in data.items():
+        kwargs = {}
+        if zarr_format == 2:
+            kwargs["compressors"] = [numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)]
+            kwargs["attributes"] = {"_ARRAY_DIMENSIONS": list(dims[name])}
+        else:
+            kwargs["compressors"] = [ZstdCodec(level=1)]
+            kwargs["dimension_names"] = dims[name]
+        arr = root.create_array(name, shape=values.shape, dtype=values.dtype,
+                                chunks=chunks.get(name, values.shape), **kwargs)
+        arr[...] = values
+        if name == "time":
+            arr.attrs.update({"units": "hours since 1900-01-01 00:00:00",
+                              "calendar": "proleptic_gregorian"})
+        else:
+            arr.attrs["units"] = "K" if name != "level" else "hPa"
+    zarr.consolidate_metadata(str(path))
+    return data
+
+
+@pytest.fixture(params=[2, 3], ids=["v2-blosc", "v3-zstd"])
+def dataset(request, tmp_path):
+    src = tmp_path / "src.zarr"
+    return src, write_dataset(src, request.param)
+
+
+def rechunk(*args, check=True):
+    proc = run_cli("rechunk", *args, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def stored_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_rechunk_group_equals_source_for_every_reader(dataset, tmp_path):
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    proc = rechunk(src, dst, "--chunks", "time=1,level=1", "--codec", "zstd:3")
+    assert "complete" in proc.stdout
+
+    group = zarr.open_group(str(dst), mode="r", use_consolidated=True)
+    assert group.metadata.zarr_format == 3
+    assert dict(group.attrs) == {"title": "rechunk fixture"}
+    for name, values in data.items():
+        arr = group[name]
+        np.testing.assert_array_equal(arr[...], values, err_msg=name)
+        assert arr.dtype == values.dtype
+    assert group["temperature"].chunks == (1, 1, NY, NX)
+    assert group["t2m"].chunks == (1, NY, NX)
+    assert group["orography"].chunks == (NY, NX)  # no named dims: full extent
+    assert group["temperature"].metadata.dimension_names == ("time", "level", "latitude", "longitude")
+    assert "_ARRAY_DIMENSIONS" not in group["temperature"].attrs
+    assert group["time"].attrs["units"] == "hours since 1900-01-01 00:00:00"
+    codecs = json.loads((dst / "temperature" / "zarr.json").read_text())["codecs"]
+    assert [c["name"] for c in codecs] == ["bytes", "zstd"]
+    assert codecs[1]["configuration"]["level"] == 3
+    # The job's progress records are gone once it is complete.
+    assert not (dst / ".zarrstream-rechunk").exists()
+
+    import xarray as xr
+
+    ds = xr.open_zarr(str(dst), consolidated=True)
+    assert ds["temperature"].dims == ("time", "level", "latitude", "longitude")
+    assert str(ds["time"].values[0]).startswith("1979-01-01T00")
+    np.testing.assert_array_equal(ds["t2m"].values, data["t2m"])
+
+
+def test_rechunk_sharded_is_read_by_tensorstore(dataset, tmp_path):
+    import tensorstore as ts
+
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    rechunk(src, dst, "--chunks", "time=1,level=1", "--shard", "time=4", "--codec", "blosc:lz4:5:shuffle")
+    meta = json.loads((dst / "temperature" / "zarr.json").read_text())
+    assert meta["chunk_grid"]["configuration"]["chunk_shape"] == [4, 1, NY, NX]
+    sharding = meta["codecs"][0]
+    assert sharding["name"] == "sharding_indexed"
+    assert sharding["configuration"]["chunk_shape"] == [1, 1, NY, NX]
+    for name in ("temperature", "t2m"):
+        arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(dst / name)}}).result()
+        np.testing.assert_array_equal(arr.read().result(), data[name], err_msg=name)
+
+
+def test_rechunk_select_and_vars(dataset, tmp_path):
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    rechunk(src, dst, "--vars", "temperature", "--select", "time=1979-01-01T06:1979-01-02T12",
+            "--select", "latitude=60:-20", "--chunks", "time=2")
+    group = zarr.open_group(str(dst), mode="r")
+    assert sorted(group.array_keys()) == ["latitude", "level", "longitude", "temperature", "time"]
+    lat = data["latitude"]
+    lat_sel = (lat <= 60) & (lat >= -20)
+    expected = data["temperature"][1:7][:, :, lat_sel]
+    np.testing.assert_array_equal(group["temperature"][...], expected)
+    np.testing.assert_array_equal(group["time"][...], data["time"][1:7])
+    np.testing.assert_array_equal(group["latitude"][...], lat[lat_sel])
+    assert group["temperature"].chunks == (2, NL, int(lat_sel.sum()), NX)
+
+
+def test_rechunk_stack_builds_channels(dataset, tmp_path):
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    rechunk(src, dst, "--stack", "inputs", "--vars", "temperature@500,1000,t2m")
+    group = zarr.open_group(str(dst), mode="r")
+    inputs = group["inputs"]
+    assert inputs.metadata.dimension_names == ("time", "channel", "latitude", "longitude")
+    assert list(inputs.attrs["channel_names"]) == ["temperature@500", "temperature@1000", "t2m"]
+    expected = np.stack([data["temperature"][:, 1], data["temperature"][:, 3], data["t2m"]], axis=1)
+    np.testing.assert_array_equal(inputs[...], expected)
+    assert inputs.chunks == (1, 1, NY, NX)
+    assert "temperature" not in group
+
+
+def test_rechunk_single_array(tmp_path):
+    src = tmp_path / "a.zarr"
+    values = field((10, 7, 5), 4)
+    zarr.create_array(str(src), shape=values.shape, dtype=values.dtype, chunks=(10, 7, 5),
+                      dimension_names=("time", "y", "x"))[...] = values
+    dst = tmp_path / "b.zarr"
+    rechunk(src, dst, "--chunks", "time=3", "--codec", "blosc:zstd:3:bitshuffle")
+    arr = zarr.open_array(str(dst), mode="r")
+    assert arr.chunks == (3, 7, 5)
+    np.testing.assert_array_equal(arr[...], values)
+
+
+def test_rechunk_resumes_after_a_failure_and_equals_an_uninterrupted_run(tmp_path):
+    src = tmp_path / "src.zarr"
+    data = write_dataset(src, 3, time_chunk=1)
+    # Break one source chunk late in time order: the first run fails there after writing earlier
+    # slabs, and records them.
+    victim = src / "t2m" / "c" / "9" / "0" / "0"
+    good = victim.read_bytes()
+    victim.write_bytes(b"not zstd at all")
+    dst = tmp_path / "dst.zarr"
+    args = ["--chunks", "time=1", "--threads", "1", "--vars", "t2m"]
+    failed = rechunk(src, dst, *args, check=False)
+    assert failed.returncode == 1
+    assert "t2m" in failed.stderr and "c/9/0/0" in failed.stderr, failed.stderr
+    state = json.loads((dst / ".zarrstream-rechunk" / "part-0-of-1.json").read_text())
+    assert state["complete"] is False and state["done"], state
+    # Rerunning with other options is refused rather than mixing two layouts.
+    other = rechunk(src, dst, "--chunks", "time=2", "--threads", "1", "--vars", "t2m", check=False)
+    assert other.returncode == 1 and "unfinished rechunk" in other.stderr
+
+    victim.write_bytes(good)
+    resumed = rechunk(src, dst, *args)
+    assert "already done, skipped" in resumed.stdout
+    np.testing.assert_array_equal(zarr.open_group(str(dst), mode="r")["t2m"][...], data["t2m"])
+
+    fresh = tmp_path / "fresh.zarr"
+    rechunk(src, fresh, *args)
+    assert stored_files(dst) == stored_files(fresh)
+
+
+def test_rechunk_parts_together_equal_one_run(tmp_path):
+    src = tmp_path / "src.zarr"
+    write_dataset(src, 3, time_chunk=1)
+    whole = tmp_path / "whole.zarr"
+    opts = ["--chunks", "time=1,level=1", "--shard", "time=2"]
+    rechunk(src, whole, *opts)
+    parts = tmp_path / "parts.zarr"
+    for i in range(3):
+        proc = rechunk(src, parts, *opts, "--part", f"{i}/3")
+        done = "complete" in proc.stdout
+        assert done == (i == 2), proc.stdout
+        assert (parts / ".zarrstream-rechunk").exists() == (i < 2)
+    assert stored_files(parts) == stored_files(whole)
+
+
+def test_rechunk_memory_stays_within_the_bound(tmp_path):
+    src = tmp_path / "big.zarr"
+    nt, ny, nx = 48, 512, 1024  # 100 MB of float32
+    arr = zarr.create_array(str(src), shape=(nt, ny, nx), dtype="float32", chunks=(4, ny, nx),
+                            dimension_names=("time", "y", "x"), compressors=[ZstdCodec(level=1)])
+    for t in range(0, nt, 8):
+        arr[t:t + 8] = field((8, ny, nx), t)  # zarr-python writes two source chunks at a time
+    dst = tmp_path / "out.zarr"
+    proc = rechunk(src, dst, "--chunks", "time=1", "--memory", "0.02", "--threads", "2")
+    match = re.search(r"memory bound ([0-9.]+) MB, peak resident ([0-9.]+) MB", proc.stdout)
+    assert match, proc.stdout
+    bound_mb, peak_mb = float(match.group(1)), float(match.group(2))
+    # Slabs in flight plus per-thread scratch for an 8 MB source chunk: well below the 100 MB
+    # array; the process stays within the bound plus the program itself.
+    assert bound_mb < 70, proc.stdout
+    assert peak_mb < bound_mb + 30, proc.stdout
+    np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[40:48], arr[40:48])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--chunks", "height=1"], "names dimension 'height'"),
+        (["--chunks", "time=0"], "positive integer"),
+        (["--chunks", "time=3", "--shard", "time=4"], "not a multiple"),
+        (["--vars", "nope"], "no variable 'nope'"),
+        (["--vars", "temperature@500"], "needs --stack"),
+        (["--stack", "x", "--vars", "temperature@123"], "123"),
+        (["--select", "time=2030-01-01:2031-01-01"], "time"),
+        (["--part", "3/3"], "--part"),
+        (["--codec", "snappy"], "snappy"),
+    ],
+)
+def test_rechunk_errors_are_clear(dataset, tmp_path, args, message):
+    src, _ = dataset
+    proc = rechunk(src, tmp_path / "dst.zarr", *args, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+
+
+def test_rechunk_refuses_to_replace_without_overwrite(dataset, tmp_path):
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    rechunk(src, dst)
+    again = rechunk(src, dst, "--chunks", "time=2", check=False)
+    assert again.returncode == 1 and "--overwrite" in again.stderr
+    rechunk(src, dst, "--chunks", "time=2", "--overwrite")
+    group = zarr.open_group(str(dst), mode="r")
+    assert group["t2m"].chunks == (2, NY, NX)
+    np.testing.assert_array_equal(group["t2m"][...], data["t2m"])
+
+
+def test_rechunk_gpu_friendly_preset(dataset, tmp_path):
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    rechunk(src, dst, "--gpu-friendly")
+    group = zarr.open_group(str(dst), mode="r", use_consolidated=True)
+    # One 2-D field per chunk, one time step per shard, blosc-zstd with byte shuffle.
+    temperature = group["temperature"]
+    assert temperature.chunks == (1, 1, NY, NX)
+    assert temperature.shards == (1, NL, NY, NX)
+    inner = json.loads((dst / "temperature" / "zarr.json").read_text())["codecs"][0]
+    blosc = inner["configuration"]["codecs"][1]
+    assert blosc["name"] == "blosc"
+    assert blosc["configuration"]["cname"] == "zstd" and blosc["configuration"]["clevel"] == 1
+    assert blosc["configuration"]["shuffle"] == "shuffle"
+    # A 2-D variable's shard would be one chunk: not sharded.
+    assert group["t2m"].chunks == (1, NY, NX) and group["t2m"].shards is None
+    for name in ("temperature", "t2m"):
+        np.testing.assert_array_equal(group[name][...], data[name], err_msg=name)
