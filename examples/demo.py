@@ -1,10 +1,19 @@
-"""The zarrstream demo: make a small ERA5-like store with zarr-python, inspect it, and read it.
+"""The zarrstream demo: the data-preparation path of a training job, on a generated ERA5-like store.
 
-Run with `make demo`. Later stages of the product extend this into the full training job.
+1. `zarrstream synth` writes a 1° ERA5-like dataset (WeatherBench2 variable names, 13 levels).
+2. `zarrstream inspect` shows its layout.
+3. `zarrstream stats` computes per-channel normalisation statistics over the training split only.
+4. `zarrstream rechunk --stack --gpu-friendly` turns the training split into one
+   (time, channel, latitude, longitude) array of 69 channels, in the layout the GPU path reads.
+5. Random time steps (the training access pattern) are read from it, and checked against
+   zarr-python.
+
+Run with `make demo`. The loader and the U-Net training run extend this into the full job.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -12,50 +21,72 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from era5_like import write_era5_like_store  # noqa: E402
-
-import zarrstream  # noqa: E402
+import zarrstream
 
 ROOT = Path(__file__).resolve().parent.parent
-STORE = ROOT / "demo_data" / "era5_demo.zarr"
-SHAPE = dict(ntime=48, nchannel=12, nlat=181, nlon=360)  # 1° grid
+DATA = ROOT / "demo_data"
+SOURCE = DATA / "era5_1deg.zarr"
+STACKED = DATA / "era5_1deg_train.zarr"
+STATS = DATA / "stats_train.json"
+CLI = Path(sys.executable).parent / "zarrstream"
+
+STEPS = 40  # 6-hourly: 10 days
+TRAIN = "time=1979-01-01:1979-01-07"  # the first week; the rest is held out
+VARIABLES = (
+    "2m_temperature,10m_u_component_of_wind,10m_v_component_of_wind,mean_sea_level_pressure,"
+    "geopotential,temperature,u_component_of_wind,v_component_of_wind,specific_humidity"
+)
+
+
+def run(*args: str) -> None:
+    shown = [a if not a.startswith(str(ROOT)) else str(Path(a).relative_to(ROOT)) for a in args]
+    print(f"\n$ zarrstream {' '.join(shown)}", flush=True)
+    t0 = time.perf_counter()
+    subprocess.run([str(CLI), *args], check=True)
+    print(f"  ({time.perf_counter() - t0:.1f} s)")
 
 
 def main() -> None:
-    if not (STORE / "zarr.json").exists():
-        print(f"generating an ERA5-like store at {STORE.relative_to(ROOT)} ...", flush=True)
-        t0 = time.perf_counter()
-        write_era5_like_store(STORE, **SHAPE)
-        print(f"  written in {time.perf_counter() - t0:.1f} s")
+    DATA.mkdir(exist_ok=True)
+    if not (SOURCE / "zarr.json").exists():
+        run("synth", str(SOURCE), "--preset", "era5-1deg", "--steps", str(STEPS), "--overwrite")
+    run("inspect", str(SOURCE))
+    run("stats", str(SOURCE), "--vars", VARIABLES, "--select", TRAIN, "-o", str(STATS))
+    stats = json.loads(STATS.read_text())
+    channels = stats["channels"]
+    print(f"  {len(channels)} channels, e.g. " + ", ".join(
+        f"{c['name']} mean {c['mean']:.4g} std {c['std']:.3g}" for c in channels[:2]))
+    run("rechunk", str(SOURCE), str(STACKED), "--stack", "inputs", "--vars", VARIABLES,
+        "--select", TRAIN, "--gpu-friendly", "--overwrite")
 
-    cli = Path(sys.executable).parent / "zarrstream"
-    print(f"\n$ zarrstream inspect {STORE.relative_to(ROOT)}")
-    subprocess.run([str(cli), "inspect", str(STORE)], check=True)
+    inputs = zarrstream.open_group(str(STACKED))["inputs"]
+    names = inputs.attrs["channel_names"]
+    assert names == [c["name"] for c in channels], "stats and stacked channels disagree"
+    step_bytes = inputs.nbytes // inputs.shape[0]
+    print(f"\nstacked training array: {inputs.shape} {inputs.dtype}, chunks {inputs.chunks}, "
+          f"shards {inputs.shard_shape}, {step_bytes / 1e6:.1f} MB per time step")
 
-    a = zarrstream.open_array(str(STORE))
-    step_bytes = a.nbytes // a.shape[0]
     rng = np.random.default_rng(0)
-    steps = rng.integers(0, a.shape[0], size=200)
-    a[0]  # warm up
+    steps = rng.integers(0, inputs.shape[0], size=100)
+    inputs[0]  # warm up
     t0 = time.perf_counter()
     for t in steps:
-        field = a[int(t)]
+        sample = inputs[int(t)]
     elapsed = time.perf_counter() - t0
-    print(f"\nrandom time-step reads: {len(steps)} x {field.shape} float32 in {elapsed:.2f} s "
-          f"= {len(steps) / elapsed:.0f} steps/s, {len(steps) * step_bytes / elapsed / 1e9:.2f} GB/s decoded")
-
-    t0 = time.perf_counter()
-    whole = a.read()
-    elapsed = time.perf_counter() - t0
-    print(f"whole-array read: {whole.nbytes / 1e6:.0f} MB in {elapsed:.2f} s "
-          f"= {whole.nbytes / elapsed / 1e9:.2f} GB/s decoded")
+    print(f"random time steps, zarrstream: {len(steps) / elapsed:.0f} samples/s "
+          f"({len(steps) * step_bytes / elapsed / 1e9:.2f} GB/s decoded)")
 
     import zarr
 
-    expected = zarr.open_array(str(STORE), mode="r")[5]
-    assert np.array_equal(a[5], expected), "zarrstream and zarr-python disagree"
-    print("check: time step 5 matches zarr-python bit for bit")
+    reference = zarr.open_group(str(STACKED), mode="r")["inputs"]
+    t0 = time.perf_counter()
+    for t in steps[:20]:
+        expected = reference[int(t)]
+    elapsed = time.perf_counter() - t0
+    print(f"random time steps, zarr-python: {20 / elapsed:.0f} samples/s")
+    assert np.array_equal(sample, reference[int(steps[-1])], equal_nan=True)
+    assert np.array_equal(inputs[int(steps[19])], expected, equal_nan=True)
+    print("check: zarrstream and zarr-python read identical samples")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ using nlohmann::json;
 constexpr double kLargeChunkBytes = 100e6;
 constexpr double kSmallChunkBytes = 1e6;
 
-
 std::string ShapeString(const std::vector<uint64_t>& shape) {
   std::string s = FormatIndex(shape, ", ");
   if (shape.size() == 1) s.insert(s.size() - 1, ",");

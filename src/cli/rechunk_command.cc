@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "cli/progress_bar.h"
-#include "util/format.h"
 #include "tools/rechunk.h"
+#include "util/format.h"
 
 namespace zarrstream::cli {
 namespace {

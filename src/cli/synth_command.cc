@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "cli/progress_bar.h"
-#include "util/format.h"
 #include "tools/synth_dataset.h"
+#include "util/format.h"
 
 namespace zarrstream::cli {
 
@@ -74,10 +74,8 @@ int RunSynth(const SynthCommandOptions& options) {
       options.dest.c_str(), report->preset.c_str(),
       std::string(tools::SynthLayoutName(report->layout)).c_str(),
       static_cast<unsigned long long>(report->steps), report->arrays, report->stored_objects,
-      FormatBytes(static_cast<double>(report->data_bytes)).c_str(),
-      report->wall_seconds,
-      FormatBytes(static_cast<double>(report->data_bytes) / report->wall_seconds)
-          .c_str(),
+      FormatBytes(static_cast<double>(report->data_bytes)).c_str(), report->wall_seconds,
+      FormatBytes(static_cast<double>(report->data_bytes) / report->wall_seconds).c_str(),
       report->threads, 1e3 * report->generate_seconds / fields,
       1e3 * report->write_seconds / fields,
       FormatBytes(static_cast<double>(report->memory_bound_bytes)).c_str());

@@ -131,14 +131,24 @@ Status ChooseChunking(const RechunkOptions& options, const OutputArraySource& ou
 void ChooseSlab(OutputPlan* plan, size_t element_size, uint64_t slab_budget) {
   const size_t rank = plan->unit.size();
   plan->slab = plan->unit;
+  auto try_grow = [&](size_t d, uint64_t extent) {
+    std::vector<uint64_t> candidate = plan->slab;
+    candidate[d] = std::min(extent, RoundUp(plan->source.shape[d], plan->unit[d]));
+    if (Product(candidate) * element_size > slab_budget) return false;
+    plan->slab = std::move(candidate);
+    return true;
+  };
+  // A stacked array's channels: source chunks holding several levels feed neighbouring
+  // channels, and a variable's levels start anywhere along the channel axis, so take all
+  // channels at once when they fit (each level chunk is then decoded once per slab).
+  if (plan->source.channel_dim >= 0) {
+    const auto d = static_cast<size_t>(plan->source.channel_dim);
+    if (plan->source.source_chunk_extent(d) > 1) try_grow(d, plan->source.shape[d]);
+  }
   for (size_t d = 0; d < rank; ++d) {
     const uint64_t source_chunk = plan->source.source_chunk_extent(d);
-    if (source_chunk <= plan->unit[d] && plan->unit[d] % source_chunk == 0) continue;
-    const uint64_t grown = std::min(std::lcm(plan->unit[d], source_chunk),
-                                    RoundUp(plan->source.shape[d], plan->unit[d]));
-    std::vector<uint64_t> candidate = plan->slab;
-    candidate[d] = grown;
-    if (Product(candidate) * element_size <= slab_budget) plan->slab = std::move(candidate);
+    if (plan->slab[d] % source_chunk == 0) continue;
+    try_grow(d, std::lcm(plan->slab[d], source_chunk));
   }
   plan->slab_grid.resize(rank);
   for (size_t d = 0; d < rank; ++d) {
@@ -254,63 +264,94 @@ Status WriteState(Store& store, uint32_t part, uint32_t count, const json& plan,
                    {reinterpret_cast<const std::byte*>(text.data()), text.size()});
 }
 
+// One Array::Read of a slab: a region of one source array and where it lands in the slab buffer.
+struct SourceRead {
+  const ChannelSource* source;
+  std::vector<uint64_t> start;
+  std::vector<uint64_t> shape;
+  std::vector<int64_t> byte_strides;  // in the slab buffer
+  int64_t byte_offset = 0;            // of the region's first element in the slab buffer
+};
+
+// True when `next` is the level after `first`'s `run`-th of the same array: channels that read
+// as one region along the level dimension.
+bool ContinuesLevelRun(const ChannelSource& first, const ChannelSource& next, size_t level_dim,
+                       uint64_t run) {
+  if (next.array.url() != first.array.url() || next.out_dim != first.out_dim) return false;
+  for (size_t j = 0; j < first.offset.size(); ++j) {
+    const uint64_t expected = j == level_dim ? first.offset[j] + run : first.offset[j];
+    if (next.offset[j] != expected) return false;
+  }
+  return true;
+}
+
+// The reads that fill slab [start, shape) of `plan` (C order, `element_size`-byte elements).
+// Channels that are consecutive levels of one array become one read, so a source chunk holding
+// several levels is decoded once per slab rather than once per level.
+std::vector<SourceRead> PlanSourceReads(const OutputPlan& plan, std::span<const uint64_t> start,
+                                        std::span<const uint64_t> shape) {
+  const OutputArraySource& out = plan.source;
+  const std::vector<int64_t> strides = CStrides(shape, DataTypeSize(plan.spec.dtype));
+  const int channel_dim = out.channel_dim;
+  const uint64_t channel_begin = channel_dim >= 0 ? start[channel_dim] : 0;
+  const uint64_t channel_end = channel_dim >= 0 ? channel_begin + shape[channel_dim] : 1;
+  std::vector<SourceRead> reads;
+  for (uint64_t c = channel_begin; c < channel_end;) {
+    const ChannelSource& source = out.channels[channel_dim >= 0 ? c : 0];
+    const size_t source_rank = source.out_dim.size();
+    SourceRead read{&source, std::vector<uint64_t>(source_rank), std::vector<uint64_t>(source_rank),
+                    std::vector<int64_t>(source_rank), 0};
+    if (channel_dim >= 0) {
+      read.byte_offset = static_cast<int64_t>(c - channel_begin) * strides[channel_dim];
+    }
+    uint64_t run = 1;
+    for (size_t j = 0; j < source_rank; ++j) {
+      const int k = source.out_dim[j];
+      if (k >= 0) {
+        read.start[j] = source.offset[j] + start[k];
+        read.shape[j] = shape[k];
+        read.byte_strides[j] = strides[k];
+        continue;
+      }
+      // The channel's level: extend over the following channels that are the next levels.
+      while (c + run < channel_end && ContinuesLevelRun(source, out.channels[c + run], j, run)) {
+        ++run;
+      }
+      read.start[j] = source.offset[j];
+      read.shape[j] = run;
+      read.byte_strides[j] = strides[channel_dim];
+    }
+    reads.push_back(std::move(read));
+    c += run;
+  }
+  return reads;
+}
+
 // Reads slab [start, shape) of `plan` from its sources into `buffer` (C order).
 Status ReadSlab(const OutputPlan& plan, std::span<const uint64_t> start,
                 std::span<const uint64_t> shape, std::byte* buffer) {
-  const OutputArraySource& out = plan.source;
-  const size_t element_size = DataTypeSize(plan.spec.dtype);
-  const std::vector<int64_t> strides = CStrides(shape, element_size);
-  const int channel_dim = out.channel_dim;
-  uint64_t channel_begin = 0;
-  uint64_t channel_end = 1;
-  if (channel_dim >= 0) {
-    channel_begin = start[channel_dim];
-    channel_end = channel_begin + shape[channel_dim];
-  }
-  for (uint64_t c = channel_begin; c < channel_end; ++c) {
-    const ChannelSource& source = out.channels[channel_dim >= 0 ? c : 0];
-    std::byte* base = buffer;
-    if (channel_dim >= 0) base += (c - channel_begin) * strides[channel_dim];
-    const size_t source_rank = source.out_dim.size();
-    std::vector<uint64_t> source_start(source_rank);
-    std::vector<uint64_t> source_shape(source_rank);
-    std::vector<int64_t> source_strides(source_rank);
-    for (size_t j = 0; j < source_rank; ++j) {
-      const int k = source.out_dim[j];
-      if (k < 0) {  // a level picked by index
-        source_start[j] = source.offset[j];
-        source_shape[j] = 1;
-        source_strides[j] = 0;
-      } else {
-        source_start[j] = source.offset[j] + start[k];
-        source_shape[j] = shape[k];
-        source_strides[j] = strides[k];
-      }
-    }
-    ZS_RETURN_IF_ERROR(source.array.Read(source_start, source_shape, base, source_strides));
+  for (const SourceRead& read : PlanSourceReads(plan, start, shape)) {
+    ZS_RETURN_IF_ERROR(read.source->array.Read(read.start, read.shape, buffer + read.byte_offset,
+                                               read.byte_strides));
   }
   return Status::Ok();
 }
 
-// Decoded source bytes a read of slab [start, shape) touches: whole source chunks.
+// Source bytes a read of slab [start, shape) decodes: the whole source chunks it touches
+// (the part inside the array, so edge chunks do not count their padding).
 uint64_t SourceBytesTouched(const OutputPlan& plan, std::span<const uint64_t> start,
                             std::span<const uint64_t> shape) {
-  const OutputArraySource& out = plan.source;
   uint64_t total = 0;
-  const int channel_dim = out.channel_dim;
-  const uint64_t channel_begin = channel_dim >= 0 ? start[channel_dim] : 0;
-  const uint64_t channel_end = channel_dim >= 0 ? channel_begin + shape[channel_dim] : 1;
-  for (uint64_t c = channel_begin; c < channel_end; ++c) {
-    const ChannelSource& source = out.channels[channel_dim >= 0 ? c : 0];
-    const std::vector<uint64_t> chunk = source.array.chunks();
-    uint64_t chunks_touched = 1;
+  for (const SourceRead& read : PlanSourceReads(plan, start, shape)) {
+    const Array& array = read.source->array;
+    const std::vector<uint64_t> chunk = array.chunks();
+    uint64_t elements = 1;
     for (size_t j = 0; j < chunk.size(); ++j) {
-      const int k = source.out_dim[j];
-      const uint64_t begin = k < 0 ? source.offset[j] : source.offset[j] + start[k];
-      const uint64_t end = k < 0 ? begin + 1 : begin + shape[k];
-      chunks_touched *= CeilDiv(end, chunk[j]) - begin / chunk[j];
+      const uint64_t first = read.start[j] / chunk[j] * chunk[j];
+      const uint64_t last = RoundUp(read.start[j] + read.shape[j], chunk[j]);
+      elements *= std::min(last, array.shape()[j]) - first;
     }
-    total += chunks_touched * Product(chunk) * DataTypeSize(source.array.dtype());
+    total += elements * DataTypeSize(array.dtype());
   }
   return total;
 }

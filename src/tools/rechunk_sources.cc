@@ -87,7 +87,9 @@ uint64_t OutputArraySource::source_chunk_extent(size_t d) const {
   for (const auto& channel : channels) {
     const std::vector<uint64_t> chunks = channel.array.chunks();
     for (size_t j = 0; j < channel.out_dim.size(); ++j) {
-      if (channel.out_dim[j] == static_cast<int>(d)) extent = std::max(extent, chunks[j]);
+      // The channel dimension of a stacked array is fed by the sources' level dimensions.
+      const int k = channel.out_dim[j] < 0 ? channel_dim : channel.out_dim[j];
+      if (k == static_cast<int>(d)) extent = std::max(extent, chunks[j]);
     }
   }
   return extent;

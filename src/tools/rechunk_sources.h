@@ -34,8 +34,9 @@ struct OutputArraySource {
   int channel_dim = -1;        // stacked arrays: the channel dimension; channels[c] feeds it
   std::vector<ChannelSource> channels;
 
-  // The largest source read-chunk extent along output dimension `d` (1 where no source dimension
-  // maps to it): slabs grow to cover it.
+  // The largest source read-chunk extent along output dimension `d` (for a stacked array's channel
+  // dimension: along the sources' level dimensions; 1 where no source dimension maps to it):
+  // slabs grow to cover it.
   uint64_t source_chunk_extent(size_t d) const;
 };
 
