@@ -310,3 +310,21 @@ def test_rechunk_gpu_friendly_preset(dataset, tmp_path):
     assert group["t2m"].chunks == (1, NY, NX) and group["t2m"].shards is None
     for name in ("temperature", "t2m"):
         np.testing.assert_array_equal(group[name][...], data[name], err_msg=name)
+
+
+def test_rechunk_sharded_and_fortran_ordered_sources(tmp_path):
+    """Sources in the other layouts readers meet: a sharded v3 array and a v2 array in F order."""
+    values = field((10, 6, 8), 7)
+    sharded = tmp_path / "sharded.zarr"
+    zarr.create_array(str(sharded), shape=values.shape, dtype=values.dtype, chunks=(2, 3, 8),
+                      shards=(4, 6, 8), dimension_names=("time", "y", "x"))[...] = values
+    fortran = tmp_path / "fortran.zarr"
+    arr = zarr.create_array(str(fortran), shape=values.shape, dtype=values.dtype, chunks=(3, 6, 8),
+                            zarr_format=2, order="F", attributes={"_ARRAY_DIMENSIONS": ["time", "y", "x"]})
+    arr[...] = values
+    for src in (sharded, fortran):
+        dst = tmp_path / f"{src.stem}-out.zarr"
+        rechunk(src, dst, "--chunks", "time=1,y=3", "--shard", "time=5")
+        out = zarr.open_array(str(dst), mode="r")
+        assert out.chunks == (1, 3, 8) and out.shards == (5, 3, 8)  # y not named: chunk extent
+        np.testing.assert_array_equal(out[...], values, err_msg=str(src))
