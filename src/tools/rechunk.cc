@@ -550,7 +550,7 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
         report.source_bytes_decoded += SourceBytesTouched(plan, start, shape);
         done_bytes += bytes;
         const auto now = std::chrono::steady_clock::now();
-        if (now - last_save > std::chrono::seconds(2)) {
+        if (now - last_save > std::chrono::milliseconds(250)) {
           last_save = now;
           ZS_RETURN_IF_ERROR(WriteState(*dest_store, options.part_index, options.part_count,
                                         plan_json, progress, false));
