@@ -56,6 +56,17 @@ def wait_for_port(port: int, proc: subprocess.Popen | None, what: str, timeout: 
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
 
 
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminates a server started by the tests, killing it if it does not exit in time."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 # ---------------------------------------------------------------------------------------------
 # nginx
 
@@ -146,13 +157,7 @@ http {{
         self.log_path.write_text("")  # nginx appends (O_APPEND), so truncating in place is safe
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,13 +262,7 @@ class MotoS3:
             assert r.status == 200
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 # ---------------------------------------------------------------------------------------------

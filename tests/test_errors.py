@@ -7,7 +7,6 @@ the message names the store, the array path and, for chunk errors, the chunk key
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from zarrstream.errors import (
     ZarrstreamError,
 )
 
-from conftest import assert_bit_equal, make_compressible, make_data, read_json, write_json
+from conftest import assert_bit_equal, make_compressible, read_json, write_json
 
 ARRAY = "grp/temperature"  # the array's path inside the store in these tests
 SHAPE, CHUNKS = (8, 12), (4, 6)  # 2 x 2 chunks
