@@ -5,21 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "array/memory_dataset_test_util.h"
+#include "util/status_test_util.h"
 
 namespace zarrstream {
 namespace {
 
 using testing::MemoryDataset;
-
-void ExpectErrorContains(const Status& status, ErrorCode code,
-                         std::initializer_list<std::string_view> parts) {
-  ASSERT_FALSE(status.ok());
-  EXPECT_EQ(status.code(), code) << status.ToString();
-  for (std::string_view part : parts) {
-    EXPECT_NE(status.message().find(part), std::string::npos)
-        << "'" << part << "' not in: " << status.message();
-  }
-}
 
 std::vector<VariableSpec> Specs(std::vector<std::string> args) {
   auto specs = ParseVariableSpecs(args);

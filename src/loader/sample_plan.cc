@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "util/mix64.h"
+
 namespace zarrstream {
 namespace {
 
@@ -15,16 +17,6 @@ constexpr const char* kStateFormat = "zarrstream.sample_plan/1";
 // Feistel domains are at most 2^64 (two 32-bit halves); keeping n at or below 2^62 leaves cycle
 // walking its expected <= 4 encryptions and every position sum below 2^64.
 constexpr uint64_t kMaxSamples = uint64_t{1} << 62;
-
-// splitmix64's finaliser: a fast bijective 64-bit mixer with full avalanche.
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
 
 // Keys depend on (seed, epoch, purpose) only, never on the rank, so every rank computes the same
 // epoch order.

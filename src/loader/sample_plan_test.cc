@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 
+#include "util/status_test_util.h"
+
 namespace zarrstream {
 namespace {
 
@@ -30,16 +32,6 @@ SamplePlan MakePlan(std::vector<SampledDim> dims, const SamplePlanOptions& optio
   auto plan = SamplePlan::Create(std::move(dims), options);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   return std::move(plan).value();
-}
-
-void ExpectErrorContains(const Status& status, ErrorCode code,
-                         std::initializer_list<std::string_view> parts) {
-  ASSERT_FALSE(status.ok());
-  EXPECT_EQ(status.code(), code) << status.ToString();
-  for (std::string_view part : parts) {
-    EXPECT_NE(status.message().find(part), std::string::npos)
-        << "'" << part << "' not in: " << status.message();
-  }
 }
 
 // This rank's whole epoch, batch by batch, through Batch(i).

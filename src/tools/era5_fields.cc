@@ -21,6 +21,8 @@
 #include <numbers>
 #include <string>
 
+#include "util/mix64.h"
+
 namespace zarrstream::tools {
 
 namespace {
@@ -130,16 +132,6 @@ constexpr NoiseStyle kRainStyle{Stream::kRain, 0.4, 18, 0.5, 1.2, 0, 0};
 constexpr NoiseStyle kLandStyle{Stream::kLand, 0.65, 0, 0, 0, 0, 0};
 constexpr NoiseStyle kOrographyStyle{Stream::kOrography, 0.8, 0, 0, 0, 0, 0};
 constexpr NoiseStyle kOceanRippleStyle{Stream::kOceanRipple, 0.2, 0, 0, 0, 0, 0};
-
-// SplitMix64's finaliser: a bijective 64-bit mix.
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
 
 constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 
