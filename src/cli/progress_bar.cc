@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "util/format.h"
@@ -50,7 +51,7 @@ void ProgressBar::Draw(uint64_t done, uint64_t total) {
 }
 
 std::string ProgressBar::FormatDuration(double seconds) {
-  const auto total = static_cast<long long>(seconds + 0.5);
+  const long long total = std::llround(seconds);
   char text[32];
   if (total >= 3600) {
     std::snprintf(text, sizeof(text), "%lldh%02lldm", total / 3600, (total / 60) % 60);
