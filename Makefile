@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BUILD_DIR := build/release
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps venv test test-cpp test-python demo bench format tidy clean
+.PHONY: all build deps venv test test-cpp test-python demo bench format tidy clean fuzz
 
 all: build
 
@@ -39,6 +39,20 @@ demo: build
 
 bench: build
 	$(PY) bench/read_bench.py
+
+# libFuzzer targets under ASan+UBSan+LSan (fuzz/README.md): builds them with clang in
+# $(FUZZ_BUILD_DIR), seeds the corpora from zarr-python, runs each for FUZZ_SECONDS and fails on
+# any report. Not part of `make test` (time); run it after touching a parser or decoder.
+FUZZ_SECONDS ?= 30
+FUZZ_BUILD_DIR := build/fuzz
+fuzz: venv
+	@scripts/install-fuzz-deps.sh
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DZARRSTREAM_BUILD_FUZZERS=ON -DZARRSTREAM_BUILD_TESTS=OFF -DZARRSTREAM_BUILD_PYTHON=OFF \
+		-DZARRSTREAM_WERROR=OFF
+	cmake --build $(FUZZ_BUILD_DIR) --target zarrstream_fuzzers -j $(JOBS)
+	$(PY) fuzz/seed_corpus.py $(FUZZ_BUILD_DIR)/seeds
+	fuzz/run_fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
