@@ -46,7 +46,7 @@ bench: build
 FUZZ_SECONDS ?= 30
 FUZZ_BUILD_DIR := build/fuzz
 fuzz: venv
-	@scripts/install-fuzz-deps.sh
+	@scripts/install-deps.sh clang clang-14 libclang-rt-14-dev  # libFuzzer runtime: libclang-rt-14-dev
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DZARRSTREAM_BUILD_FUZZERS=ON -DZARRSTREAM_BUILD_TESTS=OFF -DZARRSTREAM_BUILD_PYTHON=OFF \
 		-DZARRSTREAM_WERROR=OFF

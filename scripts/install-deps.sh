@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zarrstream builds and tests with, when any is missing.
+# With arguments, installs those packages instead (e.g. what `make fuzz` needs on top).
 set -euo pipefail
 
 packages=(
@@ -9,6 +10,7 @@ packages=(
   python3-venv
   libcurl4-openssl-dev libssl-dev nginx
 )
+if [ $# -gt 0 ]; then packages=("$@"); fi
 
 missing=()
 for p in "${packages[@]}"; do
