@@ -1,0 +1,810 @@
+"""Loader benchmark (issue 4): zarrstream.Loader vs xbatcher + PyTorch DataLoader vs a tensorstore loader.
+
+Every loader runs the same workload on the same store in the same run: a sample is one time step of
+a fixed list of variables over the whole latitude/longitude grid, levels stacked into channels
+(default: 2 surface variables + 3 upper-air variables at 13 levels = 41 channels); the target is the
+same channels one step later; batches are float32 [batch, channel, latitude, longitude], shuffled.
+Epoch 0 yields 1 + K batches (the first is the start-up batch), every later epoch K.
+
+Loaders (each one a generator of Batch(epoch, input, target, origins), origins = the time index of
+each sample, so that the harness can check what it got):
+
+  xbatcher     the published Earthmover configuration (earthmover-cloud-native-dataloader, 2024):
+               xarray.open_zarr(chunks={}) + xbatcher.BatchGenerator + a thin map-style dataset whose
+               __getitem__ loads one xbatcher batch and stacks its variables and levels into channels
+               (to_stacked_array, as the demo does), + torch DataLoader(batch_size, shuffle=True,
+               num_workers=W, prefetch_factor=3, persistent_workers=True), dask's threaded scheduler
+               with 4 threads per worker. The t+1 target is expressed the way the demo expresses
+               input and output steps: a time window of 2 with an overlap of 1, so xbatcher batch i
+               holds steps i and i+1 (each chunk is read once per sample, as for the other loaders).
+  tensorstore  what a careful tensorstore user writes: ts.open per variable with one shared context
+               (cache pool, file I/O and copy concurrency limits), every read of a batch
+               (variable x sample, steps t and t+1 together) issued before any is awaited, a thread
+               pool assembling the next --prefetch batches; no worker processes.
+  zarrstream   zarrstream.Loader (DESIGN.md §5), skipped with a message while the package has none.
+
+Measured per loader, each in a fresh child process (so one loader's imports, caches and threads do
+not weigh on the next): time to first batch (from constructing the loader, store opening and
+worker start-up included, to the first batch in hand; imports are reported apart), steady-state
+samples/s and GB/s of decoded bytes delivered (input + target) over the K x E measured batches,
+mean / p99 / max wait per batch, CPU cores busy while measuring (the process tree's CPU time / wall
+time), and peak memory of the process tree: RSS summed over the child and its worker processes, read
+from /proc every 50 ms by a thread of this harness (the tree itself is rescanned every 0.5 s), and
+PSS summed likewise every 0.25 s (RSS counts pages that forked workers share with their parent once
+per process; PSS splits them). The first batch of each loader is compared with a numpy reference read
+by zarr-python for the same sample origins, so a fast but wrong loader cannot win.
+
+Page cache: the harness cannot drop caches (no root). Before the first loader it reads every file of
+the store once, so every loader reads from a warm page cache, and says so (--no-warm: as found).
+
+    python bench/loader_bench.py --preset era5-1deg --steps 64 [--layout v3-zstd] [--json out.json]
+    python bench/loader_bench.py --store era5.zarr --loaders xbatcher,tensorstore --batches 8 --epochs 2
+
+Needs no network at run time: --preset synthesizes the store with `zarrstream synth`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+DEFAULT_VARIABLES = [
+    "2m_temperature",
+    "10m_u_component_of_wind",
+    "temperature",
+    "geopotential",
+    "specific_humidity",
+]
+LOADERS = ("xbatcher", "tensorstore", "zarrstream")
+# What each loader's child imports before the clock starts (reported as import time).
+LOADER_IMPORTS = {
+    "xbatcher": ("torch", "dask", "xarray", "xbatcher"),
+    "tensorstore": ("torch", "tensorstore"),
+    "zarrstream": ("torch", "zarrstream"),
+}
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+# ---------------------------------------------------------------------------------------------
+# The workload: identical for every loader, handed to each child process as JSON.
+
+
+@dataclasses.dataclass
+class Workload:
+    store: str
+    zarr_format: int
+    variables: list[str]
+    # Channels per variable, in order (1 for a surface variable, the number of levels otherwise).
+    channels: list[int]
+    num_time: int
+    num_lat: int
+    num_lon: int
+    batch_size: int
+    # Measured batches per epoch (epoch 0 yields one more: the start-up batch).
+    batches: int
+    epochs: int
+    seed: int
+    step_time: float
+    # xbatcher + DataLoader.
+    workers: int
+    prefetch_factor: int
+    dask_threads: int
+    mp_context: str | None
+    # tensorstore and zarrstream.
+    prefetch: int
+    ts_cache_bytes: int
+    cores: int
+
+    @property
+    def num_channels(self) -> int:
+        return sum(self.channels)
+
+    @property
+    def num_samples(self) -> int:
+        # Origins t with a target at t + 1.
+        return self.num_time - 1
+
+    @property
+    def sample_bytes(self) -> int:
+        """Decoded bytes one sample delivers: input and target, float32."""
+        return 2 * self.num_channels * self.num_lat * self.num_lon * 4
+
+    def batches_in_epoch(self, epoch: int) -> int:
+        return self.batches + 1 if epoch == 0 else self.batches
+
+    def channel_slices(self) -> list[tuple[int, int]]:
+        out, start = [], 0
+        for n in self.channels:
+            out.append((start, n))
+            start += n
+        return out
+
+
+class Batch(NamedTuple):
+    epoch: int
+    input: object  # torch.Tensor [B, C, lat, lon] float32
+    target: object  # torch.Tensor, same shape: the same channels at t + 1
+    origins: np.ndarray  # int64 [B]: each sample's time index
+
+
+def describe_store(store: Path, variables: list[str]) -> dict:
+    """Shapes, dimension names and channels of `variables` (zarr-python's view of the store).
+    Every variable must be (time, [level,] latitude, longitude) on one grid and one time axis."""
+    import zarr
+
+    group = zarr.open_group(str(store), mode="r")
+    channels, grid = [], None
+    for name in variables:
+        if name not in group:
+            raise SystemExit(f"store {store}: no array '{name}' (variables: {sorted(group.array_keys())})")
+        a = group[name]
+        dims = tuple(a.metadata.dimension_names or ()) if a.metadata.zarr_format == 3 else tuple(
+            a.attrs.get("_ARRAY_DIMENSIONS", ()))
+        if len(dims) not in (3, 4) or dims[0] != "time" or dims[-2:] != ("latitude", "longitude"):
+            raise SystemExit(f"store {store}: array '{name}' has dimensions {dims}; the benchmark needs "
+                             "(time, [level,] latitude, longitude)")
+        this_grid = (a.shape[0], a.shape[-2], a.shape[-1])
+        if grid is not None and this_grid != grid:
+            raise SystemExit(f"store {store}: array '{name}' has (time, latitude, longitude) {this_grid}, "
+                             f"'{variables[0]}' has {grid}")
+        grid = this_grid
+        channels.append(a.shape[1] if len(dims) == 4 else 1)
+    return {"zarr_format": group.metadata.zarr_format, "channels": channels, "num_time": grid[0],
+            "num_lat": grid[1], "num_lon": grid[2]}
+
+
+def reference_batch(w: Workload, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Input and target for `origins`, read by zarr-python."""
+    import zarr
+
+    group = zarr.open_group(w.store, mode="r")
+    shape = (len(origins), w.num_channels, w.num_lat, w.num_lon)
+    inp, tgt = np.empty(shape, np.float32), np.empty(shape, np.float32)
+    for name, (c0, nc) in zip(w.variables, w.channel_slices()):
+        a = group[name]
+        for b, t in enumerate(origins):
+            pair = np.asarray(a[int(t):int(t) + 2])
+            inp[b, c0:c0 + nc] = pair[0].reshape(nc, w.num_lat, w.num_lon)
+            tgt[b, c0:c0 + nc] = pair[1].reshape(nc, w.num_lat, w.num_lon)
+    return inp, tgt
+
+
+# ---------------------------------------------------------------------------------------------
+# Loader 1: xbatcher + PyTorch DataLoader, the published Earthmover configuration.
+
+
+class XbatcherSamples:
+    """The demo's thin map-style dataset: sample i is xbatcher batch i (steps i and i+1), loaded,
+    stacked into [time, channel, latitude, longitude], split into input (step i) and target (step
+    i+1). Returns the index too, so the harness knows which samples a DataLoader batch holds. A plain
+    class (a DataLoader needs only __len__ and __getitem__) so that the parent process need not
+    import torch to pickle it for spawn / forkserver workers."""
+
+    def __init__(self, bgen):
+        self.bgen = bgen
+
+    def __len__(self) -> int:
+        return len(self.bgen)
+
+    def __getitem__(self, idx: int):
+        import torch
+
+        batch = self.bgen[idx].load()
+        stacked = batch.to_stacked_array(new_dim="channel", sample_dims=("time", "latitude", "longitude"))
+        data = stacked.transpose("time", "channel", "latitude", "longitude").values.astype(np.float32, copy=False)
+        return torch.from_numpy(np.ascontiguousarray(data[0])), torch.from_numpy(np.ascontiguousarray(data[1])), idx
+
+
+def set_dask_scheduler(dask_threads: int, worker_id: int | None = None) -> None:
+    # Called in the main process and again in each worker: spawn / forkserver workers start with
+    # dask's default configuration, not the parent's.
+    import dask
+
+    dask.config.set(scheduler="threads", num_workers=dask_threads)
+
+
+def xbatcher_batches(w: Workload) -> Iterator[Batch]:
+    import torch
+    import xarray as xr
+    import xbatcher
+    from torch.utils.data import DataLoader
+
+    set_dask_scheduler(w.dask_threads)
+    ds = xr.open_zarr(w.store, chunks={})[w.variables]
+    bgen = xbatcher.BatchGenerator(
+        ds,
+        input_dims={"time": 2, "latitude": w.num_lat, "longitude": w.num_lon},
+        input_overlap={"time": 1},
+        preload_batch=False,
+    )
+    options: dict = {"batch_size": w.batch_size, "shuffle": True,
+                     "generator": torch.Generator().manual_seed(w.seed)}
+    if w.workers > 0:
+        options.update(num_workers=w.workers, prefetch_factor=w.prefetch_factor, persistent_workers=True,
+                       worker_init_fn=functools.partial(set_dask_scheduler, w.dask_threads))
+        if w.mp_context:
+            options["multiprocessing_context"] = w.mp_context
+    loader = DataLoader(XbatcherSamples(bgen), **options)
+    for epoch in range(w.epochs):
+        # Leaving the loop early is what the demo does (--num-batches): persistent workers keep
+        # running, and the next epoch's iterator first drains what they prefetched.
+        for i, (x, y, idx) in enumerate(loader):
+            yield Batch(epoch, x, y, idx.numpy().astype(np.int64))
+            if i + 1 == w.batches_in_epoch(epoch):
+                break
+    del loader
+
+
+# ---------------------------------------------------------------------------------------------
+# Loader 2: tensorstore, as a careful user would write it.
+
+
+def tensorstore_batches(w: Workload) -> Iterator[Batch]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import tensorstore as ts
+    import torch
+
+    context = ts.Context({
+        "cache_pool": {"total_bytes_limit": w.ts_cache_bytes},
+        "data_copy_concurrency": {"limit": w.cores},
+        "file_io_concurrency": {"limit": max(16, 4 * w.cores)},
+    })
+    driver = "zarr3" if w.zarr_format == 3 else "zarr"
+    opens = [ts.open({"driver": driver, "kvstore": {"driver": "file", "path": str(Path(w.store) / name)}},
+                     context=context, open=True, read=True) for name in w.variables]
+    arrays = [f.result() for f in opens]
+    slices = w.channel_slices()
+    grid = (w.num_lat, w.num_lon)
+
+    def read_batch(epoch: int, origins: np.ndarray) -> Batch:
+        # Issue every read of the batch before waiting on any: tensorstore overlaps their I/O and
+        # decoding on its own threads.
+        reads = [[a[int(t):int(t) + 2].read() for a in arrays] for t in origins]
+        shape = (len(origins), w.num_channels, *grid)
+        inp, tgt = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        for b, row in enumerate(reads):
+            for (c0, nc), future in zip(slices, row):
+                pair = future.result()
+                inp[b, c0:c0 + nc] = pair[0].reshape(nc, *grid)
+                tgt[b, c0:c0 + nc] = pair[1].reshape(nc, *grid)
+        return Batch(epoch, torch.from_numpy(inp), torch.from_numpy(tgt), origins)
+
+    prefetch = max(1, w.prefetch)
+    with ThreadPoolExecutor(max_workers=prefetch, thread_name_prefix="ts-prefetch") as pool:
+        for epoch in range(w.epochs):
+            order = np.random.default_rng([w.seed, epoch]).permutation(w.num_samples).astype(np.int64)
+            count = w.batches_in_epoch(epoch)
+            pending: collections.deque = collections.deque()
+            submitted = 0
+
+            def fill() -> None:
+                nonlocal submitted
+                while submitted < count and len(pending) < prefetch:
+                    origins = order[submitted * w.batch_size:(submitted + 1) * w.batch_size]
+                    pending.append(pool.submit(read_batch, epoch, origins))
+                    submitted += 1
+
+            try:
+                for _ in range(count):
+                    fill()
+                    batch = pending.popleft().result()
+                    fill()  # `prefetch` batches in flight while the consumer holds this one
+                    yield batch
+            finally:
+                for f in pending:
+                    f.cancel()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loader 3: zarrstream.Loader (its planned API, DESIGN.md §5).
+
+
+def zarrstream_batches(w: Workload) -> Iterator[Batch]:
+    import zarrstream
+
+    loader = zarrstream.Loader(
+        w.store,
+        variables=w.variables,
+        sample={"time": 1},
+        target_offset={"time": 1},
+        batch_size=w.batch_size,
+        shuffle="exact",
+        seed=w.seed,
+        prefetch=w.prefetch,
+        num_threads=0,
+        dtype="float32",
+    )
+    for epoch in range(w.epochs):
+        loader.set_epoch(epoch)
+        for i, batch in enumerate(loader):
+            # One sampled dimension (time): origins are [B, 1] (or [B]) time indices.
+            origins = batch["origin"].numpy().astype(np.int64).reshape(len(batch["origin"]), -1)[:, 0]
+            yield Batch(epoch, batch["input"], batch["target"], origins)
+            if i + 1 == w.batches_in_epoch(epoch):
+                break
+
+
+LOADER_BATCHES = {
+    "xbatcher": xbatcher_batches,
+    "tensorstore": tensorstore_batches,
+    "zarrstream": zarrstream_batches,
+}
+
+
+def loader_unavailable(name: str) -> str | None:
+    """Why `name` cannot run here, or None."""
+    if name == "zarrstream":
+        try:
+            import zarrstream
+        except ImportError as e:
+            return f"import zarrstream failed: {e}"
+        if not hasattr(zarrstream, "Loader"):
+            return "zarrstream.Loader missing"
+        return None
+    for module in LOADER_IMPORTS[name]:
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed"
+    return None
+
+
+def loader_config(w: Workload, name: str) -> dict:
+    if name == "xbatcher":
+        return {"num_workers": w.workers, "prefetch_factor": w.prefetch_factor if w.workers else None,
+                "persistent_workers": w.workers > 0, "multiprocessing_context": w.mp_context or "default",
+                "dask_scheduler": "threads", "dask_num_workers": w.dask_threads, "shuffle": True}
+    if name == "tensorstore":
+        return {"prefetch_batches": w.prefetch, "cache_pool_bytes": w.ts_cache_bytes,
+                "data_copy_concurrency": w.cores, "file_io_concurrency": max(16, 4 * w.cores)}
+    return {"prefetch": w.prefetch, "num_threads": 0, "shuffle": "exact"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Process-tree memory and CPU, from /proc (no psutil).
+
+
+def _read_stat(pid: int) -> list[bytes] | None:
+    """/proc/<pid>/stat fields after the command name (fields 3...), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return raw[raw.rindex(b")") + 2:].split()
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and its descendants (one scan of /proc: this kernel may lack /proc/<pid>/task/*/children)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _read_stat(int(entry.name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, ()))
+    return tree
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def tree_cpu_seconds(root: int) -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in process_tree(root):
+        fields = _read_stat(pid)
+        if fields is not None:
+            # utime, stime, and cutime, cstime: the time of children that exited and were reaped.
+            total += sum(int(f) for f in fields[11:15])
+    return total / ticks
+
+
+class TreeMemorySampler:
+    """Peak RSS and PSS of a process tree, sampled by a background thread while in a `with` block."""
+
+    def __init__(self, root: int, interval: float = 0.05, rescan_every: int = 10, pss_every: int = 5):
+        self.root, self.interval = root, interval
+        self.rescan_every, self.pss_every = rescan_every, pss_every
+        self.peak_rss = self.peak_pss = self.peak_processes = 0
+        self._tree = [root]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-memory", daemon=True)
+
+    def __enter__(self) -> "TreeMemorySampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self, tick: int = 0) -> None:
+        """One sample; tick 0 also rescans the tree and reads PSS. Only one thread may call it."""
+        # Scanning all of /proc costs milliseconds; reading a few statm files, microseconds. A
+        # worker is found within rescan_every ticks of its start, before it has loaded much.
+        if tick % self.rescan_every == 0:
+            self._tree = process_tree(self.root)
+            self.peak_processes = max(self.peak_processes, len(self._tree))
+        self.peak_rss = max(self.peak_rss, sum(rss_bytes(p) for p in self._tree))
+        if tick % self.pss_every == 0:
+            self.peak_pss = max(self.peak_pss, sum(pss_bytes(p) for p in self._tree))
+
+    def _run(self) -> None:
+        tick = 0
+        while True:
+            self.sample(tick)
+            tick += 1
+            if self._stop.wait(self.interval):
+                return
+
+
+# ---------------------------------------------------------------------------------------------
+# The child: runs one loader and measures it.
+
+
+def run_one(name: str, w: Workload, out_dir: Path) -> dict:
+    t0 = time.perf_counter()
+    for module in LOADER_IMPORTS[name]:
+        importlib.import_module(module)
+    import_s = time.perf_counter() - t0
+    rss_after_import = rss_bytes(os.getpid())
+    expected_shape = (w.batch_size, w.num_channels, w.num_lat, w.num_lon)
+
+    def check_shape(batch: Batch) -> None:
+        for what, t in (("input", batch.input), ("target", batch.target)):
+            if tuple(t.shape) != expected_shape or str(t.dtype) != "torch.float32":
+                raise RuntimeError(f"{name}: {what} is {tuple(t.shape)} {t.dtype}, expected "
+                                   f"{expected_shape} torch.float32")
+        if batch.origins.shape != (w.batch_size,):
+            raise RuntimeError(f"{name}: origins have shape {batch.origins.shape}, expected ({w.batch_size},)")
+
+    seen: dict[int, set] = {}
+
+    def note_origins(batch: Batch) -> None:
+        epoch = seen.setdefault(batch.epoch, set())
+        for t in batch.origins.tolist():
+            if not 0 <= t < w.num_samples:
+                raise RuntimeError(f"{name}: epoch {batch.epoch}: sample origin {t} outside [0, {w.num_samples})")
+            if t in epoch:
+                raise RuntimeError(f"{name}: epoch {batch.epoch}: sample origin {t} delivered twice")
+            epoch.add(t)
+
+    batches = LOADER_BATCHES[name](w)
+    t0 = time.perf_counter()
+    first = next(batches)
+    startup_s = time.perf_counter() - t0
+    check_shape(first)
+    note_origins(first)
+    np.savez(out_dir / "first_batch.npz", input=first.input.numpy(), target=first.target.numpy(),
+             origins=first.origins)
+    del first
+
+    waits: list[float] = []
+    cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
+    for _ in range(w.batches * w.epochs):
+        w0 = time.perf_counter()
+        batch = next(batches, None)
+        if batch is None:
+            raise RuntimeError(f"{name}: delivered {len(waits)} measured batches, expected "
+                               f"{w.batches * w.epochs}")
+        waits.append(time.perf_counter() - w0)
+        check_shape(batch)
+        note_origins(batch)
+        del batch
+        if w.step_time > 0:
+            time.sleep(w.step_time)  # stands in for a training step
+    # Before the loader shuts down: its workers' CPU time leaves the tree when they exit.
+    elapsed = time.perf_counter() - wall0
+    cpu_s = tree_cpu_seconds(os.getpid()) - cpu0
+    if next(batches, None) is not None:
+        raise RuntimeError(f"{name}: delivered more than {w.batches * w.epochs} measured batches")
+    del batches
+
+    samples = len(waits) * w.batch_size
+    wait_ms = np.array(waits) * 1e3
+    return {
+        "import_s": import_s,
+        "startup_s": startup_s,
+        "measured_batches": len(waits),
+        "measured_samples": samples,
+        "elapsed_s": elapsed,
+        "samples_per_s": samples / elapsed,
+        "gb_per_s": samples * w.sample_bytes / elapsed / 1e9,
+        "wait_mean_ms": float(wait_ms.mean()),
+        "wait_p99_ms": float(np.percentile(wait_ms, 99)),
+        "wait_max_ms": float(wait_ms.max()),
+        "cpu_cores_busy": cpu_s / elapsed,
+        "rss_after_import_bytes": rss_after_import,
+    }
+
+
+def child_main(name: str, spec: Path, out_dir: Path) -> None:
+    w = Workload(**json.loads(spec.read_text()))
+    result = run_one(name, w, out_dir)
+    (out_dir / "result.json").write_text(json.dumps(result))
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: prepares the store, runs each loader in a child, checks, reports.
+
+
+def find_cli() -> str:
+    beside = Path(sys.executable).parent / "zarrstream"
+    found = str(beside) if beside.exists() else shutil.which("zarrstream")
+    if not found:
+        raise SystemExit("no `zarrstream` command to synthesize the store with (pass --store)")
+    return found
+
+
+def synthesize(dst: Path, preset: str, layout: str, steps: int | None) -> float:
+    cmd = [find_cli(), "synth", str(dst), "--preset", preset, "--layout", layout]
+    if steps:
+        cmd += ["--steps", str(steps)]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    return time.perf_counter() - t0
+
+
+def warm_page_cache(store: Path) -> tuple[int, float]:
+    """Reads every file under `store` once; returns (bytes, seconds)."""
+    total, t0 = 0, time.perf_counter()
+    for path in sorted(p for p in store.rglob("*") if p.is_file()):
+        with open(path, "rb", buffering=0) as f:
+            while chunk := f.read(1 << 22):
+                total += len(chunk)
+    return total, time.perf_counter() - t0
+
+
+def check_first_batch(w: Workload, npz: Path) -> dict:
+    got = np.load(npz)
+    origins = got["origins"]
+    ref_input, ref_target = reference_batch(w, origins)
+    out = {"origins": origins.tolist(), "ok": True, "detail": "equal to zarr-python's read"}
+    for what, ref in (("input", ref_input), ("target", ref_target)):
+        value = got[what]
+        if value.shape != ref.shape or value.dtype != ref.dtype:
+            out.update(ok=False, detail=f"{what} is {value.shape} {value.dtype}, reference {ref.shape} {ref.dtype}")
+            return out
+        differ = ~((value == ref) | (np.isnan(value) & np.isnan(ref)))
+        if differ.any():
+            b, c = np.argwhere(differ)[0][:2]
+            out.update(ok=False, detail=f"{what}: {int(differ.sum())} of {differ.size} values differ from "
+                                        f"zarr-python's read, first at sample {b} (time {origins[b]}), channel {c}")
+            return out
+    return out
+
+
+def run_child(name: str, w: Workload, work: Path, timeout: float) -> dict:
+    out_dir = work / name
+    out_dir.mkdir()
+    spec = out_dir / "workload.json"
+    spec.write_text(json.dumps(dataclasses.asdict(w)))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-one", name, "--spec", str(spec),
+           "--out", str(out_dir)]
+    # Its own session, so that a timed-out child and its workers can be ended together.
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    with TreeMemorySampler(proc.pid) as memory:
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            rc = None
+    result: dict = {"available": True, "config": loader_config(w, name)}
+    if rc != 0 or not (out_dir / "result.json").exists():
+        result["error"] = f"timed out after {timeout:.0f} s" if rc is None else f"child exited with status {rc}"
+        return result
+    result.update(json.loads((out_dir / "result.json").read_text()))
+    result.update(peak_rss_bytes=memory.peak_rss, peak_pss_bytes=memory.peak_pss,
+                  peak_processes=memory.peak_processes)
+    result["first_batch"] = check_first_batch(w, out_dir / "first_batch.npz")
+    return result
+
+
+def machine() -> dict:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    shm = shutil.disk_usage("/dev/shm").total if Path("/dev/shm").exists() else 0
+    return {"cores": usable_cores(), "cpu_model": model, "ram_bytes": ram, "dev_shm_bytes": shm,
+            "kernel": platform.release(), "python": platform.python_version()}
+
+
+def versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("zarrstream", "torch", "xbatcher", "xarray", "dask", "tensorstore", "zarr", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def print_table(results: dict) -> None:
+    base = results.get("xbatcher", {}).get("samples_per_s")
+    print("| loader | start-up (s) | samples/s | GB/s | mean wait (ms) | p99 wait (ms) | peak RSS (MB) "
+          "| peak PSS (MB) | CPU cores busy | first batch | throughput vs xbatcher |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        if not r.get("available"):
+            print(f"| {name} | not available ({r['reason']}) |||||||||")
+            continue
+        if "error" in r:
+            print(f"| {name} | failed: {r['error']} |||||||||")
+            continue
+        check = "ok" if r["first_batch"]["ok"] else "WRONG"
+        ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
+        print(f"| {name} | {r['startup_s']:.2f} | {r['samples_per_s']:.1f} | {r['gb_per_s']:.3f} | "
+              f"{r['wait_mean_ms']:.1f} | {r['wait_p99_ms']:.1f} | {r['peak_rss_bytes'] / 1e6:.0f} | "
+              f"{r['peak_pss_bytes'] / 1e6:.0f} | {r['cpu_cores_busy']:.2f} | {check} | {ratio} |")
+    for name, r in results.items():
+        if r.get("available"):
+            print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in r["config"].items()))
+        if r.get("available") and "error" not in r and not r["first_batch"]["ok"]:
+            print(f"{name}: first batch WRONG: {r['first_batch']['detail']}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", help="an existing store; with --preset, synthesized here if absent "
+                                   "(default: synthesized into a temporary directory)")
+    p.add_argument("--preset", help="zarrstream synth preset: era5-small, era5-1deg, era5")
+    p.add_argument("--layout", default="v3-zstd", help="zarrstream synth layout: v3-zstd, v3-sharded, wb2")
+    p.add_argument("--steps", type=int, help="zarrstream synth time steps (default: the preset's)")
+    p.add_argument("--loaders", default=",".join(LOADERS), help="comma-separated, run in this order")
+    p.add_argument("--variables", default=",".join(DEFAULT_VARIABLES), help="comma-separated input variables")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--batches", type=int, help="measured batches per epoch (default: all full batches of "
+                                               "an epoch but the start-up batch)")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--workers", type=int, default=usable_cores(), help="DataLoader worker processes "
+                                                                       "(default: the usable cores)")
+    p.add_argument("--prefetch-factor", type=int, default=3, help="DataLoader batches per worker")
+    p.add_argument("--dask-threads", type=int, default=4, help="dask threaded scheduler workers")
+    p.add_argument("--mp-context", help="DataLoader multiprocessing context (default: the platform's, fork "
+                                        "on Linux; the published demo used forkserver)")
+    p.add_argument("--prefetch", type=int, default=4, help="batches in flight for tensorstore and zarrstream")
+    p.add_argument("--ts-cache-mb", type=int, default=256, help="tensorstore cache pool (MB)")
+    p.add_argument("--step-time", type=float, default=0.0, help="seconds of simulated training per batch")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per loader before it is killed")
+    p.add_argument("--no-warm", action="store_true", help="do not read the store into the page cache first")
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--run-one", help=argparse.SUPPRESS)
+    p.add_argument("--spec", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args = p.parse_args()
+
+    if args.run_one:
+        child_main(args.run_one, Path(args.spec), Path(args.out))
+        return 0
+
+    loaders = [n for n in args.loaders.split(",") if n]
+    unknown = sorted(set(loaders) - set(LOADERS))
+    if unknown:
+        p.error(f"unknown loaders {unknown}; known: {', '.join(LOADERS)}")
+    with tempfile.TemporaryDirectory(prefix="zarrstream-loader-bench-") as tmp:
+        tmp_dir = Path(tmp)
+        store = Path(args.store) if args.store else tmp_dir / f"{args.preset or 'era5-small'}.zarr"
+        synth_s = None
+        if not store.exists():
+            if args.store and not args.preset:
+                p.error(f"--store {store} does not exist (add --preset to synthesize it)")
+            synth_s = synthesize(store, args.preset or "era5-small", args.layout, args.steps)
+        variables = [v for v in args.variables.split(",") if v]
+        info = describe_store(store, variables)
+        w = Workload(store=str(store.resolve()), variables=variables, batch_size=args.batch_size,
+                     batches=0, epochs=args.epochs, seed=args.seed, step_time=args.step_time,
+                     workers=args.workers, prefetch_factor=args.prefetch_factor,
+                     dask_threads=args.dask_threads, mp_context=args.mp_context, prefetch=args.prefetch,
+                     ts_cache_bytes=args.ts_cache_mb << 20, cores=usable_cores(), **info)
+        full = w.num_samples // w.batch_size
+        w.batches = args.batches if args.batches is not None else full - 1
+        if w.batches < 1 or w.batches + 1 > full:
+            p.error(f"{w.num_samples} samples make {full} full batches of {w.batch_size} per epoch: "
+                    f"--batches must be 1 ... {full - 1} (epoch 0 also yields the start-up batch)")
+
+        page_cache = "as found (--no-warm): the first loader may read from disk"
+        if not args.no_warm:
+            nbytes, seconds = warm_page_cache(store)
+            page_cache = (f"warm: every file of the store ({nbytes / 1e6:.0f} MB) was read once before the "
+                          f"first loader ran ({seconds:.1f} s); caches cannot be dropped without root")
+        stored = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+        meta = {
+            "command": "python bench/loader_bench.py " + " ".join(sys.argv[1:]),
+            "machine": machine(),
+            "versions": versions(),
+            "store": {"path": str(store), "preset": args.preset, "layout": args.layout if synth_s else None,
+                      "synthesized_s": synth_s, "stored_bytes": stored, **info},
+            "workload": {"variables": variables, "channels": w.num_channels, "batch_size": w.batch_size,
+                         "samples_per_epoch": w.num_samples, "measured_batches_per_epoch": w.batches,
+                         "epochs": w.epochs, "step_time_s": w.step_time, "sample_bytes": w.sample_bytes,
+                         "seed": w.seed},
+            "page_cache": page_cache,
+        }
+        m = meta["machine"]
+        in_flight = w.workers * w.prefetch_factor * w.batch_size * w.sample_bytes
+        print(f"store {store}: zarr v{w.zarr_format}, {w.num_time} steps, {w.num_lat} x {w.num_lon}, "
+              f"{stored / 1e6:.0f} MB stored; {w.num_channels} channels, {w.sample_bytes / 1e6:.1f} MB per "
+              f"sample (input + target); batch {w.batch_size}, {w.batches} measured batches x {w.epochs} "
+              f"epochs (+ 1 start-up batch)")
+        print(f"machine: {m['cores']} cores ({m['cpu_model']}), {m['ram_bytes'] / 2**30:.0f} GiB RAM")
+        print(f"page cache: {page_cache}")
+        if "xbatcher" in loaders and w.workers and m["dev_shm_bytes"] and m["dev_shm_bytes"] < 2 * in_flight:
+            print(f"warning: /dev/shm holds {m['dev_shm_bytes'] / 1e6:.0f} MB; the DataLoader keeps up to "
+                  f"{in_flight / 1e6:.0f} MB of batches there", file=sys.stderr)
+
+        meta["load_average_before"] = os.getloadavg()
+        results: dict = {}
+        for name in loaders:
+            reason = loader_unavailable(name)
+            if reason:
+                print(f"{name}: not available ({reason})")
+                results[name] = {"available": False, "reason": reason}
+                continue
+            print(f"{name}: running ...", file=sys.stderr, flush=True)
+            results[name] = run_child(name, w, tmp_dir, args.timeout)
+        # Other processes on the machine take cores from the loaders: say how busy it was.
+        meta["load_average_after"] = os.getloadavg()
+        print()
+        print_table(results)
+        print(f"load average (1, 5, 15 min) before: {', '.join(f'{x:.1f}' for x in meta['load_average_before'])}; "
+              f"after: {', '.join(f'{x:.1f}' for x in meta['load_average_after'])}")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    failed = [n for n, r in results.items()
+              if r.get("available") and ("error" in r or not r["first_batch"]["ok"])]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""The loader benchmark (bench/loader_bench.py) runs end to end on tiny stores, so it cannot rot.
+
+Asserts what the harness writes (fields, checks, batch counts), never a timing. Stores: one written
+by `zarrstream synth`, one written by xarray (zarr-python, Zarr v2) with other variable names and
+levels. Also checks that the harness's first-batch check catches a wrong batch and that its memory
+sampler sums a whole process tree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zarrstream
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "loader_bench.py"
+
+MEASURED_FIELDS = (
+    "import_s",
+    "startup_s",
+    "measured_batches",
+    "measured_samples",
+    "elapsed_s",
+    "samples_per_s",
+    "gb_per_s",
+    "wait_mean_ms",
+    "wait_p99_ms",
+    "wait_max_ms",
+    "cpu_cores_busy",
+    "rss_after_import_bytes",
+    "peak_rss_bytes",
+    "peak_pss_bytes",
+    "peak_processes",
+)
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("loader_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_bench(*args, env=None, timeout=600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(BENCH), *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    assert proc.returncode == 0, f"loader_bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def check_measured(result: dict, *, batches: int, batch_size: int, processes: int) -> None:
+    assert result["available"] is True
+    assert "error" not in result, result.get("error")
+    for field in MEASURED_FIELDS:
+        assert isinstance(result[field], (int, float)), f"{field}: {result.get(field)!r}"
+    assert result["measured_batches"] == batches
+    assert result["measured_samples"] == batches * batch_size
+    assert result["samples_per_s"] > 0 and result["gb_per_s"] > 0
+    assert result["wait_mean_ms"] <= result["wait_max_ms"]
+    # The child alone imports torch: hundreds of MB; its workers are counted on top.
+    assert result["peak_rss_bytes"] >= result["rss_after_import_bytes"] > 50 << 20
+    assert result["peak_pss_bytes"] > 0
+    assert result["peak_processes"] >= processes
+    first = result["first_batch"]
+    assert first["ok"] is True, first["detail"]
+    assert len(first["origins"]) == batch_size
+    assert isinstance(result["config"], dict)
+
+
+@pytest.mark.slow
+def test_synth_store_all_loaders(tmp_path):
+    out = tmp_path / "bench.json"
+    store = tmp_path / "small.zarr"
+    proc = run_bench("--preset", "era5-small", "--steps", 8, "--store", store, "--batch-size", 2,
+                     "--batches", 2, "--epochs", 2, "--workers", 1, "--json", out)
+    doc = json.loads(out.read_text())
+    meta = doc["meta"]
+    assert meta["machine"]["cores"] >= 1 and meta["machine"]["ram_bytes"] > 0
+    assert meta["command"].startswith("python bench/loader_bench.py")
+    assert meta["page_cache"].startswith("warm:")
+    assert meta["store"]["preset"] == "era5-small" and meta["store"]["layout"] == "v3-zstd"
+    assert meta["store"]["num_time"] == 8 and meta["store"]["zarr_format"] == 3
+    # 2m_temperature, 10m_u_component_of_wind, and temperature, geopotential, specific_humidity at 13
+    # levels.
+    assert meta["store"]["channels"] == [1, 1, 13, 13, 13]
+    workload = meta["workload"]
+    assert workload["channels"] == 41 and workload["samples_per_epoch"] == 7
+    assert workload["sample_bytes"] == 2 * 41 * 32 * 64 * 4
+    assert workload["measured_batches_per_epoch"] == 2 and workload["epochs"] == 2
+
+    results = doc["results"]
+    assert list(results) == ["xbatcher", "tensorstore", "zarrstream"]
+    # xbatcher: the child and its one DataLoader worker.
+    check_measured(results["xbatcher"], batches=4, batch_size=2, processes=2)
+    assert results["xbatcher"]["config"]["num_workers"] == 1
+    assert results["xbatcher"]["config"]["prefetch_factor"] == 3
+    check_measured(results["tensorstore"], batches=4, batch_size=2, processes=1)
+    if hasattr(zarrstream, "Loader"):
+        check_measured(results["zarrstream"], batches=4, batch_size=2, processes=1)
+    else:
+        assert results["zarrstream"] == {"available": False, "reason": "zarrstream.Loader missing"}
+        assert "zarrstream: not available (zarrstream.Loader missing)" in proc.stdout
+    assert "| xbatcher |" in proc.stdout and "| tensorstore |" in proc.stdout
+
+
+# Until zarrstream.Loader exists: a stand-in with its planned API (DESIGN.md §5), built on
+# zarrstream.open_group and installed into the harness's processes through sitecustomize, so the
+# harness's zarrstream runner is exercised now and is right when the Loader lands.
+PLANNED_LOADER = """
+import numpy as np
+import torch
+import zarrstream
+
+
+class PlannedLoader:
+    def __init__(self, url, *, variables, sample, target_offset, batch_size, shuffle, seed, prefetch,
+                 num_threads, dtype):
+        assert sample == {"time": 1} and target_offset == {"time": 1}, (sample, target_offset)
+        assert shuffle == "exact" and dtype == "float32" and prefetch >= 1 and num_threads == 0
+        group = zarrstream.open_group(url)
+        self.arrays = [group[name] for name in variables]
+        self.num_samples = self.arrays[0].shape[0] - 1
+        self.batch_size, self.seed, self.epoch = batch_size, seed, 0
+
+    def __len__(self):
+        return -(-self.num_samples // self.batch_size)
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def _sample(self, t):
+        return np.concatenate([a[t].reshape(-1, *a.shape[-2:]) for a in self.arrays])
+
+    def __iter__(self):
+        order = np.random.default_rng([self.seed + 1, self.epoch]).permutation(self.num_samples)
+        for k in range(len(self)):
+            origins = order[k * self.batch_size:(k + 1) * self.batch_size]
+            yield {
+                "input": torch.from_numpy(np.stack([self._sample(t) for t in origins])),
+                "target": torch.from_numpy(np.stack([self._sample(t + 1) for t in origins])),
+                "origin": torch.from_numpy(origins.astype(np.int64)[:, None]),
+            }
+
+
+zarrstream.Loader = PlannedLoader
+"""
+
+
+@pytest.mark.skipif(hasattr(zarrstream, "Loader"), reason="zarrstream.Loader exists: "
+                    "test_synth_store_all_loaders runs the harness on it")
+def test_zarrstream_runner_on_the_planned_api(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PLANNED_LOADER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    out = tmp_path / "bench.json"
+    run_bench("--preset", "era5-small", "--steps", 8, "--store", tmp_path / "small.zarr", "--batch-size", 3,
+              "--loaders", "zarrstream", "--json", out, env=env)
+    results = json.loads(out.read_text())["results"]
+    # 7 samples: 2 full batches of 3 per epoch, one of them the start-up batch; 2 epochs.
+    check_measured(results["zarrstream"], batches=1 * 2, batch_size=3, processes=1)
+    assert results["zarrstream"]["config"]["shuffle"] == "exact"
+
+
+def write_xarray_store(path: Path) -> None:
+    """A small (time, level, latitude, longitude) dataset written by xarray as Zarr v2, with CF time."""
+    import pandas as pd
+    import xarray as xr
+
+    rng = np.random.default_rng(3)
+    time = pd.date_range("2000-01-01", periods=7, freq="6h")
+    lat = np.linspace(80, -80, 9, dtype=np.float32)
+    lon = np.arange(0, 360, 30, dtype=np.float32)
+    level = np.array([500, 850, 1000])
+    ds = xr.Dataset(
+        {
+            "t2m": (("time", "latitude", "longitude"), rng.normal(280, 5, (7, 9, 12)).astype(np.float32)),
+            "z": (("time", "level", "latitude", "longitude"), rng.normal(5e4, 1e3, (7, 3, 9, 12)).astype(np.float32)),
+        },
+        coords={"time": time, "level": level, "latitude": lat, "longitude": lon},
+    )
+    ds["z"][2, 1, 4, 5] = np.nan  # a NaN must compare equal to the reference's NaN
+    encoding = {"t2m": {"chunks": (1, 9, 12)}, "z": {"chunks": (1, 3, 9, 12)}}
+    ds.to_zarr(path, zarr_format=2, consolidated=True, encoding=encoding)
+
+
+@pytest.mark.slow
+def test_xarray_written_v2_store_without_workers(tmp_path):
+    store = tmp_path / "xr.zarr"
+    write_xarray_store(store)
+    out = tmp_path / "bench.json"
+    # 6 samples (targets at t + 1) make 3 batches of 2; --workers 0 is the demo's first experiment
+    # (no worker processes, no prefetch).
+    run_bench("--store", store, "--variables", "t2m,z", "--loaders", "xbatcher,tensorstore", "--batch-size", 2,
+              "--epochs", 3, "--workers", 0, "--no-warm", "--json", out)
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["store"]["zarr_format"] == 2 and doc["meta"]["store"]["channels"] == [1, 3]
+    assert doc["meta"]["page_cache"].startswith("as found")
+    results = doc["results"]
+    assert list(results) == ["xbatcher", "tensorstore"]
+    # Default --batches: every full batch of an epoch but the start-up batch.
+    check_measured(results["xbatcher"], batches=2 * 3, batch_size=2, processes=1)
+    assert results["xbatcher"]["config"]["persistent_workers"] is False
+    check_measured(results["tensorstore"], batches=2 * 3, batch_size=2, processes=1)
+
+
+def test_first_batch_check_catches_a_wrong_batch(tmp_path):
+    bench = load_bench()
+    store = tmp_path / "xr.zarr"
+    write_xarray_store(store)
+    info = bench.describe_store(store, ["t2m", "z"])
+    w = bench.Workload(store=str(store), variables=["t2m", "z"], batch_size=2, batches=1, epochs=1, seed=0,
+                       step_time=0, workers=0, prefetch_factor=3, dask_threads=4, mp_context=None, prefetch=1,
+                       ts_cache_bytes=0, cores=1, **info)
+    # The NaN of z (time 2, level 850: channel 2) is in sample 0's target and sample 1's input.
+    origins = np.array([1, 2])
+    inp, tgt = bench.reference_batch(w, origins)
+    assert inp.shape == tgt.shape == (2, 4, 9, 12)
+    assert np.isnan(tgt[0, 2, 4, 5]) and np.isnan(inp[1, 2, 4, 5]) and np.isnan(inp).sum() == 1
+
+    npz = tmp_path / "batch.npz"
+    np.savez(npz, input=inp, target=tgt, origins=origins)
+    assert bench.check_first_batch(w, npz)["ok"] is True
+
+    wrong = tgt.copy()
+    wrong[1, 3, 0, 0] += 1
+    np.savez(npz, input=inp, target=wrong, origins=origins)
+    check = bench.check_first_batch(w, npz)
+    assert check["ok"] is False
+    assert "target: 1 of" in check["detail"] and "sample 1 (time 2), channel 3" in check["detail"]
+
+    # Right values under the wrong origins (a loader that mislabels its samples).
+    np.savez(npz, input=inp, target=tgt, origins=origins[::-1])
+    assert bench.check_first_batch(w, npz)["ok"] is False
+
+    np.savez(npz, input=inp.astype(np.float64), target=tgt, origins=origins)
+    assert "float64" in bench.check_first_batch(w, npz)["detail"]
+
+
+ALLOCATE = """
+import subprocess, sys
+grandchild = None
+if sys.argv[1] == "parent":
+    grandchild = subprocess.Popen([sys.executable, "-c", sys.argv[2], "child", ""], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+    grandchild.stdout.readline()
+block = b"x" * ((200 if sys.argv[1] == "parent" else 100) << 20)
+print("ready", flush=True)
+sys.stdin.read()
+if grandchild:
+    grandchild.stdin.close()
+    grandchild.wait()
+"""
+
+
+def test_memory_sampler_sums_the_process_tree():
+    bench = load_bench()
+    proc = subprocess.Popen([sys.executable, "-c", ALLOCATE, "parent", ALLOCATE], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        sampler = bench.TreeMemorySampler(proc.pid)
+        sampler.sample(0)
+        assert sampler.peak_processes == 2
+        # 200 MB in the child and 100 MB in its own child, each touched (written), plus interpreters.
+        assert sampler.peak_rss >= 300 << 20
+        assert sampler.peak_pss >= 300 << 20
+        assert sampler.peak_rss < 2 << 30
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
