@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "errors.h"
+#include "loader_bindings.h"
 #include "store_bindings.h"
 #include "zarrstream/array.h"
 
@@ -111,6 +112,7 @@ NB_MODULE(_zarrstream, m) {
   using namespace zarrstream::python;
   RegisterErrorTranslator(m);
   RegisterStoreBindings(m);
+  RegisterLoaderBindings(m);
 
   nb::class_<Array>(m, "Array")
       .def_prop_ro("url", &Array::url)

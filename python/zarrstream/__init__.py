@@ -7,6 +7,7 @@
 """
 
 from ._array import Array, Group, create_array, create_group, open_array, open_group
+from ._loader import Loader
 from .errors import (
     ConfigError,
     CorruptChunkError,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array",
+    "Loader",
     "Group",
     "open_array",
     "open_group",

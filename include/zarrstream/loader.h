@@ -1,0 +1,245 @@
+// zarrstream's loader: samples of a Zarr dataset → training batches, planned, read, decoded and
+// assembled by C++ threads, deterministic, sharded over data-parallel ranks and resumable.
+// Mirrors the Python zarrstream.Loader (docs/loader.md has the user guide).
+//
+//   zarrstream::LoaderOptions options;
+//   options.variables = {"temperature@500,850", "2m_temperature"};
+//   options.sample = {{"time", 1}};
+//   options.target_dim = "time";
+//   options.target_offsets = {1};
+//   options.batch_size = 16;
+//   auto loader = zarrstream::Loader::Open("era5.zarr", options);
+//   while (auto batch = loader->Next()) { ... (*batch)->input() ... }
+//
+// Sample model (DESIGN.md §5). The channels are the resolved variables (then the forcings), each
+// one 2-D (or n-D) field of one array: "temperature@500" is one level of `temperature`. Every
+// channel must have the same dimensions. A dimension named in `sample` is sampled with that
+// window; `stride` (default: the window) spaces the sample origins; a time dimension
+// ("time", "valid_time", ...) is always sampled (window 1 when not named). The other dimensions are
+// taken whole (their selected range). Label selections (`select`) restrict any dimension but the
+// level dimension, whose selection is part of the channels ("t@500,850").
+//
+// Batch layout. input: [batch, time_window × channels, *spatial], where spatial are the channel
+// dimensions other than the time dimension, in array order, each of its window (sampled) or
+// selected size (whole). Channels are time-major: index t × channels + c is channel c at the
+// window's step t. target: [batch, leads × target_channels, *spatial], lead-major: the target
+// channels at origin + time_window - 1 + offset for each offset in `target_offsets`, in order.
+// origins: int64 [batch, sample_dims], each sample's first index along each sampled dimension
+// (absolute array indices, sample_dims() order).
+//
+// Threads and ownership. A Loader is used from one thread at a time (the training loop); its own
+// threads (`num_threads` workers, plus up to `prefetch` coordinating threads that only plan and
+// wait) run the pipeline in the background. A Batch is owned by the shared_ptr Next returns; its
+// buffers return to the loader's pool when the last reference goes, and may outlive the Loader.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "zarrstream/array.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+namespace internal {
+struct LoaderState;
+struct BatchAccess;
+}  // namespace internal
+
+// The element type of batches.
+enum class BatchDType : uint8_t { kFloat32, kBFloat16, kFloat16 };
+std::string_view BatchDTypeName(BatchDType dtype);  // "float32", "bfloat16", "float16"
+Result<BatchDType> ParseBatchDType(std::string_view name);
+size_t BatchDTypeSize(BatchDType dtype);
+
+struct LoaderOptions {
+  // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
+  // empty: every data variable of the dataset, sorted.
+  std::vector<std::string> variables;
+  // Inputs that are never targets (forcings: e.g. "toa_incident_solar_radiation"), after
+  // `variables` in the input's channels.
+  std::vector<std::string> forcings;
+  // Target channels when targets are configured; empty: the same as `variables`.
+  std::vector<std::string> target_variables;
+
+  // Window per sampled dimension, and the distance between origins (default: the window).
+  std::vector<std::pair<std::string, uint64_t>> sample;
+  std::vector<std::pair<std::string, uint64_t>> stride;
+  // Targets: offsets (>= 0) along `target_dim` (the sampled time dimension) after the window's
+  // last step. Empty target_dim: no targets.
+  std::string target_dim;
+  std::vector<uint64_t> target_offsets;
+
+  // Label selections, in the syntax of `zarrstream stats --select` ("time=1979:2015",
+  // "latitude=60:30"). A selection of a sampled dimension must pick one run of indices.
+  std::vector<std::string> select;
+
+  // Epoch order: "none", "exact" (global permutation) or "block" (chunk-aware block shuffle;
+  // `block_chunks` chunks per block along each sampled dimension, `block_window` blocks
+  // interleaved). Deterministic for (seed, epoch), identical on every rank.
+  std::string shuffle = "exact";
+  uint64_t seed = 0;
+  uint64_t block_chunks = 1;
+  uint64_t block_window = 4;
+
+  uint64_t batch_size = 1;
+  // Data-parallel sharding: every sample once per epoch across `world_size` ranks (see
+  // SamplePlan for drop_last and padding).
+  uint32_t world_size = 1;
+  uint32_t rank = 0;
+  bool drop_last = false;
+
+  BatchDType dtype = BatchDType::kFloat32;
+  // A stats file (`zarrstream stats --output`): each channel becomes (x - mean) / std; a channel
+  // with std 0 is only centred. Empty: values as stored.
+  std::string normalize;
+  // NaN policy: keep NaN, or replace it with `nan_fill` (in output units, after normalisation)
+  // and deliver masks (true where the value was NaN).
+  bool fill_nan = false;
+  double nan_fill = 0;
+  // A sample whose chunk cannot be read: an error naming the array and chunk (false), or the
+  // sample is dropped from its batch and counted (true).
+  bool skip_bad_samples = false;
+
+  // Batches prepared ahead of the consumer.
+  size_t prefetch = 2;
+  // Worker threads reading, decoding and assembling (0: the machine's hardware threads).
+  size_t num_threads = 0;
+  // Decoded chunks kept for reuse by later samples (overlapping windows, block shuffle, chunks
+  // shared by input and target); 0 picks 256 MiB.
+  uint64_t cache_bytes = 0;
+  // Chunks not stored are errors rather than fill values.
+  bool missing_chunks_are_errors = false;
+};
+
+// One output tensor of a batch: C-order elements of `dtype` with `shape`.
+struct BatchTensor {
+  std::vector<int64_t> shape;
+  std::span<std::byte> data;
+};
+
+class Batch {
+ public:
+  uint64_t epoch() const { return epoch_; }
+  uint64_t index() const { return index_; }  // within this rank's epoch
+  size_t size() const { return sample_ids_.size(); }
+  // The last num_padding() samples repeat earlier ones (equal batch counts per rank).
+  uint64_t num_padding() const { return num_padding_; }
+  // Samples of this batch dropped by the skip policy.
+  uint64_t num_skipped() const { return num_skipped_; }
+  const std::vector<uint64_t>& sample_ids() const { return sample_ids_; }
+
+  BatchDType dtype() const { return dtype_; }
+  const BatchTensor& input() const { return input_; }
+  // Empty shape when no targets are configured.
+  const BatchTensor& target() const { return target_; }
+  // uint8 (1 where the value was NaN) with the input's/target's shape; empty unless fill_nan.
+  const BatchTensor& input_mask() const { return input_mask_; }
+  const BatchTensor& target_mask() const { return target_mask_; }
+  // int64 [size(), num sampled dims].
+  const BatchTensor& origins() const { return origins_; }
+
+  ~Batch() = default;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+ private:
+  friend struct internal::BatchAccess;
+  Batch() = default;
+
+  uint64_t epoch_ = 0;
+  uint64_t index_ = 0;
+  uint64_t num_padding_ = 0;
+  uint64_t num_skipped_ = 0;
+  std::vector<uint64_t> sample_ids_;
+  BatchDType dtype_ = BatchDType::kFloat32;
+  BatchTensor input_, target_, input_mask_, target_mask_, origins_;
+  // The buffers behind the tensors, returned to the loader's pool on destruction.
+  std::shared_ptr<void> storage_;
+};
+
+// What the loader did since it was opened. `batches`, `samples`, `bytes_delivered` and the wait
+// count what reached the consumer; the read counters count every batch prepared (prefetched ones
+// included). Times are summed over threads (seconds of work, not wall time), except the wait,
+// which is the consumer's.
+struct LoaderStats {
+  uint64_t batches = 0;              // delivered to the consumer
+  uint64_t samples = 0;              // delivered (padding included)
+  uint64_t skipped_samples = 0;      // dropped by the skip policy
+  uint64_t chunk_refs = 0;           // chunks the delivered batches' samples needed
+  uint64_t chunks_decoded = 0;       // chunks read and decoded (cache misses)
+  uint64_t cache_hits = 0;           // chunks served from the chunk cache
+  uint64_t missing_chunks = 0;       // chunks not stored (read as the fill value)
+  uint64_t requests = 0;             // store reads
+  uint64_t bytes_read = 0;           // encoded bytes read from the store
+  uint64_t bytes_decoded = 0;        // decoded bytes of the chunks decoded
+  uint64_t bytes_used = 0;           // bytes of the chunks' values that went into batches
+  uint64_t bytes_delivered = 0;      // bytes of the batch tensors delivered
+  double plan_seconds = 0;           // planning batches (sample and read plans)
+  double read_decode_seconds = 0;    // wall time of each batch's read-and-decode waves, summed
+  double assemble_seconds = 0;       // copying, casting, normalising into batches (thread time)
+  double wait_seconds = 0;           // the consumer's wait for batches
+  // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
+  // holds shorter ones; the last everything longer).
+  static constexpr size_t kWaitBuckets = 32;
+  std::vector<uint64_t> wait_histogram = std::vector<uint64_t>(kWaitBuckets, 0);
+  // Chunk-grid read amplification of the epoch order, estimated at open (SamplePlan): chunk
+  // reads per epoch over distinct chunks, for the configured shuffle and for "exact".
+  double estimated_read_amplification = 0;
+  double estimated_read_amplification_exact = 0;
+};
+
+class Loader {
+ public:
+  // Opens the dataset (a group or a single array) at `url`, resolves channels and selections and
+  // plans the samples. Misconfiguration (unknown variable, mismatched dimensions, a window larger
+  // than the selection, offsets past the end, a stats file without a channel) fails here with a
+  // message naming the dataset and what is available. Starts no threads.
+  static Result<Loader> Open(std::string_view url, const LoaderOptions& options);
+
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) noexcept;
+  ~Loader();  // stops the pipeline (waits for in-flight batches; undelivered ones are dropped)
+
+  // The next batch of this rank's current epoch, preparing up to `prefetch` ahead; nullopt once
+  // the epoch is exhausted (then StartNextEpoch or SetEpoch). Errors: a batch that could not be
+  // read (unless skipping); the pipeline stays usable and the failed batch counts as delivered.
+  Result<std::optional<std::shared_ptr<const Batch>>> Next();
+
+  // Starts epoch `epoch` at its first batch (drops prepared batches).
+  void SetEpoch(uint64_t epoch);
+  // SetEpoch(epoch() + 1).
+  void StartNextEpoch();
+  uint64_t epoch() const;
+  // Batches of this rank's epoch delivered so far; num_batches() at the end of the epoch.
+  uint64_t next_batch() const;
+  uint64_t num_batches() const;  // per epoch, this rank
+  uint64_t num_samples() const;  // in the index space (all ranks)
+
+  // The position to resume from (JSON, format "zarrstream.sample_plan/1"), and resuming: the
+  // batches after it are exactly those the saved loader had left.
+  std::string StateJson() const;
+  Status RestoreStateJson(std::string_view json);
+
+  const std::vector<std::string>& input_channels() const;   // one per input channel of a step
+  const std::vector<std::string>& target_channels() const;  // one per target channel of a lead
+  const std::vector<std::string>& sample_dims() const;      // the origins' columns
+  const std::vector<std::string>& spatial_dims() const;     // the batch's trailing dimensions
+  std::vector<int64_t> input_shape() const;   // of a full batch
+  std::vector<int64_t> target_shape() const;  // empty without targets
+  LoaderStats stats() const;
+  const LoaderOptions& options() const;
+
+ private:
+  explicit Loader(std::unique_ptr<internal::LoaderState> state);
+  std::unique_ptr<internal::LoaderState> state_;
+};
+
+}  // namespace zarrstream

@@ -1,0 +1,172 @@
+#include "loader_bindings.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "errors.h"
+#include "zarrstream/loader.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace zarrstream::python {
+namespace {
+
+// Capsule payload: keeps a batch (and so its buffers) alive while any tensor made from it lives.
+using BatchRef = std::shared_ptr<const Batch>;
+
+nb::dlpack::dtype DLDType(BatchDType dtype) {
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return nb::dtype<float>();
+    case BatchDType::kBFloat16:
+      return nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+    case BatchDType::kFloat16:
+      return nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+  }
+  return nb::dtype<float>();
+}
+
+// A DLPack-capable array over `tensor`, owned by `owner` (no copy).
+nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle owner) {
+  std::vector<size_t> shape(tensor.shape.begin(), tensor.shape.end());
+  nb::ndarray<> array(tensor.data.data(), shape.size(), shape.data(), owner, nullptr, dtype,
+                      nb::device::cpu::value);
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+nb::object NextBatch(Loader& loader) {
+  std::optional<Result<std::optional<BatchRef>>> next;
+  {
+    nb::gil_scoped_release release;
+    next.emplace(loader.Next());
+  }
+  std::optional<BatchRef> batch = ValueOrThrow(std::move(*next));
+  if (!batch) return nb::none();
+  const Batch& b = **batch;
+  nb::capsule owner(new BatchRef(std::move(*batch)),
+                    [](void* p) noexcept { delete static_cast<BatchRef*>(p); });
+  nb::dict out;
+  const nb::dlpack::dtype dtype = DLDType(b.dtype());
+  out["input"] = Export(b.input(), dtype, owner);
+  if (!b.target().shape.empty()) out["target"] = Export(b.target(), dtype, owner);
+  if (!b.input_mask().shape.empty()) {
+    out["input_mask"] = Export(b.input_mask(), nb::dtype<bool>(), owner);
+  }
+  if (!b.target_mask().shape.empty()) {
+    out["target_mask"] = Export(b.target_mask(), nb::dtype<bool>(), owner);
+  }
+  out["origin"] = Export(b.origins(), nb::dtype<int64_t>(), owner);
+  out["epoch"] = b.epoch();
+  out["index"] = b.index();
+  out["num_padding"] = b.num_padding();
+  out["num_skipped"] = b.num_skipped();
+  return out;
+}
+
+nb::dict StatsDict(const LoaderStats& s) {
+  nb::dict d;
+  d["batches"] = s.batches;
+  d["samples"] = s.samples;
+  d["skipped_samples"] = s.skipped_samples;
+  d["chunk_refs"] = s.chunk_refs;
+  d["chunks_decoded"] = s.chunks_decoded;
+  d["cache_hits"] = s.cache_hits;
+  d["missing_chunks"] = s.missing_chunks;
+  d["requests"] = s.requests;
+  d["bytes_read"] = s.bytes_read;
+  d["bytes_decoded"] = s.bytes_decoded;
+  d["bytes_used"] = s.bytes_used;
+  d["bytes_delivered"] = s.bytes_delivered;
+  d["plan_seconds"] = s.plan_seconds;
+  d["read_decode_seconds"] = s.read_decode_seconds;
+  d["assemble_seconds"] = s.assemble_seconds;
+  d["wait_seconds"] = s.wait_seconds;
+  d["wait_histogram_us_log2"] = s.wait_histogram;
+  d["estimated_read_amplification"] = s.estimated_read_amplification;
+  d["estimated_read_amplification_exact"] = s.estimated_read_amplification_exact;
+  return d;
+}
+
+}  // namespace
+
+void RegisterLoaderBindings(nb::module_& m) {
+  nb::class_<LoaderOptions>(m, "LoaderOptions")
+      .def(nb::init<>())
+      .def_rw("variables", &LoaderOptions::variables)
+      .def_rw("forcings", &LoaderOptions::forcings)
+      .def_rw("target_variables", &LoaderOptions::target_variables)
+      .def_rw("sample", &LoaderOptions::sample)
+      .def_rw("stride", &LoaderOptions::stride)
+      .def_rw("target_dim", &LoaderOptions::target_dim)
+      .def_rw("target_offsets", &LoaderOptions::target_offsets)
+      .def_rw("select", &LoaderOptions::select)
+      .def_rw("shuffle", &LoaderOptions::shuffle)
+      .def_rw("seed", &LoaderOptions::seed)
+      .def_rw("block_chunks", &LoaderOptions::block_chunks)
+      .def_rw("block_window", &LoaderOptions::block_window)
+      .def_rw("batch_size", &LoaderOptions::batch_size)
+      .def_rw("world_size", &LoaderOptions::world_size)
+      .def_rw("rank", &LoaderOptions::rank)
+      .def_rw("drop_last", &LoaderOptions::drop_last)
+      .def_prop_rw(
+          "dtype", [](const LoaderOptions& o) { return std::string(BatchDTypeName(o.dtype)); },
+          [](LoaderOptions& o, const std::string& name) {
+            o.dtype = ValueOrThrow(ParseBatchDType(name));
+          })
+      .def_rw("normalize", &LoaderOptions::normalize)
+      .def_rw("fill_nan", &LoaderOptions::fill_nan)
+      .def_rw("nan_fill", &LoaderOptions::nan_fill)
+      .def_rw("skip_bad_samples", &LoaderOptions::skip_bad_samples)
+      .def_rw("prefetch", &LoaderOptions::prefetch)
+      .def_rw("num_threads", &LoaderOptions::num_threads)
+      .def_rw("cache_bytes", &LoaderOptions::cache_bytes)
+      .def_rw("missing_chunks_are_errors", &LoaderOptions::missing_chunks_are_errors);
+
+  nb::class_<Loader>(m, "Loader")
+      .def(
+          "__init__",
+          [](Loader* self, const std::string& url, const LoaderOptions& options) {
+            std::optional<Result<Loader>> loader;
+            {
+              nb::gil_scoped_release release;
+              loader.emplace(Loader::Open(url, options));
+            }
+            new (self) Loader(ValueOrThrow(std::move(*loader)));
+          },
+          "url"_a, "options"_a)
+      .def("next", &NextBatch)
+      .def("set_epoch",
+           [](Loader& l, uint64_t epoch) {
+             nb::gil_scoped_release release;
+             l.SetEpoch(epoch);
+           })
+      .def_prop_ro("epoch", &Loader::epoch)
+      .def_prop_ro("next_batch", &Loader::next_batch)
+      .def_prop_ro("num_batches", &Loader::num_batches)
+      .def_prop_ro("num_samples", &Loader::num_samples)
+      .def("state_json", &Loader::StateJson)
+      .def("restore_state_json",
+           [](Loader& l, const std::string& json) {
+             Status status;
+             {
+               nb::gil_scoped_release release;
+               status = l.RestoreStateJson(json);
+             }
+             ThrowIfError(status);
+           })
+      .def_prop_ro("input_channels", &Loader::input_channels)
+      .def_prop_ro("target_channels", &Loader::target_channels)
+      .def_prop_ro("sample_dims", &Loader::sample_dims)
+      .def_prop_ro("spatial_dims", &Loader::spatial_dims)
+      .def_prop_ro("input_shape", &Loader::input_shape)
+      .def_prop_ro("target_shape", &Loader::target_shape)
+      .def("stats", [](const Loader& l) { return StatsDict(l.stats()); });
+}
+
+}  // namespace zarrstream::python

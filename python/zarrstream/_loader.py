@@ -1,0 +1,246 @@
+"""zarrstream.Loader: samples of a Zarr dataset to PyTorch batches, from one process.
+
+The C++ pipeline plans, reads, decodes and assembles batches on its own threads (the GIL is
+released while it works), ``prefetch`` batches ahead; batches arrive as torch tensors over the
+loader's own buffers (DLPack, no copy). See docs/loader.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterator, Mapping, Sequence
+
+from . import _zarrstream
+
+_NAN_POLICIES = ("keep",)
+_ERROR_POLICIES = ("raise", "skip")
+
+
+def _label(value: Any) -> str:
+    if value is None:
+        return ""
+    if hasattr(value, "isoformat"):  # datetime, date, numpy/pandas timestamps
+        return value.isoformat()
+    return str(value)
+
+
+def _selection(dim: str, value: Any) -> str:
+    """One `select` entry in the CLI's --select syntax ("time=1979:2015")."""
+    if isinstance(value, slice):
+        if value.step is not None:
+            raise ValueError(f"select[{dim!r}]: a slice with a step is not supported")
+        return f"{dim}={_label(value.start)}:{_label(value.stop)}"
+    if isinstance(value, tuple):
+        if len(value) != 2:
+            raise ValueError(f"select[{dim!r}]: a range is a (start, stop) pair, got {value!r}")
+        return f"{dim}={_label(value[0])}:{_label(value[1])}"
+    if isinstance(value, (list,)):
+        return f"{dim}=" + ",".join(_label(v) for v in value)
+    return f"{dim}={_label(value)}"
+
+
+def _default_rank_world() -> tuple[int, int]:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _as_list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+class Loader:
+    """Batches of samples of the dataset at ``url`` (a Zarr group, or one array).
+
+    Iterating yields dicts of torch tensors: ``"input"`` [batch, time_window x channels,
+    *spatial] (time-major channels: ``loader.channels`` names one step's), ``"target"``
+    [batch, leads x target channels, *spatial] when ``target_offset`` is given, ``"origin"``
+    int64 [batch, len(loader.sample_dims)] (each sample's first index along each sampled
+    dimension), and with ``nan=<value>`` the bool masks ``"input_mask"`` / ``"target_mask"``.
+
+    A loop over the loader runs the rest of the current epoch; the next loop starts the next epoch
+    (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
+    identical remaining batches.
+    """
+
+    def __init__(
+        self,
+        url: str | os.PathLike,
+        variables: str | Sequence[str] | None = None,
+        *,
+        forcings: str | Sequence[str] | None = None,
+        target_variables: str | Sequence[str] | None = None,
+        sample: Mapping[str, int] | None = None,
+        stride: Mapping[str, int] | None = None,
+        target_offset: Mapping[str, int | Sequence[int]] | None = None,
+        select: Mapping[str, Any] | None = None,
+        batch_size: int = 1,
+        shuffle: str | bool = "exact",
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        drop_last: bool = False,
+        device: str = "cpu",
+        dtype: Any = "float32",
+        normalize: str | os.PathLike | None = None,
+        nan: str | float = "keep",
+        on_error: str = "raise",
+        prefetch: int = 2,
+        num_threads: int = 0,
+        cache_bytes: int = 0,
+        block_chunks: int = 1,
+        block_window: int = 4,
+        missing_chunks_are_errors: bool = False,
+    ) -> None:
+        import torch  # the loader hands batches to PyTorch
+
+        self._torch = torch
+        o = _zarrstream.LoaderOptions()
+        o.variables = _as_list(variables)
+        o.forcings = _as_list(forcings)
+        o.target_variables = _as_list(target_variables)
+        o.sample = [(str(k), int(v)) for k, v in (sample or {}).items()]
+        o.stride = [(str(k), int(v)) for k, v in (stride or {}).items()]
+        if target_offset:
+            if len(target_offset) != 1:
+                raise ValueError(
+                    f"target_offset names one dimension (the time dimension), got {dict(target_offset)!r}"
+                )
+            (dim, offsets), = target_offset.items()
+            o.target_dim = str(dim)
+            o.target_offsets = [int(offsets)] if isinstance(offsets, int) else [int(x) for x in offsets]
+        o.select = [_selection(str(k), v) for k, v in (select or {}).items()]
+        if shuffle is True:
+            shuffle = "exact"
+        elif shuffle is False:
+            shuffle = "none"
+        o.shuffle = str(shuffle)
+        o.seed = int(seed)
+        o.block_chunks = int(block_chunks)
+        o.block_window = int(block_window)
+        o.batch_size = int(batch_size)
+        default_rank, default_world = _default_rank_world()
+        o.rank = default_rank if rank is None else int(rank)
+        o.world_size = default_world if world_size is None else int(world_size)
+        o.drop_last = bool(drop_last)
+        if isinstance(dtype, torch.dtype):
+            dtype = str(dtype).removeprefix("torch.")
+        o.dtype = str(dtype)
+        o.normalize = os.fspath(normalize) if normalize is not None else ""
+        if isinstance(nan, str):
+            if nan not in _NAN_POLICIES:
+                raise ValueError(f"nan={nan!r}: expected 'keep' or a fill value (a number)")
+        else:
+            o.fill_nan = True
+            o.nan_fill = float(nan)
+        if on_error not in _ERROR_POLICIES:
+            raise ValueError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
+        o.skip_bad_samples = on_error == "skip"
+        o.prefetch = int(prefetch)
+        o.num_threads = int(num_threads)
+        o.cache_bytes = int(cache_bytes)
+        o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
+        self._device = torch.device(device)
+        self._core = _zarrstream.Loader(os.fspath(url), o)
+        self._options = o
+
+    # -- the sample model ---------------------------------------------------------------------
+
+    @property
+    def channels(self) -> list[str]:
+        """The input channels of one time step, in order (variables, then forcings)."""
+        return list(self._core.input_channels)
+
+    @property
+    def target_channels(self) -> list[str]:
+        """The target channels of one lead time, in order."""
+        return list(self._core.target_channels)
+
+    @property
+    def sample_dims(self) -> list[str]:
+        """The sampled dimensions: the columns of ``batch["origin"]``."""
+        return list(self._core.sample_dims)
+
+    @property
+    def spatial_dims(self) -> list[str]:
+        """The batch tensors' dimensions after [batch, channel]."""
+        return list(self._core.spatial_dims)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self._core.input_shape)
+
+    @property
+    def target_shape(self) -> tuple[int, ...] | None:
+        shape = tuple(self._core.target_shape)
+        return shape or None
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in the index space (all ranks)."""
+        return self._core.num_samples
+
+    @property
+    def epoch(self) -> int:
+        return self._core.epoch
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank."""
+        return self._core.num_batches
+
+    # -- iteration and resumption ---------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch ``epoch`` from its first batch (the order depends on (seed, epoch))."""
+        self._core.set_epoch(int(epoch))
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._core.next_batch >= self._core.num_batches:
+            self._core.set_epoch(self._core.epoch + 1)
+        while True:
+            batch = self._core.next()
+            if batch is None:
+                return
+            yield self._to_torch(batch)
+
+    def _to_torch(self, batch: dict[str, Any]) -> dict[str, Any]:
+        torch = self._torch
+        out: dict[str, Any] = {}
+        for key in ("input", "target", "input_mask", "target_mask", "origin"):
+            if key in batch:
+                tensor = torch.from_dlpack(batch[key])
+                if self._device.type != "cpu":
+                    tensor = tensor.to(self._device, non_blocking=False)
+                out[key] = tensor
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position after the batches delivered so far (JSON-serialisable)."""
+        return {"sample_plan": json.loads(self._core.state_json())}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continues from ``state``: the next batches are those the saved loader had left."""
+        plan = state["sample_plan"]
+        self._core.restore_state_json(plan if isinstance(plan, str) else json.dumps(plan))
+
+    def stats(self) -> dict[str, Any]:
+        """What the loader did: batches, bytes read/decoded/used, cache hits, stage times, the
+        consumer's wait per batch (histogram over log2 microseconds), estimated read
+        amplification."""
+        return dict(self._core.stats())
+
+    def __repr__(self) -> str:
+        return (
+            f"zarrstream.Loader({len(self.channels)} channels, sample_dims={self.sample_dims}, "
+            f"input_shape={self.input_shape}, batches={len(self)})"
+        )

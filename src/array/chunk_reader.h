@@ -1,0 +1,98 @@
+// Reading whole read chunks (inner chunks of a sharded array), many at once, from any number of
+// arrays: the read and decode stages of the loader (DESIGN.md §2).
+//
+// A caller (the loader's read planner) has already decided which chunks it needs and deduplicated
+// them; ReadChunks fetches their bytes and decodes each into a buffer the caller owns (a chunk
+// cache entry). What it does for one call:
+//   - groups the requested chunks by stored object: an unsharded chunk is one object; the inner
+//     chunks of one shard share the shard's object;
+//   - each object is one pool task that reads and decodes it, so encoded bytes never pile up;
+//   - sharded arrays: the shard index comes from `index_cache` when it holds it, else is read once
+//     per shard and put there; then the byte ranges of the wanted inner chunks are coalesced
+//     (store/range_coalescing) into few reads of the shard;
+//   - a chunk not stored (or an empty inner chunk) decodes to the fill value, or is a kNotFound
+//     error when the array was opened with missing_chunks_are_errors.
+// Remote stores get at most the pool's size of objects in flight (each task waits for its own
+// reads); issuing a window of requests ahead of the decodes, as Array::Read does for unsharded
+// remote arrays, is the next step for them.
+// Errors are per chunk (the loader's `skip` policy drops only the samples that need a failed
+// chunk) and carry the same context as Array::Read: the chunk key, the inner chunk index and the
+// array's Describe().
+//
+// Threads: ReadChunks blocks until every chunk is done; it runs the object tasks on `pool` and
+// the calling thread (ParallelFor), at most `max_parallelism` at once (0: the pool's size).
+// Several ReadChunks calls may run at once on one pool and one index cache.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "array/array_state.h"
+#include "codec/sharding_codec.h"
+#include "util/thread_pool.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+// Decoded bytes of one read chunk of `array`: the read chunk shape's elements, C order, native
+// byte order (edge chunks are full size; past the array's edge they hold what was stored).
+uint64_t ReadChunkBytes(const internal::ArrayState& array);
+
+// One chunk to read.
+struct ChunkRead {
+  const internal::ArrayState* array = nullptr;  // outlives the call
+  // Index in the read-chunk grid (the inner-chunk grid of a sharded array, over the whole array).
+  std::vector<uint64_t> coords;
+  // ReadChunkBytes(*array) bytes the chunk is decoded into.
+  std::span<std::byte> out;
+  // Set by ReadChunks: Ok, or the chunk's error with its context.
+  Status status;
+  // Set by ReadChunks: true when the chunk was not stored and `out` holds the fill value.
+  bool missing = false;
+};
+
+// What ReadChunks did, added to by each call (atomics: calls may run at once).
+struct ChunkReadCounters {
+  std::atomic<uint64_t> chunks{0};           // chunks decoded (missing ones filled included)
+  std::atomic<uint64_t> missing_chunks{0};   // chunks that were not stored
+  std::atomic<uint64_t> requests{0};         // store reads issued (one Read call each)
+  std::atomic<uint64_t> bytes_read{0};       // encoded bytes read from the store
+  std::atomic<uint64_t> index_reads{0};      // shard index reads (index cache misses)
+  std::atomic<uint64_t> index_hits{0};       // shard indexes found in the cache
+};
+
+// Decoded shard indexes, keyed by array and shard key, bounded in bytes (least recently used out).
+// Thread-safe.
+class ShardIndexCache {
+ public:
+  explicit ShardIndexCache(uint64_t capacity_bytes = uint64_t{64} << 20);
+  ~ShardIndexCache();
+
+  std::shared_ptr<const ShardIndex> Find(const internal::ArrayState* array,
+                                         const std::string& shard_key);
+  void Insert(const internal::ArrayState* array, const std::string& shard_key,
+              std::shared_ptr<const ShardIndex> index);
+
+ private:
+  struct Entry;
+  std::mutex mutex_;
+  uint64_t capacity_bytes_;
+  uint64_t bytes_ = 0;
+  std::list<Entry> lru_;  // most recently used first
+  std::unordered_map<std::string, std::list<Entry>::iterator> by_key_;
+};
+
+// Reads and decodes every chunk of `reads` (see the overview), setting each one's status and
+// `missing`. `index_cache` and `counters` may be null.
+void ReadChunks(std::span<ChunkRead> reads, ThreadPool* pool, size_t max_parallelism = 0,
+                ShardIndexCache* index_cache = nullptr, ChunkReadCounters* counters = nullptr);
+
+}  // namespace zarrstream

@@ -1,0 +1,171 @@
+#include "loader/batch_assembly.h"
+
+#include <bit>
+#include <cmath>
+#include <type_traits>
+
+namespace zarrstream {
+
+uint16_t FloatToBFloat16(float value) {
+  const auto bits = std::bit_cast<uint32_t>(value);
+  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x0040U);
+  const uint32_t rounding = 0x7FFFU + ((bits >> 16) & 1U);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+namespace {
+
+struct BFloat16 {
+  uint16_t bits;
+};
+
+template <typename Dst>
+inline Dst FromFloat(float v) {
+  if constexpr (std::is_same_v<Dst, BFloat16>) {
+    return BFloat16{FloatToBFloat16(v)};
+  } else {
+    return static_cast<Dst>(v);
+  }
+}
+
+// The arithmetic type of the transform: float32 holds every value of these sources exactly;
+// wider sources (float64, 32/64-bit integers) are normalised in float64 and rounded once, so a
+// float64 geopotential near 1e5 with a spread of 1 keeps its digits.
+template <typename Src>
+using ComputeType =
+    std::conditional_t<(sizeof(Src) >= 4 && !std::is_same_v<Src, float>), double, float>;
+
+// One run along the innermost dimension. `kContiguous`: both steps are 1, so the loop vectorises.
+template <typename Src, typename Dst, bool kContiguous>
+inline void ConvertRun(const Src* src, int64_t src_step, Dst* dst, int64_t dst_step, uint8_t* mask,
+                       uint64_t n, const SlabTransform& t) {
+  using Compute = ComputeType<Src>;
+  if constexpr (kContiguous) {
+    src_step = 1;
+    dst_step = 1;
+  }
+  const auto mean = static_cast<Compute>(t.mean);
+  const auto inv_std = static_cast<Compute>(t.inv_std);
+  if (t.fill_nan) {
+    const auto fill = static_cast<float>(t.nan_fill);
+    for (uint64_t i = 0; i < n; ++i) {
+      const auto v = static_cast<float>((static_cast<Compute>(src[i * src_step]) - mean) * inv_std);
+      const bool nan = std::isnan(v);
+      mask[i * dst_step] = nan ? 1 : 0;
+      dst[i * dst_step] = FromFloat<Dst>(nan ? fill : v);
+    }
+  } else {
+    for (uint64_t i = 0; i < n; ++i) {
+      dst[i * dst_step] = FromFloat<Dst>(
+          static_cast<float>((static_cast<Compute>(src[i * src_step]) - mean) * inv_std));
+    }
+  }
+}
+
+template <typename Src, typename Dst>
+void ConvertBox(const Src* chunk, std::span<const uint64_t> chunk_shape, const PlannedCopy& copy,
+                Dst* slab, const DimArray& slab_strides, const SlabTransform& t, uint8_t* mask) {
+  const size_t rank = copy.rank;
+  DimArray chunk_strides{};
+  int64_t stride = 1;
+  for (size_t a = rank; a-- > 0;) {
+    chunk_strides[a] = static_cast<uint64_t>(stride);
+    stride *= static_cast<int64_t>(chunk_shape[a]);
+  }
+  const size_t inner = rank - 1;
+  const uint64_t n = copy.shape[inner];
+  const auto src_step = static_cast<int64_t>(chunk_strides[inner]);
+  const auto dst_step = static_cast<int64_t>(slab_strides[inner]);
+  const bool contiguous = src_step == 1 && dst_step == 1;
+  DimArray index{};  // over the outer dimensions of the box
+  for (;;) {
+    int64_t src_offset = 0, dst_offset = 0;
+    for (size_t a = 0; a < rank; ++a) {
+      const uint64_t i = a == inner ? 0 : index[a];
+      src_offset += static_cast<int64_t>((copy.within_chunk[a] + i) * chunk_strides[a]);
+      dst_offset += static_cast<int64_t>((copy.within_slab[a] + i) * slab_strides[a]);
+    }
+    uint8_t* mask_run = t.fill_nan ? mask + dst_offset : nullptr;
+    if (contiguous) {
+      ConvertRun<Src, Dst, true>(chunk + src_offset, 1, slab + dst_offset, 1, mask_run, n, t);
+    } else {
+      ConvertRun<Src, Dst, false>(chunk + src_offset, src_step, slab + dst_offset, dst_step,
+                                  mask_run, n, t);
+    }
+    size_t a = inner;
+    while (a-- > 0) {
+      if (++index[a] < copy.shape[a]) break;
+      index[a] = 0;
+    }
+    if (a == static_cast<size_t>(-1)) return;
+  }
+}
+
+template <typename Src>
+void ConvertTo(const std::byte* chunk, std::span<const uint64_t> chunk_shape,
+               const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
+               const DimArray& slab_strides, const SlabTransform& t, uint8_t* mask) {
+  const auto* src = reinterpret_cast<const Src*>(chunk);
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return ConvertBox(src, chunk_shape, copy, reinterpret_cast<float*>(slab), slab_strides, t,
+                        mask);
+    case BatchDType::kBFloat16:
+      return ConvertBox(src, chunk_shape, copy, reinterpret_cast<BFloat16*>(slab), slab_strides, t,
+                        mask);
+    case BatchDType::kFloat16:
+#if defined(__FLT16_MANT_DIG__)
+      return ConvertBox(src, chunk_shape, copy, reinterpret_cast<_Float16*>(slab), slab_strides, t,
+                        mask);
+#else
+      break;  // rejected by ParseBatchDType
+#endif
+  }
+}
+
+}  // namespace
+
+void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint64_t> chunk_shape,
+                  const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
+                  const DimArray& slab_strides, const SlabTransform& transform, uint8_t* mask) {
+  switch (source) {
+    case DataType::kInt8:
+      return ConvertTo<int8_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                               mask);
+    case DataType::kInt16:
+      return ConvertTo<int16_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                mask);
+    case DataType::kInt32:
+      return ConvertTo<int32_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                mask);
+    case DataType::kInt64:
+      return ConvertTo<int64_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                mask);
+    case DataType::kUInt8:
+      return ConvertTo<uint8_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                mask);
+    case DataType::kUInt16:
+      return ConvertTo<uint16_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                 mask);
+    case DataType::kUInt32:
+      return ConvertTo<uint32_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                 mask);
+    case DataType::kUInt64:
+      return ConvertTo<uint64_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                 mask);
+#if defined(__FLT16_MANT_DIG__)
+    case DataType::kFloat16:
+      return ConvertTo<_Float16>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                                 mask);
+#endif
+    case DataType::kFloat32:
+      return ConvertTo<float>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform, mask);
+    case DataType::kFloat64:
+      return ConvertTo<double>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
+                               mask);
+    default:
+      break;  // rejected by MakeLoaderGeometry
+  }
+}
+
+}  // namespace zarrstream

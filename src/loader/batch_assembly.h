@@ -1,0 +1,40 @@
+// The assemble stage on the CPU: one planned box of a decoded chunk → its slab of a batch tensor,
+// converted from the array's data type to the batch's, normalised, with the NaN policy applied.
+// The GPU path does the same in one kernel launch per batch (DESIGN.md §2); batches from the two
+// must be identical, so the arithmetic is spelled out here: out = (x - mean) * inv_std, computed in
+// float32 for sources float32 holds exactly (float16/32, 8/16-bit integers) and in float64 for
+// wider ones (float64, 32/64-bit integers), rounded to float32; then NaN → nan_fill when filling;
+// then rounded to the batch dtype (bfloat16 and float16 round to nearest even; NaN stays NaN).
+// float16 (source or batch) uses the compiler's _Float16 (GCC 12, clang 15 on x86-64); a build
+// without it rejects float16 at open.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "loader/read_plan.h"
+#include "zarrstream/data_type.h"
+#include "zarrstream/loader.h"
+
+namespace zarrstream {
+
+struct SlabTransform {
+  double mean = 0;
+  double inv_std = 1;
+  bool fill_nan = false;
+  double nan_fill = 0;
+};
+
+// `chunk`: the decoded chunk (C order, `chunk_shape` elements of `source`). `slab`: the first
+// element of the slab in the batch tensor; `slab_strides`: element strides of the slab along each
+// array dimension (0 on dimensions the slab collapses: time, level). `mask`: the slab's first
+// mask byte (same strides), written only when transform.fill_nan.
+void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint64_t> chunk_shape,
+                  const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
+                  const DimArray& slab_strides, const SlabTransform& transform, uint8_t* mask);
+
+// float32 → bfloat16 bits, rounding to nearest even (NaN stays a quiet NaN).
+uint16_t FloatToBFloat16(float value);
+
+}  // namespace zarrstream

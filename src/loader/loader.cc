@@ -1,0 +1,655 @@
+// The loader's pipeline on the CPU (DESIGN.md §2): plan → read + decode → assemble, `prefetch`
+// batches ahead of the consumer.
+//
+// Coordinating threads (one per batch in flight, at most `prefetch`) each take the next batch
+// index, plan it (SamplePlan → BatchReadPlan), serve what they can from the chunk cache and read
+// the rest in waves: a wave's chunks are read and decoded by ReadChunks on the loader's pool, then
+// copied into the batch by pool tasks (one per chunk, all its copies), and the wave's buffers go
+// to the cache. Waves bound the decoded bytes a batch holds at once (kWaveBytes, at least two
+// chunks per worker), whatever the batch's size: an ERA5 0.25° batch of 16 samples needs ~9 GB of
+// chunks, which never sit in memory together. Batches are delivered in order; a failed batch is
+// delivered as its error in its place.
+//
+// Memory bound (what the loader holds, beyond the consumer's batches): the chunk cache and its
+// recycled buffers (≤ 2 × cache_bytes), plus per batch in flight one wave (≤ kWaveBytes or two
+// chunks per worker) and its batch buffers (prefetch + 1 batches, recycled through a pool).
+#include "zarrstream/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <thread>
+
+#include "array/chunk_reader.h"
+#include "loader/batch_assembly.h"
+#include "loader/channel_spec.h"
+#include "loader/chunk_cache.h"
+#include "loader/read_plan.h"
+#include "loader/sample_plan.h"
+#include "util/format.h"
+#include "util/thread_pool.h"
+
+namespace zarrstream {
+
+std::string_view BatchDTypeName(BatchDType dtype) {
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return "float32";
+    case BatchDType::kBFloat16:
+      return "bfloat16";
+    case BatchDType::kFloat16:
+      return "float16";
+  }
+  return "?";
+}
+
+Result<BatchDType> ParseBatchDType(std::string_view name) {
+  for (BatchDType d : {BatchDType::kFloat32, BatchDType::kBFloat16, BatchDType::kFloat16}) {
+#if !defined(__FLT16_MANT_DIG__)
+    if (d == BatchDType::kFloat16 && name == BatchDTypeName(d)) {
+      return UnsupportedError("float16 batches need a compiler with _Float16");
+    }
+#endif
+    if (name == BatchDTypeName(d)) return d;
+  }
+  return InvalidArgumentError("batch dtype '" + std::string(name) +
+                              "': expected float32, bfloat16 or float16");
+}
+
+size_t BatchDTypeSize(BatchDType dtype) { return dtype == BatchDType::kFloat32 ? 4 : 2; }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+uint64_t Nanoseconds(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+// Decoded bytes one batch in flight reads at once (see the overview).
+constexpr uint64_t kWaveBytes = uint64_t{256} << 20;
+constexpr uint64_t kDefaultCacheBytes = uint64_t{256} << 20;
+constexpr size_t kAlignment = 64;
+
+uint64_t AlignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+// Recycles the one allocation behind each batch's tensors. Batches may outlive the loader: they
+// hold the pool by shared_ptr.
+class BatchMemoryPool : public std::enable_shared_from_this<BatchMemoryPool> {
+ public:
+  BatchMemoryPool(uint64_t bytes, size_t max_free) : bytes_(bytes), max_free_(max_free) {}
+  ~BatchMemoryPool() {
+    for (std::byte* p : free_) Free(p);
+  }
+
+  std::shared_ptr<void> Acquire() {
+    std::byte* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        block = free_.back();
+        free_.pop_back();
+      }
+    }
+    if (block == nullptr) {
+      block = static_cast<std::byte*>(::operator new (bytes_, std::align_val_t{kAlignment}));
+    }
+    std::shared_ptr<BatchMemoryPool> self = shared_from_this();
+    return std::shared_ptr<void>(block,
+                                 [self](void* p) { self->Return(static_cast<std::byte*>(p)); });
+  }
+
+ private:
+  static void Free(std::byte* p) { ::operator delete (p, std::align_val_t{kAlignment}); }
+  void Return(std::byte* p) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (free_.size() < max_free_) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    Free(p);
+  }
+
+  const uint64_t bytes_;
+  const size_t max_free_;
+  std::mutex mutex_;
+  std::vector<std::byte*> free_;
+};
+
+}  // namespace
+
+namespace internal {
+
+struct BatchAccess {
+  static std::shared_ptr<Batch> Make() { return std::shared_ptr<Batch>(new Batch()); }
+  static Batch& Mutable(Batch& b) { return b; }
+  static uint64_t& epoch(Batch& b) { return b.epoch_; }
+  static uint64_t& index(Batch& b) { return b.index_; }
+  static uint64_t& num_padding(Batch& b) { return b.num_padding_; }
+  static uint64_t& num_skipped(Batch& b) { return b.num_skipped_; }
+  static std::vector<uint64_t>& sample_ids(Batch& b) { return b.sample_ids_; }
+  static BatchDType& dtype(Batch& b) { return b.dtype_; }
+  static BatchTensor& input(Batch& b) { return b.input_; }
+  static BatchTensor& target(Batch& b) { return b.target_; }
+  static BatchTensor& input_mask(Batch& b) { return b.input_mask_; }
+  static BatchTensor& target_mask(Batch& b) { return b.target_mask_; }
+  static BatchTensor& origins(Batch& b) { return b.origins_; }
+  static std::shared_ptr<void>& storage(Batch& b) { return b.storage_; }
+};
+
+struct LoaderCounters {
+  std::atomic<uint64_t> skipped_samples{0};
+  std::atomic<uint64_t> cache_hits{0};
+  std::atomic<uint64_t> bytes_decoded{0};
+  std::atomic<uint64_t> chunk_refs{0};
+  std::atomic<uint64_t> bytes_used{0};
+  std::atomic<uint64_t> plan_ns{0};
+  std::atomic<uint64_t> read_decode_ns{0};
+  std::atomic<uint64_t> assemble_ns{0};
+};
+
+class Pipeline;
+
+struct LoaderState {
+  LoaderOptions options;
+  Dataset dataset;
+  LoaderGeometry geometry;
+  SamplePlan plan;
+  uint64_t delivered = 0;  // batches of plan.epoch() delivered
+
+  std::shared_ptr<ThreadPool> pool;
+  ChunkCache cache;
+  ShardIndexCache index_cache;
+  ChunkReadCounters read_counters;
+  LoaderCounters counters;
+  std::shared_ptr<BatchMemoryPool> batch_memory;
+  // Per array: element strides of its read chunk (C order).
+  std::vector<std::vector<uint64_t>> chunk_shapes;
+  // Per channel: element strides of a slab along each array dimension.
+  std::vector<DimArray> slab_strides;
+  // Tensor byte offsets inside a batch's allocation.
+  uint64_t input_offset = 0, target_offset = 0, input_mask_offset = 0, target_mask_offset = 0,
+           origins_offset = 0, batch_bytes = 0;
+
+  // Delivered-batch statistics (the consumer's thread only).
+  LoaderStats delivered_stats;
+  double estimated_amplification = 0, estimated_amplification_exact = 0;
+
+  std::unique_ptr<Pipeline> pipeline;
+
+  LoaderState(LoaderOptions o, Dataset d, LoaderGeometry g, SamplePlan p)
+      : options(std::move(o)),
+        dataset(std::move(d)),
+        geometry(std::move(g)),
+        plan(std::move(p)),
+        cache(options.cache_bytes ? options.cache_bytes : kDefaultCacheBytes) {}
+  ~LoaderState();
+
+  void StopPipeline();
+  Result<std::shared_ptr<Batch>> Produce(uint64_t epoch, uint64_t index);
+  std::shared_ptr<Batch> AllocateBatch(size_t samples) const;
+};
+
+// The batches of one epoch from `first`, produced by coordinating threads and handed out in
+// order. See the overview.
+class Pipeline {
+ public:
+  Pipeline(LoaderState& state, uint64_t epoch, uint64_t first, uint64_t end)
+      : state_(state), epoch_(epoch), next_claim_(first), next_deliver_(first), end_(end) {
+    const size_t prefetch = std::max<size_t>(state.options.prefetch, 1);
+    const size_t drivers = std::min<size_t>({prefetch, 4, static_cast<size_t>(end - first)});
+    for (size_t i = 0; i < drivers; ++i) drivers_.emplace_back([this] { Drive(); });
+  }
+  ~Pipeline() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : drivers_) t.join();
+  }
+
+  bool exhausted() const { return next_deliver_ >= end_; }
+
+  // The next batch in order; waits for it.
+  Result<std::shared_ptr<Batch>> Take() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return ready_.count(next_deliver_) > 0; });
+    auto node = ready_.extract(next_deliver_);
+    ++next_deliver_;
+    lock.unlock();
+    cv_.notify_all();
+    return std::move(node.mapped());
+  }
+
+ private:
+  void Drive() {
+    const uint64_t prefetch = std::max<size_t>(state_.options.prefetch, 1);
+    for (;;) {
+      uint64_t index = 0;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] {
+          return stopping_ || next_claim_ >= end_ || next_claim_ < next_deliver_ + prefetch;
+        });
+        if (stopping_ || next_claim_ >= end_) return;
+        index = next_claim_++;
+      }
+      Result<std::shared_ptr<Batch>> batch = state_.Produce(epoch_, index);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_.emplace(index, std::move(batch));
+      }
+      cv_.notify_all();
+    }
+  }
+
+  LoaderState& state_;
+  const uint64_t epoch_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t next_claim_;
+  uint64_t next_deliver_;
+  const uint64_t end_;
+  bool stopping_ = false;
+  std::map<uint64_t, Result<std::shared_ptr<Batch>>> ready_;
+  std::vector<std::thread> drivers_;
+};
+
+LoaderState::~LoaderState() { StopPipeline(); }
+
+void LoaderState::StopPipeline() { pipeline.reset(); }
+
+std::shared_ptr<Batch> LoaderState::AllocateBatch(size_t samples) const {
+  std::shared_ptr<Batch> batch = BatchAccess::Make();
+  Batch& b = *batch;
+  BatchAccess::storage(b) = batch_memory->Acquire();
+  auto* base = static_cast<std::byte*>(BatchAccess::storage(b).get());
+  const LoaderGeometry& g = geometry;
+  const uint64_t element = BatchDTypeSize(options.dtype);
+  auto tensor = [&](uint64_t offset, uint64_t channels, uint64_t item) {
+    BatchTensor t;
+    t.shape.push_back(static_cast<int64_t>(samples));
+    t.shape.push_back(static_cast<int64_t>(channels));
+    for (uint64_t s : g.spatial_shape) t.shape.push_back(static_cast<int64_t>(s));
+    t.data = std::span<std::byte>(base + offset, samples * channels * g.slab_elements * item);
+    return t;
+  };
+  BatchAccess::dtype(b) = options.dtype;
+  BatchAccess::input(b) = tensor(input_offset, g.input_slabs.size(), element);
+  if (!g.target_slabs.empty()) {
+    BatchAccess::target(b) = tensor(target_offset, g.target_slabs.size(), element);
+  }
+  if (options.fill_nan) {
+    BatchAccess::input_mask(b) = tensor(input_mask_offset, g.input_slabs.size(), 1);
+    if (!g.target_slabs.empty()) {
+      BatchAccess::target_mask(b) = tensor(target_mask_offset, g.target_slabs.size(), 1);
+    }
+  }
+  BatchTensor& origins = BatchAccess::origins(b);
+  origins.shape = {static_cast<int64_t>(samples), static_cast<int64_t>(g.sampled_index.size())};
+  origins.data = std::span<std::byte>(base + origins_offset,
+                                      samples * g.sampled_index.size() * sizeof(int64_t));
+  return batch;
+}
+
+namespace {
+
+// Drops the samples marked in `bad` from every tensor of `batch`, keeping the order of the rest.
+void CompactBatch(Batch& b, const std::vector<uint8_t>& bad) {
+  std::vector<BatchTensor*> tensors = {&BatchAccess::input(b), &BatchAccess::target(b),
+                                       &BatchAccess::input_mask(b), &BatchAccess::target_mask(b),
+                                       &BatchAccess::origins(b)};
+  const size_t n = bad.size();
+  std::vector<uint64_t>& ids = BatchAccess::sample_ids(b);
+  size_t kept = 0;
+  for (size_t s = 0; s < n; ++s) {
+    if (bad[s]) continue;
+    for (BatchTensor* t : tensors) {
+      if (t->shape.empty()) continue;
+      const size_t per_sample = t->data.size() / n;
+      if (kept != s)
+        std::memmove(t->data.data() + kept * per_sample, t->data.data() + s * per_sample,
+                     per_sample);
+    }
+    ids[kept] = ids[s];
+    ++kept;
+  }
+  for (BatchTensor* t : tensors) {
+    if (t->shape.empty()) continue;
+    const size_t per_sample = t->data.size() / n;
+    t->shape[0] = static_cast<int64_t>(kept);
+    t->data = t->data.first(kept * per_sample);
+  }
+  ids.resize(kept);
+  BatchAccess::num_skipped(b) = n - kept;
+  BatchAccess::num_padding(b) = std::min<uint64_t>(BatchAccess::num_padding(b), kept);
+}
+
+std::string DescribeSample(const LoaderGeometry& g, std::span<const uint64_t> origin) {
+  std::string out = "sample at";
+  for (size_t k = 0; k < origin.size(); ++k) {
+    out += k == 0 ? " " : ", ";
+    out += g.sample_dims[k];
+    out += "=";
+    out += std::to_string(origin[k]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t index) {
+  const Clock::time_point plan_start = Clock::now();
+  const LoaderGeometry& g = geometry;
+  ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
+  BatchReadPlan reads = PlanBatchReads(g, samples);
+  std::shared_ptr<Batch> batch = AllocateBatch(samples.size());
+  Batch& b = *batch;
+  BatchAccess::epoch(b) = epoch;
+  BatchAccess::index(b) = index;
+  BatchAccess::num_padding(b) = samples.num_padding;
+  BatchAccess::sample_ids(b) = samples.sample_ids;
+  auto* origins = reinterpret_cast<int64_t*>(BatchAccess::origins(b).data.data());
+  for (size_t i = 0; i < samples.origins.size(); ++i) {
+    origins[i] = static_cast<int64_t>(samples.origins[i]);
+  }
+  counters.chunk_refs += reads.chunk_refs;
+  counters.bytes_used += reads.bytes_used;
+  counters.plan_ns += Nanoseconds(Clock::now() - plan_start);
+
+  const size_t element = BatchDTypeSize(options.dtype);
+  const uint64_t slab_bytes = g.slab_elements * element;
+  std::vector<uint8_t> bad(samples.size(), 0);
+  Status first_error;
+
+  // Copies every planned box of chunk `k` (decoded in `bytes`) into the batch.
+  auto assemble = [&](size_t k, const std::byte* bytes) {
+    const PlannedChunk& chunk = reads.chunks[k];
+    const internal::ArrayState& array = *g.arrays[chunk.array];
+    for (const PlannedCopy& copy : chunk.copies) {
+      const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
+      const BatchTensor& out = copy.target ? BatchAccess::target(b) : BatchAccess::input(b);
+      const uint64_t channels = copy.target ? g.target_slabs.size() : g.input_slabs.size();
+      const uint64_t slab_index = copy.sample * channels + slab.out_channel;
+      SlabTransform transform{g.mean[slab.channel], g.inv_std[slab.channel], options.fill_nan,
+                              options.nan_fill};
+      uint8_t* mask = nullptr;
+      if (options.fill_nan) {
+        const BatchTensor& m =
+            copy.target ? BatchAccess::target_mask(b) : BatchAccess::input_mask(b);
+        mask = reinterpret_cast<uint8_t*>(m.data.data()) + slab_index * g.slab_elements;
+      }
+      AssembleCopy(bytes, array.metadata.data_type, chunk_shapes[chunk.array], copy,
+                   out.data.data() + slab_index * slab_bytes, options.dtype,
+                   slab_strides[slab.channel], transform, mask);
+    }
+  };
+  auto assemble_all =
+      [&](const std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>>& ready) {
+        const Clock::time_point start = Clock::now();
+        (void)ParallelFor(pool.get(), ready.size(), [&](size_t i) -> Status {
+          assemble(ready[i].first, ready[i].second->bytes.data());
+          return Status::Ok();
+        });
+        counters.assemble_ns += Nanoseconds(Clock::now() - start);
+      };
+  auto fail = [&](size_t k, Status status) {
+    for (const PlannedCopy& copy : reads.chunks[k].copies) bad[copy.sample] = 1;
+    if (first_error.ok()) first_error = std::move(status);
+  };
+
+  // Cache hits first, then the misses in waves.
+  std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> hits;
+  std::vector<size_t> misses;
+  for (size_t k = 0; k < reads.chunks.size(); ++k) {
+    auto entry = cache.Find(reads.chunks[k].array, reads.chunks[k].linear);
+    if (entry) {
+      hits.emplace_back(k, std::move(entry));
+    } else {
+      misses.push_back(k);
+    }
+  }
+  counters.cache_hits += hits.size();
+  assemble_all(hits);
+  hits.clear();
+
+  const uint64_t min_wave_chunks = 2 * pool->num_threads();
+  for (size_t begin = 0; begin < misses.size();) {
+    std::vector<ChunkRead> wave;
+    std::vector<std::shared_ptr<ChunkCache::Entry>> entries;
+    uint64_t wave_bytes = 0;
+    size_t end = begin;
+    while (end < misses.size() && (wave.size() < min_wave_chunks || wave_bytes < kWaveBytes)) {
+      const PlannedChunk& chunk = reads.chunks[misses[end]];
+      const internal::ArrayState* array = g.arrays[chunk.array];
+      const uint64_t bytes = ReadChunkBytes(*array);
+      std::shared_ptr<ChunkCache::Entry> entry = cache.Allocate();
+      entry->bytes.Resize(bytes);
+      ChunkRead read;
+      read.array = array;
+      read.coords = chunk.coords;
+      read.out = entry->bytes.span();
+      wave.push_back(std::move(read));
+      entries.push_back(std::move(entry));
+      wave_bytes += bytes;
+      ++end;
+    }
+    const Clock::time_point start = Clock::now();
+    ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
+    counters.read_decode_ns += Nanoseconds(Clock::now() - start);
+    std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> decoded;
+    for (size_t i = 0; i < wave.size(); ++i) {
+      const size_t k = misses[begin + i];
+      if (!wave[i].status.ok()) {
+        fail(k, std::move(wave[i].status));
+        cache.Release(std::move(entries[i]));
+        continue;
+      }
+      entries[i]->missing = wave[i].missing;
+      counters.bytes_decoded += entries[i]->bytes.size();
+      decoded.emplace_back(k, entries[i]);
+      cache.Insert(reads.chunks[k].array, reads.chunks[k].linear, std::move(entries[i]));
+    }
+    assemble_all(decoded);
+    begin = end;
+  }
+
+  if (!first_error.ok()) {
+    if (!options.skip_bad_samples) {
+      size_t s = 0;
+      while (s < bad.size() && !bad[s]) ++s;
+      return std::move(first_error)
+          .WithContext(DescribeSample(g, samples.origin(s)) + " of batch " + std::to_string(index) +
+                       " (epoch " + std::to_string(epoch) + ")");
+    }
+    CompactBatch(b, bad);
+    counters.skipped_samples += BatchAccess::num_skipped(b);
+  }
+  return batch;
+}
+
+}  // namespace internal
+
+using internal::LoaderState;
+
+Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) {
+  ZS_RETURN_IF_ERROR(ParseBatchDType(BatchDTypeName(options.dtype)).status());
+  OpenOptions open_options;
+  open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
+  ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, options));
+  ZS_ASSIGN_OR_RETURN(ShuffleMode shuffle, ParseShuffleMode(options.shuffle));
+  SamplePlanOptions plan_options;
+  plan_options.shuffle = shuffle;
+  plan_options.seed = options.seed;
+  plan_options.batch_size = options.batch_size;
+  plan_options.world_size = options.world_size;
+  plan_options.rank = options.rank;
+  plan_options.drop_last = options.drop_last;
+  plan_options.block_chunks = options.block_chunks;
+  plan_options.block_window = options.block_window;
+  auto plan = SamplePlan::Create(geometry.PlanDims(), plan_options);
+  if (!plan.ok())
+    return std::move(plan).status().WithContext("planning samples of " + dataset.url());
+
+  auto state = std::make_unique<LoaderState>(options, std::move(dataset), std::move(geometry),
+                                             std::move(*plan));
+  LoaderState& s = *state;
+  const LoaderGeometry& g = s.geometry;
+  s.pool = std::make_shared<ThreadPool>(options.num_threads);
+  for (const internal::ArrayState* array : g.arrays)
+    s.chunk_shapes.push_back(array->read_chunk_shape);
+  // Slab strides: C order over the spatial dims; 0 on the time and level dims.
+  std::vector<uint64_t> spatial_strides(g.spatial_shape.size());
+  uint64_t stride = 1;
+  for (size_t i = g.spatial_shape.size(); i-- > 0;) {
+    spatial_strides[i] = stride;
+    stride *= g.spatial_shape[i];
+  }
+  for (const Channel& channel : g.channels) {
+    DimArray strides{};
+    for (size_t i = 0; i < g.spatial_index.size(); ++i) {
+      const size_t d = g.spatial_index[i];
+      const size_t a = channel.level_dim && d >= *channel.level_dim ? d + 1 : d;
+      strides[a] = spatial_strides[i];
+    }
+    s.slab_strides.push_back(strides);
+  }
+  const uint64_t batch = options.batch_size;
+  const uint64_t element = BatchDTypeSize(options.dtype);
+  const uint64_t inputs = batch * g.input_slabs.size() * g.slab_elements;
+  const uint64_t targets = batch * g.target_slabs.size() * g.slab_elements;
+  uint64_t offset = 0;
+  s.input_offset = offset;
+  offset = AlignUp(offset + inputs * element);
+  s.target_offset = offset;
+  offset = AlignUp(offset + targets * element);
+  s.input_mask_offset = offset;
+  if (options.fill_nan) offset = AlignUp(offset + inputs);
+  s.target_mask_offset = offset;
+  if (options.fill_nan) offset = AlignUp(offset + targets);
+  s.origins_offset = offset;
+  offset = AlignUp(offset + batch * g.sampled_index.size() * sizeof(int64_t));
+  s.batch_bytes = std::max<uint64_t>(offset, kAlignment);
+  s.batch_memory = std::make_shared<BatchMemoryPool>(s.batch_bytes, options.prefetch + 2);
+  s.estimated_amplification = s.plan.EstimateReads(shuffle).read_amplification;
+  s.estimated_amplification_exact = s.plan.EstimateReads(ShuffleMode::kExact).read_amplification;
+  return Loader(std::move(state));
+}
+
+Loader::Loader(std::unique_ptr<LoaderState> state) : state_(std::move(state)) {}
+Loader::Loader(Loader&&) noexcept = default;
+Loader& Loader::operator=(Loader&&) noexcept = default;
+Loader::~Loader() = default;
+
+Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
+  LoaderState& s = *state_;
+  const uint64_t end = s.plan.num_batches();
+  if (s.delivered >= end) return std::optional<std::shared_ptr<const Batch>>();
+  if (!s.pipeline) {
+    s.pipeline = std::make_unique<internal::Pipeline>(s, s.plan.epoch(), s.delivered, end);
+  }
+  const Clock::time_point start = Clock::now();
+  Result<std::shared_ptr<Batch>> batch = s.pipeline->Take();
+  const double waited = Seconds(Clock::now() - start);
+  ++s.delivered;
+  if (s.pipeline->exhausted()) s.pipeline.reset();
+  LoaderStats& st = s.delivered_stats;
+  st.wait_seconds += waited;
+  const auto micros = static_cast<uint64_t>(waited * 1e6);
+  size_t bucket = 0;
+  while (bucket + 1 < LoaderStats::kWaitBuckets && (uint64_t{2} << bucket) <= micros) ++bucket;
+  ++st.wait_histogram[bucket];
+  if (!batch.ok()) return std::move(batch).status();
+  const Batch& b = **batch;
+  ++st.batches;
+  st.samples += b.size();
+  st.bytes_delivered += b.input().data.size() + b.target().data.size();
+  return std::optional<std::shared_ptr<const Batch>>(std::move(*batch));
+}
+
+void Loader::SetEpoch(uint64_t epoch) {
+  state_->StopPipeline();
+  state_->plan.SetEpoch(epoch);
+  state_->delivered = 0;
+}
+
+void Loader::StartNextEpoch() { SetEpoch(epoch() + 1); }
+uint64_t Loader::epoch() const { return state_->plan.epoch(); }
+uint64_t Loader::next_batch() const { return state_->delivered; }
+uint64_t Loader::num_batches() const { return state_->plan.num_batches(); }
+uint64_t Loader::num_samples() const { return state_->plan.num_samples(); }
+
+std::string Loader::StateJson() const {
+  SamplePlanState state = state_->plan.State();
+  state.next_batch = state_->delivered;
+  return state.ToJson();
+}
+
+Status Loader::RestoreStateJson(std::string_view json) {
+  ZS_ASSIGN_OR_RETURN(SamplePlanState state, SamplePlanState::FromJson(json));
+  state_->StopPipeline();
+  ZS_RETURN_IF_ERROR(state_->plan.Restore(state));
+  state_->delivered = state.next_batch;
+  return Status::Ok();
+}
+
+const std::vector<std::string>& Loader::input_channels() const {
+  return state_->geometry.input_names;
+}
+const std::vector<std::string>& Loader::target_channels() const {
+  return state_->geometry.target_names;
+}
+const std::vector<std::string>& Loader::sample_dims() const { return state_->geometry.sample_dims; }
+const std::vector<std::string>& Loader::spatial_dims() const {
+  return state_->geometry.spatial_dims;
+}
+const LoaderOptions& Loader::options() const { return state_->options; }
+
+std::vector<int64_t> Loader::input_shape() const {
+  const LoaderGeometry& g = state_->geometry;
+  std::vector<int64_t> shape = {static_cast<int64_t>(state_->options.batch_size),
+                                static_cast<int64_t>(g.input_slabs.size())};
+  for (uint64_t s : g.spatial_shape) shape.push_back(static_cast<int64_t>(s));
+  return shape;
+}
+
+std::vector<int64_t> Loader::target_shape() const {
+  const LoaderGeometry& g = state_->geometry;
+  if (g.target_slabs.empty()) return {};
+  std::vector<int64_t> shape = {static_cast<int64_t>(state_->options.batch_size),
+                                static_cast<int64_t>(g.target_slabs.size())};
+  for (uint64_t s : g.spatial_shape) shape.push_back(static_cast<int64_t>(s));
+  return shape;
+}
+
+LoaderStats Loader::stats() const {
+  const LoaderState& s = *state_;
+  LoaderStats st = s.delivered_stats;
+  st.skipped_samples = s.counters.skipped_samples;
+  st.cache_hits = s.counters.cache_hits;
+  st.chunks_decoded = s.read_counters.chunks;
+  st.chunk_refs = s.counters.chunk_refs;
+  st.bytes_used = s.counters.bytes_used;
+  st.missing_chunks = s.read_counters.missing_chunks;
+  st.requests = s.read_counters.requests;
+  st.bytes_read = s.read_counters.bytes_read;
+  st.bytes_decoded = s.counters.bytes_decoded;
+  st.plan_seconds = static_cast<double>(s.counters.plan_ns) * 1e-9;
+  st.read_decode_seconds = static_cast<double>(s.counters.read_decode_ns) * 1e-9;
+  st.assemble_seconds = static_cast<double>(s.counters.assemble_ns) * 1e-9;
+  st.estimated_read_amplification = s.estimated_amplification;
+  st.estimated_read_amplification_exact = s.estimated_amplification_exact;
+  return st;
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,207 @@
+// The loader's C++ surface and its planning/assembly pieces. Batch values against peer-written
+// stores are checked from Python (tests/test_loader.py); here: the read plan's deduplication, the
+// rounding of reduced-precision outputs, and the C++ API end to end on a memory dataset whose
+// values encode their own coordinates.
+#include "zarrstream/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "array/memory_dataset_test_util.h"
+#include "loader/batch_assembly.h"
+#include "loader/read_plan.h"
+#include "util/status_test_util.h"
+
+namespace zarrstream {
+namespace {
+
+using testing::MemoryDataset;
+
+constexpr uint64_t kTimes = 6, kLevels = 3, kLat = 3, kLon = 4;
+
+// value(t, l, y, x) = 1000 t + 100 l + 10 y + x: every value says where it came from.
+float Value(uint64_t t, uint64_t l, uint64_t y, uint64_t x) {
+  return static_cast<float>(1000 * t + 100 * l + 10 * y + x);
+}
+
+const std::string& Era5LikeUrl() {
+  static const std::string url = [] {
+    auto* m = new MemoryDataset("loader_test");
+    m->AddArray<int64_t>("time", {kTimes}, {kTimes}, {"time"}, {0, 6, 12, 18, 24, 30},
+                         {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
+    m->AddArray<int32_t>("level", {kLevels}, {kLevels}, {"level"}, {500, 850, 1000});
+    m->AddArray<float>("latitude", {kLat}, {kLat}, {"latitude"}, {10, 0, -10});
+    m->AddArray<float>("longitude", {kLon}, {kLon}, {"longitude"}, {0, 90, 180, 270});
+    std::vector<float> temperature;
+    for (uint64_t t = 0; t < kTimes; ++t)
+      for (uint64_t l = 0; l < kLevels; ++l)
+        for (uint64_t y = 0; y < kLat; ++y)
+          for (uint64_t x = 0; x < kLon; ++x) temperature.push_back(Value(t, l, y, x));
+    // Chunks hold two times, two levels and half the longitudes.
+    m->AddArray<float>("temperature", {kTimes, kLevels, kLat, kLon}, {2, 2, kLat, 2},
+                       {"time", "level", "latitude", "longitude"}, temperature);
+    std::vector<double> t2m;
+    for (uint64_t t = 0; t < kTimes; ++t)
+      for (uint64_t y = 0; y < kLat; ++y)
+        for (uint64_t x = 0; x < kLon; ++x) t2m.push_back(-Value(t, 0, y, x));
+    m->AddArray<double>("t2m", {kTimes, kLat, kLon}, {1, kLat, kLon},
+                        {"time", "latitude", "longitude"}, t2m);
+    return m->url();
+  }();
+  return url;
+}
+
+TEST(BFloat16Test, RoundsToNearestEven) {
+  auto bits = [](uint32_t b) { return std::bit_cast<float>(b); };
+  EXPECT_EQ(FloatToBFloat16(1.0F), 0x3F80);
+  EXPECT_EQ(FloatToBFloat16(bits(0x3F808000)), 0x3F80);  // halfway, even below
+  EXPECT_EQ(FloatToBFloat16(bits(0x3F818000)), 0x3F82);  // halfway, even above
+  EXPECT_EQ(FloatToBFloat16(bits(0x3F808001)), 0x3F81);  // above halfway
+  EXPECT_EQ(FloatToBFloat16(-2.0F), 0xC000);
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::max()), 0x7F80);  // rounds up to inf
+  const uint16_t nan = FloatToBFloat16(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan & 0x7F80, 0x7F80);
+  EXPECT_NE(nan & 0x007F, 0);  // still a NaN, not infinity
+  // A signalling NaN whose payload lives only in the low bits stays a NaN.
+  EXPECT_NE(FloatToBFloat16(bits(0x7F800001)) & 0x007F, 0);
+}
+
+TEST(ReadPlanTest, ChunksSharedBySamplesAndLevelsAreReadOnce) {
+  auto dataset = Dataset::Open(Era5LikeUrl());
+  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+  LoaderOptions options;
+  options.variables = {"temperature@500,850"};
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  auto geometry = MakeLoaderGeometry(*dataset, options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  // Samples at times 0 and 1 (one time chunk); targets at 1 and 2 (times 0-1 and 2-3).
+  SampleBatch batch;
+  batch.num_dims = 1;
+  batch.sample_ids = {0, 1};
+  batch.origins = {0, 1};
+  BatchReadPlan plan = PlanBatchReads(*geometry, batch);
+  // Inputs: time chunk 0, level chunk 0 (levels 500 and 850), 2 longitude halves. Targets add
+  // time chunk 1 for the sample at time 1 (its target at time 2).
+  EXPECT_EQ(plan.chunks.size(), 4U);
+  // 2 samples x (2 input + 2 target channels) x 2 longitude halves.
+  EXPECT_EQ(plan.chunk_refs, 16U);
+  EXPECT_EQ(plan.bytes_used, uint64_t{2} * 4 * kLat * kLon * sizeof(float));
+}
+
+TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
+  LoaderOptions options;
+  options.variables = {"t2m", "temperature@850,1000"};
+  options.sample = {{"time", 2}, {"longitude", 2}};
+  options.stride = {{"time", 1}, {"longitude", 1}};
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  options.target_variables = {"temperature@850"};
+  options.shuffle = "none";
+  options.batch_size = 4;
+  options.num_threads = 2;
+  auto loader = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  EXPECT_EQ(loader->sample_dims(), (std::vector<std::string>{"time", "longitude"}));
+  EXPECT_EQ(loader->spatial_dims(), (std::vector<std::string>{"latitude", "longitude"}));
+  // time origins 0..3 (window 2 + target 1 <= 6) x longitude origins 0..2.
+  EXPECT_EQ(loader->num_samples(), 12U);
+  EXPECT_EQ(loader->num_batches(), 3U);
+  EXPECT_EQ(loader->input_shape(), (std::vector<int64_t>{4, 6, 3, 2}));
+  EXPECT_EQ(loader->target_shape(), (std::vector<int64_t>{4, 1, 3, 2}));
+
+  uint64_t samples = 0;
+  for (;;) {
+    auto next = loader->Next();
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    if (!next->has_value()) break;
+    const Batch& b = ***next;
+    const auto* input = reinterpret_cast<const float*>(b.input().data.data());
+    const auto* target = reinterpret_cast<const float*>(b.target().data.data());
+    const auto* origins = reinterpret_cast<const int64_t*>(b.origins().data.data());
+    for (size_t s = 0; s < b.size(); ++s, ++samples) {
+      const auto t0 = static_cast<uint64_t>(origins[2 * s]);
+      const auto x0 = static_cast<uint64_t>(origins[2 * s + 1]);
+      EXPECT_EQ(t0, samples / 3);  // index order: longitude fastest
+      EXPECT_EQ(x0, samples % 3);
+      for (uint64_t step = 0; step < 2; ++step) {
+        for (uint64_t c = 0; c < 3; ++c) {
+          for (uint64_t y = 0; y < kLat; ++y) {
+            for (uint64_t x = 0; x < 2; ++x) {
+              // Time-major channels: step 0's three channels, then step 1's.
+              const float got = input[((s * 6 + step * 3 + c) * kLat + y) * 2 + x];
+              const float want = c == 0 ? -Value(t0 + step, 0, y, x0 + x)
+                                        : Value(t0 + step, c, y, x0 + x);  // levels 1 and 2
+              ASSERT_EQ(got, want) << "sample " << s << " step " << step << " channel " << c;
+            }
+          }
+        }
+      }
+      for (uint64_t y = 0; y < kLat; ++y) {
+        for (uint64_t x = 0; x < 2; ++x) {
+          ASSERT_EQ(target[(s * kLat + y) * 2 + x], Value(t0 + 2, 1, y, x0 + x));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(samples, 12U);
+  const LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.batches, 3U);
+  EXPECT_GT(stats.cache_hits, 0U);  // overlapping longitude windows share chunks
+}
+
+TEST(LoaderTest, ResumedLoaderContinuesWithTheSameBatches) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.batch_size = 2;
+  options.seed = 9;
+  options.prefetch = 3;
+  auto first = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  first->SetEpoch(1);
+  ASSERT_TRUE(first->Next().ok());
+  const std::string state = first->StateJson();
+  std::vector<uint64_t> rest;
+  while (auto b = first->Next().value()) {
+    rest.insert(rest.end(), (*b)->sample_ids().begin(), (*b)->sample_ids().end());
+  }
+
+  auto second = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second->RestoreStateJson(state).ok());
+  EXPECT_EQ(second->epoch(), 1U);
+  EXPECT_EQ(second->next_batch(), 1U);
+  std::vector<uint64_t> resumed;
+  while (auto b = second->Next().value()) {
+    resumed.insert(resumed.end(), (*b)->sample_ids().begin(), (*b)->sample_ids().end());
+  }
+  EXPECT_EQ(resumed, rest);
+  EXPECT_EQ(resumed.size(), 4U);  // 6 samples, 3 batches, one delivered before the state
+}
+
+TEST(LoaderTest, MisconfigurationFailsAtOpen) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.sample = {{"time", 7}};
+  const ErrorCode invalid = ErrorCode::kInvalidArgument;
+  ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), invalid,
+                      {"window 7", "'time'", "larger than", "6 selected"});
+  options.sample = {{"member", 1}};
+  ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), ErrorCode::kNotFound,
+                      {"'member'", "not a dimension", "'time', 'latitude', 'longitude'"});
+  options.sample = {};
+  options.target_dim = "time";
+  options.target_offsets = {6};
+  ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), invalid,
+                      {"target offset 6", "reaches past"});
+  options.target_offsets = {};
+  ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), invalid,
+                      {"without target offsets"});
+}
+
+}  // namespace
+}  // namespace zarrstream

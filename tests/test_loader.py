@@ -1,0 +1,478 @@
+"""zarrstream.Loader against a numpy reference built from zarr-python reads of the same store.
+
+The fixture group is written by zarr-python: variables with and without levels, edge chunks,
+chunks holding several levels, a float64 and an int16 variable, NaNs, a chunk never written, a
+descending latitude and a CF time coordinate. Every batch the loader yields is compared value by
+value with the reference for the batch's own origins, so a batch with the right values for the
+wrong samples fails too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import cftime
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+torch = pytest.importorskip("torch")
+
+import zarrstream  # noqa: E402
+from conftest import run_cli  # noqa: E402
+
+NT, NL, NY, NX = 30, 4, 9, 14
+LEVELS = np.array([250, 500, 700, 850])
+UNITS = "hours since 1979-01-01 00:00:00"
+CALENDAR = "proleptic_gregorian"
+
+
+@pytest.fixture(scope="module")
+def era5(tmp_path_factory):
+    """(path, data): an ERA5-like zarr v3 group written by zarr-python, and its values."""
+    path = tmp_path_factory.mktemp("loader") / "era5.zarr"
+    rng = np.random.default_rng(7)
+    g = zarr.open_group(str(path), mode="w", zarr_format=3)
+    t = g.create_array("time", shape=(NT,), chunks=(100,), dtype="int64", dimension_names=["time"],
+                       attributes={"units": UNITS, "calendar": CALENDAR})
+    t[...] = 6 * np.arange(NT, dtype="int64")
+    lv = g.create_array("level", shape=(NL,), dtype="int64", dimension_names=["level"])
+    lv[...] = LEVELS
+    la = g.create_array("latitude", shape=(NY,), dtype="float32", dimension_names=["latitude"])
+    la[...] = np.linspace(90, -90, NY).astype("float32")
+    lo = g.create_array("longitude", shape=(NX,), dtype="float32", dimension_names=["longitude"])
+    lo[...] = np.arange(NX, dtype="float32") * (360 / NX)
+
+    data = {}
+    t2m = (280 + 20 * rng.standard_normal((NT, NY, NX))).astype("float32")
+    t2m[rng.random(t2m.shape) < 0.05] = np.nan
+    data["2m_temperature"] = t2m
+    temperature = (250 + 10 * rng.standard_normal((NT, NL, NY, NX))).astype("float32")
+    data["temperature"] = temperature
+    data["geopotential"] = 1e5 + LEVELS[None, :, None, None] + rng.standard_normal((NT, NL, NY, NX))
+    data["land_sea_mask_index"] = rng.integers(-300, 300, (NT, NY, NX)).astype("int16")
+    dims3 = ["time", "latitude", "longitude"]
+    dims4 = ["time", "level", "latitude", "longitude"]
+    for name, chunks in [
+        ("2m_temperature", (4, 5, 6)),  # edge chunks along every dimension
+        ("temperature", (3, 2, 9, 14)),  # a chunk holds two levels
+        ("geopotential", (7, 1, 4, 14)),
+        ("land_sea_mask_index", (30, 9, 14)),
+    ]:
+        arr = data[name]
+        a = g.create_array(name, shape=arr.shape, chunks=chunks, dtype=arr.dtype, fill_value=0,
+                           dimension_names=dims4 if arr.ndim == 4 else dims3,
+                           compressors=ZstdCodec(level=1))
+        if name == "temperature":
+            # Leave the chunk at time 6..8, levels 2..3 unwritten: it reads as the fill value 0.
+            a[0:6] = arr[0:6]
+            a[9:] = arr[9:]
+            a[6:9, 0:2] = arr[6:9, 0:2]
+            data[name] = arr.copy()
+            data[name][6:9, 2:4] = 0
+        else:
+            a[...] = arr
+    zarr.consolidate_metadata(str(path))
+    return path, data
+
+
+def channel_fields(data, spec: str) -> list[np.ndarray]:
+    """The (time, lat, lon) fields a variable spec names, in channel order."""
+    name, _, levels = spec.partition("@")
+    arr = data[name]
+    if arr.ndim == 3:
+        return [arr]
+    picked = range(NL) if levels in ("", "*") else [list(LEVELS).index(int(x)) for x in levels.split(",")]
+    return [arr[:, i] for i in picked]
+
+
+def reference(data, specs, origin_rows, sample_dims, window, target_specs=None, target_steps=(),
+              dtype="float32"):
+    """(input, target) numpy batches for `origin_rows` (one row per sample): the values as `dtype`
+    (float32: as the batch holds them), held in float64."""
+    fields = [f for s in specs for f in channel_fields(data, s)]
+    tfields = [f for s in (target_specs or []) for f in channel_fields(data, s)]
+    tw = window.get("time", 1)
+    ins, tgs = [], []
+    for row in origin_rows:
+        o = dict(zip(sample_dims, (int(x) for x in row)))
+        t0 = o["time"]
+        ys = slice(o.get("latitude", 0), o.get("latitude", 0) + window.get("latitude", NY))
+        xs = slice(o.get("longitude", 0), o.get("longitude", 0) + window.get("longitude", NX))
+        ins.append(np.stack([f[t0 + s, ys, xs] for s in range(tw) for f in fields]).astype(dtype))
+        if tfields:
+            tgs.append(np.stack([f[t0 + tw - 1 + k, ys, xs] for k in target_steps for f in tfields])
+                       .astype(dtype))
+    return np.stack(ins).astype("float64"), (np.stack(tgs).astype("float64") if tgs else None)
+
+
+def check(got: torch.Tensor, want: np.ndarray, rtol=0.0, atol=0.0):
+    g = got.to(torch.float64).numpy()
+    assert g.shape == want.shape
+    np.testing.assert_allclose(g, want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+VARS = ["2m_temperature", "temperature@500,850", "geopotential", "land_sea_mask_index"]
+
+
+def test_every_batch_equals_the_reference_and_each_sample_comes_once(era5):
+    path, data = era5
+    loader = zarrstream.Loader(path, VARS, target_offset={"time": 1}, batch_size=4, seed=3,
+                               num_threads=2, prefetch=3)
+    assert loader.channels == ["2m_temperature", "temperature@500", "temperature@850",
+                               "geopotential@250", "geopotential@500", "geopotential@700",
+                               "geopotential@850", "land_sea_mask_index"]
+    assert loader.target_channels == loader.channels
+    assert loader.sample_dims == ["time"]
+    assert loader.spatial_dims == ["latitude", "longitude"]
+    assert len(loader) == 8 and loader.num_samples == NT - 1
+    seen = []
+    for batch in loader:
+        origins = batch["origin"].numpy()
+        assert batch["origin"].dtype == torch.int64
+        want_in, want_tg = reference(data, VARS, origins, ["time"], {}, VARS, [1])
+        check(batch["input"], want_in)
+        check(batch["target"], want_tg)
+        assert batch["input"].dtype == torch.float32
+        seen.extend(origins[:, 0].tolist())
+    # 29 samples, one rank: every sample once (the last batch is short, not padded).
+    assert sorted(seen) == list(range(NT - 1))
+    assert seen != sorted(seen)  # shuffled
+    stats = loader.stats()
+    assert stats["batches"] == 8 and stats["samples"] == NT - 1
+    assert stats["chunks_decoded"] > 0 and stats["bytes_read"] > 0
+    assert stats["missing_chunks"] >= 1  # the unwritten temperature chunk
+    assert sum(stats["wait_histogram_us_log2"]) == 8
+
+
+def test_time_window_is_time_major_and_leads_are_lead_major(era5):
+    path, data = era5
+    specs = ["2m_temperature", "temperature@250"]
+    loader = zarrstream.Loader(path, specs, sample={"time": 3}, stride={"time": 2},
+                               target_offset={"time": [1, 4]}, target_variables=["2m_temperature"],
+                               batch_size=5, shuffle="none")
+    assert loader.input_shape == (5, 6, NY, NX)
+    assert loader.target_shape == (5, 2, NY, NX)
+    origins = []
+    for batch in loader:
+        o = batch["origin"].numpy()
+        want_in, want_tg = reference(data, specs, o, ["time"], {"time": 3}, ["2m_temperature"], [1, 4])
+        check(batch["input"], want_in)
+        check(batch["target"], want_tg)
+        origins.extend(o[:, 0].tolist())
+    # origins t = 0, 2, 4, ... while t + 3 + 4 <= 30
+    assert origins == list(range(0, NT - 3 - 4 + 1, 2))
+
+
+def test_overlapping_patches_reuse_cached_chunks(era5):
+    path, data = era5
+    window = {"time": 1, "latitude": 4, "longitude": 6}
+    loader = zarrstream.Loader(path, ["temperature"], sample=window,
+                               stride={"latitude": 2, "longitude": 3}, batch_size=16, shuffle="block",
+                               seed=1)
+    assert loader.sample_dims == ["time", "latitude", "longitude"]
+    n = 0
+    for batch in loader:
+        o = batch["origin"].numpy()
+        want_in, _ = reference(data, ["temperature"], o, loader.sample_dims, window)
+        check(batch["input"], want_in)
+        n += len(o)
+    assert n == loader.num_samples == NT * 3 * 3
+    stats = loader.stats()
+    assert stats["cache_hits"] > 0
+    assert stats["chunk_refs"] > stats["chunks_decoded"]
+
+
+def test_date_selection_keeps_inputs_and_targets_inside(era5):
+    path, data = era5
+    # time index i is 1979-01-01 + 6h * i: days 2 and 3 are indices 4..11.
+    loader = zarrstream.Loader(path, ["2m_temperature"], target_offset={"time": 1},
+                               select={"time": ("1979-01-02", "1979-01-03"), "latitude": (60, -30)},
+                               batch_size=3)
+    lat = np.linspace(90, -90, NY).astype("float32")
+    rows = np.nonzero((lat <= 60) & (lat >= -30))[0]
+    assert loader.input_shape == (3, 1, len(rows), NX)
+    times = []
+    for batch in loader:
+        o = batch["origin"].numpy()
+        times.extend(o[:, 0].tolist())
+        want = np.stack([data["2m_temperature"][t, rows[0]:rows[-1] + 1][None] for t in o[:, 0]])
+        want_t = np.stack([data["2m_temperature"][t + 1, rows[0]:rows[-1] + 1][None] for t in o[:, 0]])
+        check(batch["input"], want)
+        check(batch["target"], want_t)
+    assert sorted(times) == list(range(4, 11))  # the target of 11 (index 12) is outside
+
+
+def test_ranks_share_an_epoch_and_padding_repeats(era5):
+    path, _ = era5
+    per_rank = []
+    for rank in range(3):
+        loader = zarrstream.Loader(path, ["2m_temperature"], batch_size=2, rank=rank, world_size=3,
+                                   seed=5)
+        got = [b["origin"][:, 0].tolist() for b in loader]
+        per_rank.append([t for b in got for t in b])
+        assert len(loader) == len(got)
+    counts = {len(r) for r in per_rank}
+    assert counts == {10}  # ceil(30 / 3)
+    flat = [t for r in per_rank for t in r]
+    assert sorted(set(flat)) == list(range(NT))
+    # drop_last: equal full batches, no repeats
+    dropped = []
+    for rank in range(3):
+        loader = zarrstream.Loader(path, ["2m_temperature"], batch_size=4, rank=rank, world_size=3,
+                                   seed=5, drop_last=True)
+        dropped.extend(t for b in loader for t in b["origin"][:, 0].tolist())
+    assert len(dropped) == len(set(dropped)) == 24
+
+
+def test_order_is_deterministic_per_seed_and_epoch(era5):
+    path, _ = era5
+
+    def order(seed, epoch):
+        loader = zarrstream.Loader(path, ["2m_temperature"], batch_size=4, seed=seed)
+        loader.set_epoch(epoch)
+        return [t for b in loader for t in b["origin"][:, 0].tolist()]
+
+    assert order(1, 0) == order(1, 0)
+    assert order(1, 0) != order(1, 1)
+    assert order(1, 0) != order(2, 0)
+    # A second loop over the same loader runs the next epoch.
+    loader = zarrstream.Loader(path, ["2m_temperature"], batch_size=4, seed=1)
+    first = [t for b in loader for t in b["origin"][:, 0].tolist()]
+    second = [t for b in loader for t in b["origin"][:, 0].tolist()]
+    assert first == order(1, 0) and second == order(1, 1)
+    assert loader.epoch == 1
+
+
+def test_resume_mid_epoch_yields_the_remaining_batches(era5):
+    path, _ = era5
+    kwargs = dict(variables=VARS, target_offset={"time": 1}, batch_size=3, seed=11, prefetch=4)
+    full = zarrstream.Loader(path, **kwargs)
+    full.set_epoch(2)
+    whole = [b for b in full]
+    interrupted = zarrstream.Loader(path, **kwargs)
+    interrupted.set_epoch(2)
+    it = iter(interrupted)
+    for _ in range(4):
+        next(it)  # the pipeline has prepared more than these: the state counts delivered ones
+    state = json.loads(json.dumps(interrupted.state_dict()))
+    resumed = zarrstream.Loader(path, **kwargs)
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert len(rest) == len(whole) - 4
+    for a, b in zip(rest, whole[4:]):
+        assert torch.equal(a["origin"], b["origin"])
+        assert torch.equal(a["input"].nan_to_num(), b["input"].nan_to_num())
+    # A state is only valid with the same seed and geometry.
+    other = zarrstream.Loader(path, **{**kwargs, "seed": 12})
+    with pytest.raises(zarrstream.ZarrstreamError, match="seed"):
+        other.load_state_dict(state)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_reduced_precision_rounds_like_torch(era5, dtype):
+    path, data = era5
+    loader = zarrstream.Loader(path, VARS, batch_size=8, dtype=dtype, shuffle="none")
+    batch = next(iter(loader))
+    assert batch["input"].dtype == getattr(torch, dtype)
+    want, _ = reference(data, VARS, batch["origin"].numpy(), ["time"], {})
+    expected = torch.from_numpy(want.astype("float32")).to(getattr(torch, dtype))
+    assert torch.equal(batch["input"].nan_to_num(), expected.nan_to_num())
+
+
+def test_normalisation_from_a_stats_file_and_nan_fill(era5, tmp_path):
+    path, data = era5
+    stats_file = tmp_path / "stats.json"
+    r = run_cli("stats", path, "--vars", ",".join(VARS), "--select", "time=1979-01-01:1979-01-05",
+                "--output", stats_file)
+    assert r.returncode == 0, r.stderr
+    channels = {c["name"]: c for c in json.loads(stats_file.read_text())["channels"]}
+    loader = zarrstream.Loader(path, VARS, batch_size=6, normalize=stats_file, nan=-9.0, shuffle="none",
+                               target_offset={"time": 1})
+    batch = next(iter(loader))
+    # Normalised from the stored values (float64 geopotential is not rounded to float32 first).
+    raw, raw_t = reference(data, VARS, batch["origin"].numpy(), ["time"], {}, VARS, [1], dtype="float64")
+    mean = np.array([channels[c]["mean"] for c in loader.channels])[None, :, None, None]
+    std = np.array([channels[c]["std"] for c in loader.channels])[None, :, None, None]
+    for got, mask, values in ((batch["input"], batch["input_mask"], raw),
+                              (batch["target"], batch["target_mask"], raw_t)):
+        assert mask.dtype == torch.bool
+        assert torch.equal(mask, torch.from_numpy(np.isnan(values)))
+        assert mask.any()  # the fixture has NaNs in 2m_temperature
+        want = np.where(np.isnan(values), -9.0, (values - mean) / std)
+        check(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_configuration_errors_are_clear(era5, tmp_path):
+    path, _ = era5
+    cases = [
+        (dict(variables=["nope"]), "nope"),
+        (dict(variables=["temperature@123"]), "123"),
+        (dict(variables=["2m_temperature"], sample={"height": 2}), "height"),
+        (dict(variables=["2m_temperature"], sample={"latitude": NY + 1}), "larger than"),
+        (dict(variables=["2m_temperature"], target_offset={"time": NT}), "reaches past"),
+        (dict(variables=["2m_temperature"], target_offset={"latitude": 1}), "time dimension"),
+        (dict(variables=["2m_temperature"], select={"time": ("1990-01-01", "1991-01-01")}), "time"),
+        (dict(variables=["2m_temperature"], select={"level": [500]}), "variables"),
+        (dict(variables=["2m_temperature"], dtype="int8"), "int8"),
+        (dict(variables=["2m_temperature"], shuffle="sometimes"), "sometimes"),
+        (dict(variables=["2m_temperature"], normalize=tmp_path / "missing.json"), "missing.json"),
+    ]
+    for kwargs, needle in cases:
+        with pytest.raises(zarrstream.ZarrstreamError, match=needle):
+            zarrstream.Loader(path, **kwargs)
+    stats_file = tmp_path / "t2m.json"
+    assert run_cli("stats", path, "--vars", "2m_temperature", "--output", stats_file).returncode == 0
+    with pytest.raises(zarrstream.ZarrstreamError, match="geopotential@250"):
+        zarrstream.Loader(path, ["2m_temperature", "geopotential"], normalize=stats_file)
+
+
+def corrupt_copy(src: Path, dst: Path) -> Path:
+    """A copy of `src` whose geopotential chunk (time 14..20, level 250, latitude 4..7) is garbage."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    (dst / "geopotential" / "c" / "2" / "0" / "1" / "0").write_bytes(b"\x28\xb5\x2f\xfd not a zstd frame")
+    return dst
+
+
+def test_a_corrupt_chunk_names_the_array_and_chunk_or_is_skipped(era5, tmp_path):
+    path, _ = era5
+    bad = corrupt_copy(path, tmp_path / "bad.zarr")
+    loader = zarrstream.Loader(bad, ["geopotential"], batch_size=4, shuffle="none", prefetch=1)
+    with pytest.raises(zarrstream.CorruptChunkError) as e:
+        for _ in loader:
+            pass
+    message = str(e.value)
+    assert "geopotential" in message and "c/2/0/1/0" in message and "time=" in message
+    skipping = zarrstream.Loader(bad, ["geopotential"], batch_size=4, shuffle="exact", on_error="skip")
+    kept = [t for b in skipping for t in b["origin"][:, 0].tolist()]
+    assert sorted(kept) == [t for t in range(NT) if not 14 <= t <= 20]
+    assert skipping.stats()["skipped_samples"] == 7
+
+
+def test_iterable_dataset_adapter_feeds_a_dataloader_without_workers(era5):
+    from torch.utils.data import DataLoader
+
+    from zarrstream.torch import IterableDataset
+
+    path, _ = era5
+    loader = zarrstream.Loader(path, ["2m_temperature"], batch_size=5, seed=2)
+    dataset = IterableDataset(loader)
+    batches = list(DataLoader(dataset, batch_size=None, num_workers=0))
+    assert len(batches) == len(loader) == 6
+    assert sorted(t for b in batches for t in b["origin"][:, 0].tolist()) == list(range(NT))
+
+
+def test_memory_stays_flat_across_epochs(era5):
+    path, _ = era5
+
+    def rss_kib():
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    loader = zarrstream.Loader(path, VARS, target_offset={"time": 1}, batch_size=4, prefetch=4)
+    for _ in range(3):
+        for _ in loader:
+            pass
+    before = rss_kib()
+    for _ in range(20):
+        for _ in loader:
+            pass
+    growth = rss_kib() - before
+    assert growth < 8 * 1024, f"RSS grew by {growth} KiB over 20 epochs"
+
+
+DIST_SCRIPT = r"""
+import json, sys, torch, torch.distributed as dist, zarrstream
+dist.init_process_group("gloo")
+loader = zarrstream.Loader(sys.argv[1], ["2m_temperature"], batch_size=3, seed=4, drop_last=True)
+mine = torch.cat([b["origin"][:, 0] for b in loader])
+gathered = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+dist.all_gather(gathered, mine)
+if dist.get_rank() == 0:
+    print("ORIGINS", json.dumps([g.tolist() for g in gathered]))
+dist.destroy_process_group()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_real_ranks_with_torch_distributed(era5, tmp_path):
+    path, _ = era5
+    script = tmp_path / "dist.py"
+    script.write_text(DIST_SCRIPT)
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, str(script), str(path)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    line = next(l for l in outs[0][0].splitlines() if l.startswith("ORIGINS"))
+    a, b = json.loads(line.split(" ", 1)[1])
+    assert len(a) == len(b) == 15  # drop_last: 30 samples, 2 ranks -> 5 batches of 3 each
+    assert not set(a) & set(b)
+
+
+def test_over_http_with_transient_faults_batches_are_unchanged(era5, tmp_path):
+    """nginx serves the fixture; a proxy fails the first attempt of requests (503, reset,
+    truncated body): the store retries, and every batch equals the local loader's."""
+    from object_servers import FaultProxy, Nginx
+
+    path, _ = era5
+    server = Nginx(path.parent, tmp_path / "nginx")
+    proxy = FaultProxy(server.port, stall_seconds=5)
+    try:
+        proxy.configure(faults=("503", "reset", "truncate"))
+        kwargs = dict(variables=VARS, target_offset={"time": 1}, batch_size=4, seed=8)
+        remote = list(zarrstream.Loader(f"{proxy.url}/{path.name}", **kwargs))
+        local = list(zarrstream.Loader(path, **kwargs))
+        assert len(remote) == len(local)
+        for r, l in zip(remote, local):
+            assert torch.equal(r["origin"], l["origin"])
+            assert torch.equal(r["input"].nan_to_num(), l["input"].nan_to_num())
+            assert torch.equal(r["target"].nan_to_num(), l["target"].nan_to_num())
+        faulted = [q for q in proxy.requests() if q.fault]
+        assert faulted, "the proxy injected no faults"
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+@pytest.mark.parametrize("layout", ["v3-sharded", "wb2"])
+def test_synth_layouts_match_zarr_python(tmp_path, layout):
+    """Sharded (inner chunks read from shards) and Zarr v2 blosc stores as `zarrstream synth`
+    writes them, read back through zarr-python for the reference."""
+    store = tmp_path / f"{layout}.zarr"
+    r = run_cli("synth", store, "--preset", "era5-small", "--layout", layout, "--steps", "8")
+    assert r.returncode == 0, r.stderr
+    specs = ["2m_temperature", "temperature@500,850", "geopotential@*"]
+    loader = zarrstream.Loader(store, specs, target_offset={"time": 1}, batch_size=3, seed=1)
+    group = zarr.open_group(str(store), mode="r")
+    levels = list(group["level"][:])
+    for batch in loader:
+        for s, t in enumerate(batch["origin"][:, 0].tolist()):
+            want = [group["2m_temperature"][t]]
+            want += [group["temperature"][t, levels.index(lv)] for lv in (500, 850)]
+            want += [group["geopotential"][t, i] for i in range(len(levels))]
+            np.testing.assert_array_equal(batch["input"][s].numpy(), np.stack(want).astype("float32"))
+            want_t = [group["2m_temperature"][t + 1]]
+            want_t += [group["temperature"][t + 1, levels.index(lv)] for lv in (500, 850)]
+            want_t += [group["geopotential"][t + 1, i] for i in range(len(levels))]
+            np.testing.assert_array_equal(batch["target"][s].numpy(), np.stack(want_t).astype("float32"))
