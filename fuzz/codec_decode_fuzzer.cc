@@ -10,8 +10,9 @@
 //   rest    the encoded chunk
 // The chunk decodes into a buffer of the representation's exact size (at most 16^3 * 16 bytes)
 // followed by guard bytes. Failures must be kCorruptChunk errors (codec.h: decoders never trust
-// stored bytes). The outermost bytes->bytes codec also decodes the payload without an expected
-// size, the path a codec behind a variable-size one takes.
+// stored bytes). The outermost bytes->bytes codec also decodes the payload with only a bound on its
+// size, the path a codec behind a variable-size one takes: it must not allocate past the bound
+// (the fuzzer's RSS limit catches a decoder that trusts a size from a header instead).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +24,7 @@
 
 #include "codec/codec_chain.h"
 #include "codec/codec_registry.h"
+#include "codec/decoded_size.h"
 #include "fuzz/fuzz_check.h"
 #include "metadata/v2_metadata.h"
 
@@ -188,9 +190,13 @@ void DecodeOne(std::span<const uint8_t> input) {
     CheckNotInternal(codec.status(), "bytes->bytes factory");
     return;
   }
-  ByteBuffer unknown_size;
-  CheckDecodeError((*codec)->Decode(payload, std::nullopt, &unknown_size),
-                   "BytesToBytesCodec::Decode without an expected size");
+  // A bound like CodecChain's for a codec behind a compressor: generous enough for every chain's
+  // largest representation (fixedscaleoffset may widen the values; 16^3 elements of 16 bytes).
+  const uint64_t limit = MaxCompressedSize(MaxCompressedSize(uint64_t{16} << 12));
+  ByteBuffer bounded;
+  const Status bounded_status = (*codec)->Decode(payload, DecodedSize::AtMost(limit), &bounded);
+  CheckDecodeError(bounded_status, "BytesToBytesCodec::Decode with a bounded size");
+  if (bounded.capacity() > limit) FuzzFail("BytesToBytesCodec::Decode allocated past its bound");
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ class BloscCodec final : public BytesToBytesCodec {
         typesize_(typesize),
         blocksize_(blocksize) {}
 
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+  Status Decode(std::span<const std::byte> encoded, DecodedSize expected_size,
                 ByteBuffer* decoded) const override {
     ZS_ASSIGN_OR_RETURN(uint64_t nbytes, ValidateHeader(encoded, expected_size));
     decoded->Resize(nbytes);
@@ -64,9 +64,9 @@ class BloscCodec final : public BytesToBytesCodec {
   }
 
  private:
-  // The decoded size the header declares, after checking it against the input and `expected`.
-  static Result<uint64_t> ValidateHeader(std::span<const std::byte> encoded,
-                                         std::optional<uint64_t> expected) {
+  // The decoded size the header declares, after checking it against the input and `expected`
+  // (before the caller allocates it: a 16-byte header may declare 2 GiB).
+  static Result<uint64_t> ValidateHeader(std::span<const std::byte> encoded, DecodedSize expected) {
     if (encoded.size() < BLOSC_MIN_HEADER_LENGTH) {
       return CorruptChunkError("blosc: " + std::to_string(encoded.size()) +
                                " bytes is shorter than a blosc header");
@@ -79,7 +79,7 @@ class BloscCodec final : public BytesToBytesCodec {
                                " compressed bytes, the chunk has " +
                                std::to_string(encoded.size()) + ")");
     }
-    if (expected && nbytes != *expected) return DecodedSizeMismatch(kName, nbytes, *expected);
+    if (!expected.admits(nbytes)) return DeclaredSizeTooLarge(kName, "header", nbytes, expected);
     return uint64_t{nbytes};
   }
 

@@ -80,6 +80,7 @@ class BytesCodec final : public ArrayToBytesCodec {
   }
 
   std::optional<uint64_t> encoded_size() const override { return num_bytes_; }
+  uint64_t max_encoded_size() const override { return num_bytes_; }
   bool is_identity() const override { return !swap_; }
 
   nlohmann::json ToJson() const override {

@@ -46,18 +46,18 @@ class Bz2Codec final : public BytesToBytesCodec {
  public:
   explicit Bz2Codec(int level) : level_(level) {}
 
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+  Status Decode(std::span<const std::byte> encoded, DecodedSize expected_size,
                 ByteBuffer* decoded) const override {
-    const bool known = expected_size.has_value();
-    uint64_t capacity = known
-                            ? *expected_size
-                            : std::min<uint64_t>(kMaxUnknownDecodedSize,
-                                                 std::max<uint64_t>(64 << 10, 8 * encoded.size()));
-    decoded->Resize(capacity);
+    // bzip2 streams carry no decoded size; a bound is grown into from a guess, as data appears
+    // (bzip2 expands a few dozen bytes into megabytes, so the input says little).
+    decoded->Resize(expected_size.exact()
+                        ? expected_size.bytes()
+                        : std::min<uint64_t>(expected_size.bytes(),
+                                             std::max<uint64_t>(64 << 10, 8 * encoded.size())));
     uint64_t produced = 0;
-    ZS_RETURN_IF_ERROR(Run(encoded, decoded, known, &produced));
-    if (known && produced != *expected_size) {
-      return DecodedSizeMismatch(kName, produced, *expected_size);
+    ZS_RETURN_IF_ERROR(Run(encoded, expected_size, decoded, &produced));
+    if (expected_size.exact() && produced != expected_size.bytes()) {
+      return DecodedSizeMismatch(kName, produced, expected_size.bytes());
     }
     decoded->Resize(produced);
     return Status::Ok();
@@ -87,9 +87,9 @@ class Bz2Codec final : public BytesToBytesCodec {
   nlohmann::json ToJson() const override { return CodecJson(kName, {{"level", level_}}); }
 
  private:
-  // Decodes every stream in `encoded` into `out`, growing it (up to kMaxUnknownDecodedSize) unless
-  // `fixed`. Sets `produced` to the decoded size.
-  static Status Run(std::span<const std::byte> encoded, ByteBuffer* out, bool fixed,
+  // Decodes every stream in `encoded` into `out`, growing it up to a bounding `size` (an exact
+  // one: `out` already has that size). Sets `produced` to the decoded size.
+  static Status Run(std::span<const std::byte> encoded, DecodedSize size, ByteBuffer* out,
                     uint64_t* produced) {
     if (encoded.empty()) return CorruptChunkError("numcodecs.bz2: empty input");
     Bz2Decompressor decompressor;
@@ -100,15 +100,11 @@ class Bz2Codec final : public BytesToBytesCodec {
       bz_stream* s = decompressor.stream();
       while (true) {
         bool full = out_pos == out->size();
-        if (full && !fixed) {
-          if (out->size() >= kMaxUnknownDecodedSize) {
-            return CorruptChunkError("numcodecs.bz2: data decodes to more than the limit of " +
-                                     std::to_string(kMaxUnknownDecodedSize) + " bytes");
-          }
-          out->Resize(std::min<uint64_t>(kMaxUnknownDecodedSize, 2 * out->size()));
+        if (full && out->size() < size.bytes()) {
+          out->Resize(std::min(size.bytes(), std::max<uint64_t>(1, SaturatingMul(out->size(), 2))));
           full = false;
         }
-        // A full fixed-size output still gets a one-byte probe: libbz2 cannot say whether it
+        // An output full at its size still gets a one-byte probe: libbz2 cannot say whether it
         // stopped for want of input or of output space, and an empty stream needs neither.
         char probe = 0;
         const size_t in_slice = std::min(kMaxSlice, encoded.size() - in_pos);
@@ -120,7 +116,7 @@ class Bz2Codec final : public BytesToBytesCodec {
         int rc = BZ2_bzDecompress(s);
         in_pos += in_slice - s->avail_in;
         const size_t written = out_slice - s->avail_out;
-        if (full && written > 0) return DecodedSizeTooLarge(kName, out->size());
+        if (full && written > 0) return DecodedSizeTooLarge(kName, size);
         if (!full) out_pos += written;
         if (rc == BZ_STREAM_END) break;
         if (rc != BZ_OK) {

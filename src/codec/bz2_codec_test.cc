@@ -59,7 +59,7 @@ TEST(Bz2CodecTest, DecodesNumcodecsOutputAndConcatenatedStreams) {
   both.insert(both.end(), b.begin(), b.end());
   ASSERT_TRUE(codec->Decode(encoded, both.size(), &decoded).ok());
   EXPECT_TRUE(std::equal(both.begin(), both.end(), decoded.data()));
-  ASSERT_TRUE(codec->Decode(encoded, std::nullopt, &decoded).ok());
+  ASSERT_TRUE(codec->Decode(encoded, DecodedSize::AtMost(both.size() + 100), &decoded).ok());
   EXPECT_EQ(decoded.size(), both.size());
   // Garbage after the last stream is not another stream.
   encoded.push_back(std::byte{0x42});
@@ -72,6 +72,17 @@ TEST(Bz2CodecTest, CorruptInput) {
   std::vector<std::byte> encoded = testing::ExpectRoundTrip(*codec, data);
   testing::ExpectTruncationFails(*codec, encoded, data.size());
   testing::FuzzDecode(*codec, encoded, data.size(), 100);
+}
+
+// bzip2 declares no size and expands a few dozen bytes into megabytes: behind a variable-size codec
+// the output grows only up to the bound the chunk's declared size gives (issue 9).
+TEST(Bz2CodecTest, BombsStopAtTheBound) {
+  const std::vector<std::byte> zeros(16 << 20, std::byte{0});
+  std::vector<std::byte> encoded = LibraryCompress(zeros, 9);
+  ASSERT_LT(encoded.size(), 1000u);
+  testing::ExpectBombRefused(*Bz2(), encoded, 64 << 10,
+                             "numcodecs.bz2: data decodes to more than 65536 bytes, the most this "
+                             "chunk's declared size allows here");
 }
 
 TEST(Bz2CodecTest, Configuration) {

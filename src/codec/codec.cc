@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "codec/decoded_size.h"
+
 namespace zarrstream {
 
 uint64_t ChunkRepresentation::num_elements() const {
@@ -18,6 +20,11 @@ bool IsAllFill(std::span<const std::byte> chunk, std::span<const std::byte> fill
   // The first element is the fill value; every element equals the one before it exactly when the
   // buffer equals itself shifted by one element (one memcmp instead of one per element).
   return std::memcmp(chunk.data(), chunk.data() + element_size, chunk.size() - element_size) == 0;
+}
+
+uint64_t BytesToBytesCodec::MaxEncodedSize(uint64_t decoded_size) const {
+  if (std::optional<uint64_t> fixed = EncodedSize(decoded_size)) return *fixed;
+  return MaxCompressedSize(decoded_size);
 }
 
 // The fallback decodes into the nested level of the scratch, which the chain never uses itself

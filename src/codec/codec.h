@@ -82,18 +82,50 @@ class ArrayToBytesCodec {
   virtual Status Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const = 0;
   // The encoded size when it does not depend on the values (bytes: the array's byte size).
   virtual std::optional<uint64_t> encoded_size() const { return std::nullopt; }
+  // The most bytes an encoded chunk of the prepared representation can take (sharding: its inner
+  // chunks' and its index's bounds). What bounds the decoders of bytes→bytes codecs after a
+  // variable-size array→bytes codec (see DecodedSize).
+  virtual uint64_t max_encoded_size() const = 0;
   // True when Decode is a plain copy, so a chain can decompress straight into the output.
   virtual bool is_identity() const { return false; }
   virtual nlohmann::json ToJson() const = 0;
 };
 
+// What a bytes→bytes decoder knows of its output's size. Exact when every codec before it in the
+// chain has a fixed-size output ([bytes, zstd]). Otherwise ([bytes, gzip, zstd]: zstd decodes to
+// whatever gzip's encoder wrote; or bytes→bytes codecs after sharding) only a bound: the chunk's
+// declared size grown by the worst-case expansion of each codec in between (MaxEncodedSize). A
+// decoder allocates no more than bytes() either way and fails with kCorruptChunk when the data
+// decodes to more, so a few hostile bytes (a frame header declaring gigabytes) cannot claim more
+// memory than a real chunk of the array could.
+class DecodedSize {
+ public:
+  // A plain size is an exact one, so that `codec.Decode(encoded, n, &out)` reads as it means.
+  DecodedSize(uint64_t exact) : bytes_(exact), exact_(true) {}  // NOLINT(*-explicit-*)
+  static DecodedSize AtMost(uint64_t limit) {
+    DecodedSize size(limit);
+    size.exact_ = false;
+    return size;
+  }
+
+  // The exact size, or the limit.
+  uint64_t bytes() const { return bytes_; }
+  bool exact() const { return exact_; }
+  // Whether data of `n` bytes (or a header declaring `n`) fits: n == an exact size, n <= a limit.
+  bool admits(uint64_t n) const { return exact_ ? n == bytes_ : n <= bytes_; }
+
+ private:
+  uint64_t bytes_;
+  bool exact_;
+};
+
 class BytesToBytesCodec {
  public:
   virtual ~BytesToBytesCodec() = default;
-  // Decodes `encoded` into `decoded`, which is resized to the decoded size and reused.
-  // `expected_size`, when known, is the exact decoded size: the decoder allocates no more than it
-  // (a decompression bomb stops there) and fails when the data decodes to another size.
-  virtual Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+  // Decodes `encoded` into `decoded`, which is resized to the decoded size and reused. A decoded
+  // size other than an exact `size`, or above a bounding one, is kCorruptChunk; the decoder never
+  // allocates more than size.bytes() for the output.
+  virtual Status Decode(std::span<const std::byte> encoded, DecodedSize size,
                         ByteBuffer* decoded) const = 0;
   // Decodes into caller memory of exactly the decoded size (the chain's fast path: decompress
   // straight into the output array). Default: Decode into a scratch buffer, then copy.
@@ -104,6 +136,10 @@ class BytesToBytesCodec {
   virtual std::optional<uint64_t> EncodedSize(uint64_t /*decoded_size*/) const {
     return std::nullopt;
   }
+  // The most bytes any encoder of this codec writes for `decoded_size` bytes: EncodedSize when it
+  // is fixed, else MaxCompressedSize (decoded_size.h), generous enough for every compressor's worst
+  // case on incompressible data.
+  virtual uint64_t MaxEncodedSize(uint64_t decoded_size) const;
   virtual nlohmann::json ToJson() const = 0;
 };
 
@@ -111,10 +147,10 @@ class BytesToBytesCodec {
 // Decode and DecodeInto both come down to DecodeExact when the size is known.
 class ExactSizeBytesToBytesCodec : public BytesToBytesCodec {
  public:
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+  Status Decode(std::span<const std::byte> encoded, DecodedSize size,
                 ByteBuffer* decoded) const final {
-    if (!expected_size) return DecodeUnknownSize(encoded, decoded);
-    decoded->Resize(*expected_size);
+    if (!size.exact()) return DecodeAtMost(encoded, size.bytes(), decoded);
+    decoded->Resize(size.bytes());
     return DecodeExact(encoded, decoded->span());
   }
   Status DecodeInto(std::span<const std::byte> encoded, std::span<std::byte> decoded,
@@ -126,9 +162,10 @@ class ExactSizeBytesToBytesCodec : public BytesToBytesCodec {
   // Decodes into exactly `out.size()` bytes; any other decoded size is kCorruptChunk.
   virtual Status DecodeExact(std::span<const std::byte> encoded,
                              std::span<std::byte> out) const = 0;
-  // Decodes when the size is not known, growing `decoded` up to a bound.
-  virtual Status DecodeUnknownSize(std::span<const std::byte> encoded,
-                                   ByteBuffer* decoded) const = 0;
+  // Decodes data of unknown size, growing `decoded` as output appears, up to `limit` bytes (more
+  // is kCorruptChunk).
+  virtual Status DecodeAtMost(std::span<const std::byte> encoded, uint64_t limit,
+                              ByteBuffer* decoded) const = 0;
 };
 
 }  // namespace zarrstream

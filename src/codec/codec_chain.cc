@@ -65,11 +65,17 @@ Result<std::shared_ptr<const CodecChain>> CodecChain::Make(std::span<const Codec
   if (chain->array_to_bytes_ == nullptr) {
     return MetadataError("codec chain has no array->bytes codec (such as 'bytes')");
   }
+  // Decompression bombs stop at what the chunk's declared shape and data type allow: where a
+  // codec's decoded size is not fixed, its decoder gets the largest size the codecs before it can
+  // have written (issue 9's rule, "bounded by the array's declared chunk size").
   std::optional<uint64_t> size = chain->array_to_bytes_->encoded_size();
+  uint64_t max_size = chain->array_to_bytes_->max_encoded_size();
   for (const auto& codec : chain->bytes_to_bytes_) {
-    chain->bytes_sizes_.push_back(size);
+    chain->bytes_sizes_.push_back(size ? DecodedSize(*size) : DecodedSize::AtMost(max_size));
     size = size ? codec->EncodedSize(*size) : std::nullopt;
+    max_size = size ? *size : codec->MaxEncodedSize(max_size);
   }
+  chain->max_encoded_size_ = max_size;
   if (chain->array_to_array_.empty() && chain->bytes_to_bytes_.empty()) {
     chain->sharding_ = dynamic_cast<const ShardingCodec*>(chain->array_to_bytes_.get());
   }

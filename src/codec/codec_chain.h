@@ -40,6 +40,10 @@ class CodecChain {
 
   // The encoded size when it does not depend on the values (e.g. [bytes, crc32c]).
   std::optional<uint64_t> encoded_size() const;
+  // The most bytes an encoded chunk can take: encoded_size() when fixed, else the bound each
+  // codec's worst-case expansion gives (ArrayToBytesCodec::max_encoded_size,
+  // BytesToBytesCodec::MaxEncodedSize).
+  uint64_t max_encoded_size() const { return max_encoded_size_; }
 
   // The sharding codec when the chain is exactly [sharding_indexed], so reads can fetch a shard's
   // index and then only the inner chunks they need. Null otherwise.
@@ -55,8 +59,11 @@ class CodecChain {
   std::vector<std::unique_ptr<ArrayToArrayCodec>> array_to_array_;
   std::unique_ptr<ArrayToBytesCodec> array_to_bytes_;
   std::vector<std::unique_ptr<BytesToBytesCodec>> bytes_to_bytes_;
-  // The decoded size of each bytes→bytes codec, when fixed (index i: input of codec i's encode).
-  std::vector<std::optional<uint64_t>> bytes_sizes_;
+  // What each bytes→bytes codec's decoder is told of its output's size (index i: the input of
+  // codec i's encode): exact when every codec before it has a fixed-size output, else the bound
+  // that the chunk's declared size and the worst-case expansions of the codecs before it give.
+  std::vector<DecodedSize> bytes_sizes_;
+  uint64_t max_encoded_size_ = 0;
   const ShardingCodec* sharding_ = nullptr;
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/decoded_size.h"
 #include "metadata/v2_metadata.h"
 
 namespace zarrstream::testing {
@@ -111,7 +112,7 @@ inline Status DecodeIntoGuarded(const BytesToBytesCodec& codec, std::span<const 
   return status;
 }
 
-// Encodes `data`; decoding it with the size known (Decode, DecodeInto) and unknown gives it back.
+// Encodes `data`; decoding it with the size known (Decode, DecodeInto) or bounded gives it back.
 // Returns the encoded bytes.
 inline std::vector<std::byte> ExpectRoundTrip(const BytesToBytesCodec& codec,
                                               std::span<const std::byte> data) {
@@ -128,9 +129,20 @@ inline std::vector<std::byte> ExpectRoundTrip(const BytesToBytesCodec& codec,
   EXPECT_TRUE(status.ok()) << status.ToString();
   EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.span().begin(), decoded.span().end()));
 
-  status = codec.Decode(encoded.span(), std::nullopt, &decoded);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.span().begin(), decoded.span().end()));
+  // With only a bound (a codec behind a variable-size one): a generous one, one that is exactly
+  // the size, and one a byte short, which must fail rather than truncate or grow past it.
+  for (uint64_t limit : {uint64_t{data.size()}, MaxCompressedSize(data.size())}) {
+    status = codec.Decode(encoded.span(), DecodedSize::AtMost(limit), &decoded);
+    EXPECT_TRUE(status.ok()) << "at most " << limit << ": " << status.ToString();
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.span().begin(), decoded.span().end()));
+  }
+  if (!data.empty()) {
+    status = codec.Decode(encoded.span(), DecodedSize::AtMost(data.size() - 1), &decoded);
+    EXPECT_TRUE(IsCorrupt(status));
+    EXPECT_NE(status.message().find("more than " + std::to_string(data.size() - 1)),
+              std::string::npos)
+        << status.ToString();
+  }
 
   std::vector<std::byte> into;
   status = DecodeIntoGuarded(codec, encoded.span(), data.size(), &into);
@@ -140,7 +152,7 @@ inline std::vector<std::byte> ExpectRoundTrip(const BytesToBytesCodec& codec,
 }
 
 // Every strict prefix of `encoded` (sampled) fails to decode with the size known, and (if
-// `detects_without_size`) also with the size unknown. Decoding the whole with a wrong expected
+// `detects_without_size`) also with only a bound. Decoding the whole with a wrong expected
 // size fails too.
 inline void ExpectTruncationFails(const BytesToBytesCodec& codec,
                                   std::span<const std::byte> encoded, size_t decoded_size,
@@ -156,7 +168,7 @@ inline void ExpectTruncationFails(const BytesToBytesCodec& codec,
     std::vector<std::byte> into;
     EXPECT_TRUE(IsCorrupt(DecodeIntoGuarded(codec, prefix, decoded_size, &into)));
     if (detects_without_size) {
-      EXPECT_TRUE(IsCorrupt(codec.Decode(prefix, std::nullopt, &decoded)));
+      EXPECT_TRUE(IsCorrupt(codec.Decode(prefix, DecodedSize::AtMost(decoded_size), &decoded)));
     }
   }
   ByteBuffer decoded;
@@ -190,11 +202,23 @@ inline void FuzzDecode(const BytesToBytesCodec& codec, std::span<const std::byte
       EXPECT_TRUE(IsCorrupt(status));
     }
     ByteBuffer decoded;
-    status = codec.Decode(damaged, std::nullopt, &decoded);
+    status = codec.Decode(damaged, DecodedSize::AtMost(MaxCompressedSize(decoded_size)), &decoded);
     if (!status.ok()) {
       EXPECT_TRUE(IsCorrupt(status));
     }
   }
+}
+
+// A decompression bomb: `encoded` decodes to (or its header declares) more than `limit` bytes.
+// Decoding it with only that bound, as a codec behind a variable-size one is, must fail with
+// kCorruptChunk, a message containing `message`, and no output buffer larger than the bound.
+inline void ExpectBombRefused(const BytesToBytesCodec& codec, std::span<const std::byte> encoded,
+                              uint64_t limit, std::string_view message) {
+  ByteBuffer decoded;
+  Status status = codec.Decode(encoded, DecodedSize::AtMost(limit), &decoded);
+  EXPECT_TRUE(IsCorrupt(status));
+  EXPECT_NE(status.message().find(message), std::string::npos) << status.ToString();
+  EXPECT_LE(decoded.capacity(), limit);
 }
 
 // Several threads decode the same encoded chunk with one codec at once (decoders are const and keep
@@ -213,7 +237,8 @@ inline void ExpectConcurrentDecode(const BytesToBytesCodec& codec,
       for (int i = 0; i < kRepeats; ++i) {
         Status a = codec.DecodeInto(encoded, out, &scratch);
         Status b = codec.Decode(
-            encoded, (i % 2 == 0) ? std::optional<uint64_t>(data.size()) : std::nullopt, &buffer);
+            encoded, (i % 2 == 0) ? DecodedSize(data.size()) : DecodedSize::AtMost(data.size()),
+            &buffer);
         if (!a.ok() || !b.ok() || !std::equal(data.begin(), data.end(), out.begin()) ||
             !std::equal(data.begin(), data.end(), buffer.span().begin(), buffer.span().end())) {
           ++failures[t];

@@ -157,7 +157,7 @@ constexpr std::string_view kName = "crc32c";
 
 class Crc32cCodec final : public BytesToBytesCodec {
  public:
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+  Status Decode(std::span<const std::byte> encoded, DecodedSize expected_size,
                 ByteBuffer* decoded) const override {
     ZS_ASSIGN_OR_RETURN(std::span<const std::byte> payload, Verify(encoded, expected_size));
     decoded->Assign(payload.data(), payload.size());
@@ -191,14 +191,15 @@ class Crc32cCodec final : public BytesToBytesCodec {
 
  private:
   static Result<std::span<const std::byte>> Verify(std::span<const std::byte> encoded,
-                                                   std::optional<uint64_t> expected) {
+                                                   DecodedSize expected) {
     if (encoded.size() < 4) {
       return CorruptChunkError("crc32c: " + std::to_string(encoded.size()) +
                                " bytes cannot hold a 4-byte checksum");
     }
     std::span<const std::byte> payload = encoded.first(encoded.size() - 4);
-    if (expected && payload.size() != *expected) {
-      return DecodedSizeMismatch(kName, payload.size(), *expected);
+    if (!expected.admits(payload.size())) {
+      return expected.exact() ? DecodedSizeMismatch(kName, payload.size(), expected.bytes())
+                              : DecodedSizeTooLarge(kName, expected);
     }
     uint32_t stored = 0;
     for (int i = 0; i < 4; ++i) {

@@ -118,9 +118,13 @@ class DeflateCodec final : public ExactSizeBytesToBytesCodec {
     return Status::Ok();
   }
 
-  Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) const override {
-    const uint64_t bound =
-        std::min(kMaxUnknownDecodedSize, encoded.size() * kMaxDeflateRatio + 1024);
+  Status DecodeAtMost(std::span<const std::byte> encoded, uint64_t limit,
+                      ByteBuffer* decoded) const override {
+    // No DEFLATE stream decodes to more than kMaxDeflateRatio times its size, nor may this one
+    // decode to more than `limit`: the output grows up to the smaller, so a stream that claims
+    // more fails without the allocation.
+    const uint64_t by_input = SaturatingAdd(SaturatingMul(encoded.size(), kMaxDeflateRatio), 1024);
+    const uint64_t bound = std::min(limit, by_input);
     uint64_t guess = 4 * encoded.size();
     if (wrapper_ == Wrapper::kGzip && encoded.size() >= 18) {
       // ISIZE, the size modulo 2^32 of the last member: exact for the usual single member.
@@ -138,10 +142,12 @@ class DeflateCodec final : public ExactSizeBytesToBytesCodec {
       while ((r = DecodeOne(encoded.subspan(in_pos), decoded->span().subspan(out_pos), &in_used,
                             &out_used)) == LIBDEFLATE_INSUFFICIENT_SPACE) {
         if (capacity >= bound) {
-          return CorruptChunkError(name_ + ": data decodes to more than the limit of " +
-                                   std::to_string(bound) + " bytes");
+          if (bound == limit) return DecodedSizeTooLarge(name_, DecodedSize::AtMost(limit));
+          return CorruptChunkError(name_ + ": data decodes to more than " +
+                                   std::to_string(bound) + " bytes, more than DEFLATE can from " +
+                                   std::to_string(encoded.size()) + " bytes");
         }
-        capacity = std::min(bound, capacity * 2);
+        capacity = std::min(bound, SaturatingMul(capacity, 2));
         decoded->Resize(capacity);
       }
       if (r != LIBDEFLATE_SUCCESS) return Corrupt();

@@ -2,9 +2,9 @@
 // "numcodecs.zlib" (RFC 1950, numcodecs' Zlib). Both decode and encode with libdeflate, which
 // decodes whole buffers about twice as fast as zlib; each thread reuses one decompressor.
 //
-// libdeflate decodes in one shot into a buffer of known size. When the caller does not know the
-// decoded size, the decoder starts from a guess (gzip: the member's ISIZE trailer) and doubles it
-// on failure, up to DEFLATE's maximum ratio of 1032:1 and kMaxUnknownDecodedSize.
+// libdeflate decodes in one shot into a buffer of known size. When the caller knows only a bound
+// (DecodedSize::AtMost), the decoder starts from a guess (gzip: the member's ISIZE trailer) and
+// doubles it on failure, up to DEFLATE's maximum ratio of 1032:1 and the bound.
 #pragma once
 
 #include <memory>

@@ -71,7 +71,7 @@ TEST(GzipCodecTest, DecodesZlibOutput) {
   ByteBuffer decoded;
   ASSERT_TRUE(codec->Decode(encoded, data.size(), &decoded).ok());
   EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.data()));
-  ASSERT_TRUE(codec->Decode(encoded, std::nullopt, &decoded).ok());
+  ASSERT_TRUE(codec->Decode(encoded, DecodedSize::AtMost(2 * data.size()), &decoded).ok());
   EXPECT_EQ(decoded.size(), data.size());
   std::vector<std::byte> into;
   ASSERT_TRUE(testing::DecodeIntoGuarded(*codec, encoded, data.size(), &into).ok());
@@ -90,8 +90,8 @@ TEST(GzipCodecTest, DecodesConcatenatedMembersAndZeroPadding) {
   ByteBuffer decoded;
   ASSERT_TRUE(codec->Decode(encoded, both.size(), &decoded).ok());
   EXPECT_TRUE(std::equal(both.begin(), both.end(), decoded.data()));
-  // Unknown size: the ISIZE guess (the last member's) is too small and the output must grow.
-  ASSERT_TRUE(codec->Decode(encoded, std::nullopt, &decoded).ok());
+  // Bounded size: the ISIZE guess (the last member's) is too small and the output must grow.
+  ASSERT_TRUE(codec->Decode(encoded, DecodedSize::AtMost(both.size()), &decoded).ok());
   ASSERT_EQ(decoded.size(), both.size());
   EXPECT_TRUE(std::equal(both.begin(), both.end(), decoded.data()));
   // Anything but zeros after a member must be another member.
@@ -130,7 +130,7 @@ TEST(ZlibCodecTest, DecodesCompress2Output) {
   ByteBuffer decoded;
   ASSERT_TRUE(codec->Decode(encoded, data.size(), &decoded).ok());
   EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.data()));
-  ASSERT_TRUE(codec->Decode(encoded, std::nullopt, &decoded).ok());
+  ASSERT_TRUE(codec->Decode(encoded, DecodedSize::AtMost(2 * data.size()), &decoded).ok());
   ASSERT_EQ(decoded.size(), data.size());
   EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.data()));
   // Bytes after the stream are corruption.
@@ -140,12 +140,12 @@ TEST(ZlibCodecTest, DecodesCompress2Output) {
   EXPECT_NE(status.message().find("after the zlib stream"), std::string::npos);
 }
 
-TEST(ZlibCodecTest, UnknownSizeGrowsItsOutput) {
+TEST(ZlibCodecTest, BoundedSizeGrowsItsOutput) {
   // ~1000:1, so the first guess (a few times the input) has to double many times.
   std::vector<std::byte> data(1 << 20, std::byte{7});
   std::vector<std::byte> encoded = ZlibCompress2(data, 9);
   ByteBuffer decoded;
-  ASSERT_TRUE(Zlib()->Decode(encoded, std::nullopt, &decoded).ok());
+  ASSERT_TRUE(Zlib()->Decode(encoded, DecodedSize::AtMost(data.size()), &decoded).ok());
   ASSERT_EQ(decoded.size(), data.size());
   EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.data()));
 }
@@ -162,6 +162,23 @@ TEST(ZlibCodecTest, CorruptInput) {
   EXPECT_NE(status.message().find("numcodecs.zlib: data decodes to 30000 bytes, expected 60000"),
             std::string::npos)
       << status.message();
+}
+
+// Behind a variable-size codec the decoder knows only the bound the chunk's declared size gives
+// (issue 9): 16 MiB of zeros (16 KiB of DEFLATE) must stop at a 64 KiB bound, whatever the gzip
+// trailer claims.
+TEST(DeflateCodecTest, BombsStopAtTheBound) {
+  const std::vector<std::byte> zeros(16 << 20, std::byte{0});
+  constexpr uint64_t kLimit = 64 << 10;
+  testing::ExpectBombRefused(*Gzip(), ZlibGzip(zeros), kLimit,
+                             "gzip: data decodes to more than 65536 bytes, the most this chunk's "
+                             "declared size allows here");
+  testing::ExpectBombRefused(*Zlib(), ZlibCompress2(zeros), kLimit,
+                             "numcodecs.zlib: data decodes to more than 65536 bytes");
+  // An ISIZE trailer of 4 GiB - 1 is only a guess: the output never grows past the bound.
+  std::vector<std::byte> lying = ZlibGzip(FieldBytes(1000));
+  std::fill(lying.end() - 4, lying.end(), std::byte{0xFF});
+  testing::ExpectBombRefused(*Gzip(), lying, kLimit, "gzip: corrupt or truncated gzip member");
 }
 
 TEST(DeflateCodecTest, Configuration) {

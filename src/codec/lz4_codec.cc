@@ -21,7 +21,7 @@ class Lz4Codec final : public BytesToBytesCodec {
  public:
   explicit Lz4Codec(int acceleration) : acceleration_(acceleration) {}
 
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+  Status Decode(std::span<const std::byte> encoded, DecodedSize expected_size,
                 ByteBuffer* decoded) const override {
     ZS_ASSIGN_OR_RETURN(uint64_t size, ReadHeader(encoded, expected_size));
     decoded->Resize(size);
@@ -59,8 +59,9 @@ class Lz4Codec final : public BytesToBytesCodec {
   }
 
  private:
-  static Result<uint64_t> ReadHeader(std::span<const std::byte> encoded,
-                                     std::optional<uint64_t> expected) {
+  // The size the header declares, once it is known to fit both `expected` and what the block can
+  // decode to: checked before the caller allocates it.
+  static Result<uint64_t> ReadHeader(std::span<const std::byte> encoded, DecodedSize expected) {
     if (encoded.size() < kHeaderSize + 1) {
       return CorruptChunkError("numcodecs.lz4: " + std::to_string(encoded.size()) +
                                " bytes is too short for a size header and an LZ4 block");
@@ -69,7 +70,7 @@ class Lz4Codec final : public BytesToBytesCodec {
     for (size_t i = 0; i < kHeaderSize; ++i) {
       size |= static_cast<uint32_t>(encoded[i]) << (8 * i);
     }
-    if (expected && size != *expected) return DecodedSizeMismatch(kName, size, *expected);
+    if (!expected.admits(size)) return DeclaredSizeTooLarge(kName, "header", size, expected);
     const uint64_t block = encoded.size() - kHeaderSize;
     if (size > static_cast<uint32_t>(LZ4_MAX_INPUT_SIZE) || size > block * kMaxLz4Ratio + 64) {
       return CorruptChunkError("numcodecs.lz4: header declares " + std::to_string(size) +

@@ -34,7 +34,8 @@ TEST(Lz4CodecTest, DecodesNumcodecsOutput) {
   const uint8_t encoded[] = {0x1d, 0x00, 0x00, 0x00, 0x6e, 0x68, 0x65, 0x6c, 0x6c, 0x6f,
                              0x20, 0x06, 0x00, 0x50, 0x68, 0x65, 0x6c, 0x6c, 0x6f};
   ByteBuffer decoded;
-  ASSERT_TRUE(Lz4()->Decode(std::as_bytes(std::span(encoded)), std::nullopt, &decoded).ok());
+  ASSERT_TRUE(
+      Lz4()->Decode(std::as_bytes(std::span(encoded)), DecodedSize::AtMost(1000), &decoded).ok());
   EXPECT_EQ(decoded.view(), "hello hello hello hello hello");
 }
 
@@ -63,9 +64,13 @@ TEST(Lz4CodecTest, CorruptInput) {
   std::vector<std::byte> bomb = {std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0x7F},
                                  std::byte{0x00}};
   ByteBuffer decoded;
-  Status status = codec->Decode(bomb, std::nullopt, &decoded);
+  Status status = codec->Decode(bomb, DecodedSize::AtMost(~uint64_t{0}), &decoded);
   EXPECT_TRUE(IsCorrupt(status));
   EXPECT_NE(status.message().find("impossible"), std::string::npos) << status.message();
+  // With a bound (behind a variable-size codec), a plausible header above it is refused too.
+  testing::ExpectBombRefused(*codec, encoded, 1000,
+                             "numcodecs.lz4: header declares 50000 bytes, more than 1000 bytes, the "
+                             "most this chunk's declared size allows here");
   status = codec->Decode(encoded, 7, &decoded);
   EXPECT_NE(status.message().find("numcodecs.lz4: data decodes to 50000 bytes, expected 7"),
             std::string::npos)

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "codec/decoded_size.h"
 #include "metadata/v3_metadata.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
@@ -90,6 +91,11 @@ Result<std::unique_ptr<ShardingCodec>> ShardingCodec::Make(const nlohmann::json&
   }
   codec->index_size_ = *size;
   return codec;
+}
+
+uint64_t ShardingCodec::max_encoded_size() const {
+  return SaturatingAdd(index_size_,
+                       SaturatingMul(num_inner_chunks_, inner_chain_->max_encoded_size()));
 }
 
 ByteRange ShardingCodec::index_range() const {

@@ -65,6 +65,8 @@ class ShardingCodec final : public ArrayToBytesCodec {
 
   Status Decode(std::span<const std::byte> encoded, std::span<std::byte> decoded,
                 CodecScratch* scratch) const override;
+  // The index plus every inner chunk at its chain's bound.
+  uint64_t max_encoded_size() const override;
   // Inner chunks whose values all equal the fill value are not stored (marked empty).
   Status Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const override;
   nlohmann::json ToJson() const override;

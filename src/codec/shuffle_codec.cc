@@ -65,10 +65,14 @@ class ShuffleCodec final : public BytesToBytesCodec {
  public:
   explicit ShuffleCodec(size_t element_size) : element_size_(element_size) {}
 
-  Status Decode(std::span<const std::byte> encoded, std::optional<uint64_t> expected_size,
+  Status Decode(std::span<const std::byte> encoded, DecodedSize expected_size,
                 ByteBuffer* decoded) const override {
-    if (expected_size && *expected_size != encoded.size()) {
-      return DecodedSizeMismatch(kName, encoded.size(), *expected_size);
+    // The output is as large as the input, which the caller already holds: only a size the
+    // expectation does not admit is an error.
+    if (!expected_size.admits(encoded.size())) {
+      return expected_size.exact()
+                 ? DecodedSizeMismatch(kName, encoded.size(), expected_size.bytes())
+                 : DecodedSizeTooLarge(kName, expected_size);
     }
     decoded->Resize(encoded.size());
     Transform(encoded, decoded->span(), /*shuffle=*/false);

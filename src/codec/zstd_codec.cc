@@ -14,6 +14,10 @@ namespace {
 
 constexpr std::string_view kName = "zstd";
 
+// A zstd block decodes to at most 128 KiB and takes at least 4 bytes (an RLE block: a 3-byte
+// header and the byte repeated), so no frame decodes to more than 32768 times its size.
+constexpr uint64_t kMaxZstdRatio = (uint64_t{128} << 10) / 4;
+
 struct DCtxDeleter {
   void operator()(ZSTD_DCtx* dctx) const { ZSTD_freeDCtx(dctx); }
 };
@@ -93,9 +97,12 @@ class ZstdCodec final : public ExactSizeBytesToBytesCodec {
     return Status::Ok();
   }
 
-  Status DecodeUnknownSize(std::span<const std::byte> encoded, ByteBuffer* decoded) const override {
+  Status DecodeAtMost(std::span<const std::byte> encoded, uint64_t limit,
+                      ByteBuffer* decoded) const override {
     if (encoded.empty()) return CorruptChunkError("zstd: empty input is not a zstd frame");
-    // The sum of the frames' content sizes, unless some frame does not declare one.
+    // The sum of the frames' content sizes, unless some frame does not declare one. Each declared
+    // size is checked against what its frame can hold and the sum against `limit` before anything
+    // is allocated: a 22-byte frame may declare gigabytes.
     std::optional<uint64_t> total = 0;
     for (size_t pos = 0; pos < encoded.size();) {
       const std::byte* frame = encoded.data() + pos;
@@ -109,15 +116,18 @@ class ZstdCodec final : public ExactSizeBytesToBytesCodec {
         total.reset();
         break;
       }
-      *total += std::min<uint64_t>(content, kMaxUnknownDecodedSize + 1);
+      if (content > SaturatingMul(frame_size, kMaxZstdRatio)) {
+        return CorruptChunkError("zstd: frame header declares " + std::to_string(content) +
+                                 " bytes, more than a frame of " + std::to_string(frame_size) +
+                                 " bytes can hold");
+      }
+      *total = SaturatingAdd(*total, content);
+      if (*total > limit) {
+        return DeclaredSizeTooLarge(kName, "frame header", *total, DecodedSize::AtMost(limit));
+      }
       pos += frame_size;
     }
     if (total) {
-      if (*total > kMaxUnknownDecodedSize) {
-        return CorruptChunkError("zstd: frames declare " + std::to_string(*total) +
-                                 " bytes, more than the limit of " +
-                                 std::to_string(kMaxUnknownDecodedSize));
-      }
       decoded->Resize(*total);
       return DecodeExact(encoded, decoded->span());
     }
@@ -126,34 +136,41 @@ class ZstdCodec final : public ExactSizeBytesToBytesCodec {
     ZSTD_DCtx* dctx = ThreadDCtx();
     if (dctx == nullptr) return InternalError("zstd: cannot allocate a decompression context");
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-    uint64_t capacity = std::min<uint64_t>(
-        kMaxUnknownDecodedSize, std::max<uint64_t>(ZSTD_DStreamOutSize(), 4 * encoded.size()));
+    uint64_t capacity =
+        std::min<uint64_t>(limit, std::max<uint64_t>(ZSTD_DStreamOutSize(), 4 * encoded.size()));
     decoded->Resize(capacity);
     ZSTD_inBuffer input{encoded.data(), encoded.size(), 0};
     ZSTD_outBuffer output{decoded->data(), decoded->size(), 0};
+    Status status;
     while (true) {
-      size_t rc = ZSTD_decompressStream(dctx, &output, &input);
+      // At the limit, a one-byte probe tells whether any output is left.
+      std::byte probe{};
+      ZSTD_outBuffer probe_output{&probe, 1, 0};
+      ZSTD_outBuffer* out = output.pos == output.size ? &probe_output : &output;
+      const size_t rc = ZSTD_decompressStream(dctx, out, &input);
       if (ZSTD_isError(rc)) {
-        ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-        return ZstdError("corrupt data", rc);
+        status = ZstdError("corrupt data", rc);
+        break;
+      }
+      if (probe_output.pos > 0) {
+        status = DecodedSizeTooLarge(kName, DecodedSize::AtMost(limit));
+        break;
       }
       if (rc == 0 && input.pos == input.size) break;
-      if (output.pos == output.size) {
-        if (capacity >= kMaxUnknownDecodedSize) {
-          ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-          return CorruptChunkError("zstd: data decodes to more than the limit of " +
-                                   std::to_string(kMaxUnknownDecodedSize) + " bytes");
-        }
-        capacity = std::min(kMaxUnknownDecodedSize, capacity * 2);
+      if (output.pos == output.size && capacity < limit) {
+        capacity = std::min(limit, SaturatingMul(capacity, 2));
         decoded->Resize(capacity);
         output.dst = decoded->data();
         output.size = capacity;
-        continue;
+      } else if (input.pos == input.size && out->pos < out->size) {
+        // zstd stopped with room left and nothing more to read.
+        status = CorruptChunkError("zstd: truncated frame");
+        break;
       }
-      if (input.pos == input.size) {
-        ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-        return CorruptChunkError("zstd: truncated frame");
-      }
+    }
+    if (!status.ok()) {
+      ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+      return status;
     }
     decoded->Resize(output.pos);
     return Status::Ok();

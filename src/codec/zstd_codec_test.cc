@@ -74,8 +74,8 @@ TEST(ZstdCodecTest, DecodesFrameWithoutContentSize) {
   ByteBuffer decoded;
   ASSERT_TRUE(codec->Decode(frame, data.size(), &decoded).ok());
   EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.data()));
-  // Unknown size: the streaming path grows its output.
-  ASSERT_TRUE(codec->Decode(frame, std::nullopt, &decoded).ok());
+  // Bounded size: the streaming path grows its output.
+  ASSERT_TRUE(codec->Decode(frame, DecodedSize::AtMost(data.size()), &decoded).ok());
   ASSERT_EQ(decoded.size(), data.size());
   EXPECT_TRUE(std::equal(data.begin(), data.end(), decoded.data()));
   std::vector<std::byte> into;
@@ -97,7 +97,7 @@ TEST(ZstdCodecTest, DecodesConcatenatedFrames) {
     ByteBuffer decoded;
     ASSERT_TRUE(codec->Decode(frames, both.size(), &decoded).ok());
     EXPECT_TRUE(std::equal(both.begin(), both.end(), decoded.data()));
-    ASSERT_TRUE(codec->Decode(frames, std::nullopt, &decoded).ok());
+    ASSERT_TRUE(codec->Decode(frames, DecodedSize::AtMost(both.size()), &decoded).ok());
     ASSERT_EQ(decoded.size(), both.size());
     EXPECT_TRUE(std::equal(both.begin(), both.end(), decoded.data()));
     std::vector<std::byte> into;
@@ -135,15 +135,48 @@ TEST(ZstdCodecTest, CorruptInput) {
   testing::FuzzDecode(*codec, ReferenceFrame(data, false), data.size());
   ByteBuffer decoded;
   EXPECT_TRUE(IsCorrupt(codec->Decode(AsBytes("not zstd at all"), 15, &decoded)));
-  EXPECT_TRUE(IsCorrupt(codec->Decode(AsBytes("not zstd at all"), std::nullopt, &decoded)));
+  EXPECT_TRUE(
+      IsCorrupt(codec->Decode(AsBytes("not zstd at all"), DecodedSize::AtMost(100), &decoded)));
   // A frame header claiming 2^40 bytes (then one empty raw block) is refused before allocating.
   const uint8_t bomb[] = {0x28, 0xB5, 0x2F, 0xFD, 0xC0, 0x00, 0, 0, 0, 0, 0, 1, 0, 0, 0x01, 0, 0};
   std::span<const std::byte> bomb_bytes = std::as_bytes(std::span(bomb));
   ASSERT_EQ(ZSTD_getFrameContentSize(bomb, sizeof(bomb)), uint64_t{1} << 40);
-  Status status = codec->Decode(bomb_bytes, std::nullopt, &decoded);
+  ByteBuffer untouched;
+  Status status = codec->Decode(bomb_bytes, DecodedSize::AtMost(~uint64_t{0}), &untouched);
   EXPECT_TRUE(IsCorrupt(status));
-  EXPECT_NE(status.message().find("more than the limit"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("more than a frame of 17 bytes can hold"), std::string::npos)
+      << status.message();
+  EXPECT_EQ(untouched.capacity(), 0u);
   EXPECT_TRUE(IsCorrupt(codec->Decode(bomb_bytes, 10, &decoded)));
+}
+
+// Behind a variable-size codec the decoder knows only the bound the chunk's declared size gives
+// (issue 9): a frame that declares or produces more fails with the bound in the message, having
+// allocated nothing past it.
+TEST(ZstdCodecTest, BombsStopAtTheBound) {
+  auto codec = MakeCodec({});
+  const std::vector<std::byte> zeros(1 << 20, std::byte{0});
+  constexpr uint64_t kLimit = 64 << 10;
+  // 1 MiB of zeros is a few dozen bytes of RLE blocks, so the declared size is plausible for the
+  // frame; only the bound stops it, before anything is allocated.
+  std::vector<std::byte> declared = ReferenceFrame(zeros, /*content_size=*/true);
+  testing::ExpectBombRefused(*codec, declared, kLimit,
+                             "zstd: frame header declares 1048576 bytes, more than 65536 bytes, the "
+                             "most this chunk's declared size allows here");
+  ByteBuffer decoded;
+  EXPECT_FALSE(codec->Decode(declared, DecodedSize::AtMost(kLimit), &decoded).ok());
+  EXPECT_EQ(decoded.capacity(), 0u);
+  // Without a content size the stream decodes until it passes the bound.
+  testing::ExpectBombRefused(*codec, ReferenceFrame(zeros, /*content_size=*/false), kLimit,
+                             "zstd: data decodes to more than 65536 bytes, the most this chunk's "
+                             "declared size allows here");
+  // What the fuzzer found (fuzz/regressions/codec_decode_fuzzer): 14 bytes whose header declares
+  // 3.4 GiB, which the decoder used to allocate whenever the size was not known exactly.
+  const uint8_t found[] = {0x28, 0xb5, 0x2f, 0xfd, 0xb2, 0x00, 0x0d,
+                           0x6d, 0x94, 0x1a, 0xda, 0x01, 0x00, 0x00};
+  testing::ExpectBombRefused(*codec, std::as_bytes(std::span(found)), ~uint64_t{0},
+                             "zstd: frame header declares 3659175021 bytes, more than a frame of "
+                             "14 bytes can hold");
 }
 
 TEST(ZstdCodecTest, Configuration) {
