@@ -192,7 +192,7 @@ TEST(ArrayReadTest, StridedOutput) {
   // Read into a transposed (Fortran-order) buffer.
   std::vector<int32_t> out(30);
   std::vector<uint64_t> start = {0, 0}, shape = {6, 5};
-  std::vector<int64_t> strides = {4, 4 * 6};
+  std::vector<int64_t> strides = {4, int64_t{4} * 6};
   ASSERT_TRUE(a->Read(start, shape, out.data(), strides).ok());
   auto expected = t.Expected(start, shape);
   for (int i = 0; i < 6; ++i)

@@ -1,9 +1,28 @@
+// How a ReadChunks call runs (the contract is in the header):
+//
+// Plan (calling thread): check each read, sort the reads by (array, stored object) so that each
+// object's reads are neighbours ("members" of the object), and give every object and member a task
+// index in one TaskGroup: object o is task o (local objects: read and decode), member p is task
+// num_objects + p (the decode of one chunk whose object's bytes are in memory).
+//
+// Local objects are scheduled at once. A task reads its object into the worker's scratch buffer and
+// decodes the chunk in place (unsharded), or reads the shard index and the coalesced inner ranges
+// and then either decodes its one member itself or schedules every member ahead of all other work
+// (ScheduleFirst), so a shard's bytes are freed before the next object is read.
+//
+// Remote objects are issued by the calling thread in batches: a batch's shard index reads go out
+// together, their indexes are decoded as they arrive, then the inner-range reads (and the
+// unsharded chunks' reads, issued with the index reads) schedule their members from the I/O
+// thread that completes them. At most kRemoteWindowObjects objects are issued and not yet decoded.
+//
+// An object is done when all its members are; its bytes are released then. The call returns when
+// every object is done.
 #include "array/chunk_reader.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
+#include <functional>
 
+#include "store/http_store.h"
 #include "store/range_coalescing.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
@@ -12,141 +31,496 @@ namespace zarrstream {
 
 namespace {
 
-// Inner-chunk reads of one shard closer than this are merged into one read (as Array::Read does).
+// Inner-chunk reads of one shard closer than this are merged into one read: a local read of a few
+// hundred KiB extra costs less than another request. Remote stores merge further by their own
+// latency (HttpStoreOptions::coalescing).
 constexpr CoalescingOptions kShardCoalescing{uint64_t{256} * 1024, uint64_t{64} * 1024 * 1024};
 
-struct ThreadBuffers {
+// Reusable per-thread buffers: workers keep them across chunks and calls, so the steady state of a
+// local read allocates nothing per chunk.
+struct ReadScratch {
   CodecScratch codec;
-  ByteBuffer encoded;
+  ByteBuffer encoded;  // a local object's bytes (or a shard index, or one member's inner range)
+  ByteBuffer decoded;  // a chunk decoded for a PartialChunkOutput
+  std::vector<uint64_t> coords;
 };
 
-ThreadBuffers& Buffers() {
-  thread_local ThreadBuffers buffers;
-  return buffers;
+ReadScratch& ThreadScratch() {
+  thread_local ReadScratch scratch;
+  return scratch;
 }
 
-void Count(std::atomic<uint64_t> ChunkReadCounters::*field, ChunkReadCounters* counters,
-           uint64_t n = 1) {
-  if (counters != nullptr) (counters->*field) += n;
+// The read-chunk grid of `array` (inner chunks over the whole array when sharded).
+uint64_t ReadGridExtent(const internal::ArrayState& array, size_t d) {
+  const uint64_t chunk = array.read_chunk_shape[d];
+  return (array.metadata.shape[d] + chunk - 1) / chunk;
 }
 
-// Fills `read.out` with the fill value, or fails when missing chunks are errors.
-Status Missing(ChunkRead& read, ChunkReadCounters* counters) {
-  const internal::ArrayState& a = *read.array;
-  if (a.options.missing_chunks_are_errors) {
-    return NotFoundError("chunk is not stored (missing chunks are errors for this array)");
+std::string ChunkContext(const std::string& key, const internal::ArrayState& array) {
+  std::string context = "reading chunk '";
+  context.append(key).append("' of ").append(array.Describe());
+  return context;
+}
+
+Status CheckRead(const ChunkRead& read, bool partial_allowed) {
+  if (read.array == nullptr) return InvalidArgumentError("ReadChunks: a chunk read has no array");
+  const internal::ArrayState& array = *read.array;
+  const size_t rank = array.read_chunk_shape.size();
+  bool inside = read.coords.size() == rank;
+  for (size_t d = 0; inside && d < rank; ++d) inside = read.coords[d] < ReadGridExtent(array, d);
+  if (!inside) {
+    std::vector<uint64_t> grid(rank);
+    for (size_t d = 0; d < rank; ++d) grid[d] = ReadGridExtent(array, d);
+    std::string message = "chunk ";
+    message.append(FormatIndex(read.coords))
+        .append(" is outside the read-chunk grid ")
+        .append(FormatIndex(grid))
+        .append(" of ")
+        .append(array.Describe());
+    return InvalidArgumentError(std::move(message));
   }
-  const std::vector<int64_t> strides =
-      CStrides(a.read_chunk_shape, DataTypeSize(a.metadata.data_type));
-  FillStrided(read.out.data(), strides, a.read_chunk_shape, a.metadata.fill_value);
-  read.missing = true;
-  Count(&ChunkReadCounters::missing_chunks, counters);
+  const uint64_t bytes = ReadChunkBytes(array);
+  if (read.out.size() != bytes && !(read.out.empty() && partial_allowed)) {
+    std::string message = "chunk ";
+    message.append(FormatIndex(read.coords))
+        .append(" of ")
+        .append(array.Describe())
+        .append(" needs an output of ")
+        .append(std::to_string(bytes))
+        .append(" bytes, not ")
+        .append(std::to_string(read.out.size()));
+    return InvalidArgumentError(std::move(message));
+  }
   return Status::Ok();
 }
 
-// One stored object's reads: an unsharded chunk, or the wanted inner chunks of one shard.
-struct ObjectTask {
+// One stored object (an unsharded chunk or a shard) and the reads of the call that want it.
+struct StoredObject {
   const internal::ArrayState* array = nullptr;
-  std::vector<uint64_t> object_coords;
-  std::vector<size_t> reads;  // indices into the call's ChunkRead span
+  const ShardingCodec* sharding = nullptr;  // null: an unsharded chunk, decoded whole
+  bool remote = false;
+  size_t first_member = 0;
+  size_t num_members = 0;
+  std::string key;
+  // Set by the fetch, before any member decodes (the TaskGroup's lock orders the two):
+  Status status;         // a fetch error other than "not stored"
+  bool missing = false;  // the object is not stored
+  std::shared_ptr<const ShardIndex> index;
+  std::vector<ByteRange> ranges;  // what is read (must outlive a remote request)
+  std::vector<ByteBuffer> bytes;  // what was read, ranges[i] into bytes[i]
+  Future<uint64_t> index_read;    // remote: the shard index read in flight
+  std::atomic<size_t> members_left{0};
 };
 
-void ReadUnsharded(ObjectTask& task, std::span<ChunkRead> reads, ChunkReadCounters* counters) {
-  ChunkRead& read = reads[task.reads.front()];
-  const internal::ArrayState& a = *task.array;
-  const std::string key = a.ChunkKey(task.object_coords);
-  ThreadBuffers& buffers = Buffers();
-  Status s = a.store->ReadInto(key, ByteRange::Full(), &buffers.encoded);
-  Count(&ChunkReadCounters::requests, counters);
-  if (s.code() == ErrorCode::kNotFound) {
-    s = Missing(read, counters);
-  } else if (s.ok()) {
-    Count(&ChunkReadCounters::bytes_read, counters, buffers.encoded.size());
-    s = a.chain->Decode(buffers.encoded.span(), read.out, &buffers.codec);
-  }
-  Count(&ChunkReadCounters::chunks, counters);
-  read.status = std::move(s).WithContext("reading chunk '" + key + "' of " + a.Describe());
-}
+// One read of the call, as a member of its object.
+struct Member {
+  size_t read = 0;
+  size_t object = 0;
+  uint64_t inner = 0;  // sharded: the inner chunk's index in its shard (C order)
+  RangeSlice slice;    // sharded: where its bytes lie among the object's reads
+};
 
-void ReadSharded(ObjectTask& task, std::span<ChunkRead> reads, ShardIndexCache* index_cache,
-                 ChunkReadCounters* counters) {
-  const internal::ArrayState& a = *task.array;
-  const ShardingCodec& sharding = *a.chain->sharding();
-  const std::string key = a.ChunkKey(task.object_coords);
-  const std::string context = "reading chunk '" + key + "' of " + a.Describe();
-  auto fail_all = [&](const Status& s) {
-    for (size_t r : task.reads) {
-      reads[r].status = Status(s).WithContext(context);
-      Count(&ChunkReadCounters::chunks, counters);
+class ChunkReadCall {
+ public:
+  ChunkReadCall(std::span<ChunkRead> reads, const PartialChunkOutput* partial,
+                ShardIndexCache* index_cache, ChunkReadCounters* counters)
+      : reads_(reads),
+        partial_(partial),
+        index_cache_(index_cache),
+        counters_(counters != nullptr ? *counters : own_counters_) {}
+
+  void Run(ThreadPool* pool, size_t max_parallelism) {
+    Plan();
+    if (objects_.empty()) return;
+    TaskGroup group(
+        pool, objects_.size() + members_.size(), [this](size_t task) { RunTask(task); },
+        max_parallelism);
+    group_ = &group;
+    std::vector<size_t> local, remote;
+    for (size_t o = 0; o < objects_.size(); ++o) {
+      (objects_[o].remote ? remote : local).push_back(o);
     }
-  };
-  ThreadBuffers& buffers = Buffers();
-  std::shared_ptr<const ShardIndex> index =
-      index_cache != nullptr ? index_cache->Find(&a, key) : nullptr;
-  if (index != nullptr) {
-    Count(&ChunkReadCounters::index_hits, counters);
-  } else {
-    Status s = a.store->ReadInto(key, sharding.index_range(), &buffers.encoded);
-    Count(&ChunkReadCounters::requests, counters);
-    Count(&ChunkReadCounters::index_reads, counters);
-    if (s.code() == ErrorCode::kNotFound) {
-      for (size_t r : task.reads) {
-        reads[r].status = Missing(reads[r], counters).WithContext(context);
-        Count(&ChunkReadCounters::chunks, counters);
+    group.Schedule(local);
+    IssueRemote(remote);
+    group.WaitUntil([this] { return objects_done_.load() == objects_.size(); });
+  }
+
+ private:
+  // Checks the reads and groups the valid ones by stored object.
+  void Plan() {
+    struct Key {
+      const internal::ArrayState* array;
+      uint64_t object;  // linear index in the array's grid of stored objects
+      uint64_t inner;
+      size_t read;
+    };
+    std::vector<Key> keys;
+    keys.reserve(reads_.size());
+    const internal::ArrayState* grid_of = nullptr;
+    std::vector<uint64_t> grid;  // of stored objects, of `grid_of` (reads mostly share an array)
+    for (size_t i = 0; i < reads_.size(); ++i) {
+      ChunkRead& read = reads_[i];
+      read.missing = false;
+      read.status = CheckRead(read, partial_ != nullptr);
+      if (!read.status.ok()) continue;
+      const internal::ArrayState& array = *read.array;
+      const ShardingCodec* sharding = array.chain->sharding();
+      if (grid_of != &array) {
+        grid = array.metadata.grid_shape();
+        grid_of = &array;
       }
+      Key key{&array, 0, 0, i};
+      for (size_t d = 0; d < read.coords.size(); ++d) {
+        const uint64_t per_shard = sharding != nullptr ? sharding->chunks_per_shard()[d] : 1;
+        key.object = key.object * grid[d] + read.coords[d] / per_shard;
+        key.inner = key.inner * per_shard + read.coords[d] % per_shard;
+      }
+      keys.push_back(key);
+    }
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      if (a.array != b.array) return std::less<>()(a.array, b.array);
+      if (a.object != b.object) return a.object < b.object;
+      return a.read < b.read;
+    });
+    size_t num_objects = 0;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (k == 0 || keys[k].array != keys[k - 1].array || keys[k].object != keys[k - 1].object) {
+        ++num_objects;
+      }
+    }
+    objects_ = std::vector<StoredObject>(num_objects);
+    members_.resize(keys.size());
+    size_t o = 0;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (k > 0 && (keys[k].array != keys[k - 1].array || keys[k].object != keys[k - 1].object)) {
+        ++o;
+      }
+      StoredObject& object = objects_[o];
+      if (object.num_members == 0) {
+        object.array = keys[k].array;
+        object.sharding = object.array->chain->sharding();
+        object.remote = IsRemoteStore(*object.array->store);
+        object.first_member = k;
+      }
+      ++object.num_members;
+      object.members_left.store(object.num_members);
+      members_[k] = Member{keys[k].read, o, keys[k].inner, {}};
+    }
+  }
+
+  void RunTask(size_t task) {
+    if (task >= objects_.size()) {
+      const size_t p = task - objects_.size();
+      DecodeMember(p, objects_[members_[p].object].bytes);
       return;
     }
-    if (!s.ok()) return fail_all(s);
-    Count(&ChunkReadCounters::bytes_read, counters, buffers.encoded.size());
-    auto decoded = sharding.DecodeIndex(buffers.encoded.span(), std::nullopt, &buffers.codec);
-    if (!decoded.ok()) return fail_all(decoded.status());
-    index = std::make_shared<const ShardIndex>(std::move(*decoded));
-    if (index_cache != nullptr) index_cache->Insert(&a, key, index);
+    StoredObject& object = objects_[task];
+    object.key = ObjectKey(object);
+    if (object.sharding != nullptr) {
+      FetchLocalShard(object);
+    } else {
+      FetchLocalChunk(object);
+    }
   }
 
-  const std::vector<uint64_t>& per_shard = sharding.chunks_per_shard();
-  std::vector<uint64_t> linear(task.reads.size());
-  std::vector<ByteRange> wanted;
-  std::vector<size_t> stored;
-  for (size_t i = 0; i < task.reads.size(); ++i) {
-    const ChunkRead& read = reads[task.reads[i]];
-    for (size_t d = 0; d < per_shard.size(); ++d) {
-      linear[i] = linear[i] * per_shard[d] + read.coords[d] % per_shard[d];
+  // The store key of `object`, from its first member's coordinates.
+  std::string ObjectKey(const StoredObject& object) const {
+    const ChunkRead& read = reads_[members_[object.first_member].read];
+    std::vector<uint64_t>& coords = ThreadScratch().coords;
+    coords.assign(read.coords.begin(), read.coords.end());
+    if (object.sharding != nullptr) {
+      for (size_t d = 0; d < coords.size(); ++d)
+        coords[d] /= object.sharding->chunks_per_shard()[d];
     }
-    if (index->is_empty(linear[i])) continue;
-    stored.push_back(i);
-    wanted.push_back(ByteRange::Bounded(index->offset(linear[i]), index->nbytes(linear[i])));
+    return object.array->ChunkKey(coords);
   }
-  CoalescedRanges merged = CoalesceRanges(wanted, kShardCoalescing);
-  std::vector<ByteBuffer> bytes(merged.reads.size());
-  if (!merged.reads.empty()) {
-    auto got = a.store->Read(key, merged.reads, bytes).Wait();
-    Count(&ChunkReadCounters::requests, counters);
+
+  Result<uint64_t> ReadNow(const StoredObject& object, std::span<const ByteRange> ranges,
+                           std::span<ByteBuffer> outs) {
+    counters_.requests.fetch_add(1, std::memory_order_relaxed);
+    Result<uint64_t> got = object.array->store->Read(object.key, ranges, outs).Wait();
+    if (got.ok()) counters_.bytes_read.fetch_add(*got, std::memory_order_relaxed);
+    return got;
+  }
+
+  // Local unsharded chunk: read into this worker's buffer, decode every member from there.
+  void FetchLocalChunk(StoredObject& object) {
+    ReadScratch& scratch = ThreadScratch();
+    const ByteRange full = ByteRange::Full();
+    Result<uint64_t> got = ReadNow(object, std::span<const ByteRange>(&full, 1),
+                                   std::span<ByteBuffer>(&scratch.encoded, 1));
+    SetChunkFetchStatus(object, got.status());
+    const size_t first = object.first_member, end = first + object.num_members;
+    for (size_t p = first; p < end; ++p) {
+      DecodeMember(p, std::span<const ByteBuffer>(&scratch.encoded, 1));
+    }
+  }
+
+  void SetChunkFetchStatus(StoredObject& object, const Status& status) {
+    if (status.code() == ErrorCode::kNotFound) {
+      object.missing = true;
+    } else if (!status.ok()) {
+      object.status = status;
+    }
+  }
+
+  bool FindCachedIndex(StoredObject& object) {
+    if (index_cache_ == nullptr) return false;
+    std::shared_ptr<const ShardIndex> index = index_cache_->Find(object.array, object.key);
+    // An index of another shape cannot be this array's (the cache's key rules that out; this is
+    // cheap insurance against reading past an index).
+    if (index == nullptr || index->num_chunks() != object.sharding->num_inner_chunks()) {
+      return false;
+    }
+    counters_.index_hits.fetch_add(1, std::memory_order_relaxed);
+    object.index = std::move(index);
+    return true;
+  }
+
+  // Takes the result of a shard index read into `encoded`.
+  void SetIndex(StoredObject& object, const Result<uint64_t>& got,
+                std::span<const std::byte> encoded, CodecScratch* scratch) {
     if (!got.ok()) {
-      return fail_all(
-          Status(got.status()).WithContext("reading the inner chunks its index points to"));
+      SetChunkFetchStatus(object, got.status());
+      return;
     }
-    Count(&ChunkReadCounters::bytes_read, counters, *got);
+    Result<ShardIndex> index = object.sharding->DecodeIndex(encoded, std::nullopt, scratch);
+    if (!index.ok()) {
+      object.status = index.status();
+      return;
+    }
+    object.index = std::make_shared<const ShardIndex>(std::move(*index));
+    if (index_cache_ != nullptr) index_cache_->Insert(object.array, object.key, object.index);
   }
-  std::vector<const RangeSlice*> slice_of(task.reads.size(), nullptr);
-  for (size_t j = 0; j < stored.size(); ++j) slice_of[stored[j]] = &merged.slices[j];
-  for (size_t i = 0; i < task.reads.size(); ++i) {
-    ChunkRead& read = reads[task.reads[i]];
-    std::vector<uint64_t> inner(per_shard.size());
-    for (size_t d = 0; d < per_shard.size(); ++d) inner[d] = read.coords[d] % per_shard[d];
+
+  // Sets object.ranges to the merged reads of the stored inner chunks its members want, and each
+  // member's slice of them.
+  void PlanInnerReads(StoredObject& object) {
+    std::vector<ByteRange> wanted;
+    std::vector<size_t> stored;
+    const ShardIndex& index = *object.index;
+    const size_t first = object.first_member, end = first + object.num_members;
+    for (size_t p = first; p < end; ++p) {
+      if (index.is_empty(members_[p].inner)) continue;
+      stored.push_back(p);
+      wanted.push_back(
+          ByteRange::Bounded(index.offset(members_[p].inner), index.nbytes(members_[p].inner)));
+    }
+    CoalescedRanges merged = CoalesceRanges(wanted, kShardCoalescing);
+    for (size_t j = 0; j < stored.size(); ++j) members_[stored[j]].slice = merged.slices[j];
+    object.ranges = std::move(merged.reads);
+  }
+
+  void SetInnerReadStatus(StoredObject& object, const Result<uint64_t>& got) {
+    if (!got.ok()) {
+      object.status = got.status().WithContext("reading the inner chunks its index points to");
+    }
+  }
+
+  // Local shard: its index, then its wanted inner ranges; one member decodes here, several are
+  // scheduled ahead of every other task.
+  void FetchLocalShard(StoredObject& object) {
+    ReadScratch& scratch = ThreadScratch();
+    if (!FindCachedIndex(object)) {
+      counters_.index_reads.fetch_add(1, std::memory_order_relaxed);
+      const ByteRange range = object.sharding->index_range();
+      Result<uint64_t> got = ReadNow(object, std::span<const ByteRange>(&range, 1),
+                                     std::span<ByteBuffer>(&scratch.encoded, 1));
+      SetIndex(object, got, scratch.encoded.span(), &scratch.codec);
+    }
+    const bool alone = object.num_members == 1;
+    if (object.status.ok() && !object.missing) {
+      PlanInnerReads(object);
+      if (!object.ranges.empty()) {
+        // One member has one range: it needs no buffer of the object's own.
+        if (!alone) object.bytes.resize(object.ranges.size());
+        std::span<ByteBuffer> outs = alone ? std::span<ByteBuffer>(&scratch.encoded, 1)
+                                           : std::span<ByteBuffer>(object.bytes);
+        SetInnerReadStatus(object, ReadNow(object, object.ranges, outs));
+      }
+    }
+    if (alone) {
+      DecodeMember(object.first_member, std::span<const ByteBuffer>(&scratch.encoded, 1));
+      return;
+    }
+    // In reverse, so that they run in order.
+    TaskGroup* group = group_;
+    const size_t first = objects_.size() + object.first_member;
+    for (size_t task = first + object.num_members; task-- > first;) group->ScheduleFirst(task);
+  }
+
+  // Remote objects, issued from the calling thread (see the overview).
+  void IssueRemote(std::span<const size_t> remote) {
+    ReadScratch& scratch = ThreadScratch();
+    for (size_t begin = 0; begin < remote.size(); begin += kRemoteBatchObjects) {
+      const size_t end = std::min(remote.size(), begin + kRemoteBatchObjects);
+      if (end > kRemoteWindowObjects) {
+        group_->WaitUntil(
+            [this, end] { return remote_done_.load() + kRemoteWindowObjects >= end; });
+      }
+      for (size_t r = begin; r < end; ++r) {
+        StoredObject& object = objects_[remote[r]];
+        object.key = ObjectKey(object);
+        if (object.sharding == nullptr) {
+          object.ranges = {ByteRange::Full()};
+          IssueObjectRead(object);
+        } else if (!FindCachedIndex(object)) {
+          counters_.index_reads.fetch_add(1, std::memory_order_relaxed);
+          counters_.requests.fetch_add(1, std::memory_order_relaxed);
+          object.ranges = {object.sharding->index_range()};
+          object.bytes.resize(1);
+          object.index_read = object.array->store->Read(object.key, object.ranges, object.bytes);
+        }
+      }
+      for (size_t r = begin; r < end; ++r) {
+        StoredObject& object = objects_[remote[r]];
+        if (object.sharding == nullptr) continue;
+        if (object.index_read.valid()) {
+          Result<uint64_t> got = object.index_read.Wait();
+          object.index_read = Future<uint64_t>();
+          if (got.ok()) counters_.bytes_read.fetch_add(*got, std::memory_order_relaxed);
+          // Decoding an index is a checksum over a few KiB: not worth a pool task.
+          SetIndex(object, got, object.bytes[0].span(), &scratch.codec);
+          object.bytes.clear();
+        }
+        if (object.status.ok() && !object.missing) {
+          PlanInnerReads(object);
+          if (!object.ranges.empty()) {
+            IssueObjectRead(object);
+            continue;
+          }
+        }
+        ScheduleMembers(object);
+      }
+    }
+  }
+
+  // Sends a remote object's read of object.ranges; its completion schedules the members.
+  void IssueObjectRead(StoredObject& object) {
+    object.bytes.resize(object.ranges.size());
+    counters_.requests.fetch_add(1, std::memory_order_relaxed);
+    object.array->store->Read(object.key, object.ranges, object.bytes)
+        .OnReady([this, &object](Result<uint64_t>& got) {
+          if (got.ok()) counters_.bytes_read.fetch_add(*got, std::memory_order_relaxed);
+          if (object.sharding != nullptr) {
+            SetInnerReadStatus(object, got);
+          } else {
+            SetChunkFetchStatus(object, got.status());
+          }
+          ScheduleMembers(object);
+        });
+  }
+
+  // May run on an I/O thread: once the last member is scheduled the call may return, so nothing
+  // of it is touched after that.
+  void ScheduleMembers(const StoredObject& object) {
+    TaskGroup* group = group_;
+    const size_t first = objects_.size() + object.first_member;
+    const size_t end = first + object.num_members;
+    for (size_t task = first; task < end; ++task) group->Schedule(task);
+  }
+
+  // Decodes (or fills) member p from `object_reads`, its object's bytes, and sets its status.
+  void DecodeMember(size_t p, std::span<const ByteBuffer> object_reads) {
+    const Member& member = members_[p];
+    StoredObject& object = objects_[member.object];
+    ChunkRead& read = reads_[member.read];
     Status s;
-    if (slice_of[i] == nullptr) {
-      s = Missing(read, counters);
-      if (s.code() == ErrorCode::kNotFound) s = NotFoundError("inner chunk is empty");
+    if (!object.status.ok()) {
+      s = object.status;
+    } else if (object.missing ||
+               (object.sharding != nullptr && object.index->is_empty(member.inner))) {
+      s = FillMissing(object, member);
     } else {
-      const RangeSlice& slice = *slice_of[i];
-      s = sharding.inner_chain().Decode(
-          bytes[slice.read].span().subspan(slice.offset, slice.length), read.out, &buffers.codec);
+      std::span<const std::byte> bytes;
+      if (object.sharding == nullptr) {
+        bytes = object_reads[0].span();
+      } else if (member.slice.read != RangeSlice::kNoRead) {
+        bytes = object_reads[member.slice.read].span().subspan(member.slice.offset,
+                                                               member.slice.length);
+      }
+      s = Decode(object, member, bytes);
     }
-    Count(&ChunkReadCounters::chunks, counters);
-    read.status =
-        std::move(s).WithContext("inner chunk " + FormatIndex(inner)).WithContext(context);
+    if (s.ok()) {
+      counters_.chunks.fetch_add(1, std::memory_order_relaxed);
+      read.status = Status::Ok();
+    } else {
+      if (object.sharding != nullptr) {
+        std::vector<uint64_t> inner(read.coords.size());
+        for (size_t d = 0; d < inner.size(); ++d) {
+          inner[d] = read.coords[d] % object.sharding->chunks_per_shard()[d];
+        }
+        std::string context = "inner chunk ";
+        context.append(FormatIndex(inner));
+        s = std::move(s).WithContext(context);
+      }
+      read.status = std::move(s).WithContext(ChunkContext(object.key, *object.array));
+    }
+    if (object.members_left.fetch_sub(1) == 1) {
+      // The last member: the object's bytes are no longer needed.
+      object.bytes = std::vector<ByteBuffer>();
+      object.index.reset();
+      // The caller waits for every object, and for remote ones to leave room in the window.
+      if (object.remote) remote_done_.fetch_add(1);
+      const bool last = objects_done_.fetch_add(1) + 1 == objects_.size();
+      if (last || object.remote) group_->Notify();
+    }
   }
+
+  Status FillMissing(const StoredObject& object, const Member& member) {
+    const internal::ArrayState& array = *object.array;
+    ChunkRead& read = reads_[member.read];
+    if (array.options.missing_chunks_are_errors) {
+      std::string message = object.missing ? (object.sharding ? "shard" : "chunk") : "inner chunk";
+      message.append(object.missing ? " is not stored" : " is empty")
+          .append(" (missing chunks are errors for this array)");
+      return NotFoundError(std::move(message));
+    }
+    if (read.out.empty()) {
+      partial_->fill(member.read);
+    } else {
+      const std::span<const std::byte> fill = array.metadata.fill_value;
+      const int64_t stride = static_cast<int64_t>(fill.size());
+      const uint64_t elements = read.out.size() / fill.size();
+      FillStrided(read.out.data(), std::span<const int64_t>(&stride, 1),
+                  std::span<const uint64_t>(&elements, 1), fill);
+    }
+    read.missing = true;
+    counters_.missing_chunks.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+
+  Status Decode(const StoredObject& object, const Member& member,
+                std::span<const std::byte> bytes) {
+    const CodecChain& chain =
+        object.sharding != nullptr ? object.sharding->inner_chain() : *object.array->chain;
+    ChunkRead& read = reads_[member.read];
+    ReadScratch& scratch = ThreadScratch();
+    if (!read.out.empty()) return chain.Decode(bytes, read.out, &scratch.codec);
+    scratch.decoded.Resize(ReadChunkBytes(*object.array));
+    ZS_RETURN_IF_ERROR(chain.Decode(bytes, scratch.decoded.span(), &scratch.codec));
+    partial_->copy(member.read, scratch.decoded.span());
+    return Status::Ok();
+  }
+
+  std::span<ChunkRead> reads_;
+  const PartialChunkOutput* partial_;
+  ShardIndexCache* index_cache_;
+  ChunkReadCounters own_counters_;
+  ChunkReadCounters& counters_;
+  std::vector<StoredObject> objects_;
+  std::vector<Member> members_;
+  TaskGroup* group_ = nullptr;
+  std::atomic<size_t> objects_done_{0};
+  std::atomic<size_t> remote_done_{0};
+};
+
+// The cache's key: the array's address and URL, and the shard's key.
+std::string IndexCacheKey(const internal::ArrayState* array, const std::string& shard_key) {
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(array));
+  key.append(" ").append(array->url).push_back('\0');
+  key.append(shard_key);
+  return key;
 }
 
 }  // namespace
@@ -158,7 +532,6 @@ uint64_t ReadChunkBytes(const internal::ArrayState& array) {
 }
 
 struct ShardIndexCache::Entry {
-  const internal::ArrayState* array;
   std::string key;
   std::shared_ptr<const ShardIndex> index;
   uint64_t bytes;
@@ -167,19 +540,11 @@ struct ShardIndexCache::Entry {
 ShardIndexCache::ShardIndexCache(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 ShardIndexCache::~ShardIndexCache() = default;
 
-namespace {
-std::string CacheKey(const internal::ArrayState* array, const std::string& shard_key) {
-  std::string key = std::to_string(reinterpret_cast<uintptr_t>(array));
-  key += '/';
-  key += shard_key;
-  return key;
-}
-}  // namespace
-
 std::shared_ptr<const ShardIndex> ShardIndexCache::Find(const internal::ArrayState* array,
                                                         const std::string& shard_key) {
+  const std::string key = IndexCacheKey(array, shard_key);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = by_key_.find(CacheKey(array, shard_key));
+  auto it = by_key_.find(key);
   if (it == by_key_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->index;
@@ -187,47 +552,34 @@ std::shared_ptr<const ShardIndex> ShardIndexCache::Find(const internal::ArraySta
 
 void ShardIndexCache::Insert(const internal::ArrayState* array, const std::string& shard_key,
                              std::shared_ptr<const ShardIndex> index) {
+  std::string key = IndexCacheKey(array, shard_key);
+  // The index's entries, and the key twice (list and map) with their nodes' overhead.
+  const uint64_t bytes = index->num_chunks() * 16 + 2 * key.size() + 128;
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::string key = CacheKey(array, shard_key);
-  if (by_key_.count(key) > 0) return;
-  const uint64_t bytes = index->num_chunks() * 16 + key.size() + 64;
-  while (!lru_.empty() && bytes_ + bytes > capacity_bytes_) {
+  if (auto it = by_key_.find(key); it != by_key_.end()) {
+    // Another call read the same index at the same time: keep one.
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return;
+  }
+  if (bytes > capacity_bytes_) return;
+  while (bytes_ + bytes > capacity_bytes_) {
     bytes_ -= lru_.back().bytes;
-    by_key_.erase(CacheKey(lru_.back().array, lru_.back().key));
+    by_key_.erase(lru_.back().key);
     lru_.pop_back();
   }
-  lru_.push_front(Entry{array, shard_key, std::move(index), bytes});
-  by_key_.emplace(key, lru_.begin());
+  lru_.push_front(Entry{key, std::move(index), bytes});
+  by_key_.emplace(std::move(key), lru_.begin());
   bytes_ += bytes;
 }
 
 void ReadChunks(std::span<ChunkRead> reads, ThreadPool* pool, size_t max_parallelism,
                 ShardIndexCache* index_cache, ChunkReadCounters* counters) {
-  // Group the reads by stored object (the inner chunks of one shard together).
-  std::map<std::pair<const internal::ArrayState*, std::vector<uint64_t>>, size_t> by_object;
-  std::vector<ObjectTask> tasks;
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const internal::ArrayState* a = reads[i].array;
-    std::vector<uint64_t> object = reads[i].coords;
-    if (const ShardingCodec* sharding = a->chain->sharding()) {
-      for (size_t d = 0; d < object.size(); ++d) object[d] /= sharding->chunks_per_shard()[d];
-    }
-    auto [it, inserted] = by_object.try_emplace({a, object}, tasks.size());
-    if (inserted) tasks.push_back(ObjectTask{a, std::move(object), {}});
-    tasks[it->second].reads.push_back(i);
-  }
-  (void)ParallelFor(
-      pool, tasks.size(),
-      [&](size_t t) -> Status {
-        ObjectTask& task = tasks[t];
-        if (task.array->chain->sharding()) {
-          ReadSharded(task, reads, index_cache, counters);
-        } else {
-          ReadUnsharded(task, reads, counters);
-        }
-        return Status::Ok();
-      },
-      max_parallelism);
+  ChunkReadCall(reads, nullptr, index_cache, counters).Run(pool, max_parallelism);
+}
+
+void ReadChunks(std::span<ChunkRead> reads, const PartialChunkOutput& partial, ThreadPool* pool,
+                size_t max_parallelism, ShardIndexCache* index_cache, ChunkReadCounters* counters) {
+  ChunkReadCall(reads, &partial, index_cache, counters).Run(pool, max_parallelism);
 }
 
 }  // namespace zarrstream

@@ -1,32 +1,43 @@
 // Reading whole read chunks (inner chunks of a sharded array), many at once, from any number of
-// arrays: the read and decode stages of the loader (DESIGN.md §2).
+// arrays: the read and decode stages of the loader (DESIGN.md §2), and the engine under
+// Array::Read. This is the one place that fetches stored objects, shard indexes and inner-chunk
+// ranges and decodes them.
 //
 // A caller (the loader's read planner) has already decided which chunks it needs and deduplicated
 // them; ReadChunks fetches their bytes and decodes each into a buffer the caller owns (a chunk
 // cache entry). What it does for one call:
 //   - groups the requested chunks by stored object: an unsharded chunk is one object; the inner
 //     chunks of one shard share the shard's object;
-//   - each object is one pool task that reads and decodes it, so encoded bytes never pile up;
 //   - sharded arrays: the shard index comes from `index_cache` when it holds it, else is read once
-//     per shard and put there; then the byte ranges of the wanted inner chunks are coalesced
-//     (store/range_coalescing) into few reads of the shard;
+//     per shard (every inner chunk of the call wanting that shard waits for the one read) and put
+//     there; then the byte ranges of the wanted inner chunks are coalesced (store/range_coalescing)
+//     into few reads of the shard;
+//   - local stores (Read completes in the calling thread): each object is read and decoded by one
+//     pool task, so encoded bytes never pile up; the inner chunks of a shard then decode as tasks
+//     of their own, ahead of any object not yet started;
+//   - remote stores: every object's request goes out before any decode waits on one (within a
+//     window of kRemoteWindowObjects objects issued and not yet decoded, so memory stays
+//     bounded: shard index reads of a batch of objects first, then their inner-range reads), and
+//     decodes run on the pool as the bytes arrive;
 //   - a chunk not stored (or an empty inner chunk) decodes to the fill value, or is a kNotFound
 //     error when the array was opened with missing_chunks_are_errors.
-// Remote stores get at most the pool's size of objects in flight (each task waits for its own
-// reads); issuing a window of requests ahead of the decodes, as Array::Read does for unsharded
-// remote arrays, is the next step for them.
 // Errors are per chunk (the loader's `skip` policy drops only the samples that need a failed
 // chunk) and carry the same context as Array::Read: the chunk key, the inner chunk index and the
 // array's Describe().
 //
-// Threads: ReadChunks blocks until every chunk is done; it runs the object tasks on `pool` and
-// the calling thread (ParallelFor), at most `max_parallelism` at once (0: the pool's size).
-// Several ReadChunks calls may run at once on one pool and one index cache.
+// Threads: ReadChunks blocks until every chunk is done; it runs decodes on `pool` with at most
+// `max_parallelism` running at once (0: the pool's size), and the calling thread does not decode
+// (so a loader's coordinating threads never add to its thread budget; it only plans, issues remote
+// requests and decodes the few bytes of a remote shard's index). A caller that is itself a worker
+// of `pool` does work through the call's tasks while it waits (TaskGroup), so that it never waits
+// for the worker it occupies. Several ReadChunks calls may run at once on one pool and one index
+// cache; their tasks never wait for other tasks.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -61,15 +72,17 @@ struct ChunkRead {
 
 // What ReadChunks did, added to by each call (atomics: calls may run at once).
 struct ChunkReadCounters {
-  std::atomic<uint64_t> chunks{0};           // chunks decoded (missing ones filled included)
-  std::atomic<uint64_t> missing_chunks{0};   // chunks that were not stored
-  std::atomic<uint64_t> requests{0};         // store reads issued (one Read call each)
-  std::atomic<uint64_t> bytes_read{0};       // encoded bytes read from the store
-  std::atomic<uint64_t> index_reads{0};      // shard index reads (index cache misses)
-  std::atomic<uint64_t> index_hits{0};       // shard indexes found in the cache
+  std::atomic<uint64_t> chunks{0};          // chunks decoded (missing ones filled included)
+  std::atomic<uint64_t> missing_chunks{0};  // chunks that were not stored and were filled
+  std::atomic<uint64_t> requests{0};        // store reads issued (one Read call each)
+  std::atomic<uint64_t> bytes_read{0};      // encoded bytes read from the store
+  std::atomic<uint64_t> index_reads{0};     // shard index reads (index cache misses)
+  std::atomic<uint64_t> index_hits{0};      // shard indexes found in the cache
 };
 
-// Decoded shard indexes, keyed by array and shard key, bounded in bytes (least recently used out).
+// Decoded shard indexes, keyed by array and shard key, bounded in bytes (least recently used out;
+// an entry costs about its index's bytes). The key includes the array's URL as well as its address,
+// so an array freed and another opened at the same address never sees the first one's indexes.
 // Thread-safe.
 class ShardIndexCache {
  public:
@@ -94,5 +107,27 @@ class ShardIndexCache {
 // `missing`. `index_cache` and `counters` may be null.
 void ReadChunks(std::span<ChunkRead> reads, ThreadPool* pool, size_t max_parallelism = 0,
                 ShardIndexCache* index_cache = nullptr, ChunkReadCounters* counters = nullptr);
+
+// Where the chunks of a ReadChunks call go that the caller wants only part of (Array::Read of a
+// region that cuts chunks, or an output that is not C-contiguous where a chunk lands). A ChunkRead
+// with an empty `out` is decoded into a per-thread buffer and handed to `copy`; when it is not
+// stored, `fill` is called instead. Both run on pool threads, concurrently for different chunks.
+struct PartialChunkOutput {
+  // Copies what it wants of chunk reads[i], `decoded` (ReadChunkBytes bytes, C order), which is
+  // reused once it returns.
+  std::function<void(size_t i, std::span<const std::byte> decoded)> copy;
+  // Writes the fill value where chunk reads[i] goes.
+  std::function<void(size_t i)> fill;
+};
+
+// ReadChunks where some chunks have an empty `out` and go to `partial`.
+void ReadChunks(std::span<ChunkRead> reads, const PartialChunkOutput& partial, ThreadPool* pool,
+                size_t max_parallelism = 0, ShardIndexCache* index_cache = nullptr,
+                ChunkReadCounters* counters = nullptr);
+
+// Objects a ReadChunks call keeps issued to remote stores and not yet decoded, and how many it
+// issues at once (shard index reads of a batch go out together, then the batch's inner reads).
+inline constexpr size_t kRemoteWindowObjects = 256;
+inline constexpr size_t kRemoteBatchObjects = 64;
 
 }  // namespace zarrstream

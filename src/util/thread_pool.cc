@@ -6,6 +6,13 @@
 
 namespace zarrstream {
 
+namespace {
+
+// The pool whose worker the current thread is (null on other threads).
+thread_local const ThreadPool* current_pool = nullptr;
+
+}  // namespace
+
 ThreadPool::ThreadPool(size_t num_threads) {
   if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
   workers_.reserve(num_threads);
@@ -29,7 +36,10 @@ void ThreadPool::Submit(std::function<void()> task) {
   cv_.notify_one();
 }
 
+bool ThreadPool::OnWorkerThread() const { return current_pool == this; }
+
 void ThreadPool::WorkerLoop() {
+  current_pool = this;
   for (;;) {
     std::function<void()> task;
     {
@@ -108,6 +118,110 @@ Status ParallelFor(ThreadPool* pool, size_t n, const std::function<Status(size_t
   state->closed = true;
   state->done_cv.wait(lock, [&] { return state->running_helpers == 0; });
   return state->first_error;
+}
+
+// Shared by a TaskGroup and the runner tasks it submits. Runners hold a shared_ptr, so one that
+// finds no work after the group is gone touches only this.
+struct TaskGroup::State {
+  ThreadPool* pool;
+  std::function<void(size_t)> fn;
+  size_t max_runners;
+  std::mutex mutex;
+  // Waiters sleep here. Wake-ups are only what a waiter needs (new work for a helping waiter, the
+  // group going idle, Notify): a decode finishing must not wake a caller that cannot use it.
+  std::condition_variable changed;
+  // Scheduled indices not yet started: a ring buffer over `queue` (each index is scheduled at most
+  // once, so n slots always suffice).
+  std::vector<size_t> queue;
+  size_t head = 0;
+  size_t queued = 0;
+  size_t running = 0;  // tasks started and not finished
+  size_t runners = 0;  // runner tasks submitted to the pool and not yet exited
+  size_t waiting = 0;  // threads in WaitUntil
+  size_t helpers_waiting = 0;
+
+  // Runs the next queued task. Called with `lock` held and a task queued; returns with it held.
+  void RunOne(std::unique_lock<std::mutex>& lock) {
+    const size_t i = queue[head];
+    head = (head + 1) % queue.size();
+    --queued;
+    ++running;
+    lock.unlock();
+    fn(i);
+    lock.lock();
+    --running;
+    if (waiting > 0 && running == 0 && queued == 0) changed.notify_all();
+  }
+};
+
+TaskGroup::TaskGroup(ThreadPool* pool, size_t n, std::function<void(size_t)> fn,
+                     size_t max_parallelism)
+    : state_(std::make_shared<State>()) {
+  state_->pool = pool;
+  state_->fn = std::move(fn);
+  state_->max_runners =
+      max_parallelism > 0 ? max_parallelism : (pool != nullptr ? pool->num_threads() : 1);
+  state_->queue.resize(std::max<size_t>(n, 1));
+}
+
+TaskGroup::~TaskGroup() {
+  WaitUntil([this] { return state_->queued == 0 && state_->running == 0; });
+}
+
+void TaskGroup::Schedule(size_t i) { Add(std::span<const size_t>(&i, 1), false); }
+void TaskGroup::ScheduleFirst(size_t i) { Add(std::span<const size_t>(&i, 1), true); }
+void TaskGroup::Schedule(std::span<const size_t> indices) { Add(indices, false); }
+
+void TaskGroup::Add(std::span<const size_t> indices, bool first) {
+  if (indices.empty()) return;
+  // The tasks may run and the group go away before this returns: keep the state alive.
+  std::shared_ptr<State> state = state_;
+  std::lock_guard<std::mutex> lock(state->mutex);
+  const size_t slots = state->queue.size();
+  for (size_t i : indices) {
+    if (first) {
+      state->head = (state->head + slots - 1) % slots;
+      state->queue[state->head] = i;
+    } else {
+      state->queue[(state->head + state->queued) % slots] = i;
+    }
+    ++state->queued;
+  }
+  // Submitting under the lock: once it is released the tasks may have run, and the group's owner
+  // may already have destroyed the pool.
+  while (state->pool != nullptr && state->runners < state->max_runners &&
+         state->runners < state->queued + state->running) {
+    ++state->runners;
+    state->pool->Submit([state] {
+      std::unique_lock<std::mutex> runner_lock(state->mutex);
+      while (state->queued > 0) state->RunOne(runner_lock);
+      --state->runners;
+    });
+  }
+  if (state->helpers_waiting > 0) state->changed.notify_all();
+}
+
+void TaskGroup::Notify() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->waiting > 0) state_->changed.notify_all();
+}
+
+void TaskGroup::WaitUntil(const std::function<bool()>& done) {
+  State& state = *state_;
+  const bool helps = state.pool == nullptr || state.pool->OnWorkerThread();
+  std::unique_lock<std::mutex> lock(state.mutex);
+  while (!done()) {
+    if (helps && state.queued > 0) {
+      // One task at a time, so `done` is checked between tasks.
+      state.RunOne(lock);
+      continue;
+    }
+    ++state.waiting;
+    state.helpers_waiting += helps;
+    state.changed.wait(lock);
+    --state.waiting;
+    state.helpers_waiting -= helps;
+  }
 }
 
 }  // namespace zarrstream

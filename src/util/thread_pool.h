@@ -1,4 +1,5 @@
-// ThreadPool: a fixed set of worker threads running submitted tasks, and ParallelFor on top of it.
+// ThreadPool: a fixed set of worker threads running submitted tasks, and ParallelFor and TaskGroup
+// on top of it.
 //
 // One pool is created per top-level object that needs parallelism (an opened array's read context,
 // a loader) and passed down explicitly; there are no hidden global pools, so the thread budget is
@@ -10,7 +11,9 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -32,6 +35,9 @@ class ThreadPool {
   // Queues `task` to run on a worker. Thread-safe.
   void Submit(std::function<void()> task);
 
+  // True when the calling thread is one of this pool's workers.
+  bool OnWorkerThread() const;
+
  private:
   void WorkerLoop();
 
@@ -47,5 +53,44 @@ class ThreadPool {
 // an error, indices not yet started are skipped. `pool` may be null (runs serially).
 Status ParallelFor(ThreadPool* pool, size_t n, const std::function<Status(size_t)>& fn,
                    size_t max_parallelism = 0);
+
+// Tasks fn(i), i in [0, n), run on `pool` at most `max_parallelism` at once (0: the pool's size),
+// for callers that must not do the work themselves (a loader's coordinating thread, outside the
+// thread budget) or that learn of work on other threads (an I/O completion schedules the decode of
+// the bytes it delivered). Each index is scheduled at most once, from any thread, by Schedule
+// (after the tasks already waiting) or ScheduleFirst (before them: a running task's follow-up work,
+// so that work started is finished before new work starts, which bounds the memory in use).
+//
+// A thread waiting in WaitUntil runs no tasks, unless it is a worker of `pool` or `pool` is null:
+// then it runs scheduled tasks itself while it waits, so a caller running on the pool never waits
+// for workers it occupies (it may then add one to max_parallelism). Tasks must not wait for other
+// tasks of the pool; waiting for I/O is fine.
+class TaskGroup {
+ public:
+  TaskGroup(ThreadPool* pool, size_t n, std::function<void(size_t)> fn, size_t max_parallelism = 0);
+  // Waits until no scheduled task is waiting or running.
+  ~TaskGroup();
+  TaskGroup(const TaskGroup&) = delete;
+  TaskGroup& operator=(const TaskGroup&) = delete;
+
+  // Thread-safe. The group may be destroyed as soon as the task has run, even while Schedule is
+  // still returning: it touches nothing of the group's owner after queueing the task.
+  void Schedule(size_t i);
+  void ScheduleFirst(size_t i);
+  // Schedules each of `indices` in order (one lock for all of them).
+  void Schedule(std::span<const size_t> indices);
+
+  // Blocks until `done()` holds. It is checked when called, whenever the group has no task queued
+  // or running, and after Notify(); it should read atomics that tasks set before calling Notify.
+  void WaitUntil(const std::function<bool()>& done);
+  // Wakes the threads in WaitUntil to check their condition again.
+  void Notify();
+
+ private:
+  struct State;
+  void Add(std::span<const size_t> indices, bool first);
+
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace zarrstream

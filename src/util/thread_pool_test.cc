@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace zarrstream {
@@ -49,6 +52,89 @@ TEST(ParallelForTest, NullPoolRunsSerially) {
                 return Status::Ok();
               }).ok());
   EXPECT_EQ(sum, 10);
+}
+
+TEST(TaskGroupTest, RunsScheduledTasksOnThePoolWithinItsLimit) {
+  ThreadPool pool(4);
+  std::atomic<int> running{0}, most{0}, done{0}, on_caller{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  TaskGroup group(
+      &pool, 200,
+      [&](size_t) {
+        int now = ++running;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        on_caller += std::this_thread::get_id() == caller;
+        std::this_thread::yield();
+        --running;
+        ++done;
+      },
+      2);
+  for (size_t i = 0; i < 200; ++i) group.Schedule(i);
+  group.WaitUntil([&] { return done.load() == 200; });
+  EXPECT_LE(most.load(), 2);
+  EXPECT_EQ(on_caller.load(), 0) << "the waiting caller is not a worker: it must not run tasks";
+}
+
+TEST(TaskGroupTest, ScheduleFirstRunsAheadOfWaitingTasks) {
+  ThreadPool pool(1);
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool release = false;
+  // Keep the only worker busy until every task is queued, so the order is the queue's.
+  pool.Submit([&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return release; });
+  });
+  std::vector<size_t> order;  // written by the one worker only
+  std::atomic<int> done{0};
+  TaskGroup* self = nullptr;
+  TaskGroup group(&pool, 4, [&](size_t i) {
+    order.push_back(i);
+    if (i == 0) self->ScheduleFirst(3);
+    ++done;
+  });
+  self = &group;
+  for (size_t i = 0; i < 3; ++i) group.Schedule(i);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    release = true;
+  }
+  cv.notify_all();
+  group.WaitUntil([&] { return done.load() == 4; });
+  EXPECT_EQ(order, (std::vector<size_t>{0, 3, 1, 2}));
+}
+
+TEST(TaskGroupTest, TasksMayBeScheduledFromOtherThreads) {
+  ThreadPool pool(2);
+  std::atomic<int> done{0};
+  TaskGroup group(&pool, 64, [&](size_t) { ++done; });
+  std::thread io([&] {
+    for (size_t i = 0; i < 64; ++i) group.Schedule(i);
+  });
+  group.WaitUntil([&] { return done.load() == 64; });
+  io.join();
+}
+
+TEST(TaskGroupTest, WorkersWaitingOnTheirOwnGroupsRunTheirTasks) {
+  ThreadPool pool(2);
+  std::atomic<int> total{0}, finished{0};
+  // Every worker waits on a group of its own: nobody else is left to run the tasks.
+  for (int k = 0; k < 2; ++k) {
+    pool.Submit([&] {
+      std::atomic<int> done{0};
+      TaskGroup group(&pool, 16, [&](size_t) {
+        ++total;
+        ++done;
+      });
+      for (size_t i = 0; i < 16; ++i) group.Schedule(i);
+      group.WaitUntil([&] { return done.load() == 16; });
+      ++finished;
+    });
+  }
+  while (finished.load() < 2) std::this_thread::yield();
+  EXPECT_EQ(total.load(), 32);
 }
 
 TEST(StatusTest, ContextIsPrepended) {
