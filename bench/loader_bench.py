@@ -72,12 +72,13 @@ DEFAULT_VARIABLES = [
     "geopotential",
     "specific_humidity",
 ]
-LOADERS = ("xbatcher", "tensorstore", "zarrstream")
+LOADERS = ("xbatcher", "tensorstore", "zarrstream", "zarrstream-block")
 # What each loader's child imports before the clock starts (reported as import time).
 LOADER_IMPORTS = {
     "xbatcher": ("torch", "dask", "xarray", "xbatcher"),
     "tensorstore": ("torch", "tensorstore"),
     "zarrstream": ("torch", "zarrstream"),
+    "zarrstream-block": ("torch", "zarrstream"),
 }
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -321,7 +322,14 @@ def tensorstore_batches(w: Workload) -> Iterator[Batch]:
 # Loader 3: zarrstream.Loader (its planned API, DESIGN.md §5).
 
 
-def zarrstream_batches(w: Workload) -> Iterator[Batch]:
+# loader.stats() of the zarrstream loader run in this process, once its batches are exhausted.
+ZARRSTREAM_STATS: dict = {}
+
+
+def zarrstream_batches(w: Workload, shuffle: str = "exact") -> Iterator[Batch]:
+    """`shuffle="exact"` is the same randomness as the other loaders; "block" (zarrstream-block) is
+    the chunk-aware block shuffle, which reads each time step's chunks once for the input and the
+    target of neighbouring samples."""
     import zarrstream
 
     loader = zarrstream.Loader(
@@ -330,7 +338,7 @@ def zarrstream_batches(w: Workload) -> Iterator[Batch]:
         sample={"time": 1},
         target_offset={"time": 1},
         batch_size=w.batch_size,
-        shuffle="exact",
+        shuffle=shuffle,
         seed=w.seed,
         prefetch=w.prefetch,
         num_threads=0,
@@ -344,18 +352,20 @@ def zarrstream_batches(w: Workload) -> Iterator[Batch]:
             yield Batch(epoch, batch["input"], batch["target"], origins)
             if i + 1 == w.batches_in_epoch(epoch):
                 break
+    ZARRSTREAM_STATS.update(loader.stats())
 
 
 LOADER_BATCHES = {
     "xbatcher": xbatcher_batches,
     "tensorstore": tensorstore_batches,
     "zarrstream": zarrstream_batches,
+    "zarrstream-block": functools.partial(zarrstream_batches, shuffle="block"),
 }
 
 
 def loader_unavailable(name: str) -> str | None:
     """Why `name` cannot run here, or None."""
-    if name == "zarrstream":
+    if name.startswith("zarrstream"):
         try:
             import zarrstream
         except ImportError as e:
@@ -377,7 +387,8 @@ def loader_config(w: Workload, name: str) -> dict:
     if name == "tensorstore":
         return {"prefetch_batches": w.prefetch, "cache_pool_bytes": w.ts_cache_bytes,
                 "data_copy_concurrency": w.cores, "file_io_concurrency": max(16, 4 * w.cores)}
-    return {"prefetch": w.prefetch, "num_threads": 0, "shuffle": "exact"}
+    return {"prefetch": w.prefetch, "num_threads": 0,
+            "shuffle": "block" if name == "zarrstream-block" else "exact"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,6 +567,7 @@ def run_one(name: str, w: Workload, out_dir: Path) -> dict:
         "wait_max_ms": float(wait_ms.max()),
         "cpu_cores_busy": cpu_s / elapsed,
         "rss_after_import_bytes": rss_after_import,
+        **({"loader_stats": dict(ZARRSTREAM_STATS)} if ZARRSTREAM_STATS else {}),
     }
 
 

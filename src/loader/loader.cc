@@ -10,9 +10,10 @@
 // chunks, which never sit in memory together. Batches are delivered in order; a failed batch is
 // delivered as its error in its place.
 //
-// Memory bound (what the loader holds, beyond the consumer's batches): the chunk cache and its
-// recycled buffers (≤ 2 × cache_bytes), plus per batch in flight one wave (≤ kWaveBytes or two
-// chunks per worker) and its batch buffers (prefetch + 1 batches, recycled through a pool).
+// Memory bound (what the loader holds, beyond the consumer's batches): the chunk cache
+// (cache_bytes), per batch in flight one wave (≤ kWaveBytes or two chunks per worker), idle decode
+// buffers kept for reuse (at most as much again as those two) and the batch buffers (prefetch + 2
+// batches, recycled through a pool).
 #include "zarrstream/loader.h"
 
 #include <algorithm>
@@ -158,6 +159,19 @@ struct LoaderCounters {
 
 class Pipeline;
 
+// Coordinating threads: one per batch in flight, at most 4 (more add memory, not speed).
+size_t NumCoordinators(const LoaderOptions& options) {
+  return std::min<size_t>(std::max<size_t>(options.prefetch, 1), 4);
+}
+
+// Decoded-chunk buffers kept idle for reuse: as many bytes as the cache and the waves in flight
+// hold at most, so that a steady state of misses reuses every buffer instead of faulting in fresh
+// pages (which cost as much as a fifth of the loader's CPU time).
+uint64_t IdleChunkBytes(const LoaderOptions& options) {
+  const uint64_t cache = options.cache_bytes ? options.cache_bytes : kDefaultCacheBytes;
+  return cache + NumCoordinators(options) * kWaveBytes;
+}
+
 struct LoaderState {
   LoaderOptions options;
   Dataset dataset;
@@ -190,7 +204,8 @@ struct LoaderState {
         dataset(std::move(d)),
         geometry(std::move(g)),
         plan(std::move(p)),
-        cache(options.cache_bytes ? options.cache_bytes : kDefaultCacheBytes) {}
+        cache(options.cache_bytes ? options.cache_bytes : kDefaultCacheBytes,
+              IdleChunkBytes(options)) {}
   ~LoaderState();
 
   void StopPipeline();
@@ -204,8 +219,8 @@ class Pipeline {
  public:
   Pipeline(LoaderState& state, uint64_t epoch, uint64_t first, uint64_t end)
       : state_(state), epoch_(epoch), next_claim_(first), next_deliver_(first), end_(end) {
-    const size_t prefetch = std::max<size_t>(state.options.prefetch, 1);
-    const size_t drivers = std::min<size_t>({prefetch, 4, static_cast<size_t>(end - first)});
+    const size_t drivers =
+        std::min<size_t>(NumCoordinators(state.options), static_cast<size_t>(end - first));
     for (size_t i = 0; i < drivers; ++i) drivers_.emplace_back([this] { Drive(); });
   }
   ~Pipeline() {
@@ -432,8 +447,7 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
       const PlannedChunk& chunk = reads.chunks[misses[end]];
       const internal::ArrayState* array = g.arrays[chunk.array];
       const uint64_t bytes = ReadChunkBytes(*array);
-      std::shared_ptr<ChunkCache::Entry> entry = cache.Allocate();
-      entry->bytes.Resize(bytes);
+      std::shared_ptr<ChunkCache::Entry> entry = cache.Allocate(bytes);
       ChunkRead read;
       read.array = array;
       read.coords = chunk.coords;
@@ -451,7 +465,6 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
       const size_t k = misses[begin + i];
       if (!wave[i].status.ok()) {
         fail(k, std::move(wave[i].status));
-        cache.Release(std::move(entries[i]));
         continue;
       }
       entries[i]->missing = wave[i].missing;
