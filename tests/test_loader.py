@@ -476,3 +476,27 @@ def test_synth_layouts_match_zarr_python(tmp_path, layout):
             want_t += [group["temperature"][t + 1, levels.index(lv)] for lv in (500, 850)]
             want_t += [group["geopotential"][t + 1, i] for i in range(len(levels))]
             np.testing.assert_array_equal(batch["target"][s].numpy(), np.stack(want_t).astype("float32"))
+
+
+def test_block_shuffle_decodes_each_step_about_once(tmp_path):
+    """One time step per chunk and a target one step ahead: an exact shuffle decodes most steps
+    twice (as an input, later as a target), the default block shuffle about once, reading every
+    sample once per epoch all the same."""
+    store = tmp_path / "small.zarr"
+    r = run_cli("synth", store, "--preset", "era5-small", "--steps", "96")
+    assert r.returncode == 0, r.stderr
+    variables = ["2m_temperature", "temperature", "geopotential"]  # 27 channels, 221 KB a step
+
+    def decoded_per_used(shuffle: str) -> float:
+        # A cache of 6 MB holds 27 of the 96 steps.
+        loader = zarrstream.Loader(store, variables, target_offset={"time": 1}, batch_size=4,
+                                   shuffle=shuffle, seed=3, cache_bytes=6 << 20)
+        origins = [t for batch in loader for t in batch["origin"][:, 0].tolist()]
+        assert sorted(origins) == list(range(95))
+        stats = loader.stats()
+        # Used bytes count each step twice (input and target): 2 means each decode served one use.
+        return 2 * stats["bytes_decoded"] / stats["bytes_used"]
+
+    exact, block = decoded_per_used("exact"), decoded_per_used("block")
+    assert exact > 1.45
+    assert block < 1.3

@@ -83,10 +83,12 @@ struct LoaderOptions {
 
   // Epoch order: "none", "exact" (global permutation) or "block" (chunk-aware block shuffle;
   // `block_chunks` chunks per block along each sampled dimension, `block_window` blocks
-  // interleaved). Deterministic for (seed, epoch), identical on every rank.
+  // interleaved). Deterministic for (seed, epoch), identical on every rank. block_chunks 0: the
+  // largest block (up to 8 chunks) whose `block_window` blocks in play fit in three quarters of
+  // the chunk cache, so each chunk is decoded about once per epoch.
   std::string shuffle = "exact";
   uint64_t seed = 0;
-  uint64_t block_chunks = 1;
+  uint64_t block_chunks = 0;
   uint64_t block_window = 4;
 
   uint64_t batch_size = 1;

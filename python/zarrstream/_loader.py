@@ -98,7 +98,7 @@ class Loader:
         prefetch: int = 2,
         num_threads: int = 0,
         cache_bytes: int = 0,
-        block_chunks: int = 1,
+        block_chunks: int = 0,
         block_window: int = 4,
         missing_chunks_are_errors: bool = False,
     ) -> None:

@@ -32,6 +32,29 @@ struct ChunkCache::IdleBuffers {
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<Entry>>> by_size;
 };
 
+class ChunkCache::Decode {
+ public:
+  void Finish(std::shared_ptr<const Entry> entry) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      entry_ = std::move(entry);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+  }
+  std::shared_ptr<const Entry> Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return done_; });
+    return entry_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::shared_ptr<const Entry> entry_;  // null: abandoned
+};
+
 ChunkCache::ChunkCache(uint64_t capacity_bytes, uint64_t idle_capacity_bytes)
     : capacity_bytes_(capacity_bytes), idle_(std::make_shared<IdleBuffers>(idle_capacity_bytes)) {}
 
@@ -41,6 +64,39 @@ std::shared_ptr<const ChunkCache::Entry> ChunkCache::Find(size_t array, uint64_t
   if (it == by_key_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
+}
+
+ChunkCache::Lookup ChunkCache::FindOrClaim(size_t array, uint64_t linear) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Key key{array, linear};
+  Lookup lookup;
+  if (auto it = by_key_.find(key); it != by_key_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    lookup.entry = it->second->second;
+    return lookup;
+  }
+  auto [it, claimed] = decoding_.try_emplace(key);
+  if (claimed) it->second = std::make_shared<Decode>();
+  lookup.decode = it->second;
+  lookup.claimed = claimed;
+  return lookup;
+}
+
+void ChunkCache::Abandon(size_t array, uint64_t linear) {
+  std::shared_ptr<Decode> decode;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = decoding_.find(Key{array, linear});
+    if (it == decoding_.end()) return;
+    decode = std::move(it->second);
+    decoding_.erase(it);
+  }
+  decode->Finish(nullptr);
+}
+
+std::shared_ptr<const ChunkCache::Entry> ChunkCache::WaitFor(
+    const std::shared_ptr<Decode>& decode) {
+  return decode->Wait();
 }
 
 std::shared_ptr<ChunkCache::Entry> ChunkCache::Allocate(uint64_t size) {
@@ -55,10 +111,23 @@ std::shared_ptr<ChunkCache::Entry> ChunkCache::Allocate(uint64_t size) {
 }
 
 void ChunkCache::Insert(size_t array, uint64_t linear, std::shared_ptr<Entry> entry) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t size = entry->bytes.size();
-  if (size > capacity_bytes_) return;  // the caller's reference is the only one
   const Key key{array, linear};
+  std::shared_ptr<Decode> decode;
+  {
+    // Findable before the claim goes, so that no batch claims the chunk again in between.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = decoding_.find(key); it != decoding_.end()) {
+      decode = std::move(it->second);
+      decoding_.erase(it);
+    }
+    InsertLocked(key, entry);
+  }
+  if (decode) decode->Finish(std::move(entry));
+}
+
+void ChunkCache::InsertLocked(const Key& key, const std::shared_ptr<Entry>& entry) {
+  const uint64_t size = entry->bytes.size();
+  if (size > capacity_bytes_) return;
   if (auto it = by_key_.find(key); it != by_key_.end()) {
     bytes_ -= it->second->second->bytes.size();
     lru_.erase(it->second);
@@ -70,7 +139,7 @@ void ChunkCache::Insert(size_t array, uint64_t linear, std::shared_ptr<Entry> en
     by_key_.erase(old_key);
     lru_.pop_back();
   }
-  lru_.emplace_front(key, std::move(entry));
+  lru_.emplace_front(key, entry);
   by_key_.emplace(key, lru_.begin());
   bytes_ += size;
 }

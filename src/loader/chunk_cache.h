@@ -8,12 +8,19 @@
 //
 // Entries are shared: a batch being assembled holds the entries it uses, so an entry evicted
 // meanwhile stays alive until the batch lets go (memory can exceed the bound by what batches in
-// flight hold: at most a wave of chunks each, see loader.cc). Two batches in flight that miss the
-// same chunk both decode it; the second insert replaces the first.
+// flight hold: at most a wave of chunks each, see loader.cc).
+//
+// Chunks being decoded are shared too: the first batch to miss a chunk claims it (FindOrClaim) and
+// decodes it; a batch in flight beside it that needs the same chunk waits for that decode
+// (WaitFor) instead of decoding it again, which with a block shuffle and several batches in flight
+// would otherwise decode most chunks once per batch in flight. A claimant resolves each claim
+// (Insert, or Abandon when the decode failed) before it waits for anyone else's, so waits never
+// form a cycle.
 //
 // Thread-safe. Entries may outlive the cache.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -35,13 +42,32 @@ class ChunkCache {
 
   ChunkCache(uint64_t capacity_bytes, uint64_t idle_capacity_bytes);
 
+  // A chunk being decoded for some batch (see the overview).
+  class Decode;
+
+  // What FindOrClaim found.
+  struct Lookup {
+    std::shared_ptr<const Entry> entry;  // cached (a hit becomes the most recent)
+    // Otherwise: being decoded by another batch (wait with WaitFor), or, when `claimed`, by the
+    // caller, who must Insert or Abandon it.
+    std::shared_ptr<Decode> decode;
+    bool claimed = false;
+  };
+
   // The entry for chunk `linear` of array `array`, or null; a hit becomes the most recent.
   std::shared_ptr<const Entry> Find(size_t array, uint64_t linear);
+  // Find, and on a miss either the decode in flight or a new claim on the chunk.
+  Lookup FindOrClaim(size_t array, uint64_t linear);
+  // Gives up the caller's claim on a chunk whose decode failed: its waiters get null.
+  void Abandon(size_t array, uint64_t linear);
+  // Blocks until `decode` is inserted (its entry) or abandoned (null).
+  static std::shared_ptr<const Entry> WaitFor(const std::shared_ptr<Decode>& decode);
   // An entry of `size` bytes to decode into, reusing an idle buffer of that size when there is
   // one. Dropping the last reference recycles it (a failed decode just drops it).
   std::shared_ptr<Entry> Allocate(uint64_t size);
-  // Makes `entry` (decoded) findable, evicting the least recently used entries beyond capacity.
-  // An entry larger than the whole capacity is not kept.
+  // Makes `entry` (decoded) findable, evicting the least recently used entries beyond capacity,
+  // and hands it to the batches waiting for the chunk. An entry larger than the whole capacity is
+  // not kept.
   void Insert(size_t array, uint64_t linear, std::shared_ptr<Entry> entry);
 
   uint64_t bytes() const;       // held by cached entries
@@ -59,6 +85,8 @@ class ChunkCache {
     }
   };
   using Lru = std::list<std::pair<Key, std::shared_ptr<Entry>>>;
+  // Insert's LRU part. Caller holds mutex_.
+  void InsertLocked(const Key& key, const std::shared_ptr<Entry>& entry);
   // Buffers of released entries, by size; shared with the entries' deleters.
   struct IdleBuffers;
 
@@ -67,6 +95,7 @@ class ChunkCache {
   uint64_t bytes_ = 0;
   Lru lru_;  // most recent first
   std::unordered_map<Key, Lru::iterator, KeyHash> by_key_;
+  std::unordered_map<Key, std::shared_ptr<Decode>, KeyHash> decoding_;
   std::shared_ptr<IdleBuffers> idle_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 namespace zarrstream {
 namespace {
 
@@ -63,6 +65,35 @@ TEST(ChunkCacheTest, EntriesOutliveTheCache) {
   }
   entry->bytes.data()[0] = std::byte{1};
   entry.reset();
+}
+
+// A second batch missing a chunk that a first one is decoding waits for that decode and gets its
+// entry; when the decode fails it gets null and the chunk can be claimed again.
+TEST(ChunkCacheTest, BatchesInFlightShareOneDecodePerChunk) {
+  ChunkCache cache(1000, 1000);
+  ChunkCache::Lookup first = cache.FindOrClaim(0, 7);
+  ASSERT_TRUE(first.claimed);
+  ASSERT_EQ(first.entry, nullptr);
+  ChunkCache::Lookup second = cache.FindOrClaim(0, 7);
+  EXPECT_FALSE(second.claimed);
+  EXPECT_EQ(second.decode, first.decode);
+
+  std::shared_ptr<const ChunkCache::Entry> waited;
+  std::thread waiter([&] { waited = ChunkCache::WaitFor(second.decode); });
+  std::shared_ptr<ChunkCache::Entry> decoded = cache.Allocate(10);
+  decoded->bytes.data()[0] = std::byte{42};
+  const ChunkCache::Entry* address = decoded.get();
+  cache.Insert(0, 7, std::move(decoded));
+  waiter.join();
+  EXPECT_EQ(waited.get(), address);
+  EXPECT_EQ(cache.FindOrClaim(0, 7).entry.get(), address);  // now a plain hit
+
+  ChunkCache::Lookup failing = cache.FindOrClaim(0, 8);
+  ASSERT_TRUE(failing.claimed);
+  ChunkCache::Lookup waiting = cache.FindOrClaim(0, 8);
+  cache.Abandon(0, 8);
+  EXPECT_EQ(ChunkCache::WaitFor(waiting.decode), nullptr);
+  EXPECT_TRUE(cache.FindOrClaim(0, 8).claimed);
 }
 
 }  // namespace

@@ -24,7 +24,9 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "array/chunk_reader.h"
 #include "loader/batch_assembly.h"
@@ -422,59 +424,85 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
     if (first_error.ok()) first_error = std::move(status);
   };
 
-  // Cache hits first, then the misses in waves.
+  // Reads and decodes chunks `keys` in waves and assembles them; `claimed`: this batch claimed
+  // them in the cache, and publishes (or abandons) each.
+  auto read_in_waves = [&](const std::vector<size_t>& keys, bool claimed) {
+    const uint64_t min_wave_chunks = 2 * pool->num_threads();
+    for (size_t begin = 0; begin < keys.size();) {
+      std::vector<ChunkRead> wave;
+      std::vector<std::shared_ptr<ChunkCache::Entry>> entries;
+      uint64_t wave_bytes = 0;
+      size_t end = begin;
+      while (end < keys.size() && (wave.size() < min_wave_chunks || wave_bytes < kWaveBytes)) {
+        const PlannedChunk& chunk = reads.chunks[keys[end]];
+        const internal::ArrayState* array = g.arrays[chunk.array];
+        const uint64_t bytes = ReadChunkBytes(*array);
+        std::shared_ptr<ChunkCache::Entry> entry = cache.Allocate(bytes);
+        ChunkRead read;
+        read.array = array;
+        read.coords = chunk.coords;
+        read.out = entry->bytes.span();
+        wave.push_back(std::move(read));
+        entries.push_back(std::move(entry));
+        wave_bytes += bytes;
+        ++end;
+      }
+      const Clock::time_point start = Clock::now();
+      ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
+      counters.read_decode_ns += Nanoseconds(Clock::now() - start);
+      std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> decoded;
+      for (size_t i = 0; i < wave.size(); ++i) {
+        const size_t k = keys[begin + i];
+        if (!wave[i].status.ok()) {
+          if (claimed) cache.Abandon(reads.chunks[k].array, reads.chunks[k].linear);
+          fail(k, std::move(wave[i].status));
+          continue;
+        }
+        entries[i]->missing = wave[i].missing;
+        counters.bytes_decoded += entries[i]->bytes.size();
+        decoded.emplace_back(k, entries[i]);
+        if (claimed) {
+          cache.Insert(reads.chunks[k].array, reads.chunks[k].linear, std::move(entries[i]));
+        }
+      }
+      assemble_all(decoded);
+      begin = end;
+    }
+  };
+
+  // Cache hits first, then the misses this batch claimed, in waves, then the chunks other batches
+  // in flight were decoding (a chunk whose decode failed there is decoded here, unclaimed, so that
+  // its error is this batch's too).
   std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> hits;
   std::vector<size_t> misses;
+  std::vector<std::pair<size_t, std::shared_ptr<ChunkCache::Decode>>> elsewhere;
   for (size_t k = 0; k < reads.chunks.size(); ++k) {
-    auto entry = cache.Find(reads.chunks[k].array, reads.chunks[k].linear);
-    if (entry) {
-      hits.emplace_back(k, std::move(entry));
-    } else {
+    ChunkCache::Lookup found = cache.FindOrClaim(reads.chunks[k].array, reads.chunks[k].linear);
+    if (found.entry) {
+      hits.emplace_back(k, std::move(found.entry));
+    } else if (found.claimed) {
       misses.push_back(k);
+    } else {
+      elsewhere.emplace_back(k, std::move(found.decode));
     }
   }
   counters.cache_hits += hits.size();
   assemble_all(hits);
   hits.clear();
-
-  const uint64_t min_wave_chunks = 2 * pool->num_threads();
-  for (size_t begin = 0; begin < misses.size();) {
-    std::vector<ChunkRead> wave;
-    std::vector<std::shared_ptr<ChunkCache::Entry>> entries;
-    uint64_t wave_bytes = 0;
-    size_t end = begin;
-    while (end < misses.size() && (wave.size() < min_wave_chunks || wave_bytes < kWaveBytes)) {
-      const PlannedChunk& chunk = reads.chunks[misses[end]];
-      const internal::ArrayState* array = g.arrays[chunk.array];
-      const uint64_t bytes = ReadChunkBytes(*array);
-      std::shared_ptr<ChunkCache::Entry> entry = cache.Allocate(bytes);
-      ChunkRead read;
-      read.array = array;
-      read.coords = chunk.coords;
-      read.out = entry->bytes.span();
-      wave.push_back(std::move(read));
-      entries.push_back(std::move(entry));
-      wave_bytes += bytes;
-      ++end;
+  read_in_waves(misses, /*claimed=*/true);
+  std::vector<size_t> failed_elsewhere;
+  for (auto& [k, decode] : elsewhere) {
+    std::shared_ptr<const ChunkCache::Entry> entry = ChunkCache::WaitFor(decode);
+    if (entry) {
+      hits.emplace_back(k, std::move(entry));
+    } else {
+      failed_elsewhere.push_back(k);
     }
-    const Clock::time_point start = Clock::now();
-    ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
-    counters.read_decode_ns += Nanoseconds(Clock::now() - start);
-    std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> decoded;
-    for (size_t i = 0; i < wave.size(); ++i) {
-      const size_t k = misses[begin + i];
-      if (!wave[i].status.ok()) {
-        fail(k, std::move(wave[i].status));
-        continue;
-      }
-      entries[i]->missing = wave[i].missing;
-      counters.bytes_decoded += entries[i]->bytes.size();
-      decoded.emplace_back(k, entries[i]);
-      cache.Insert(reads.chunks[k].array, reads.chunks[k].linear, std::move(entries[i]));
-    }
-    assemble_all(decoded);
-    begin = end;
   }
+  counters.cache_hits += hits.size();
+  assemble_all(hits);
+  hits.clear();
+  read_in_waves(failed_elsewhere, /*claimed=*/false);
 
   if (!first_error.ok()) {
     if (!options.skip_bad_samples) {
@@ -494,6 +522,47 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
 
 using internal::LoaderState;
 
+namespace {
+
+// block_chunks for shuffle "block" when the options leave it to the loader (0): the largest block,
+// up to 8 chunks per sampled dimension, whose `block_window` blocks in play fit in three quarters
+// of the chunk cache, so that a chunk decoded for one sample of a block is still cached when the
+// block's other samples (overlapping windows, the target of the previous step) need it. A block of
+// S chunks along a dimension of chunk extent c spans S·c + footprint - 1 indices, where footprint
+// is the window plus the target reach; one sample's decoded bytes cover `footprint` of them.
+uint64_t AutoBlockChunks(const LoaderGeometry& g, const std::vector<SampledDim>& dims,
+                         const LoaderOptions& options) {
+  // One sample's distinct fields: (channel source, step) pairs of its inputs and targets.
+  std::set<std::tuple<const internal::ArrayState*, uint64_t, uint64_t>> fields;
+  uint64_t sample_bytes = 0;
+  for (const std::vector<Slab>* slabs : {&g.input_slabs, &g.target_slabs}) {
+    for (const Slab& slab : *slabs) {
+      const Channel& channel = g.channels[slab.channel];
+      const internal::ArrayState* array = g.arrays[g.channel_array[slab.channel]];
+      if (fields.emplace(array, channel.level_index, slab.step).second) {
+        sample_bytes += g.slab_elements * DataTypeSize(array->metadata.data_type);
+      }
+    }
+  }
+  const uint64_t cache = options.cache_bytes ? options.cache_bytes : kDefaultCacheBytes;
+  const double budget = 0.75 * static_cast<double>(cache);
+  const uint64_t window = std::max<uint64_t>(options.block_window, 1);
+  uint64_t chosen = 1;
+  for (uint64_t chunks = 2; chunks <= 8; ++chunks) {
+    double block_bytes = static_cast<double>(sample_bytes);
+    for (const SampledDim& dim : dims) {
+      const uint64_t footprint = dim.window + dim.reach;
+      block_bytes *=
+          static_cast<double>(chunks * dim.chunk + footprint - 1) / static_cast<double>(footprint);
+    }
+    if (static_cast<double>(window) * block_bytes > budget) break;
+    chosen = chunks;
+  }
+  return chosen;
+}
+
+}  // namespace
+
 Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) {
   ZS_RETURN_IF_ERROR(ParseBatchDType(BatchDTypeName(options.dtype)).status());
   OpenOptions open_options;
@@ -508,9 +577,12 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   plan_options.world_size = options.world_size;
   plan_options.rank = options.rank;
   plan_options.drop_last = options.drop_last;
-  plan_options.block_chunks = options.block_chunks;
+  const std::vector<SampledDim> plan_dims = geometry.PlanDims();
+  plan_options.block_chunks = options.block_chunks != 0
+                                  ? options.block_chunks
+                                  : AutoBlockChunks(geometry, plan_dims, options);
   plan_options.block_window = options.block_window;
-  auto plan = SamplePlan::Create(geometry.PlanDims(), plan_options);
+  auto plan = SamplePlan::Create(plan_dims, plan_options);
   if (!plan.ok())
     return std::move(plan).status().WithContext("planning samples of " + dataset.url());
 
