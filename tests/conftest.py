@@ -9,6 +9,7 @@ than 0/1).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,11 @@ def pytest_configure(config):
         config.addinivalue_line("filterwarnings", line)
 
 
-# The `zarrstream` command of the environment running the tests.
+# The `zarrstream` command of the environment running the tests: beside its Python (a venv), else
+# on PATH (a package installed with --target, as scripts/offline-build.sh does).
 CLI = Path(sys.executable).parent / "zarrstream"
+if not CLI.exists() and shutil.which("zarrstream"):
+    CLI = Path(shutil.which("zarrstream"))
 
 
 def run_cli(*args, timeout=300) -> subprocess.CompletedProcess:

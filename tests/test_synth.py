@@ -9,7 +9,6 @@ and regenerated to check that a seed fixes every byte and another seed changes t
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +18,8 @@ import zarr
 
 import zarrstream
 
-from conftest import assert_bit_equal, chunk_files, native
+from conftest import CLI, assert_bit_equal, chunk_files, native
 
-CLI = Path(sys.executable).parent / "zarrstream"
 LAYOUTS = ["v3-zstd", "v3-sharded", "wb2"]
 STEPS = 8
 SEED = 3

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Gathers what a GPU machine with no network needs to build and test zarrstream, into .deps/
+# (ignored by git; docs/gpu-machines.md). Run it on a Debian bookworm machine with apt and PyPI:
+#
+#   scripts/offline-kit.sh [PYTHON_VERSION]      # the offline machine's Python, default 3.12
+#
+# .deps/debs/   the Debian packages of the C and C++ libraries (headers, pkg-config files, and
+#               the runtimes an Ubuntu or Debian image may lack); scripts/offline-build.sh unpacks
+#               them into .deps/root and links them against the machine's own runtimes where it
+#               has them.
+# .deps/wheels/ PyPI wheels for that Python of the packages the tests and benchmarks import that
+#               CUDA/PyTorch images usually lack (zarr-python and its codecs, xbatcher and Dask,
+#               nvCOMP). Versions follow requirements-dev.txt where it pins them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python_version="${1:-3.12}"
+debs=.deps/debs
+wheels=.deps/wheels
+rm -rf "$debs" "$wheels"
+mkdir -p "$debs" "$wheels"
+
+# Header packages and the runtimes that go with them. libcurl and OpenSSL are headers only: their
+# runtimes pull in much of a distribution, and every CUDA image has its own libcurl.so.4 and
+# libssl.so.3, which offline-build.sh links instead.
+packages=(
+  libblosc-dev libblosc1 libsnappy1v5
+  libdeflate-dev libdeflate0
+  libzstd-dev liblz4-dev zlib1g-dev libbz2-dev
+  libcurl4-openssl-dev libssl-dev
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+)
+(cd "$debs" && apt-get download "${packages[@]}" 2>&1 | grep -v "^W: Download is performed unsandboxed" || true)
+for p in "${packages[@]}"; do
+  ls "$debs/${p}"_*.deb >/dev/null 2>&1 || { echo "offline-kit: apt did not download $p" >&2; exit 1; }
+done
+
+pinned() {  # the version requirements-dev.txt pins for $1, else $2
+  local v
+  v=$(sed -n "s/^$1==\\([^ ]*\\).*/\\1/p" requirements-dev.txt)
+  echo "${v:-$2}"
+}
+requirements=(
+  "zarr==$(pinned zarr)" "numcodecs==$(pinned numcodecs)" "crc32c==$(pinned crc32c)"
+  "cftime==$(pinned cftime)" "xbatcher==$(pinned xbatcher)"
+  # What those need beyond a PyTorch image's packages.
+  donfig==0.8.1.post1 google-crc32c==1.9.0 dask==2026.8.0 partd==1.4.2 locket==1.0.0
+  # The GPU codecs (nvCOMP's batched API, loaded at run time).
+  nvidia-libnvcomp-cu13==6.0.0.12
+)
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+  --platform manylinux_2_24_x86_64 --platform manylinux_2_31_x86_64 --platform manylinux_2_34_x86_64 \
+  --platform any -d "$wheels" "${requirements[@]}"
+
+du -sh .deps
+echo "offline-kit: .deps/ is ready; on the offline machine run scripts/offline-build.sh"
