@@ -115,7 +115,7 @@ struct LoaderOptions {
   // Worker threads reading, decoding and assembling (0: the machine's hardware threads).
   size_t num_threads = 0;
   // Decoded chunks kept for reuse by later samples (overlapping windows, block shuffle, chunks
-  // shared by input and target); 0 picks 256 MiB.
+  // shared by input and target); 0 picks 1/64 of the machine's memory, from 256 MiB to 1 GiB.
   uint64_t cache_bytes = 0;
   // Chunks not stored are errors rather than fill values.
   bool missing_chunks_are_errors = false;
