@@ -22,6 +22,8 @@ const char* ExceptionClassName(ErrorCode code) {
       return "StorageError";
     case ErrorCode::kConfig:
       return "ConfigError";
+    case ErrorCode::kCuda:
+      return "CudaError";
     case ErrorCode::kOk:
     case ErrorCode::kInternal:
       break;

@@ -115,6 +115,16 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("rank", &LoaderOptions::rank)
       .def_rw("drop_last", &LoaderOptions::drop_last)
       .def_prop_rw(
+          "pin_memory",
+          [](const LoaderOptions& o) -> std::optional<bool> {
+            if (o.pin_memory == PinMemory::kAuto) return std::nullopt;
+            return o.pin_memory == PinMemory::kOn;
+          },
+          [](LoaderOptions& o, std::optional<bool> pin) {
+            o.pin_memory = !pin ? PinMemory::kAuto : *pin ? PinMemory::kOn : PinMemory::kOff;
+          },
+          nb::arg("pin").none())
+      .def_prop_rw(
           "dtype", [](const LoaderOptions& o) { return std::string(BatchDTypeName(o.dtype)); },
           [](LoaderOptions& o, const std::string& name) {
             o.dtype = ValueOrThrow(ParseBatchDType(name));
@@ -164,6 +174,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_prop_ro("target_channels", &Loader::target_channels)
       .def_prop_ro("sample_dims", &Loader::sample_dims)
       .def_prop_ro("spatial_dims", &Loader::spatial_dims)
+      .def_prop_ro("pinned", &Loader::pinned)
       .def_prop_ro("input_shape", &Loader::input_shape)
       .def_prop_ro("target_shape", &Loader::target_shape)
       .def("stats", [](const Loader& l) { return StatsDict(l.stats()); });

@@ -265,3 +265,30 @@ def chunk_key(root: Path, file: Path) -> str:
 def store(tmp_path) -> Path:
     """A fresh store path (not yet created)."""
     return tmp_path / "store.zarr"
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU tests: marked `gpu`, skipped without a CUDA device with the reason in the summary.
+
+
+def _cuda_device() -> str | None:
+    """The first CUDA device's name, or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if gpu_items and _cuda_device() is None:
+        skip = pytest.mark.skip(reason="GPU test: no CUDA device here (torch.cuda.is_available() is False)")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "gpu" in r.keywords]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} GPU tests SKIPPED: no CUDA device here", yellow=True)

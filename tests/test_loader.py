@@ -500,3 +500,36 @@ def test_block_shuffle_decodes_each_step_about_once(tmp_path):
     exact, block = decoded_per_used("exact"), decoded_per_used("block")
     assert exact > 1.45
     assert block < 1.3
+
+
+@pytest.mark.gpu
+def test_cuda_batches_come_from_pinned_buffers_and_equal_cpu_batches(era5):
+    """device="cuda": page-locked host batches copied asynchronously; the values are the CPU
+    loader's, batch after batch (a host buffer reused before its copy finished would show)."""
+    path, _ = era5
+    specs = ["2m_temperature", "temperature@500,850"]
+    cpu = zarrstream.Loader(path, specs, target_offset={"time": 1}, batch_size=2, seed=5, pin_memory=False)
+    gpu = zarrstream.Loader(path, specs, target_offset={"time": 1}, batch_size=2, seed=5, device="cuda",
+                            prefetch=4)
+    assert gpu.pinned and not cpu.pinned
+    for epoch in range(2):
+        cpu.set_epoch(epoch)
+        gpu.set_epoch(epoch)
+        batches = list(gpu)  # all copies queued before any is read back
+        expected = list(cpu)
+        assert len(batches) == len(expected)
+        for got, want in zip(batches, expected):
+            assert got["input"].is_cuda and got["target"].is_cuda
+            torch.testing.assert_close(got["input"].cpu(), want["input"], rtol=0, atol=0, equal_nan=True)
+            torch.testing.assert_close(got["target"].cpu(), want["target"], rtol=0, atol=0, equal_nan=True)
+            assert torch.equal(got["origin"].cpu(), want["origin"])
+
+
+def test_pin_memory_follows_the_gpu_and_on_without_one_is_a_clear_error(era5):
+    path, _ = era5
+    assert not zarrstream.Loader(path, ["2m_temperature"], pin_memory=False).pinned
+    if zarrstream.Loader(path, ["2m_temperature"]).pinned:
+        assert zarrstream.Loader(path, ["2m_temperature"], pin_memory=True).pinned
+        return
+    with pytest.raises(zarrstream.ConfigError, match="pin_memory is on, but batches cannot be page-locked"):
+        zarrstream.Loader(path, ["2m_temperature"], pin_memory=True)

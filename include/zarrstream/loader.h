@@ -59,6 +59,12 @@ std::string_view BatchDTypeName(BatchDType dtype);  // "float32", "bfloat16", "f
 Result<BatchDType> ParseBatchDType(std::string_view name);
 size_t BatchDTypeSize(BatchDType dtype);
 
+// Page-locked ("pinned") batch buffers: copies of a pinned batch to the GPU run at full PCIe speed
+// and can overlap the training step. kAuto pins when a CUDA driver and device are present (the
+// CUDA driver is loaded at run time; nothing is needed to build or run without one); kOn makes
+// their absence an error at Open.
+enum class PinMemory : uint8_t { kAuto, kOn, kOff };
+
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
   // empty: every data variable of the dataset, sorted.
@@ -112,6 +118,7 @@ struct LoaderOptions {
 
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
+  PinMemory pin_memory = PinMemory::kAuto;
   // Worker threads reading, decoding and assembling (0: the machine's hardware threads).
   size_t num_threads = 0;
   // Decoded chunks kept for reuse by later samples (overlapping windows, block shuffle, chunks
@@ -238,6 +245,8 @@ class Loader {
   std::vector<int64_t> target_shape() const;  // empty without targets
   LoaderStats stats() const;
   const LoaderOptions& options() const;
+  // Whether batch buffers are page-locked for the GPU (see PinMemory).
+  bool pinned() const;
 
  private:
   explicit Loader(std::unique_ptr<internal::LoaderState> state);

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kCorruptChunk,     // stored bytes that do not decode: truncated, bad frame, checksum mismatch
   kStorage,          // I/O failure of the underlying store
   kConfig,           // invalid configuration of a zarrstream component
+  kCuda,             // a CUDA driver or library call failed (the message names the call and code)
   kInternal,         // a bug in zarrstream
 };
 
@@ -59,6 +60,7 @@ inline Status NotFoundError(std::string m) { return {ErrorCode::kNotFound, std::
 inline Status CorruptChunkError(std::string m) { return {ErrorCode::kCorruptChunk, std::move(m)}; }
 inline Status StorageError(std::string m) { return {ErrorCode::kStorage, std::move(m)}; }
 inline Status ConfigError(std::string m) { return {ErrorCode::kConfig, std::move(m)}; }
+inline Status CudaError(std::string m) { return {ErrorCode::kCuda, std::move(m)}; }
 inline Status InternalError(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
 
 // A value or the Status explaining why there is none. Accessing the value of an error Result is a

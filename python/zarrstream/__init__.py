@@ -11,6 +11,7 @@ from ._loader import Loader
 from .errors import (
     ConfigError,
     CorruptChunkError,
+    CudaError,
     InternalError,
     InvalidArgumentError,
     MetadataError,
@@ -38,5 +39,6 @@ __all__ = [
     "StorageError",
     "ConfigError",
     "InvalidArgumentError",
+    "CudaError",
     "InternalError",
 ]

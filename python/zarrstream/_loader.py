@@ -71,6 +71,11 @@ class Loader:
     A loop over the loader runs the rest of the current epoch; the next loop starts the next epoch
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
     identical remaining batches.
+
+    Batch buffers are page-locked ("pinned") when a CUDA device is present (``pin_memory=None``;
+    ``True`` requires it, ``False`` never pins). With ``device="cuda"`` a pinned batch is copied to
+    the GPU asynchronously on the current stream; the loader keeps its host buffer until the copy
+    is done.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class Loader:
         block_chunks: int = 0,
         block_window: int = 4,
         missing_chunks_are_errors: bool = False,
+        pin_memory: bool | None = None,
     ) -> None:
         import torch  # the loader hands batches to PyTorch
 
@@ -150,7 +156,11 @@ class Loader:
         o.num_threads = int(num_threads)
         o.cache_bytes = int(cache_bytes)
         o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
+        o.pin_memory = None if pin_memory is None else bool(pin_memory)
         self._device = torch.device(device)
+        # The host batch whose copy to the GPU may still be running, and the event that says when
+        # it is done: its buffer goes back to the loader's pool only then.
+        self._in_transfer: tuple[dict[str, Any], Any] | None = None
         self._core = _zarrstream.Loader(os.fspath(url), o)
         self._options = o
 
@@ -215,14 +225,25 @@ class Loader:
 
     def _to_torch(self, batch: dict[str, Any]) -> dict[str, Any]:
         torch = self._torch
-        out: dict[str, Any] = {}
-        for key in ("input", "target", "input_mask", "target_mask", "origin"):
-            if key in batch:
-                tensor = torch.from_dlpack(batch[key])
-                if self._device.type != "cpu":
-                    tensor = tensor.to(self._device, non_blocking=False)
-                out[key] = tensor
+        host = {key: torch.from_dlpack(batch[key])
+                for key in ("input", "target", "input_mask", "target_mask", "origin") if key in batch}
+        if self._device.type == "cpu":
+            return host
+        if self._in_transfer is not None:
+            self._in_transfer[1].synchronize()  # usually long done: a training step ran since
+            self._in_transfer = None
+        pinned = self._core.pinned
+        out = {key: t.to(self._device, non_blocking=pinned) for key, t in host.items()}
+        if pinned:
+            event = torch.cuda.Event()
+            event.record()
+            self._in_transfer = (host, event)
         return out
+
+    @property
+    def pinned(self) -> bool:
+        """Whether batch buffers are page-locked for fast, asynchronous copies to the GPU."""
+        return self._core.pinned
 
     def state_dict(self) -> dict[str, Any]:
         """The position after the batches delivered so far (JSON-serialisable)."""

@@ -37,6 +37,10 @@ class InvalidArgumentError(ZarrstreamError, ValueError):
     """An impossible request (a region outside the array, a wrong output buffer)."""
 
 
+class CudaError(ZarrstreamError):
+    """A CUDA driver or library call failed; the message names the call and its error code."""
+
+
 class InternalError(ZarrstreamError):
     """A bug in zarrstream; please report it."""
 
@@ -50,5 +54,6 @@ __all__ = [
     "StorageError",
     "ConfigError",
     "InvalidArgumentError",
+    "CudaError",
     "InternalError",
 ]

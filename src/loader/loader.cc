@@ -31,6 +31,7 @@
 #include <tuple>
 
 #include "array/chunk_reader.h"
+#include "gpu/cuda_driver.h"
 #include "loader/batch_assembly.h"
 #include "loader/channel_spec.h"
 #include "loader/chunk_cache.h"
@@ -97,15 +98,22 @@ constexpr size_t kAlignment = 64;
 uint64_t AlignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
 // Recycles the one allocation behind each batch's tensors. Batches may outlive the loader: they
-// hold the pool by shared_ptr.
+// hold the pool by shared_ptr. With `pin` the blocks are whole pages, page-locked for the GPU
+// (registered once, when allocated, and unregistered when freed).
 class BatchMemoryPool : public std::enable_shared_from_this<BatchMemoryPool> {
  public:
-  BatchMemoryPool(uint64_t bytes, size_t max_free) : bytes_(bytes), max_free_(max_free) {}
+  BatchMemoryPool(uint64_t bytes, size_t max_free, const CudaDriver* pin)
+      : bytes_(pin ? (bytes + kPageBytes - 1) / kPageBytes * kPageBytes : bytes),
+        alignment_(std::align_val_t{pin ? kPageBytes : kAlignment}),
+        max_free_(max_free),
+        pin_(pin) {}
   ~BatchMemoryPool() {
     for (std::byte* p : free_) Free(p);
   }
 
-  std::shared_ptr<void> Acquire() {
+  bool pinned() const { return pin_ != nullptr; }
+
+  Result<std::shared_ptr<void>> Acquire() {
     std::byte* block = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -115,7 +123,13 @@ class BatchMemoryPool : public std::enable_shared_from_this<BatchMemoryPool> {
       }
     }
     if (block == nullptr) {
-      block = static_cast<std::byte*>(::operator new (bytes_, std::align_val_t{kAlignment}));
+      block = static_cast<std::byte*>(::operator new(bytes_, alignment_));
+      if (pin_ != nullptr) {
+        if (Status status = pin_->RegisterHost(block, bytes_); !status.ok()) {
+          ::operator delete(block, alignment_);
+          return status;
+        }
+      }
     }
     std::shared_ptr<BatchMemoryPool> self = shared_from_this();
     return std::shared_ptr<void>(block,
@@ -123,7 +137,12 @@ class BatchMemoryPool : public std::enable_shared_from_this<BatchMemoryPool> {
   }
 
  private:
-  static void Free(std::byte* p) { ::operator delete (p, std::align_val_t{kAlignment}); }
+  static constexpr uint64_t kPageBytes = 4096;
+
+  void Free(std::byte* p) const {
+    if (pin_ != nullptr) (void)pin_->UnregisterHost(p);  // nothing to do about a failure here
+    ::operator delete(p, alignment_);
+  }
   void Return(std::byte* p) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -136,7 +155,9 @@ class BatchMemoryPool : public std::enable_shared_from_this<BatchMemoryPool> {
   }
 
   const uint64_t bytes_;
+  const std::align_val_t alignment_;
   const size_t max_free_;
+  const CudaDriver* const pin_;
   std::mutex mutex_;
   std::vector<std::byte*> free_;
 };
@@ -225,7 +246,7 @@ struct LoaderState {
 
   void StopPipeline();
   Result<std::shared_ptr<Batch>> Produce(uint64_t epoch, uint64_t index);
-  std::shared_ptr<Batch> AllocateBatch(size_t samples) const;
+  Result<std::shared_ptr<Batch>> AllocateBatch(size_t samples) const;
 };
 
 // The batches of one epoch from `first`, produced by coordinating threads and handed out in
@@ -298,10 +319,10 @@ LoaderState::~LoaderState() { StopPipeline(); }
 
 void LoaderState::StopPipeline() { pipeline.reset(); }
 
-std::shared_ptr<Batch> LoaderState::AllocateBatch(size_t samples) const {
+Result<std::shared_ptr<Batch>> LoaderState::AllocateBatch(size_t samples) const {
   std::shared_ptr<Batch> batch = BatchAccess::Make();
   Batch& b = *batch;
-  BatchAccess::storage(b) = batch_memory->Acquire();
+  ZS_ASSIGN_OR_RETURN(BatchAccess::storage(b), batch_memory->Acquire());
   auto* base = static_cast<std::byte*>(BatchAccess::storage(b).get());
   const LoaderGeometry& g = geometry;
   const uint64_t element = BatchDTypeSize(options.dtype);
@@ -382,7 +403,7 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
   const LoaderGeometry& g = geometry;
   ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
   BatchReadPlan reads = PlanBatchReads(g, samples);
-  std::shared_ptr<Batch> batch = AllocateBatch(samples.size());
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, AllocateBatch(samples.size()));
   Batch& b = *batch;
   BatchAccess::epoch(b) = epoch;
   BatchAccess::index(b) = index;
@@ -578,6 +599,14 @@ uint64_t AutoBlockChunks(const LoaderGeometry& g, const std::vector<SampledDim>&
 
 Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) {
   ZS_RETURN_IF_ERROR(ParseBatchDType(BatchDTypeName(options.dtype)).status());
+  const CudaDriver* pin = nullptr;
+  if (options.pin_memory != PinMemory::kOff) {
+    pin = CudaDriver::Get();
+    if (pin == nullptr && options.pin_memory == PinMemory::kOn) {
+      return ConfigError("pin_memory is on, but batches cannot be page-locked: " +
+                         CudaDriver::UnavailableReason());
+    }
+  }
   OpenOptions open_options;
   open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
@@ -638,7 +667,7 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   s.origins_offset = offset;
   offset = AlignUp(offset + batch * g.sampled_index.size() * sizeof(int64_t));
   s.batch_bytes = std::max<uint64_t>(offset, kAlignment);
-  s.batch_memory = std::make_shared<BatchMemoryPool>(s.batch_bytes, options.prefetch + 2);
+  s.batch_memory = std::make_shared<BatchMemoryPool>(s.batch_bytes, options.prefetch + 2, pin);
   s.estimated_amplification = s.plan.EstimateReads(shuffle).read_amplification;
   s.estimated_amplification_exact = s.plan.EstimateReads(ShuffleMode::kExact).read_amplification;
   return Loader(std::move(state));
@@ -712,6 +741,7 @@ const std::vector<std::string>& Loader::spatial_dims() const {
   return state_->geometry.spatial_dims;
 }
 const LoaderOptions& Loader::options() const { return state_->options; }
+bool Loader::pinned() const { return state_->batch_memory->pinned(); }
 
 std::vector<int64_t> Loader::input_shape() const {
   const LoaderGeometry& g = state_->geometry;

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "array/memory_dataset_test_util.h"
+#include "gpu/cuda_driver.h"
 #include "loader/batch_assembly.h"
 #include "loader/read_plan.h"
 #include "util/status_test_util.h"
@@ -201,6 +202,39 @@ TEST(LoaderTest, MisconfigurationFailsAtOpen) {
   options.target_offsets = {};
   ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), invalid,
                       {"without target offsets"});
+}
+
+// pin_memory: auto pins exactly when a CUDA device is present; on demands one.
+TEST(LoaderTest, PinnedBatchesFollowTheCudaDriver) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.batch_size = 2;
+  const CudaDriver* driver = CudaDriver::Get();
+  auto automatic = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();
+  EXPECT_EQ(automatic->pinned(), driver != nullptr);
+
+  options.pin_memory = PinMemory::kOff;
+  auto off = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->pinned());
+
+  options.pin_memory = PinMemory::kOn;
+  auto on = Loader::Open(Era5LikeUrl(), options);
+  if (driver == nullptr) {
+    ASSERT_FALSE(on.ok());
+    EXPECT_EQ(on.status().code(), ErrorCode::kConfig);
+    EXPECT_NE(on.status().message().find("pin_memory is on, but batches cannot be page-locked: " +
+                                         CudaDriver::UnavailableReason()),
+              std::string::npos)
+        << on.status().ToString();
+    GTEST_SKIP() << "GPU part skipped: " << CudaDriver::UnavailableReason();
+  }
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->pinned());
+  auto batch = on->Next();
+  ASSERT_TRUE(batch.ok() && *batch) << batch.status().ToString();
+  EXPECT_TRUE(driver->IsPageLocked((**batch)->input().data.data()));
 }
 
 }  // namespace

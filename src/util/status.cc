@@ -20,6 +20,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "Storage";
     case ErrorCode::kConfig:
       return "Config";
+    case ErrorCode::kCuda:
+      return "Cuda";
     case ErrorCode::kInternal:
       return "Internal";
   }

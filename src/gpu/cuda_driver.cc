@@ -1,0 +1,197 @@
+#include "gpu/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace zarrstream {
+
+namespace {
+
+// The driver's C types, as its ABI defines them.
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = void*;
+constexpr CUresult kCudaSuccess = 0;
+constexpr CUresult kCudaErrorNoDevice = 100;
+constexpr unsigned kMemHostRegisterPortable = 0x01;
+
+}  // namespace
+
+struct CudaDriver::Api {
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDriverGetVersion)(int*) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuCtxPushCurrent)(CUcontext) = nullptr;
+  CUresult (*cuCtxPopCurrent)(CUcontext*) = nullptr;
+  CUresult (*cuMemHostRegister)(void*, size_t, unsigned) = nullptr;
+  CUresult (*cuMemHostUnregister)(void*) = nullptr;
+  CUresult (*cuMemHostGetFlags)(unsigned*, void*) = nullptr;
+  CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+};
+
+namespace {
+
+// "cuMemHostRegister failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
+Status DriverError(const CudaDriver::Api& api, const char* call, CUresult result) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (api.cuGetErrorName == nullptr || api.cuGetErrorName(result, &name) != kCudaSuccess) {
+    name = nullptr;
+  }
+  if (api.cuGetErrorString == nullptr || api.cuGetErrorString(result, &text) != kCudaSuccess) {
+    text = nullptr;
+  }
+  std::string message = std::string(call) + " failed: ";
+  message += name != nullptr ? name : "CUresult " + std::to_string(result);
+  if (text != nullptr) message += std::string(" (") + text + ")";
+  return CudaError(std::move(message));
+}
+
+template <typename Fn>
+bool Resolve(void* library, const char* symbol, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(dlsym(library, symbol));
+  return *fn != nullptr;
+}
+
+}  // namespace
+
+struct LoadedDriver {
+  CudaDriver* driver = nullptr;
+  std::string reason;  // why `driver` is null
+};
+
+class CudaDriverLoader {
+ public:
+  static LoadedDriver Load();
+};
+
+template <typename Call>
+Status CudaDriver::WithContext(const Call& call) const {
+  CUresult result = api_->cuCtxPushCurrent(static_cast<CUcontext>(context_));
+  if (result != kCudaSuccess) return DriverError(*api_, "cuCtxPushCurrent", result);
+  Status status = call();
+  CUcontext popped = nullptr;
+  result = api_->cuCtxPopCurrent(&popped);
+  if (status.ok() && result != kCudaSuccess) return DriverError(*api_, "cuCtxPopCurrent", result);
+  return status;
+}
+
+LoadedDriver CudaDriverLoader::Load() {
+  LoadedDriver loaded;
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    loaded.reason = "the CUDA driver (libcuda.so.1) is not installed";
+    return loaded;
+  }
+  static CudaDriver::Api api;
+  const bool complete =
+      Resolve(library, "cuInit", &api.cuInit) &&
+      Resolve(library, "cuDriverGetVersion", &api.cuDriverGetVersion) &&
+      Resolve(library, "cuDeviceGetCount", &api.cuDeviceGetCount) &&
+      Resolve(library, "cuDeviceGet", &api.cuDeviceGet) &&
+      Resolve(library, "cuDeviceGetName", &api.cuDeviceGetName) &&
+      Resolve(library, "cuDevicePrimaryCtxRetain", &api.cuDevicePrimaryCtxRetain) &&
+      Resolve(library, "cuCtxPushCurrent_v2", &api.cuCtxPushCurrent) &&
+      Resolve(library, "cuCtxPopCurrent_v2", &api.cuCtxPopCurrent) &&
+      Resolve(library, "cuMemHostRegister_v2", &api.cuMemHostRegister) &&
+      Resolve(library, "cuMemHostUnregister", &api.cuMemHostUnregister) &&
+      Resolve(library, "cuMemHostGetFlags", &api.cuMemHostGetFlags) &&
+      Resolve(library, "cuGetErrorName", &api.cuGetErrorName) &&
+      Resolve(library, "cuGetErrorString", &api.cuGetErrorString);
+  if (!complete) {
+    loaded.reason = "libcuda.so.1 lacks an entry point zarrstream needs (driver too old?)";
+    return loaded;
+  }
+  CUresult result = api.cuInit(0);
+  if (result == kCudaErrorNoDevice) {
+    loaded.reason = "no CUDA device";
+    return loaded;
+  }
+  if (result != kCudaSuccess) {
+    loaded.reason = DriverError(api, "cuInit", result).message();
+    return loaded;
+  }
+  int count = 0;
+  result = api.cuDeviceGetCount(&count);
+  if (result != kCudaSuccess || count == 0) {
+    loaded.reason = result != kCudaSuccess ? DriverError(api, "cuDeviceGetCount", result).message()
+                                           : "no CUDA device";
+    return loaded;
+  }
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  result = api.cuDeviceGet(&device, 0);
+  if (result == kCudaSuccess) result = api.cuDevicePrimaryCtxRetain(&context, device);
+  if (result != kCudaSuccess) {
+    loaded.reason = DriverError(api, "cuDevicePrimaryCtxRetain", result).message();
+    return loaded;
+  }
+  int version = 0;
+  (void)api.cuDriverGetVersion(&version);
+  // Lives for the process: the primary context stays retained and the library loaded.
+  loaded.driver = new CudaDriver();
+  loaded.driver->api_ = &api;
+  loaded.driver->context_ = context;
+  loaded.driver->device_count_ = count;
+  loaded.driver->driver_version_ = version;
+  return loaded;
+}
+
+namespace {
+
+const LoadedDriver& Instance() {
+  static const LoadedDriver loaded = CudaDriverLoader::Load();
+  return loaded;
+}
+
+}  // namespace
+
+const CudaDriver* CudaDriver::Get() { return Instance().driver; }
+
+std::string CudaDriver::UnavailableReason() { return Instance().reason; }
+
+Result<std::string> CudaDriver::DeviceName(int ordinal) const {
+  CUdevice device = 0;
+  CUresult result = api_->cuDeviceGet(&device, ordinal);
+  if (result != kCudaSuccess) return DriverError(*api_, "cuDeviceGet", result);
+  char name[256] = {};
+  result = api_->cuDeviceGetName(name, sizeof(name) - 1, device);
+  if (result != kCudaSuccess) return DriverError(*api_, "cuDeviceGetName", result);
+  return std::string(name);
+}
+
+Status CudaDriver::RegisterHost(void* data, size_t size) const {
+  return WithContext([&] {
+    const CUresult result = api_->cuMemHostRegister(data, size, kMemHostRegisterPortable);
+    if (result != kCudaSuccess) {
+      return DriverError(*api_, "cuMemHostRegister", result)
+          .WithContext("page-locking " + std::to_string(size) + " bytes of batch memory");
+    }
+    return Status::Ok();
+  });
+}
+
+Status CudaDriver::UnregisterHost(void* data) const {
+  return WithContext([&] {
+    const CUresult result = api_->cuMemHostUnregister(data);
+    if (result != kCudaSuccess) return DriverError(*api_, "cuMemHostUnregister", result);
+    return Status::Ok();
+  });
+}
+
+bool CudaDriver::IsPageLocked(const void* data) const {
+  unsigned flags = 0;
+  bool locked = false;
+  (void)WithContext([&] {
+    locked = api_->cuMemHostGetFlags(&flags, const_cast<void*>(data)) == kCudaSuccess;
+    return Status::Ok();
+  });
+  return locked;
+}
+
+}  // namespace zarrstream
