@@ -25,6 +25,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <new>
 #include <set>
 #include <thread>
@@ -444,13 +445,19 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
                    slab_strides[slab.channel], transform, mask);
     }
   };
+  // On the pool only: this coordinating thread waits and does not add to the thread budget.
   auto assemble_all =
       [&](const std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>>& ready) {
+        if (ready.empty()) return;
         const Clock::time_point start = Clock::now();
-        (void)ParallelFor(pool.get(), ready.size(), [&](size_t i) -> Status {
-          assemble(ready[i].first, ready[i].second->bytes.data());
-          return Status::Ok();
-        });
+        std::vector<size_t> indices(ready.size());
+        std::iota(indices.begin(), indices.end(), size_t{0});
+        {
+          TaskGroup group(pool.get(), ready.size(), [&](size_t i) {
+            assemble(ready[i].first, ready[i].second->bytes.data());
+          });
+          group.Schedule(indices);
+        }  // waits for every copy
         counters.assemble_ns += Nanoseconds(Clock::now() - start);
       };
   auto fail = [&](size_t k, Status status) {
