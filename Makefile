@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BUILD_DIR := build/release
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps venv test test-cpp test-python demo bench format tidy clean fuzz
+.PHONY: all build deps venv test test-cpp test-python test-asan demo bench format tidy clean fuzz
 
 all: build
 
@@ -53,6 +53,19 @@ fuzz: venv
 	cmake --build $(FUZZ_BUILD_DIR) --target zarrstream_fuzzers -j $(JOBS)
 	$(PY) fuzz/seed_corpus.py $(FUZZ_BUILD_DIR)/seeds
 	fuzz/run_fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
+
+# The C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included), in
+# $(ASAN_BUILD_DIR). Not part of `make test` (time: a full instrumented build); run it after
+# touching memory handling, threads or parsers.
+ASAN_BUILD_DIR := build/asan
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+		-DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+		-DZARRSTREAM_BUILD_PYTHON=OFF -DZARRSTREAM_WERROR=OFF
+	cmake --build $(ASAN_BUILD_DIR) --target zarrstream_tests -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j $(JOBS)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

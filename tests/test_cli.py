@@ -195,3 +195,39 @@ def test_inspect_v2_consolidated(store):
     assert np.dtype(arrays["x"]["dtype"]) == np.dtype("float64")
     assert arrays["x"]["stored_bytes"] == stored_bytes(store / "x")
     assert arrays["sub/y"]["logical_bytes"] == 4
+
+
+def test_bench_reports_the_loader_run(tmp_path):
+    store = tmp_path / "small.zarr"
+    assert_clean_exit(run_cli("synth", store, "--preset", "era5-small", "--steps", "20"))
+    report_path = tmp_path / "bench.json"
+    proc = run_cli("bench", store, "--variables", "2m_temperature,temperature@500,850",
+                   "--target-offset", "time=1", "--batch-size", "4", "--epochs", "2",
+                   "--shuffle", "block", "--train-step-ms", "1", "--json", report_path)
+    assert_clean_exit(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "samples/s" in proc.stdout and "wait per batch" in proc.stdout
+    report = json.loads(report_path.read_text())
+    # 19 samples: 5 batches per epoch (the last of 3), 10 in all; the first is the start-up.
+    assert report["batches"] == 10
+    assert report["measured_samples"] == 2 * 19 - 4
+    assert report["samples_per_second"] > 0 and report["startup_seconds"] > 0
+    assert 0 <= report["waiting_fraction"] <= 1
+    # Every time step is needed as an input and (but the first) as a target of 3 channels.
+    assert report["bytes_used"] == 2 * 2 * 19 * 3 * 32 * 64 * 4
+    # The store fits in the cache: each chunk (a step of 2m_temperature, a step of all 13 levels
+    # of temperature) is decoded once over both epochs.
+    assert report["chunks_decoded"] == 2 * 20
+    assert report["bytes_decoded"] == 20 * (1 + 13) * 32 * 64 * 4
+    assert sum(report["wait_histogram_us_log2"]) == 10
+
+
+def test_bench_errors_name_what_is_wrong(tmp_path):
+    store = tmp_path / "small.zarr"
+    assert_clean_exit(run_cli("synth", store, "--preset", "era5-small", "--steps", "4"))
+    proc = run_cli("bench", store, "--variables", "no_such_variable")
+    assert proc.returncode == 1 and "no_such_variable" in proc.stderr
+    proc = run_cli("bench", store, "--sample", "time")
+    assert proc.returncode == 2 and "expected DIM=N, got 'time'" in proc.stderr
+    proc = run_cli("bench", store, "--device", "cuda")
+    assert proc.returncode == 2 and "not available yet" in proc.stderr

@@ -3,6 +3,7 @@
 #include <exception>
 #include <iostream>
 
+#include "cli/bench_command.h"
 #include "cli/inspect.h"
 #include "cli/rechunk_command.h"
 #include "cli/stats_command.h"
@@ -49,11 +50,15 @@ int main(int argc, char** argv) {
     zarrstream::cli::RechunkCommandOptions rechunk;
     CLI::App* rechunk_cmd = zarrstream::cli::AddRechunkCommand(app, &rechunk);
 
+    zarrstream::cli::BenchCommandOptions bench;
+    CLI::App* bench_cmd = zarrstream::cli::AddBenchCommand(app, &bench);
+
     CLI11_PARSE(app, argc, argv);
     if (app.got_subcommand(inspect_cmd)) return zarrstream::cli::RunInspect(inspect);
     if (app.got_subcommand(stats_cmd)) return zarrstream::cli::RunStats(stats);
     if (app.got_subcommand(synth_cmd)) return zarrstream::cli::RunSynth(synth);
     if (app.got_subcommand(rechunk_cmd)) return zarrstream::cli::RunRechunk(rechunk);
+    if (app.got_subcommand(bench_cmd)) return zarrstream::cli::RunBench(bench);
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "zarrstream: " << e.what() << "\n";

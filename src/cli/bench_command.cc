@@ -1,0 +1,312 @@
+#include "cli/bench_command.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "util/format.h"
+#include "zarrstream/loader.h"
+
+namespace zarrstream::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Splits "a,b" items (and repeated options) into one list.
+std::vector<std::string> SplitCommas(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    size_t begin = 0;
+    while (begin <= item.size()) {
+      const size_t comma = std::min(item.find(',', begin), item.size());
+      if (comma > begin) out.push_back(item.substr(begin, comma - begin));
+      begin = comma + 1;
+    }
+  }
+  return out;
+}
+
+// Variable specs: commas separate specs, except inside a level list ("t@500,850,z@500").
+std::vector<std::string> SplitSpecs(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& part : SplitCommas(items)) {
+    const bool is_level = !out.empty() && out.back().find('@') != std::string::npos &&
+                          std::all_of(part.begin(), part.end(), [](char c) {
+                            return (c >= '0' && c <= '9') || c == '.' || c == '-';
+                          });
+    if (is_level) {
+      out.back() += "," + part;
+    } else {
+      out.push_back(part);
+    }
+  }
+  return out;
+}
+
+Result<uint64_t> ParseCount(const std::string& text, const std::string& what) {
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgumentError(what + ": '" + text + "' is not a non-negative integer");
+  }
+  return value;
+}
+
+// "time=2,latitude=64" (or repeated) → {(time, 2), (latitude, 64)}.
+Result<std::vector<std::pair<std::string, uint64_t>>> ParseDimCounts(
+    const std::vector<std::string>& items, const std::string& option) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const std::string& item : SplitCommas(items)) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgumentError(option + ": expected DIM=N, got '" + item + "'");
+    }
+    ZS_ASSIGN_OR_RETURN(uint64_t n, ParseCount(item.substr(eq + 1), option + " " + item));
+    out.emplace_back(item.substr(0, eq), n);
+  }
+  return out;
+}
+
+Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
+  LoaderOptions options;
+  options.variables = SplitSpecs(o.variables);
+  options.forcings = SplitSpecs(o.forcings);
+  ZS_ASSIGN_OR_RETURN(options.sample, ParseDimCounts(o.sample, "--sample"));
+  ZS_ASSIGN_OR_RETURN(options.stride, ParseDimCounts(o.stride, "--stride"));
+  if (!o.target_offset.empty()) {
+    const size_t eq = o.target_offset.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgumentError("--target-offset: expected DIM=K[,K...], got '" +
+                                  o.target_offset + "'");
+    }
+    options.target_dim = o.target_offset.substr(0, eq);
+    for (const std::string& k : SplitCommas({o.target_offset.substr(eq + 1)})) {
+      ZS_ASSIGN_OR_RETURN(uint64_t offset, ParseCount(k, "--target-offset"));
+      options.target_offsets.push_back(offset);
+    }
+  }
+  options.select = SplitCommas(o.select);
+  options.batch_size = o.batch_size;
+  options.shuffle = o.shuffle;
+  options.seed = o.seed;
+  ZS_ASSIGN_OR_RETURN(options.dtype, ParseBatchDType(o.dtype));
+  options.normalize = o.normalize;
+  options.prefetch = o.prefetch;
+  options.num_threads = o.threads;
+  options.cache_bytes = o.cache_mb << 20;
+  options.pin_memory = PinMemory::kOff;  // batches stay on the host here
+  return options;
+}
+
+std::string Bar(uint64_t count, uint64_t max, size_t width) {
+  const size_t n = max == 0 ? 0 : static_cast<size_t>((count * width + max - 1) / max);
+  return std::string(n, '#');
+}
+
+// "[2^b, 2^(b+1)) us" as a readable range.
+std::string BucketLabel(size_t b) {
+  auto format = [](double us) {
+    char text[32];
+    if (us < 1e3) {
+      std::snprintf(text, sizeof(text), "%.0f us", us);
+    } else if (us < 1e6) {
+      std::snprintf(text, sizeof(text), "%.3g ms", us / 1e3);
+    } else {
+      std::snprintf(text, sizeof(text), "%.3g s", us / 1e6);
+    }
+    return std::string(text);
+  };
+  if (b == 0) return "< " + format(2);
+  return format(static_cast<double>(uint64_t{1} << b)) + " - " +
+         format(static_cast<double>(uint64_t{1} << (b + 1)));
+}
+
+}  // namespace
+
+CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
+  CLI::App* command = app.add_subcommand(
+      "bench",
+      "Run the loader over a dataset as a training job would and report samples/s, GB/s, time "
+      "per stage, read amplification, cache hits and the wait per step");
+  command->add_option("url", options->url, "Dataset: a group (or a single array) URL or path")
+      ->required();
+  command->add_option("--variables", options->variables,
+                      "Input variables: NAME, NAME@LEVEL[,LEVEL...] or NAME@*, comma-separated "
+                      "or repeated (default: every data variable)");
+  command->add_option("--forcings", options->forcings, "Inputs that are never targets");
+  command->add_option("--sample", options->sample, "Sample window DIM=N[,DIM=N...]");
+  command->add_option("--stride", options->stride, "Distance between origins DIM=N[,DIM=N...]");
+  command->add_option("--target-offset", options->target_offset,
+                      "Targets DIM=K[,K...] steps after the window (default: none)");
+  command->add_option("--select", options->select,
+                      "Label selection, as `stats --select` (time=1979:2015)");
+  command->add_option("--batch-size", options->batch_size)->capture_default_str();
+  command->add_option("--steps", options->steps, "Batches per epoch (default: the whole epoch)");
+  command->add_option("--epochs", options->epochs)->capture_default_str();
+  command->add_option("--shuffle", options->shuffle, "exact, block or none")->capture_default_str();
+  command->add_option("--seed", options->seed)->capture_default_str();
+  command->add_option("--dtype", options->dtype, "float32, bfloat16 or float16")
+      ->capture_default_str();
+  command->add_option("--normalize", options->normalize, "Stats file of `zarrstream stats`");
+  command->add_option("--prefetch", options->prefetch, "Batches prepared ahead")
+      ->capture_default_str();
+  command->add_option("--threads", options->threads, "Worker threads (default: one per core)");
+  command->add_option("--cache-mb", options->cache_mb,
+                      "Chunk cache in MiB (default: 1/64 of memory, 256 to 1024)");
+  command->add_option("--train-step-ms", options->train_step_ms,
+                      "Simulated training step after each batch (the loader works meanwhile)");
+  command->add_option("--device", options->device, "cpu (cuda comes with the GPU path)")
+      ->capture_default_str();
+  command->add_option("--json", options->json, "Write the report as JSON here");
+  return command;
+}
+
+int RunBench(const BenchCommandOptions& o) {
+  if (o.device != "cpu") {
+    std::cerr << "zarrstream bench: --device " << o.device
+              << " is not available yet: the command measures the CPU path (use "
+                 "bench/loader_bench.py or zarrstream.Loader(device=\"cuda\") for GPU batches)\n";
+    return 2;
+  }
+  Result<LoaderOptions> options = MakeLoaderOptions(o);
+  if (!options.ok()) {
+    std::cerr << "zarrstream bench: " << options.status().message() << "\n";
+    return 2;
+  }
+  const Clock::time_point open_start = Clock::now();
+  Result<Loader> loader = Loader::Open(o.url, *options);
+  if (!loader.ok()) {
+    std::cerr << "zarrstream bench: " << loader.status().ToString() << "\n";
+    return 1;
+  }
+  const uint64_t per_epoch =
+      o.steps ? std::min<uint64_t>(*o.steps, loader->num_batches()) : loader->num_batches();
+  const auto step = std::chrono::duration<double, std::milli>(o.train_step_ms);
+
+  // The first batch is the start-up; the rates are over the batches after it.
+  double startup_s = 0;
+  uint64_t batches = 0, samples = 0, bytes = 0;
+  double wait_s = 0;
+  Clock::time_point measure_start = Clock::now();
+  for (uint64_t epoch = 0; epoch < o.epochs; ++epoch) {
+    loader->SetEpoch(epoch);
+    for (uint64_t k = 0; k < per_epoch; ++k) {
+      const Clock::time_point wait_start = Clock::now();
+      auto batch = loader->Next();
+      if (!batch.ok()) {
+        std::cerr << "zarrstream bench: " << batch.status().ToString() << "\n";
+        return 1;
+      }
+      if (!*batch) break;
+      if (batches++ == 0) {
+        startup_s = Seconds(Clock::now() - open_start);
+        measure_start = Clock::now();
+      } else {
+        wait_s += Seconds(Clock::now() - wait_start);
+        samples += (**batch)->size();
+        bytes += (**batch)->input().data.size() + (**batch)->target().data.size();
+      }
+      if (o.train_step_ms > 0) std::this_thread::sleep_for(step);
+    }
+  }
+  const double elapsed = std::max(Seconds(Clock::now() - measure_start), 1e-9);
+  const LoaderStats stats = loader->stats();
+
+  const double amplification = stats.bytes_used > 0 ? static_cast<double>(stats.bytes_decoded) /
+                                                          static_cast<double>(stats.bytes_used)
+                                                    : 0;
+  const double step_s = o.train_step_ms / 1e3;
+  const double waiting_fraction =
+      batches > 1 && step_s > 0 ? wait_s / (wait_s + step_s * static_cast<double>(batches - 1)) : 0;
+  nlohmann::json report = {{"url", o.url},
+                           {"batches", batches},
+                           {"measured_samples", samples},
+                           {"epochs", o.epochs},
+                           {"startup_seconds", startup_s},
+                           {"elapsed_seconds", elapsed},
+                           {"samples_per_second", static_cast<double>(samples) / elapsed},
+                           {"delivered_bytes_per_second", static_cast<double>(bytes) / elapsed},
+                           {"read_amplification", amplification},
+                           {"estimated_read_amplification", stats.estimated_read_amplification},
+                           {"train_step_ms", o.train_step_ms},
+                           {"waiting_fraction", waiting_fraction},
+                           {"stages",
+                            {{"plan_seconds", stats.plan_seconds},
+                             {"read_decode_seconds", stats.read_decode_seconds},
+                             {"assemble_seconds", stats.assemble_seconds},
+                             {"wait_seconds", stats.wait_seconds}}},
+                           {"requests", stats.requests},
+                           {"chunks_decoded", stats.chunks_decoded},
+                           {"cache_hits", stats.cache_hits},
+                           {"missing_chunks", stats.missing_chunks},
+                           {"skipped_samples", stats.skipped_samples},
+                           {"bytes_read", stats.bytes_read},
+                           {"bytes_decoded", stats.bytes_decoded},
+                           {"bytes_used", stats.bytes_used},
+                           {"wait_histogram_us_log2", stats.wait_histogram},
+                           {"options",
+                            {{"batch_size", o.batch_size},
+                             {"shuffle", o.shuffle},
+                             {"prefetch", o.prefetch},
+                             {"threads", o.threads},
+                             {"cache_mb", o.cache_mb},
+                             {"dtype", o.dtype}}}};
+
+  std::printf(
+      "%s: %llu batches of up to %llu samples over %llu epoch(s); rates over the %llu "
+      "samples after the first batch\n",
+      o.url.c_str(), static_cast<unsigned long long>(batches),
+      static_cast<unsigned long long>(o.batch_size), static_cast<unsigned long long>(o.epochs),
+      static_cast<unsigned long long>(samples));
+  std::printf("  start-up (open + first batch)  %.3f s\n", startup_s);
+  std::printf("  samples/s                      %.1f\n", static_cast<double>(samples) / elapsed);
+  std::printf("  delivered                      %s/s\n",
+              FormatBytes(static_cast<double>(bytes) / elapsed).c_str());
+  std::printf("  read / decoded in all          %s / %s\n",
+              FormatBytes(static_cast<double>(stats.bytes_read)).c_str(),
+              FormatBytes(static_cast<double>(stats.bytes_decoded)).c_str());
+  std::printf(
+      "  read amplification             %.2f bytes decoded per byte used (below 1: chunks "
+      "served again from the cache; estimated at open, without a cache: %.2f)\n",
+      amplification, stats.estimated_read_amplification);
+  std::printf("  requests %llu, chunks decoded %llu, cache hits %llu, missing %llu\n",
+              static_cast<unsigned long long>(stats.requests),
+              static_cast<unsigned long long>(stats.chunks_decoded),
+              static_cast<unsigned long long>(stats.cache_hits),
+              static_cast<unsigned long long>(stats.missing_chunks));
+  std::printf(
+      "  stages: plan %.3f s, read+decode %.3f s (wall, per wave), assemble %.3f s, "
+      "waiting %.3f s\n",
+      stats.plan_seconds, stats.read_decode_seconds, stats.assemble_seconds, wait_s);
+  if (step_s > 0) {
+    std::printf("  waiting for data: %.1f %% of each %.1f ms step\n", 100 * waiting_fraction,
+                o.train_step_ms);
+  }
+  std::printf("  wait per batch (the first included):\n");
+  const uint64_t most = *std::max_element(stats.wait_histogram.begin(), stats.wait_histogram.end());
+  for (size_t b = 0; b < stats.wait_histogram.size(); ++b) {
+    if (stats.wait_histogram[b] == 0) continue;
+    std::printf("    %-20s %6llu %s\n", BucketLabel(b).c_str(),
+                static_cast<unsigned long long>(stats.wait_histogram[b]),
+                Bar(stats.wait_histogram[b], most, 40).c_str());
+  }
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    out << report.dump(2) << "\n";
+    if (!out) {
+      std::cerr << "zarrstream bench: cannot write " << o.json << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace zarrstream::cli
