@@ -1,0 +1,443 @@
+"""Next-step U-Net training on an ERA5-like Zarr store, fed by zarrstream (the product's main job).
+
+A U-Net with a ResNet-style encoder learns to predict the state at t+1 (6 hours later) from the
+state at t: every channel of the chosen variables and levels, normalised with a `zarrstream stats`
+file. Single process, or data-parallel with `torchrun --nproc_per_node N` (each rank reads only its
+shard of every epoch: the loader shards by rank). Checkpoints hold the model, the optimiser and the
+loader's position, so a resumed run continues mid-epoch with exactly the samples it had left.
+
+  python examples/train_unet.py STORE --stats stats.json --epochs 2
+  torchrun --nproc_per_node 2 examples/train_unet.py STORE --stats stats.json
+  python examples/train_unet.py STORE --stats stats.json --loader dataloader   # the baseline
+  python examples/train_unet.py STORE --stats stats.json --synthetic           # the ceiling
+
+`--loader dataloader` feeds the same model from xbatcher + a PyTorch DataLoader with worker
+processes (the published Earthmover configuration: batch 4, workers with prefetch, persistent
+workers); `--synthetic` from random tensors of the same shapes, which is what training costs with
+no data loading at all. Every run reports samples/s, the time each step waited for its batch and
+the fraction of the run spent waiting (on a GPU: the GPU's idle fraction), and writes them with
+the loader's own statistics to `--json-out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn import functional as F
+
+import zarrstream
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------------------------
+# The model: a U-Net whose encoder is made of ResNet basic blocks.
+
+
+class ResidualBlock(nn.Module):
+    """Two 3x3 convolutions with batch norm and a skip connection (ResNet's basic block)."""
+
+    def __init__(self, cin: int, cout: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.skip = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(y)) + self.skip(x))
+
+
+class UNet(nn.Module):
+    """Encoder: a stem and `depth` stages of residual blocks, each halving the grid and doubling
+    the width; decoder: upsampling, concatenation with the encoder's features at that scale, and a
+    residual block. Predicts the change from the input state, so an untrained model is persistence."""
+
+    def __init__(self, channels: int, width: int = 32, depth: int = 3):
+        super().__init__()
+        self.depth = depth
+        self.stem = ResidualBlock(channels, width)
+        widths = [width * 2**i for i in range(depth + 1)]
+        self.down = nn.ModuleList(ResidualBlock(widths[i], widths[i + 1], stride=2) for i in range(depth))
+        self.up = nn.ModuleList(ResidualBlock(widths[i + 1] + widths[i], widths[i]) for i in reversed(range(depth)))
+        self.head = nn.Conv2d(width, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        multiple = 2**self.depth
+        padded = F.pad(x, (0, -w % multiple, 0, -h % multiple), mode="replicate")
+        skips = [self.stem(padded)]
+        for block in self.down:
+            skips.append(block(skips[-1]))
+        y = skips.pop()
+        for block in self.up:
+            skip = skips.pop()
+            y = block(torch.cat([F.interpolate(y, size=skip.shape[-2:], mode="bilinear", align_corners=False), skip], 1))
+        return x + self.head(y)[..., :h, :w]
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches: zarrstream, the xbatcher + DataLoader baseline, or random tensors.
+
+
+class Batches:
+    """What the training loop needs of a batch source: iteration over an epoch's batches (dicts
+    with "input", "target", "origin"), and for resuming a position it can save and restore."""
+
+    def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise SystemExit("this --loader cannot resume mid-epoch; only zarrstream can")
+
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+
+class ZarrstreamBatches(Batches):
+    def __init__(self, args: argparse.Namespace, device: torch.device):
+        self.loader = zarrstream.Loader(
+            args.store, args.variables, target_offset={"time": 1}, select=_select(args.select),
+            batch_size=args.batch_size, shuffle=args.shuffle, seed=args.seed, normalize=args.stats,
+            nan=0.0, device=str(device), prefetch=args.prefetch, drop_last=True)
+        self.channels = self.loader.channels
+        self.resumed = False
+
+    def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        if not self.resumed:
+            self.loader.set_epoch(epoch)
+        self.resumed = False  # a restored loader first finishes the epoch it was saved in
+        return iter(self.loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loader.load_state_dict(state)
+        self.resumed = True
+
+    def stats(self) -> dict[str, Any]:
+        return self.loader.stats()
+
+
+class DataLoaderBatches(Batches):
+    """xbatcher + DataLoader as in Earthmover's published demo (bench/loader_bench.py has the
+    details), normalised with the same statistics as zarrstream's batches."""
+
+    def __init__(self, args: argparse.Namespace, device: torch.device):
+        sys.path.insert(0, str(ROOT / "bench"))
+        import xarray as xr
+        import xbatcher
+        from loader_bench import XbatcherSamples, set_dask_scheduler  # noqa: E402
+
+        if any("@" in v for v in args.variables):
+            raise SystemExit("--loader dataloader takes whole variables (no @levels)")
+        set_dask_scheduler(4)
+        ds = xr.open_zarr(args.store, chunks={})[args.variables]
+        if args.select:
+            ds = ds.sel({dim: slice(*bounds.split(":")) for dim, bounds in _select(args.select).items()})
+        lat, lon = ds.sizes["latitude"], ds.sizes["longitude"]
+        self.generator = xbatcher.BatchGenerator(ds, input_dims={"time": 2, "latitude": lat, "longitude": lon},
+                                                 input_overlap={"time": 1}, preload_batch=False)
+        stacked = ds.isel(time=slice(0, 1)).to_stacked_array(new_dim="channel", sample_dims=("time", "latitude", "longitude"))
+        names = [_channel_name(v, lv) for v, lv in stacked.indexes["channel"]]
+        by_name = {c["name"]: c for c in json.loads(Path(args.stats).read_text())["channels"]}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise SystemExit(f"{args.stats} has no statistics for {missing}")
+        self.channels = names
+        self.mean = torch.tensor([by_name[n]["mean"] for n in names], dtype=torch.float32)[:, None, None].to(device)
+        self.std = torch.tensor([by_name[n]["std"] for n in names], dtype=torch.float32)[:, None, None].to(device)
+        self.device = device
+        self.batch_size = args.batch_size
+        self.loader = torch.utils.data.DataLoader(
+            XbatcherSamples(self.generator), batch_size=args.batch_size, shuffle=True, drop_last=True,
+            num_workers=args.workers, prefetch_factor=3 if args.workers else None,
+            persistent_workers=args.workers > 0, generator=torch.Generator().manual_seed(args.seed),
+            pin_memory=device.type == "cuda")
+
+    def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        for x, y, idx in self.loader:
+            x, y = (t.to(self.device, non_blocking=True) for t in (x, y))
+            yield {"input": torch.nan_to_num((x - self.mean) / self.std),
+                   "target": torch.nan_to_num((y - self.mean) / self.std), "origin": idx[:, None]}
+
+
+class SyntheticBatches(Batches):
+    """Random batches of the shapes zarrstream would deliver, made on the device: the ceiling."""
+
+    def __init__(self, args: argparse.Namespace, device: torch.device):
+        probe = zarrstream.Loader(args.store, args.variables, target_offset={"time": 1},
+                                  select=_select(args.select), batch_size=args.batch_size, drop_last=True)
+        self.channels = probe.channels
+        first = next(iter(probe))
+        self.shape = tuple(first["input"].shape)
+        self.batches = len(probe)
+        self.device = device
+        self.generator = torch.Generator(device=device).manual_seed(args.seed)
+
+    def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        for _ in range(self.batches):
+            x = torch.randn(self.shape, device=self.device, generator=self.generator)
+            yield {"input": x, "target": x + 0.1 * torch.randn(self.shape, device=self.device, generator=self.generator),
+                   "origin": torch.zeros(self.shape[0], 1, dtype=torch.int64)}
+
+
+def _select(items: list[str] | None) -> dict[str, tuple[str, str]]:
+    out = {}
+    for item in items or []:
+        dim, _, bounds = item.partition("=")
+        start, _, stop = bounds.partition(":")
+        out[dim] = (start, stop)
+    return out
+
+
+def _channel_name(variable: str, level: Any) -> str:
+    if isinstance(level, float) and math.isnan(level):
+        return variable
+    return f"{variable}@{float(level):g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Training.
+
+
+def setup_distributed(device_arg: str) -> tuple[int, int, torch.device]:
+    """(rank, world size, device); joins the process group when started by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    use_cuda = torch.cuda.is_available() if device_arg == "auto" else device_arg == "cuda"
+    if use_cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+    if world > 1:
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    return rank, world, device
+
+
+def train(args: argparse.Namespace) -> dict[str, Any]:
+    rank, world, device = setup_distributed(args.device)
+    torch.manual_seed(args.seed)
+    source: Batches
+    if args.synthetic:
+        source = SyntheticBatches(args, device)
+    elif args.loader == "dataloader":
+        source = DataLoaderBatches(args, device)
+    else:
+        source = ZarrstreamBatches(args, device)
+    model = UNet(len(source.channels), width=args.base_width, depth=args.depth).to(device)
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+    epoch, global_step = 0, 0
+    if args.resume and args.checkpoint and Path(args.checkpoint).exists():
+        checkpoint = torch.load(args.checkpoint, map_location=device, weights_only=False)
+        (model.module if world > 1 else model).load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        epoch, global_step = checkpoint["epoch"], checkpoint["step"]
+        source.load_state_dict(checkpoint["loader"][rank])
+
+    log: dict[str, Any] = {"rank": rank, "world_size": world, "device": str(device), "channels": len(source.channels),
+                           "loader": "synthetic" if args.synthetic else args.loader, "steps": [], "origins": []}
+    waits: list[float] = []
+    step_times: list[float] = []
+    samples = 0
+    loss_value = float("nan")
+    start = time.perf_counter()
+    stop = False
+    while epoch < args.epochs and not stop:
+        batches = source.epoch(epoch)
+        while True:
+            t0 = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
+                break
+            if device.type == "cuda":
+                torch.cuda.current_stream().synchronize()  # the copy is part of the wait
+            waited = time.perf_counter() - t0
+            model.train()
+            with autocast:
+                loss = F.mse_loss(model(batch["input"]), batch["target"])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_value = loss.item()  # synchronises: the step's compute is done
+            step_time = time.perf_counter() - t0
+            global_step += 1
+            samples += batch["input"].shape[0]
+            waits.append(waited)
+            step_times.append(step_time)
+            log["origins"].append([epoch, *batch["origin"][:, 0].tolist()])
+            if rank == 0 and (global_step % args.log_every == 0):
+                print(f"epoch {epoch} step {global_step}: loss {loss_value:.4f}, waited {1e3 * waited:.1f} ms "
+                      f"of {1e3 * step_time:.1f} ms", flush=True)
+            if args.checkpoint and args.checkpoint_every and global_step % args.checkpoint_every == 0:
+                save_checkpoint(args.checkpoint, model, optimizer, source, epoch, global_step, rank, world)
+            if args.stop_after and global_step >= args.stop_after:
+                stop = True  # stands in for a job killed mid-epoch
+                break
+        if not stop:
+            epoch += 1
+    elapsed = time.perf_counter() - start
+    if args.checkpoint and not args.stop_after:
+        save_checkpoint(args.checkpoint, model, optimizer, source, epoch, global_step, rank, world)
+
+    measured_waits = waits[1:] or waits  # the first batch is start-up
+    log.update({
+        "samples": samples,
+        "elapsed_seconds": elapsed,
+        "samples_per_second": samples / elapsed if elapsed > 0 else 0.0,
+        "startup_seconds": waits[0] if waits else 0.0,
+        "mean_wait_ms": 1e3 * float(np.mean(measured_waits)) if measured_waits else 0.0,
+        "waiting_fraction": (float(np.sum(measured_waits)) / float(np.sum(step_times[1:] or step_times))
+                             if step_times else 0.0),
+        "final_loss": loss_value,
+        "loader_stats": source.stats(),
+    })
+    log["steps"] = [{"wait_ms": 1e3 * w, "step_ms": 1e3 * s} for w, s in zip(waits, step_times)]
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return log
+
+
+def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, source: Batches, epoch: int,
+                    step: int, rank: int, world: int) -> None:
+    """Rank 0 writes the model, the optimiser and every rank's loader position."""
+    states = [None] * world
+    if world > 1:
+        dist.all_gather_object(states, source.state_dict())
+    else:
+        states = [source.state_dict()]
+    if rank == 0:
+        state = {"model": (model.module if world > 1 else model).state_dict(), "optimizer": optimizer.state_dict(),
+                 "epoch": epoch, "step": step, "loader": states}
+        tmp = Path(f"{path}.tmp")
+        torch.save(state, tmp)
+        tmp.replace(path)
+
+
+def write_plot(log: dict[str, Any], path: Path) -> bool:
+    """Timeline of wait vs compute per step and the wait histogram; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    waits = np.array([s["wait_ms"] for s in log["steps"]])
+    compute = np.array([s["step_ms"] for s in log["steps"]]) - waits
+    fig, (timeline, histogram) = plt.subplots(1, 2, figsize=(12, 4))
+    steps = np.arange(len(waits))
+    timeline.bar(steps, waits, label="waiting for the batch", color="tab:red")
+    timeline.bar(steps, compute, bottom=waits, label="training step", color="tab:blue")
+    timeline.set_xlabel("step")
+    timeline.set_ylabel("ms")
+    timeline.legend()
+    histogram.hist(waits[1:] if len(waits) > 1 else waits, bins=30, color="tab:red")
+    histogram.set_xlabel("wait per step (ms)")
+    fig.suptitle(f"{log['loader']}: {log['samples_per_second']:.1f} samples/s, "
+                 f"{100 * log['waiting_fraction']:.1f} % waiting")
+    fig.tight_layout()
+    fig.savefig(path)
+    return True
+
+
+def summary(log: dict[str, Any]) -> str:
+    lines = [f"{log['loader']} on {log['device']} x{log['world_size']}: {log['samples_per_second']:.1f} samples/s "
+             f"(this rank), start-up {log['startup_seconds']:.2f} s, waiting {100 * log['waiting_fraction']:.1f} % "
+             f"of the run (mean wait {log['mean_wait_ms']:.1f} ms), final loss {log['final_loss']:.4f}"]
+    stats = log.get("loader_stats") or {}
+    if stats:
+        used = stats["bytes_used"] or 1
+        lines.append(f"  loader: read {stats['bytes_read'] / 1e6:.1f} MB, decoded {stats['bytes_decoded'] / 1e6:.1f} MB "
+                     f"({stats['bytes_decoded'] / used:.2f} per byte used), {stats['cache_hits']} cache hits, "
+                     f"{stats['requests']} requests; read+decode {stats['read_decode_seconds']:.2f} s, "
+                     f"assemble {stats['assemble_seconds']:.2f} s (loader threads, overlapping training)")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("store", help="Zarr group (e.g. from `zarrstream synth`)")
+    p.add_argument("--variables", default="2m_temperature,10m_u_component_of_wind,10m_v_component_of_wind,"
+                   "mean_sea_level_pressure,geopotential,temperature,specific_humidity",
+                   help="comma-separated variables (NAME, NAME@LEVEL,...)")
+    p.add_argument("--stats", required=True, help="normalisation file from `zarrstream stats`")
+    p.add_argument("--select", action="append", help="training split, e.g. time=1979-01-01:1979-01-07")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--base-width", type=int, default=32, help="channels of the first U-Net stage")
+    p.add_argument("--depth", type=int, default=3, help="U-Net stages below the first")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--loader", choices=("zarrstream", "dataloader"), default="zarrstream")
+    p.add_argument("--synthetic", action="store_true", help="random batches: the training ceiling")
+    p.add_argument("--shuffle", default="block", help="zarrstream's epoch order: exact, block or none")
+    p.add_argument("--prefetch", type=int, default=4)
+    p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="DataLoader workers")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint", help="checkpoint file (written at the end and every --checkpoint-every steps)")
+    p.add_argument("--checkpoint-every", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--stop-after", type=int, default=0, help="stop after this many steps (as a killed job would)")
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--json-out", help="write the run's log here (ranks > 0 add .rankN)")
+    p.add_argument("--plot", help="write the wait/compute timeline and wait histogram here (PNG; matplotlib)")
+    args = p.parse_args(argv)
+    args.variables = _split_specs(args.variables)
+    return args
+
+
+def _split_specs(text: str) -> list[str]:
+    """'t@500,850,z' → ['t@500,850', 'z']: commas also separate levels."""
+    out: list[str] = []
+    for part in text.split(","):
+        if out and "@" in out[-1] and part.replace(".", "", 1).lstrip("-").isdigit():
+            out[-1] += "," + part
+        elif part:
+            out.append(part)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    log = train(args)
+    if args.json_out:
+        path = Path(args.json_out)
+        if log["rank"] > 0:
+            path = path.with_name(f"{path.stem}.rank{log['rank']}{path.suffix}")
+        path.write_text(json.dumps(log))
+    if log["rank"] == 0:
+        print(summary(log))
+        if args.plot and not write_plot(log, Path(args.plot)):
+            print("(no plot: matplotlib is not installed)")
+    return log
+
+
+if __name__ == "__main__":
+    main()
