@@ -30,7 +30,8 @@ float Value(uint64_t t, uint64_t l, uint64_t y, uint64_t x) {
 
 const std::string& Era5LikeUrl() {
   static const std::string url = [] {
-    auto* m = new MemoryDataset("loader_test");
+    static MemoryDataset dataset("loader_test");  // for the process: the store registry finds it
+    MemoryDataset* m = &dataset;
     m->AddArray<int64_t>("time", {kTimes}, {kTimes}, {"time"}, {0, 6, 12, 18, 24, 30},
                          {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
     m->AddArray<int32_t>("level", {kLevels}, {kLevels}, {"level"}, {500, 850, 1000});
