@@ -1,14 +1,18 @@
-"""`zarrstream inspect`: the tree of a store, its --json form, layout warnings, and errors."""
+"""`zarrstream inspect` (the tree of a store, its --json form, layout warnings, errors), `bench` and
+`doctor`."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
+
+import zarrstream
 
 from conftest import chunk_files, make_compressible, make_data, run_cli
 
@@ -231,3 +235,27 @@ def test_bench_errors_name_what_is_wrong(tmp_path):
     assert proc.returncode == 2 and "expected DIM=N, got 'time'" in proc.stderr
     proc = run_cli("bench", store, "--device", "cuda")
     assert proc.returncode == 2 and "not available yet" in proc.stderr
+
+
+def test_doctor_reports_the_environment():
+    proc = run_cli("doctor", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["zarrstream_version"] == zarrstream.__version__
+    assert report["cuda_compiled"] is False and report["gpu_codecs"] == []
+    assert report["cpu"]["cores"] == os.cpu_count() and report["memory_bytes"] > 0
+    assert set(report["libraries"]) == {"zstd", "lz4", "blosc", "libdeflate", "zlib", "bzip2", "curl", "openssl"}
+    assert all(v.split(".")[0].isdigit() for v in report["libraries"].values())
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if has_gpu:
+        assert report["gpu"]["name"] == torch.cuda.get_device_name(0)
+        assert report["gpu"]["memory_bytes"] > 1 << 30
+    else:
+        assert report["gpu"] is None and report["gpu_unavailable_reason"]
+    text = run_cli("doctor")
+    assert text.returncode == 0 and "gpu:" in text.stdout and "libraries:" in text.stdout

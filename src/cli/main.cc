@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/bench_command.h"
+#include "cli/doctor_command.h"
 #include "cli/inspect.h"
 #include "cli/rechunk_command.h"
 #include "cli/stats_command.h"
@@ -53,12 +54,20 @@ int main(int argc, char** argv) {
     zarrstream::cli::BenchCommandOptions bench;
     CLI::App* bench_cmd = zarrstream::cli::AddBenchCommand(app, &bench);
 
+    bool doctor_json = false;
+    CLI::App* doctor_cmd = app.add_subcommand(
+        "doctor",
+        "What zarrstream finds on this machine: GPU and driver, GPU decoding, GPUDirect "
+        "Storage, CPU, library versions");
+    doctor_cmd->add_flag("--json", doctor_json, "Machine-readable output");
+
     CLI11_PARSE(app, argc, argv);
     if (app.got_subcommand(inspect_cmd)) return zarrstream::cli::RunInspect(inspect);
     if (app.got_subcommand(stats_cmd)) return zarrstream::cli::RunStats(stats);
     if (app.got_subcommand(synth_cmd)) return zarrstream::cli::RunSynth(synth);
     if (app.got_subcommand(rechunk_cmd)) return zarrstream::cli::RunRechunk(rechunk);
     if (app.got_subcommand(bench_cmd)) return zarrstream::cli::RunBench(bench);
+    if (app.got_subcommand(doctor_cmd)) return zarrstream::cli::RunDoctor(doctor_json);
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "zarrstream: " << e.what() << "\n";

@@ -24,6 +24,7 @@ struct CudaDriver::Api {
   CUresult (*cuDeviceGetCount)(int*) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
   CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice) = nullptr;
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuCtxPushCurrent)(CUcontext) = nullptr;
   CUresult (*cuCtxPopCurrent)(CUcontext*) = nullptr;
@@ -95,6 +96,7 @@ LoadedDriver CudaDriverLoader::Load() {
       Resolve(library, "cuDeviceGetCount", &api.cuDeviceGetCount) &&
       Resolve(library, "cuDeviceGet", &api.cuDeviceGet) &&
       Resolve(library, "cuDeviceGetName", &api.cuDeviceGetName) &&
+      Resolve(library, "cuDeviceTotalMem_v2", &api.cuDeviceTotalMem) &&
       Resolve(library, "cuDevicePrimaryCtxRetain", &api.cuDevicePrimaryCtxRetain) &&
       Resolve(library, "cuCtxPushCurrent_v2", &api.cuCtxPushCurrent) &&
       Resolve(library, "cuCtxPopCurrent_v2", &api.cuCtxPopCurrent) &&
@@ -163,6 +165,16 @@ Result<std::string> CudaDriver::DeviceName(int ordinal) const {
   result = api_->cuDeviceGetName(name, sizeof(name) - 1, device);
   if (result != kCudaSuccess) return DriverError(*api_, "cuDeviceGetName", result);
   return std::string(name);
+}
+
+Result<uint64_t> CudaDriver::DeviceMemoryBytes(int ordinal) const {
+  CUdevice device = 0;
+  CUresult result = api_->cuDeviceGet(&device, ordinal);
+  if (result != kCudaSuccess) return DriverError(*api_, "cuDeviceGet", result);
+  size_t bytes = 0;
+  result = api_->cuDeviceTotalMem(&bytes, device);
+  if (result != kCudaSuccess) return DriverError(*api_, "cuDeviceTotalMem", result);
+  return uint64_t{bytes};
 }
 
 Status CudaDriver::RegisterHost(void* data, size_t size) const {

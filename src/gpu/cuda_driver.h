@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "zarrstream/status.h"
@@ -26,8 +27,9 @@ class CudaDriver {
   static std::string UnavailableReason();
 
   int device_count() const { return device_count_; }
-  // "NVIDIA H100 80GB HBM3" for device `ordinal`.
+  // "NVIDIA H100 80GB HBM3" for device `ordinal`, and its memory in bytes.
   Result<std::string> DeviceName(int ordinal) const;
+  Result<uint64_t> DeviceMemoryBytes(int ordinal) const;
   // The driver's CUDA version, e.g. 13000 for 13.0.
   int driver_version() const { return driver_version_; }
 

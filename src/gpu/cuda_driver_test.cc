@@ -24,6 +24,9 @@ TEST(CudaDriverGpuTest, RegistersAndUnregistersHostMemory) {
   auto name = driver->DeviceName(0);
   ASSERT_TRUE(name.ok()) << name.status().ToString();
   EXPECT_FALSE(name->empty());
+  auto memory = driver->DeviceMemoryBytes(0);
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  EXPECT_GT(*memory, uint64_t{1} << 30);
 
   constexpr size_t kBytes = size_t{8} << 20;
   auto* data = static_cast<std::byte*>(::operator new (kBytes, std::align_val_t{4096}));
