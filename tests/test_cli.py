@@ -207,7 +207,8 @@ def test_bench_reports_the_loader_run(tmp_path):
     report_path = tmp_path / "bench.json"
     proc = run_cli("bench", store, "--variables", "2m_temperature,temperature@500,850",
                    "--target-offset", "time=1", "--batch-size", "4", "--epochs", "2",
-                   "--shuffle", "block", "--train-step-ms", "1", "--json", report_path)
+                   "--shuffle", "block", "--train-step-ms", "1", "--json", report_path,
+                   "--trace", tmp_path / "trace.json")
     assert_clean_exit(proc)
     assert proc.returncode == 0, proc.stderr
     assert "samples/s" in proc.stdout and "wait per batch" in proc.stdout
@@ -224,6 +225,12 @@ def test_bench_reports_the_loader_run(tmp_path):
     assert report["chunks_decoded"] == 2 * 20
     assert report["bytes_decoded"] == 20 * (1 + 13) * 32 * 64 * 4
     assert sum(report["wait_histogram_us_log2"]) == 10
+    # The trace: every stage of every batch on a timeline, one "wait" per batch delivered.
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    names = [e["name"] for e in events]
+    assert names.count("wait") == 10 and names.count("plan") >= 10
+    assert {"plan", "read+decode", "assemble", "wait"} <= set(names)
+    assert all(e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0 for e in events)
 
 
 def test_bench_errors_name_what_is_wrong(tmp_path):

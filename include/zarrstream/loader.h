@@ -126,7 +126,23 @@ struct LoaderOptions {
   uint64_t cache_bytes = 0;
   // Chunks not stored are errors rather than fill values.
   bool missing_chunks_are_errors = false;
+  // Record a timeline of the pipeline's stages (Loader::Timeline): each batch's planning, every
+  // read-and-decode wave and assembly, and the consumer's waits, up to kMaxTimelineSpans spans.
+  bool record_timeline = false;
 };
+
+// One timed stage of the pipeline: "plan", "read+decode" (one wave of chunks), "assemble" or
+// "wait" (the consumer blocked in Next). Times are seconds since the loader opened; `thread`
+// numbers the threads in the order they first recorded a span.
+struct TimelineSpan {
+  std::string stage;
+  uint64_t epoch = 0;
+  uint64_t batch = 0;
+  uint32_t thread = 0;
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+inline constexpr size_t kMaxTimelineSpans = size_t{1} << 20;
 
 // One output tensor of a batch: C-order elements of `dtype` with `shape`.
 struct BatchTensor {
@@ -179,22 +195,22 @@ class Batch {
 // included). Times are summed over threads (seconds of work, not wall time), except the wait,
 // which is the consumer's.
 struct LoaderStats {
-  uint64_t batches = 0;              // delivered to the consumer
-  uint64_t samples = 0;              // delivered (padding included)
-  uint64_t skipped_samples = 0;      // dropped by the skip policy
-  uint64_t chunk_refs = 0;           // chunks the delivered batches' samples needed
-  uint64_t chunks_decoded = 0;       // chunks read and decoded (cache misses)
-  uint64_t cache_hits = 0;           // chunks served from the chunk cache
-  uint64_t missing_chunks = 0;       // chunks not stored (read as the fill value)
-  uint64_t requests = 0;             // store reads
-  uint64_t bytes_read = 0;           // encoded bytes read from the store
-  uint64_t bytes_decoded = 0;        // decoded bytes of the chunks decoded
-  uint64_t bytes_used = 0;           // bytes of the chunks' values that went into batches
-  uint64_t bytes_delivered = 0;      // bytes of the batch tensors delivered
-  double plan_seconds = 0;           // planning batches (sample and read plans)
-  double read_decode_seconds = 0;    // wall time of each batch's read-and-decode waves, summed
-  double assemble_seconds = 0;       // copying, casting, normalising into batches (thread time)
-  double wait_seconds = 0;           // the consumer's wait for batches
+  uint64_t batches = 0;            // delivered to the consumer
+  uint64_t samples = 0;            // delivered (padding included)
+  uint64_t skipped_samples = 0;    // dropped by the skip policy
+  uint64_t chunk_refs = 0;         // chunks the delivered batches' samples needed
+  uint64_t chunks_decoded = 0;     // chunks read and decoded (cache misses)
+  uint64_t cache_hits = 0;         // chunks served from the chunk cache
+  uint64_t missing_chunks = 0;     // chunks not stored (read as the fill value)
+  uint64_t requests = 0;           // store reads
+  uint64_t bytes_read = 0;         // encoded bytes read from the store
+  uint64_t bytes_decoded = 0;      // decoded bytes of the chunks decoded
+  uint64_t bytes_used = 0;         // bytes of the chunks' values that went into batches
+  uint64_t bytes_delivered = 0;    // bytes of the batch tensors delivered
+  double plan_seconds = 0;         // planning batches (sample and read plans)
+  double read_decode_seconds = 0;  // wall time of each batch's read-and-decode waves, summed
+  double assemble_seconds = 0;     // copying, casting, normalising into batches (thread time)
+  double wait_seconds = 0;         // the consumer's wait for batches
   // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
   // holds shorter ones; the last everything longer).
   static constexpr size_t kWaitBuckets = 32;
@@ -241,12 +257,14 @@ class Loader {
   const std::vector<std::string>& target_channels() const;  // one per target channel of a lead
   const std::vector<std::string>& sample_dims() const;      // the origins' columns
   const std::vector<std::string>& spatial_dims() const;     // the batch's trailing dimensions
-  std::vector<int64_t> input_shape() const;   // of a full batch
-  std::vector<int64_t> target_shape() const;  // empty without targets
+  std::vector<int64_t> input_shape() const;                 // of a full batch
+  std::vector<int64_t> target_shape() const;                // empty without targets
   LoaderStats stats() const;
   const LoaderOptions& options() const;
   // Whether batch buffers are page-locked for the GPU (see PinMemory).
   bool pinned() const;
+  // The spans recorded so far with record_timeline (empty without), in order of start.
+  std::vector<TimelineSpan> Timeline() const;
 
  private:
   explicit Loader(std::unique_ptr<internal::LoaderState> state);

@@ -103,6 +103,7 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.num_threads = o.threads;
   options.cache_bytes = o.cache_mb << 20;
   options.pin_memory = PinMemory::kOff;  // batches stay on the host here
+  options.record_timeline = !o.trace.empty();
   return options;
 }
 
@@ -127,6 +128,25 @@ std::string BucketLabel(size_t b) {
   if (b == 0) return "< " + format(2);
   return format(static_cast<double>(uint64_t{1} << b)) + " - " +
          format(static_cast<double>(uint64_t{1} << (b + 1)));
+}
+
+// Chrome's trace event format: one complete ("X") event per span, microseconds, one row per thread.
+Status WriteTrace(const std::vector<TimelineSpan>& spans, const std::string& path) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const TimelineSpan& span : spans) {
+    events.push_back({{"name", span.stage},
+                      {"cat", "loader"},
+                      {"ph", "X"},
+                      {"ts", span.start_seconds * 1e6},
+                      {"dur", (span.end_seconds - span.start_seconds) * 1e6},
+                      {"pid", 1},
+                      {"tid", span.thread},
+                      {"args", {{"epoch", span.epoch}, {"batch", span.batch}}}});
+  }
+  std::ofstream out(path);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  if (!out) return InvalidArgumentError("cannot write the trace to " + path);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -166,6 +186,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
   command->add_option("--device", options->device, "cpu (cuda comes with the GPU path)")
       ->capture_default_str();
   command->add_option("--json", options->json, "Write the report as JSON here");
+  command->add_option("--trace", options->trace,
+                      "Write a trace of every stage (plan, read+decode waves, assemble, the "
+                      "loop's waits) here, for chrome://tracing or ui.perfetto.dev");
   return command;
 }
 
@@ -297,6 +320,12 @@ int RunBench(const BenchCommandOptions& o) {
     std::printf("    %-20s %6llu %s\n", BucketLabel(b).c_str(),
                 static_cast<unsigned long long>(stats.wait_histogram[b]),
                 Bar(stats.wait_histogram[b], most, 40).c_str());
+  }
+  if (!o.trace.empty()) {
+    if (Status status = WriteTrace(loader->Timeline(), o.trace); !status.ok()) {
+      std::cerr << "zarrstream bench: " << status.message() << "\n";
+      return 1;
+    }
   }
   if (!o.json.empty()) {
     std::ofstream out(o.json);

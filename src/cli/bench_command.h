@@ -33,7 +33,8 @@ struct BenchCommandOptions {
   uint64_t cache_mb = 0;
   double train_step_ms = 0;  // simulated training step after each batch
   std::string device = "cpu";
-  std::string json;  // write the report here
+  std::string json;   // write the report here
+  std::string trace;  // write a Chrome/Perfetto trace of the stages here
 };
 
 // Registers the `bench` subcommand on `app`, filling `options` when it is parsed.

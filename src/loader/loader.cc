@@ -25,8 +25,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <new>
+#include <numeric>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -210,6 +210,43 @@ uint64_t IdleChunkBytes(const LoaderOptions& options) {
   return cache + NumCoordinators(options) * kWaveBytes;
 }
 
+// LoaderOptions::record_timeline: spans of the pipeline's stages, bounded. Thread-safe.
+class TimelineRecorder {
+ public:
+  explicit TimelineRecorder(bool enabled) : enabled_(enabled), origin_(Clock::now()) {}
+
+  void Add(const char* stage, uint64_t epoch, uint64_t batch, Clock::time_point start,
+           Clock::time_point end) {
+    if (!enabled_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (spans_.size() >= kMaxTimelineSpans) return;
+    auto [it, added] =
+        threads_.try_emplace(std::this_thread::get_id(), static_cast<uint32_t>(threads_.size()));
+    spans_.push_back(TimelineSpan{stage, epoch, batch, it->second,
+                                  std::chrono::duration<double>(start - origin_).count(),
+                                  std::chrono::duration<double>(end - origin_).count()});
+  }
+
+  std::vector<TimelineSpan> Spans() const {
+    std::vector<TimelineSpan> spans;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      spans = spans_;
+    }
+    std::stable_sort(spans.begin(), spans.end(), [](const TimelineSpan& a, const TimelineSpan& b) {
+      return a.start_seconds < b.start_seconds;
+    });
+    return spans;
+  }
+
+ private:
+  const bool enabled_;
+  const Clock::time_point origin_;
+  mutable std::mutex mutex_;
+  std::vector<TimelineSpan> spans_;
+  std::map<std::thread::id, uint32_t> threads_;
+};
+
 struct LoaderState {
   LoaderOptions options;
   Dataset dataset;
@@ -223,6 +260,7 @@ struct LoaderState {
   ChunkReadCounters read_counters;
   LoaderCounters counters;
   std::shared_ptr<BatchMemoryPool> batch_memory;
+  TimelineRecorder timeline;
   // Per array: element strides of its read chunk (C order).
   std::vector<std::vector<uint64_t>> chunk_shapes;
   // Per channel: element strides of a slab along each array dimension.
@@ -242,7 +280,8 @@ struct LoaderState {
         dataset(std::move(d)),
         geometry(std::move(g)),
         plan(std::move(p)),
-        cache(CacheBytes(options), IdleChunkBytes(options)) {}
+        cache(CacheBytes(options), IdleChunkBytes(options)),
+        timeline(options.record_timeline) {}
   ~LoaderState();
 
   void StopPipeline();
@@ -416,7 +455,9 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
   }
   counters.chunk_refs += reads.chunk_refs;
   counters.bytes_used += reads.bytes_used;
-  counters.plan_ns += Nanoseconds(Clock::now() - plan_start);
+  const Clock::time_point plan_end = Clock::now();
+  counters.plan_ns += Nanoseconds(plan_end - plan_start);
+  timeline.Add("plan", epoch, index, plan_start, plan_end);
 
   const size_t element = BatchDTypeSize(options.dtype);
   const uint64_t slab_bytes = g.slab_elements * element;
@@ -458,7 +499,9 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
           });
           group.Schedule(indices);
         }  // waits for every copy
-        counters.assemble_ns += Nanoseconds(Clock::now() - start);
+        const Clock::time_point end = Clock::now();
+        counters.assemble_ns += Nanoseconds(end - start);
+        timeline.Add("assemble", epoch, index, start, end);
       };
   auto fail = [&](size_t k, Status status) {
     for (const PlannedCopy& copy : reads.chunks[k].copies) bad[copy.sample] = 1;
@@ -490,7 +533,9 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
       }
       const Clock::time_point start = Clock::now();
       ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
-      counters.read_decode_ns += Nanoseconds(Clock::now() - start);
+      const Clock::time_point end_time = Clock::now();
+      counters.read_decode_ns += Nanoseconds(end_time - start);
+      timeline.Add("read+decode", epoch, index, start, end_time);
       std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> decoded;
       for (size_t i = 0; i < wave.size(); ++i) {
         const size_t k = keys[begin + i];
@@ -694,7 +739,9 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
   }
   const Clock::time_point start = Clock::now();
   Result<std::shared_ptr<Batch>> batch = s.pipeline->Take();
-  const double waited = Seconds(Clock::now() - start);
+  const Clock::time_point taken = Clock::now();
+  const double waited = Seconds(taken - start);
+  s.timeline.Add("wait", s.plan.epoch(), s.delivered, start, taken);
   ++s.delivered;
   if (s.pipeline->exhausted()) s.pipeline.reset();
   LoaderStats& st = s.delivered_stats;
@@ -749,6 +796,7 @@ const std::vector<std::string>& Loader::spatial_dims() const {
 }
 const LoaderOptions& Loader::options() const { return state_->options; }
 bool Loader::pinned() const { return state_->batch_memory->pinned(); }
+std::vector<TimelineSpan> Loader::Timeline() const { return state_->timeline.Spans(); }
 
 std::vector<int64_t> Loader::input_shape() const {
   const LoaderGeometry& g = state_->geometry;
