@@ -136,7 +136,8 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("prefetch", &LoaderOptions::prefetch)
       .def_rw("num_threads", &LoaderOptions::num_threads)
       .def_rw("cache_bytes", &LoaderOptions::cache_bytes)
-      .def_rw("missing_chunks_are_errors", &LoaderOptions::missing_chunks_are_errors);
+      .def_rw("missing_chunks_are_errors", &LoaderOptions::missing_chunks_are_errors)
+      .def_rw("record_timeline", &LoaderOptions::record_timeline);
 
   nb::class_<Loader>(m, "Loader")
       .def(
@@ -177,7 +178,21 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_prop_ro("pinned", &Loader::pinned)
       .def_prop_ro("input_shape", &Loader::input_shape)
       .def_prop_ro("target_shape", &Loader::target_shape)
-      .def("stats", [](const Loader& l) { return StatsDict(l.stats()); });
+      .def("stats", [](const Loader& l) { return StatsDict(l.stats()); })
+      .def("timeline", [](const Loader& l) {
+        nb::list spans;
+        for (const TimelineSpan& span : l.Timeline()) {
+          nb::dict d;
+          d["stage"] = span.stage;
+          d["epoch"] = span.epoch;
+          d["batch"] = span.batch;
+          d["thread"] = span.thread;
+          d["start"] = span.start_seconds;
+          d["end"] = span.end_seconds;
+          spans.append(d);
+        }
+        return spans;
+      });
 }
 
 }  // namespace zarrstream::python

@@ -533,3 +533,17 @@ def test_pin_memory_follows_the_gpu_and_on_without_one_is_a_clear_error(era5):
         return
     with pytest.raises(zarrstream.ConfigError, match="pin_memory is on, but batches cannot be page-locked"):
         zarrstream.Loader(path, ["2m_temperature"], pin_memory=True)
+
+
+def test_timeline_records_every_stage_of_every_batch(era5):
+    path, _ = era5
+    loader = zarrstream.Loader(path, ["2m_temperature"], target_offset={"time": 1}, batch_size=3, timeline=True)
+    batches = len(list(loader))
+    spans = loader.timeline()
+    stages = [s["stage"] for s in spans]
+    assert stages.count("wait") == batches
+    assert stages.count("plan") >= batches and "read+decode" in stages and "assemble" in stages
+    assert all(0 <= s["start"] <= s["end"] for s in spans)
+    assert [s["start"] for s in spans] == sorted(s["start"] for s in spans)
+    assert {s["batch"] for s in spans if s["stage"] == "wait"} == set(range(batches))
+    assert zarrstream.Loader(path, ["2m_temperature"]).timeline() == []

@@ -107,6 +107,7 @@ class Loader:
         block_window: int = 4,
         missing_chunks_are_errors: bool = False,
         pin_memory: bool | None = None,
+        timeline: bool = False,
     ) -> None:
         import torch  # the loader hands batches to PyTorch
 
@@ -157,6 +158,7 @@ class Loader:
         o.cache_bytes = int(cache_bytes)
         o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
         o.pin_memory = None if pin_memory is None else bool(pin_memory)
+        o.record_timeline = bool(timeline)
         self._device = torch.device(device)
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.
@@ -259,6 +261,12 @@ class Loader:
         consumer's wait per batch (histogram over log2 microseconds), estimated read
         amplification."""
         return dict(self._core.stats())
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """With ``timeline=True``: every stage so far, in order of start, as dicts with ``stage``
+        ("plan", "read+decode", "assemble", "wait"), ``epoch``, ``batch``, ``thread`` and
+        ``start`` / ``end`` (seconds since the loader opened); empty otherwise."""
+        return list(self._core.timeline())
 
     def __repr__(self) -> str:
         return (
