@@ -9,7 +9,7 @@
    zarr-python.
 
 6. A U-Net learns to predict the next 6-hourly state through `zarrstream.Loader`
-   (examples/train_unet.py), ending with where the time went.
+   (examples/train_unet.py, two short epochs), ending with where the time went.
 
 Run with `make demo`.
 """
@@ -94,7 +94,7 @@ def main() -> None:
     # 6. The main job: a U-Net learns the next 6-hourly state from the current one, fed by
     # zarrstream.Loader from the source store (GPU when there is one; a short run on a CPU).
     train = [sys.executable, str(ROOT / "examples" / "train_unet.py"), str(SOURCE), "--stats", str(STATS),
-             "--variables", VARIABLES, "--select", TRAIN, "--epochs", "1", "--batch-size", "4",
+             "--variables", VARIABLES, "--select", TRAIN, "--epochs", "2", "--batch-size", "4",
              "--log-every", "2", "--json-out", str(DATA / "train_log.json"), "--plot", str(DATA / "train.png")]
     try:
         import torch
@@ -107,13 +107,33 @@ def main() -> None:
     print(f"\n$ python examples/train_unet.py {SOURCE.relative_to(ROOT)} ... ({'GPU' if on_gpu else 'CPU'})",
           flush=True)
     subprocess.run(train, check=True)
-    log = json.loads((DATA / "train_log.json").read_text())
+    print_training_summary(json.loads((DATA / "train_log.json").read_text()))
+
+
+def print_training_summary(log: dict) -> None:
+    """The training run on one screen: its rate, its waiting, and where the loader's time went."""
+    steps = log["steps"]
     stats = log["loader_stats"]
-    print(f"\nsummary: {log['samples_per_second']:.1f} training samples/s on {log['device']}, "
-          f"{100 * log['waiting_fraction']:.1f} % of the run waiting for data; the loader read "
-          f"{stats['bytes_read'] / 1e6:.0f} MB and decoded {stats['bytes_decoded'] / 1e6:.0f} MB on its own "
-          f"threads ({stats['read_decode_seconds']:.1f} s reading + decoding, {stats['assemble_seconds']:.1f} s "
-          f"assembling, overlapped with training)")
+    step_seconds = sum(s["step_ms"] for s in steps[1:]) / 1e3
+    wait_seconds = sum(s["wait_ms"] for s in steps[1:]) / 1e3
+    mb = 1e6
+    lines = [
+        f"summary of the training run ({log['device']}, {len(steps)} steps of {log['samples'] // len(steps)} "
+        f"samples, {log['channels']} channels)",
+        f"  training        {log['samples_per_second']:.1f} samples/s over the steps after the first "
+        f"(first step {log['first_step_seconds']:.1f} s: opening, first batch, start-up)",
+        f"  waiting         {100 * log['waiting_fraction']:.1f} % of the step time blocked in next(loader): "
+        f"{wait_seconds:.2f} s of {step_seconds:.1f} s (mean {log['mean_wait_ms']:.1f} ms per step)",
+        f"  loader threads  plan {stats['plan_seconds']:.2f} s, read + decode {stats['read_decode_seconds']:.2f} s, "
+        f"assemble {stats['assemble_seconds']:.2f} s (overlapped with training)",
+        f"  bytes           read {stats['bytes_read'] / mb:.0f} MB from the store, decoded "
+        f"{stats['bytes_decoded'] / mb:.0f} MB, used {stats['bytes_used'] / mb:.0f} MB in batches "
+        f"({stats['bytes_decoded'] / max(stats['bytes_used'], 1):.2f} decoded per byte used)",
+        f"  chunks          {stats['chunks_decoded']} decoded, {stats['cache_hits']} served from the cache "
+        f"(of {stats['chunk_refs']} chunk references by samples), {stats['requests']} requests",
+        f"  files           {DATA.name}/train_log.json (every step), {DATA.name}/train.png (timeline + wait histogram)",
+    ]
+    print("\n" + "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ shard of every epoch: the loader shards by rank). Checkpoints hold the model, th
 loader's position, so a resumed run continues mid-epoch with exactly the samples it had left.
 
   python examples/train_unet.py STORE --stats stats.json --epochs 2
+  python examples/train_unet.py STORE --stats stats.json --steps 100 --checkpoint run.pt [--resume]
   torchrun --nproc_per_node 2 examples/train_unet.py STORE --stats stats.json
   python examples/train_unet.py STORE --stats stats.json --loader dataloader   # the baseline
   python examples/train_unet.py STORE --stats stats.json --synthetic           # the ceiling
@@ -22,6 +23,7 @@ the loader's own statistics to `--json-out`.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -37,6 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import zarrstream
+from zarrstream.errors import ZarrstreamError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +99,12 @@ class UNet(nn.Module):
 
 class Batches:
     """What the training loop needs of a batch source: iteration over an epoch's batches (dicts
-    with "input", "target", "origin"), and for resuming a position it can save and restore."""
+    with "input", "target", "origin"), their number, and for resuming mid-epoch a position it can
+    save and restore (`resumable`)."""
+
+    channels: list[str]
+    batches_per_epoch: int
+    resumable = False
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         raise NotImplementedError
@@ -105,26 +113,29 @@ class Batches:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            raise SystemExit("this --loader cannot resume mid-epoch; only zarrstream can")
+        pass
 
     def stats(self) -> dict[str, Any]:
         return {}
 
 
 class ZarrstreamBatches(Batches):
+    resumable = True
+
     def __init__(self, args: argparse.Namespace, device: torch.device):
         self.loader = zarrstream.Loader(
-            args.store, args.variables, target_offset={"time": 1}, select=_select(args.select),
+            args.store, args.variables, target_offset={"time": 1}, select=args.select,
             batch_size=args.batch_size, shuffle=args.shuffle, seed=args.seed, normalize=args.stats,
             nan=0.0, device=str(device), prefetch=args.prefetch, drop_last=True)
         self.channels = self.loader.channels
+        self.batches_per_epoch = len(self.loader)
         self.resumed = False
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-        if not self.resumed:
+        # A restored loader first finishes the epoch it was saved in.
+        if not (self.resumed and self.loader.epoch == epoch):
             self.loader.set_epoch(epoch)
-        self.resumed = False  # a restored loader first finishes the epoch it was saved in
+        self.resumed = False
         return iter(self.loader)
 
     def state_dict(self) -> dict[str, Any]:
@@ -146,14 +157,14 @@ class DataLoaderBatches(Batches):
         sys.path.insert(0, str(ROOT / "bench"))
         import xarray as xr
         import xbatcher
-        from loader_bench import XbatcherSamples, set_dask_scheduler  # noqa: E402
+        from loader_bench import XbatcherSamples, set_dask_scheduler
 
         if any("@" in v for v in args.variables):
             raise SystemExit("--loader dataloader takes whole variables (no @levels)")
         set_dask_scheduler(4)
         ds = xr.open_zarr(args.store, chunks={})[args.variables]
         if args.select:
-            ds = ds.sel({dim: slice(*bounds.split(":")) for dim, bounds in _select(args.select).items()})
+            ds = ds.sel({dim: slice(start or None, stop or None) for dim, (start, stop) in args.select.items()})
         lat, lon = ds.sizes["latitude"], ds.sizes["longitude"]
         self.generator = xbatcher.BatchGenerator(ds, input_dims={"time": 2, "latitude": lat, "longitude": lon},
                                                  input_overlap={"time": 1}, preload_batch=False)
@@ -167,12 +178,13 @@ class DataLoaderBatches(Batches):
         self.mean = torch.tensor([by_name[n]["mean"] for n in names], dtype=torch.float32)[:, None, None].to(device)
         self.std = torch.tensor([by_name[n]["std"] for n in names], dtype=torch.float32)[:, None, None].to(device)
         self.device = device
-        self.batch_size = args.batch_size
         self.loader = torch.utils.data.DataLoader(
             XbatcherSamples(self.generator), batch_size=args.batch_size, shuffle=True, drop_last=True,
             num_workers=args.workers, prefetch_factor=3 if args.workers else None,
             persistent_workers=args.workers > 0, generator=torch.Generator().manual_seed(args.seed),
+            worker_init_fn=functools.partial(set_dask_scheduler, 4) if args.workers else None,
             pin_memory=device.type == "cuda")
+        self.batches_per_epoch = len(self.loader)
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         for x, y, idx in self.loader:
@@ -182,32 +194,31 @@ class DataLoaderBatches(Batches):
 
 
 class SyntheticBatches(Batches):
-    """Random batches of the shapes zarrstream would deliver, made on the device: the ceiling."""
+    """One random batch of the shapes zarrstream would deliver, made on the device once and fed at
+    every step: training with no data loading at all, the ceiling."""
 
     def __init__(self, args: argparse.Namespace, device: torch.device):
-        probe = zarrstream.Loader(args.store, args.variables, target_offset={"time": 1},
-                                  select=_select(args.select), batch_size=args.batch_size, drop_last=True)
-        self.channels = probe.channels
-        first = next(iter(probe))
-        self.shape = tuple(first["input"].shape)
-        self.batches = len(probe)
-        self.device = device
-        self.generator = torch.Generator(device=device).manual_seed(args.seed)
+        shapes = zarrstream.Loader(args.store, args.variables, target_offset={"time": 1},
+                                   select=args.select, batch_size=args.batch_size, drop_last=True)
+        self.channels = shapes.channels
+        self.batches_per_epoch = len(shapes)
+        generator = torch.Generator(device=device).manual_seed(args.seed)
+        x = torch.randn(shapes.input_shape, device=device, generator=generator)
+        self.batch = {"input": x, "target": x + 0.1 * torch.randn(x.shape, device=device, generator=generator),
+                      "origin": torch.zeros(x.shape[0], 1, dtype=torch.int64)}
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-        for _ in range(self.batches):
-            x = torch.randn(self.shape, device=self.device, generator=self.generator)
-            yield {"input": x, "target": x + 0.1 * torch.randn(self.shape, device=self.device, generator=self.generator),
-                   "origin": torch.zeros(self.shape[0], 1, dtype=torch.int64)}
+        for _ in range(self.batches_per_epoch):
+            yield self.batch
 
 
-def _select(items: list[str] | None) -> dict[str, tuple[str, str]]:
-    out = {}
-    for item in items or []:
-        dim, _, bounds = item.partition("=")
-        start, _, stop = bounds.partition(":")
-        out[dim] = (start, stop)
-    return out
+def _selection(text: str) -> tuple[str, tuple[str, str]]:
+    """'time=1979-01-01:1979-01-07' → ('time', ('1979-01-01', '1979-01-07')); an empty bound is open."""
+    dim, eq, bounds = text.partition("=")
+    start, colon, stop = bounds.partition(":")
+    if not (dim and eq and colon):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected DIM=START:STOP, e.g. time=1979-01-01:1979-01-07")
+    return dim, (start, stop)
 
 
 def _channel_name(variable: str, level: Any) -> str:
@@ -246,19 +257,31 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         source = DataLoaderBatches(args, device)
     else:
         source = ZarrstreamBatches(args, device)
+    if source.batches_per_epoch == 0:
+        raise SystemExit(f"{args.store}: not one full batch of {args.batch_size} samples per epoch on this rank "
+                         f"(of {world}); use a smaller --batch-size or a longer --select")
     model = UNet(len(source.channels), width=args.base_width, depth=args.depth).to(device)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
-    epoch, global_step = 0, 0
-    if args.resume and args.checkpoint and Path(args.checkpoint).exists():
+    # The position of the next step: (epoch, batch in that epoch). Checkpoints record it.
+    epoch, first_batch, global_step = 0, 0, 0
+    if args.resume:
         checkpoint = torch.load(args.checkpoint, map_location=device, weights_only=False)
+        if len(checkpoint["loader"]) != world:
+            raise SystemExit(f"{args.checkpoint} was written by {len(checkpoint['loader'])} ranks; resume it with "
+                             f"as many (this run has {world})")
+        epoch, first_batch, global_step = checkpoint["epoch"], checkpoint["batch_in_epoch"], checkpoint["step"]
+        if first_batch and not source.resumable:
+            raise SystemExit(f"{args.checkpoint} was taken after batch {first_batch} of epoch {epoch}: only "
+                             "--loader zarrstream resumes mid-epoch")
         (model.module if world > 1 else model).load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
-        epoch, global_step = checkpoint["epoch"], checkpoint["step"]
         source.load_state_dict(checkpoint["loader"][rank])
+    epochs = args.epochs if args.epochs is not None else (math.inf if args.steps else 1)
+    at = (epoch, first_batch)
 
     log: dict[str, Any] = {"rank": rank, "world_size": world, "device": str(device), "channels": len(source.channels),
                            "loader": "synthetic" if args.synthetic else args.loader, "steps": [], "origins": []}
@@ -267,14 +290,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     samples = 0
     loss_value = float("nan")
     start = time.perf_counter()
-    stop = False
-    while epoch < args.epochs and not stop:
+    killed = False
+    stop = bool(args.steps) and global_step >= args.steps
+    while epoch < epochs and not stop:
         batches = source.epoch(epoch)
-        while True:
+        for batch_in_epoch in range(first_batch, source.batches_per_epoch):
             t0 = time.perf_counter()
-            batch = next(batches, None)
-            if batch is None:
-                break
+            batch = next(batches)
             if device.type == "cuda":
                 torch.cuda.current_stream().synchronize()  # the copy is part of the wait
             waited = time.perf_counter() - t0
@@ -294,16 +316,19 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             if rank == 0 and (global_step % args.log_every == 0):
                 print(f"epoch {epoch} step {global_step}: loss {loss_value:.4f}, waited {1e3 * waited:.1f} ms "
                       f"of {1e3 * step_time:.1f} ms", flush=True)
+            last_of_epoch = batch_in_epoch + 1 == source.batches_per_epoch
+            at = (epoch + 1, 0) if last_of_epoch else (epoch, batch_in_epoch + 1)
             if args.checkpoint and args.checkpoint_every and global_step % args.checkpoint_every == 0:
-                save_checkpoint(args.checkpoint, model, optimizer, source, epoch, global_step, rank, world)
-            if args.stop_after and global_step >= args.stop_after:
-                stop = True  # stands in for a job killed mid-epoch
+                save_checkpoint(args.checkpoint, model, optimizer, source, at, global_step, rank, world)
+            killed = bool(args.stop_after) and global_step >= args.stop_after  # no final checkpoint
+            if killed or (args.steps and global_step >= args.steps):
+                stop = True
                 break
-        if not stop:
-            epoch += 1
+        else:
+            epoch, first_batch = epoch + 1, 0
     elapsed = time.perf_counter() - start
-    if args.checkpoint and not args.stop_after:
-        save_checkpoint(args.checkpoint, model, optimizer, source, epoch, global_step, rank, world)
+    if args.checkpoint and not killed:
+        save_checkpoint(args.checkpoint, model, optimizer, source, at, global_step, rank, world)
 
     # The first step is start-up (opening, workers, the first batch, kernel selection): the rates
     # are over the steps after it.
@@ -327,17 +352,18 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     return log
 
 
-def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, source: Batches, epoch: int,
-                    step: int, rank: int, world: int) -> None:
-    """Rank 0 writes the model, the optimiser and every rank's loader position."""
-    states = [None] * world
+def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, source: Batches,
+                    at: tuple[int, int], step: int, rank: int, world: int) -> None:
+    """Rank 0 writes the model, the optimiser, the position of the next step (`at`: epoch, batch in
+    that epoch) and every rank's loader position."""
     if world > 1:
+        states: list[Any] = [None] * world
         dist.all_gather_object(states, source.state_dict())
     else:
         states = [source.state_dict()]
     if rank == 0:
         state = {"model": (model.module if world > 1 else model).state_dict(), "optimizer": optimizer.state_dict(),
-                 "epoch": epoch, "step": step, "loader": states}
+                 "epoch": at[0], "batch_in_epoch": at[1], "step": step, "loader": states}
         tmp = Path(f"{path}.tmp")
         torch.save(state, tmp)
         tmp.replace(path)
@@ -362,7 +388,8 @@ def write_plot(log: dict[str, Any], path: Path) -> bool:
     timeline.set_ylabel("ms")
     timeline.legend()
     histogram.hist(waits[1:] if len(waits) > 1 else waits, bins=30, color="tab:red")
-    histogram.set_xlabel("wait per step (ms)")
+    histogram.set_xlabel("wait per step (ms), steps after the first")
+    histogram.set_ylabel("steps")
     fig.suptitle(f"{log['loader']}: {log['samples_per_second']:.1f} samples/s, "
                  f"{100 * log['waiting_fraction']:.1f} % waiting")
     fig.tight_layout()
@@ -392,8 +419,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "mean_sea_level_pressure,geopotential,temperature,specific_humidity",
                    help="comma-separated variables (NAME, NAME@LEVEL,...)")
     p.add_argument("--stats", required=True, help="normalisation file from `zarrstream stats`")
-    p.add_argument("--select", action="append", help="training split, e.g. time=1979-01-01:1979-01-07")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--select", type=_selection, action="append", metavar="DIM=START:STOP",
+                   help="training split by coordinate labels, e.g. time=1979-01-01:1979-01-07 (repeatable)")
+    p.add_argument("--epochs", type=int, help="epochs to train (default: 1, or as many as --steps needs)")
+    p.add_argument("--steps", type=int, default=0, help="stop after this many steps in all, mid-epoch if need be")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--base-width", type=int, default=32, help="channels of the first U-Net stage")
@@ -407,13 +436,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", help="checkpoint file (written at the end and every --checkpoint-every steps)")
     p.add_argument("--checkpoint-every", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    p.add_argument("--stop-after", type=int, default=0, help="stop after this many steps (as a killed job would)")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint (which must exist)")
+    p.add_argument("--stop-after", type=int, default=0,
+                   help="stop after this many steps without the final checkpoint (as a killed job would)")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--json-out", help="write the run's log here (ranks > 0 add .rankN)")
     p.add_argument("--plot", help="write the wait/compute timeline and wait histogram here (PNG; matplotlib)")
     args = p.parse_args(argv)
     args.variables = _split_specs(args.variables)
+    args.select = dict(args.select or [])
+    if args.resume and not (args.checkpoint and Path(args.checkpoint).is_file()):
+        p.error(f"--resume needs --checkpoint naming an existing file (got {args.checkpoint!r})")
+    if args.synthetic and args.loader != "zarrstream":
+        p.error("--synthetic replaces the loader: give it without --loader")
     return args
 
 
@@ -430,7 +465,10 @@ def _split_specs(text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    log = train(args)
+    try:
+        log = train(args)
+    except ZarrstreamError as e:  # a store, variable, selection or stats file the loader cannot use
+        raise SystemExit(f"error: {e}") from e
     if args.json_out:
         path = Path(args.json_out)
         if log["rank"] > 0:

@@ -1,10 +1,12 @@
-"""examples/train_unet.py, the product's main job, on CPU: a single-process run, two real ranks
-with torch.distributed (gloo) reading disjoint shards, and a run killed mid-epoch and resumed from
-its checkpoint that trains on exactly the samples the uninterrupted run did."""
+"""examples/train_unet.py, the product's main job, on CPU: a single-process run; two real ranks
+with torch.distributed (gloo) reading disjoint shards, killed and resumed; runs stopped mid-epoch
+or at an epoch's end and resumed from their checkpoint, which train on exactly the samples, and end
+with exactly the weights, of the uninterrupted run; the baseline and the ceiling; bad input."""
 
 from __future__ import annotations
 
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -30,14 +32,15 @@ def dataset(tmp_path_factory):
     return store, stats
 
 
-def run_example(dataset, tmp_path, *args, launcher=()):
+def run_example(dataset, tmp_path, *args, launcher=(), check=True):
     store, stats = dataset
     cmd = [*launcher, str(EXAMPLE), str(store), "--stats", str(stats), "--variables", VARIABLES,
            "--base-width", "8", "--depth", "2", "--batch-size", "4", "--device", "cpu", *map(str, args)]
     if not launcher:
         cmd.insert(0, sys.executable)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
 
@@ -64,31 +67,85 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_ranks_with_torchrun_read_disjoint_shards(dataset, tmp_path):
-    launcher = (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                "--master_addr", "127.0.0.1", "--master_port", str(free_port()))
-    run_example(dataset, tmp_path, "--epochs", 1, "--json-out", tmp_path / "ddp.json", launcher=launcher)
-    logs = [json.loads((tmp_path / name).read_text()) for name in ("ddp.json", "ddp.rank1.json")]
-    shards = [{t for row in log["origins"] for t in row[1:]} for log in logs]
-    assert [log["rank"] for log in logs] == [0, 1] and all(log["world_size"] == 2 for log in logs)
-    # 25 samples over 2 ranks in batches of 4 (drop_last): 3 batches, 12 samples, per rank.
-    assert [len(s) for s in shards] == [12, 12]
-    assert not shards[0] & shards[1]
+def test_two_ranks_with_torchrun_read_disjoint_shards_and_resume(dataset, tmp_path):
+    def torchrun(*args):
+        launcher = (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                    "--master_addr", "127.0.0.1", "--master_port", str(free_port()))
+        run_example(dataset, tmp_path, "--epochs", 2, "--checkpoint", tmp_path / "run.pt", *args, launcher=launcher)
+
+    def rank_logs(name):
+        return [json.loads((tmp_path / f"{name}{suffix}.json").read_text()) for suffix in ("", ".rank1")]
+
+    # 25 samples over 2 ranks in batches of 4 (drop_last): 3 batches, 12 samples, per rank and epoch.
+    # Killed after step 4 (epoch 1, batch 1 of 3) with every rank's position saved at step 4.
+    torchrun("--checkpoint-every", 2, "--stop-after", 4, "--json-out", tmp_path / "first.json")
+    torchrun("--resume", "--json-out", tmp_path / "rest.json")
+    first, rest = rank_logs("first"), rank_logs("rest")
+    assert [log["rank"] for log in first + rest] == [0, 1, 0, 1]
+    assert all(log["world_size"] == 2 and math.isfinite(log["final_loss"]) for log in first + rest)
+    origins = [a["origins"] + b["origins"] for a, b in zip(first, rest)]
+    assert [[row[0] for row in rank] for rank in origins] == [[0, 0, 0, 1, 1, 1]] * 2
+    for epoch in (0, 1):
+        shards = [[t for row in rank if row[0] == epoch for t in row[1:]] for rank in origins]
+        assert [len(s) for s in shards] == [12, 12] and [len(set(s)) for s in shards] == [12, 12]
+        assert not set(shards[0]) & set(shards[1])
 
 
-def test_a_resumed_run_continues_with_the_same_samples(dataset, tmp_path):
-    common = ("--epochs", 2, "--seed", 3)
-    run_example(dataset, tmp_path, *common, "--json-out", tmp_path / "whole.json")
+RESUMED = ("--seed", 3, "--shuffle", "exact")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(dataset, tmp_path_factory):
+    """Two epochs (12 steps) in one go: the samples of every step and the final weights."""
+    tmp_path = tmp_path_factory.mktemp("uninterrupted")
+    run_example(dataset, tmp_path, *RESUMED, "--epochs", 2, "--checkpoint", tmp_path / "run.pt",
+                "--json-out", tmp_path / "log.json")
+    origins = json.loads((tmp_path / "log.json").read_text())["origins"]
+    assert [row[0] for row in origins] == [0] * 6 + [1] * 6
+    return origins, final_weights(tmp_path / "run.pt")
+
+
+def final_weights(checkpoint: Path) -> dict:
+    import torch
+
+    return torch.load(checkpoint, weights_only=False)["model"]
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    import torch
+
+    assert a.keys() == b.keys()
+    different = [name for name in a if not torch.equal(a[name], b[name])]
+    assert not different, f"weights differ: {different}"
+
+
+def test_a_run_killed_mid_epoch_resumes_with_the_same_samples(dataset, uninterrupted, tmp_path):
+    whole, weights = uninterrupted
     checkpoint = tmp_path / "run.pt"
-    # Killed after step 8 (epoch 1, step 2 of 6); the last checkpoint is from step 7.
-    run_example(dataset, tmp_path, *common, "--checkpoint", checkpoint, "--checkpoint-every", 7,
+    # Killed after step 8 (epoch 1, batch 2 of 6); the last checkpoint is from step 7.
+    run_example(dataset, tmp_path, *RESUMED, "--epochs", 2, "--checkpoint", checkpoint, "--checkpoint-every", 7,
                 "--stop-after", 8, "--json-out", tmp_path / "first.json")
-    run_example(dataset, tmp_path, *common, "--checkpoint", checkpoint, "--resume",
+    assert final_weights(checkpoint).keys() == weights.keys()
+    run_example(dataset, tmp_path, *RESUMED, "--epochs", 2, "--checkpoint", checkpoint, "--resume",
                 "--json-out", tmp_path / "rest.json")
-    whole, first, rest = (json.loads((tmp_path / f"{n}.json").read_text())["origins"]
-                          for n in ("whole", "first", "rest"))
-    assert len(whole) == 12 and len(first) == 8 and len(rest) == 5
+    first, rest = (json.loads((tmp_path / f"{n}.json").read_text())["origins"] for n in ("first", "rest"))
+    assert len(first) == 8 and len(rest) == 5
     assert first[:7] + rest == whole
+    assert_same_weights(final_weights(checkpoint), weights)
+
+
+def test_a_run_stopped_at_the_end_of_an_epoch_resumes_with_the_next(dataset, uninterrupted, tmp_path):
+    whole, weights = uninterrupted
+    checkpoint = tmp_path / "run.pt"
+    # --steps 6 ends exactly with epoch 0's last batch; the resumed run goes on to 12 steps in all.
+    run_example(dataset, tmp_path, *RESUMED, "--steps", 6, "--checkpoint", checkpoint,
+                "--json-out", tmp_path / "first.json")
+    run_example(dataset, tmp_path, *RESUMED, "--steps", 12, "--checkpoint", checkpoint, "--resume",
+                "--json-out", tmp_path / "rest.json")
+    first, rest = (json.loads((tmp_path / f"{n}.json").read_text())["origins"] for n in ("first", "rest"))
+    assert len(first) == 6 and len(rest) == 6
+    assert first + rest == whole
+    assert_same_weights(final_weights(checkpoint), weights)
 
 
 @pytest.mark.parametrize("source", ["dataloader", "synthetic"])
@@ -98,8 +155,19 @@ def test_baseline_and_ceiling_feed_the_same_model(dataset, tmp_path, source):
     store, stats = dataset
     r = run_cli("stats", store, "--vars", "2m_temperature,temperature", "-o", tmp_path / "whole.json")
     assert r.returncode == 0, r.stderr
+    # The first 5 days: 20 steps, 19 samples with a next step, 4 full batches.
     run_example((store, tmp_path / "whole.json"), tmp_path, "--variables", "2m_temperature,temperature",
-                *args, "--json-out", tmp_path / "log.json")
+                "--select", "time=1979-01-01:1979-01-05", *args, "--json-out", tmp_path / "log.json")
     log = json.loads((tmp_path / "log.json").read_text())
     assert log["loader"] == source and log["channels"] == 14
-    assert log["samples"] == 24 and 0 < log["final_loss"] < 10
+    assert log["samples"] == 16 and 0 < log["final_loss"] < 10
+
+
+def test_bad_input_gets_a_clear_error(dataset, tmp_path):
+    unknown = run_example(dataset, tmp_path, "--variables", "2m_temperature,no_such_variable", check=False)
+    assert unknown.returncode != 0
+    assert "no_such_variable" in unknown.stderr and "Traceback" not in unknown.stderr
+    no_checkpoint = run_example(dataset, tmp_path, "--resume", "--checkpoint", tmp_path / "missing.pt", check=False)
+    assert no_checkpoint.returncode == 2 and "--resume needs --checkpoint" in no_checkpoint.stderr
+    bad_split = run_example(dataset, tmp_path, "--select", "time", check=False)
+    assert bad_split.returncode == 2 and "expected DIM=START:STOP" in bad_split.stderr
