@@ -58,23 +58,24 @@ class ChunkCache::Decode {
 ChunkCache::ChunkCache(uint64_t capacity_bytes, uint64_t idle_capacity_bytes)
     : capacity_bytes_(capacity_bytes), idle_(std::make_shared<IdleBuffers>(idle_capacity_bytes)) {}
 
-std::shared_ptr<const ChunkCache::Entry> ChunkCache::Find(size_t array, uint64_t linear) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = by_key_.find(Key{array, linear});
+std::shared_ptr<const ChunkCache::Entry> ChunkCache::FindLocked(const Key& key) {
+  auto it = by_key_.find(key);
   if (it == by_key_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
+}
+
+std::shared_ptr<const ChunkCache::Entry> ChunkCache::Find(size_t array, uint64_t linear) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return FindLocked(Key{array, linear});
 }
 
 ChunkCache::Lookup ChunkCache::FindOrClaim(size_t array, uint64_t linear) {
   std::lock_guard<std::mutex> lock(mutex_);
   const Key key{array, linear};
   Lookup lookup;
-  if (auto it = by_key_.find(key); it != by_key_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    lookup.entry = it->second->second;
-    return lookup;
-  }
+  lookup.entry = FindLocked(key);
+  if (lookup.entry) return lookup;
   auto [it, claimed] = decoding_.try_emplace(key);
   if (claimed) it->second = std::make_shared<Decode>();
   lookup.decode = it->second;

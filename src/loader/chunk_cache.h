@@ -85,6 +85,8 @@ class ChunkCache {
     }
   };
   using Lru = std::list<std::pair<Key, std::shared_ptr<Entry>>>;
+  // Find without locking; a hit becomes the most recent. Caller holds mutex_.
+  std::shared_ptr<const Entry> FindLocked(const Key& key);
   // Insert's LRU part. Caller holds mutex_.
   void InsertLocked(const Key& key, const std::shared_ptr<Entry>& entry);
   // Buffers of released entries, by size; shared with the entries' deleters.
