@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BUILD_DIR := build/release
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps venv test test-cpp test-python test-asan demo bench format tidy clean fuzz
+.PHONY: all build deps venv test test-cpp test-python test-asan demo bench gpu-test format tidy clean fuzz
 
 all: build
 
@@ -39,6 +39,12 @@ demo: build
 
 bench: build
 	$(PY) bench/read_bench.py
+
+# On a machine with an NVIDIA GPU (no network needed when .deps/ was brought along): builds with
+# nvcc, runs every GPU test, compute-sanitizer over them and a short GPU benchmark, and prints a
+# summary (scripts/gpu-test.sh, docs/gpu-machines.md).
+gpu-test:
+	scripts/gpu-test.sh
 
 # libFuzzer targets under ASan+UBSan+LSan (fuzz/README.md): builds them with clang in
 # $(FUZZ_BUILD_DIR), seeds the corpora from zarr-python, runs each for FUZZ_SECONDS and fails on

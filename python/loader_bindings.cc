@@ -32,11 +32,15 @@ nb::dlpack::dtype DLDType(BatchDType dtype) {
   return nb::dtype<float>();
 }
 
-// A DLPack-capable array over `tensor`, owned by `owner` (no copy).
-nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle owner) {
+// A DLPack-capable array over `tensor`, owned by `owner` (no copy), in host memory or on CUDA
+// device 0.
+nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle owner,
+                  BatchDevice device = BatchDevice::kCpu) {
   std::vector<size_t> shape(tensor.shape.begin(), tensor.shape.end());
+  const int32_t device_type =
+      device == BatchDevice::kCuda ? nb::device::cuda::value : nb::device::cpu::value;
   nb::ndarray<> array(tensor.data.data(), shape.size(), shape.data(), owner, nullptr, dtype,
-                      nb::device::cpu::value);
+                      device_type, 0);
   return nb::cast(array, nb::rv_policy::reference);
 }
 
@@ -53,13 +57,14 @@ nb::object NextBatch(Loader& loader) {
                     [](void* p) noexcept { delete static_cast<BatchRef*>(p); });
   nb::dict out;
   const nb::dlpack::dtype dtype = DLDType(b.dtype());
-  out["input"] = Export(b.input(), dtype, owner);
-  if (!b.target().shape.empty()) out["target"] = Export(b.target(), dtype, owner);
+  const BatchDevice device = b.device();
+  out["input"] = Export(b.input(), dtype, owner, device);
+  if (!b.target().shape.empty()) out["target"] = Export(b.target(), dtype, owner, device);
   if (!b.input_mask().shape.empty()) {
-    out["input_mask"] = Export(b.input_mask(), nb::dtype<bool>(), owner);
+    out["input_mask"] = Export(b.input_mask(), nb::dtype<bool>(), owner, device);
   }
   if (!b.target_mask().shape.empty()) {
-    out["target_mask"] = Export(b.target_mask(), nb::dtype<bool>(), owner);
+    out["target_mask"] = Export(b.target_mask(), nb::dtype<bool>(), owner, device);
   }
   out["origin"] = Export(b.origins(), nb::dtype<int64_t>(), owner);
   out["epoch"] = b.epoch();
@@ -86,6 +91,10 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["plan_seconds"] = s.plan_seconds;
   d["read_decode_seconds"] = s.read_decode_seconds;
   d["assemble_seconds"] = s.assemble_seconds;
+  d["gpu_decoded_chunks"] = s.gpu_decoded_chunks;
+  d["gpu_rejected_chunks"] = s.gpu_rejected_chunks;
+  d["bytes_to_gpu"] = s.bytes_to_gpu;
+  d["gpu_seconds"] = s.gpu_seconds;
   d["wait_seconds"] = s.wait_seconds;
   d["wait_histogram_us_log2"] = s.wait_histogram;
   d["estimated_read_amplification"] = s.estimated_read_amplification;
@@ -96,6 +105,7 @@ nb::dict StatsDict(const LoaderStats& s) {
 }  // namespace
 
 void RegisterLoaderBindings(nb::module_& m) {
+  m.def("gpu_batches_unavailable_reason", &GpuBatchesUnavailableReason);
   nb::class_<LoaderOptions>(m, "LoaderOptions")
       .def(nb::init<>())
       .def_rw("variables", &LoaderOptions::variables)
@@ -128,6 +138,14 @@ void RegisterLoaderBindings(nb::module_& m) {
           "dtype", [](const LoaderOptions& o) { return std::string(BatchDTypeName(o.dtype)); },
           [](LoaderOptions& o, const std::string& name) {
             o.dtype = ValueOrThrow(ParseBatchDType(name));
+          })
+      .def_prop_rw(
+          "device", [](const LoaderOptions& o) { return std::string(BatchDeviceName(o.device)); },
+          [](LoaderOptions& o, const std::string& name) {
+            if (name != "cpu" && name != "cuda") {
+              throw nb::value_error(("device " + name + ": expected cpu or cuda").c_str());
+            }
+            o.device = name == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
           })
       .def_rw("normalize", &LoaderOptions::normalize)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
@@ -176,6 +194,8 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_prop_ro("sample_dims", &Loader::sample_dims)
       .def_prop_ro("spatial_dims", &Loader::spatial_dims)
       .def_prop_ro("pinned", &Loader::pinned)
+      .def("set_consumer_stream", &Loader::SetConsumerStream, "stream"_a)
+      .def_prop_ro("gpu_decode_status", &Loader::gpu_decode_status)
       .def_prop_ro("input_shape", &Loader::input_shape)
       .def_prop_ro("target_shape", &Loader::target_shape)
       .def("stats", [](const Loader& l) { return StatsDict(l.stats()); })

@@ -77,6 +77,7 @@ cat > .deps/env.sh <<EOF
 export PYTHONPATH=$site\${PYTHONPATH:+:\$PYTHONPATH}
 export PATH=$site/bin:\$PATH
 export LD_LIBRARY_PATH=$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+export ZARRSTREAM_NVCOMP_LIBRARY=$site/nvidia/libnvcomp/lib64/libnvcomp.so.6
 EOF
 warnings=$(grep -c "warning:" build/offline-build.log || true)
 echo "offline-build: built into .deps/site (C++ tests in build/offline; $warnings compiler" \

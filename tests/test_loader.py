@@ -510,7 +510,7 @@ def test_cuda_batches_come_from_pinned_buffers_and_equal_cpu_batches(era5):
     specs = ["2m_temperature", "temperature@500,850"]
     cpu = zarrstream.Loader(path, specs, target_offset={"time": 1}, batch_size=2, seed=5, pin_memory=False)
     gpu = zarrstream.Loader(path, specs, target_offset={"time": 1}, batch_size=2, seed=5, device="cuda",
-                            prefetch=4)
+                            prefetch=4, gpu_batches=False)
     assert gpu.pinned and not cpu.pinned
     for epoch in range(2):
         cpu.set_epoch(epoch)
@@ -533,6 +533,18 @@ def test_pin_memory_follows_the_gpu_and_on_without_one_is_a_clear_error(era5):
         return
     with pytest.raises(zarrstream.ConfigError, match="pin_memory is on, but batches cannot be page-locked"):
         zarrstream.Loader(path, ["2m_temperature"], pin_memory=True)
+
+
+def test_gpu_batches_need_cuda_and_say_why_not(era5):
+    path, _ = era5
+    with pytest.raises(zarrstream.ConfigError, match="gpu_batches=True needs device='cuda'"):
+        zarrstream.Loader(path, ["2m_temperature"], gpu_batches=True)
+    loader = zarrstream.Loader(path, ["2m_temperature"])
+    assert loader.gpu_decode_status == "batches are made on the CPU"
+    if not zarrstream._zarrstream.gpu_batches_unavailable_reason():
+        return  # a GPU this build can use: tests/test_gpu_loader.py covers it
+    with pytest.raises(zarrstream.ConfigError, match="gpu_batches=True needs device='cuda' and a GPU"):
+        zarrstream.Loader(path, ["2m_temperature"], device="cuda", gpu_batches=True)
 
 
 def test_timeline_records_every_stage_of_every_batch(era5):

@@ -27,6 +27,16 @@
 // origins: int64 [batch, sample_dims], each sample's first index along each sampled dimension
 // (absolute array indices, sample_dims() order).
 //
+// GPU batches (device kCuda; needs the CUDA driver and a build with nvcc). The chunks' stored bytes
+// are staged in pinned memory and cross to the GPU in one copy per wave of chunks; nvCOMP decodes
+// them there, one call per codec (chains PlanGpuDecode accepts: zstd, gzip, zlib, lz4, none, with
+// crc32c), and one kernel launch per wave converts, normalises and scatters every box into the
+// batch: identical values to the CPU path. Chunks of other chains (blosc, sharded, transposed,
+// ...), and all chunks where nvCOMP is not installed, decode on the CPU and cross decoded; a chunk
+// the GPU rejects is decoded again on the CPU, so that its error names it. The chunk cache is not
+// used. A batch is complete when Next returns it; its device buffers are reused only after the
+// work queued on the consumer's stream (SetConsumerStream) before the batch was released.
+//
 // Threads and ownership. A Loader is used from one thread at a time (the training loop); its own
 // threads (`num_threads` workers, plus up to `prefetch` coordinating threads that only plan and
 // wait) run the pipeline in the background. A Batch is owned by the shared_ptr Next returns; its
@@ -64,6 +74,14 @@ size_t BatchDTypeSize(BatchDType dtype);
 // CUDA driver is loaded at run time; nothing is needed to build or run without one); kOn makes
 // their absence an error at Open.
 enum class PinMemory : uint8_t { kAuto, kOn, kOff };
+
+// Where batches are made. kCpu: host memory (pinned per PinMemory). kCuda: device 0's memory (see
+// "GPU batches" below).
+enum class BatchDevice : uint8_t { kCpu, kCuda };
+std::string_view BatchDeviceName(BatchDevice device);  // "cpu", "cuda"
+// Why a Loader with device kCuda cannot open on this machine (no driver or GPU, or a build
+// without nvcc), or "" when it can.
+std::string GpuBatchesUnavailableReason();
 
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
@@ -116,6 +134,7 @@ struct LoaderOptions {
   // sample is dropped from its batch and counted (true).
   bool skip_bad_samples = false;
 
+  BatchDevice device = BatchDevice::kCpu;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;
@@ -154,6 +173,9 @@ class Batch {
  public:
   uint64_t epoch() const { return epoch_; }
   uint64_t index() const { return index_; }  // within this rank's epoch
+  // Where input, target and the masks live (origins are always in host memory): with kCuda their
+  // data are device addresses of device 0.
+  BatchDevice device() const { return device_; }
   size_t size() const { return sample_ids_.size(); }
   // The last num_padding() samples repeat earlier ones (equal batch counts per rank).
   uint64_t num_padding() const { return num_padding_; }
@@ -185,6 +207,7 @@ class Batch {
   uint64_t num_skipped_ = 0;
   std::vector<uint64_t> sample_ids_;
   BatchDType dtype_ = BatchDType::kFloat32;
+  BatchDevice device_ = BatchDevice::kCpu;
   BatchTensor input_, target_, input_mask_, target_mask_, origins_;
   // The buffers behind the tensors, returned to the loader's pool on destruction.
   std::shared_ptr<void> storage_;
@@ -210,6 +233,12 @@ struct LoaderStats {
   double plan_seconds = 0;         // planning batches (sample and read plans)
   double read_decode_seconds = 0;  // wall time of each batch's read-and-decode waves, summed
   double assemble_seconds = 0;     // copying, casting, normalising into batches (thread time)
+  // GPU batches: chunks nvCOMP decoded, chunks the GPU rejected (decoded again on the CPU), bytes
+  // copied to the GPU, and the wall time of the GPU waves (copy, decode, scatter), summed.
+  uint64_t gpu_decoded_chunks = 0;
+  uint64_t gpu_rejected_chunks = 0;
+  uint64_t bytes_to_gpu = 0;
+  double gpu_seconds = 0;
   double wait_seconds = 0;         // the consumer's wait for batches
   // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
   // holds shorter ones; the last everything longer).
@@ -263,6 +292,11 @@ class Loader {
   const LoaderOptions& options() const;
   // Whether batch buffers are page-locked for the GPU (see PinMemory).
   bool pinned() const;
+  // GPU batches: the stream (a CUstream / cudaStream_t; 0 is the legacy default stream) on which
+  // the consumer uses the batches it releases from now on. Thread-safe.
+  void SetConsumerStream(uintptr_t stream);
+  // GPU batches: whether nvCOMP decodes (else the CPU decodes every chunk), or why not.
+  std::string gpu_decode_status() const;
   // The spans recorded so far with record_timeline (empty without), in order of start.
   std::vector<TimelineSpan> Timeline() const;
 

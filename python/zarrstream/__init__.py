@@ -6,6 +6,27 @@
 >>> field = a[0]            # numpy, decoded in parallel in C++
 """
 
+import os as _os
+
+
+def _find_nvcomp() -> None:
+    """Points the GPU path at the nvCOMP of the installed ``nvidia-libnvcomp-cu13`` wheel (loaded
+    at first use; without it chunks decode on the CPU)."""
+    if _os.environ.get("ZARRSTREAM_NVCOMP_LIBRARY"):
+        return
+    try:
+        import nvidia.libnvcomp as _nvcomp  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    for root in getattr(_nvcomp, "__path__", []):
+        library = _os.path.join(root, "lib64", "libnvcomp.so.6")
+        if _os.path.exists(library):
+            _os.environ["ZARRSTREAM_NVCOMP_LIBRARY"] = library
+            return
+
+
+_find_nvcomp()
+
 from ._array import Array, Group, create_array, create_group, open_array, open_group
 from ._loader import Loader
 from .errors import (

@@ -12,6 +12,7 @@ import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _zarrstream
+from .errors import ConfigError
 
 _NAN_POLICIES = ("keep",)
 _ERROR_POLICIES = ("raise", "skip")
@@ -72,10 +73,14 @@ class Loader:
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
     identical remaining batches.
 
-    Batch buffers are page-locked ("pinned") when a CUDA device is present (``pin_memory=None``;
-    ``True`` requires it, ``False`` never pins). With ``device="cuda"`` a pinned batch is copied to
-    the GPU asynchronously on the current stream; the loader keeps its host buffer until the copy
-    is done.
+    ``device="cuda"`` makes batches on the GPU: chunks cross PCIe compressed, nvCOMP decodes them
+    (zstd, gzip, zlib, lz4; other codecs decode on the CPU) and CUDA kernels assemble, cast and
+    normalise them into the batch, with values identical to ``device="cpu"``; ``"origin"`` stays
+    on the CPU. Where this build or machine cannot (``gpu_decode_status`` says), host batches are
+    page-locked ("pinned") and copied to the GPU asynchronously on the current stream.
+    ``gpu_batches=False`` keeps that host path with ``device="cuda"``; ``True`` makes GPU batches
+    required. ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True``
+    requires it, ``False`` never pins.
     """
 
     def __init__(
@@ -107,6 +112,7 @@ class Loader:
         block_window: int = 4,
         missing_chunks_are_errors: bool = False,
         pin_memory: bool | None = None,
+        gpu_batches: bool | None = None,
         timeline: bool = False,
     ) -> None:
         import torch  # the loader hands batches to PyTorch
@@ -160,6 +166,20 @@ class Loader:
         o.pin_memory = None if pin_memory is None else bool(pin_memory)
         o.record_timeline = bool(timeline)
         self._device = torch.device(device)
+        # device="cuda": batches are made on the GPU where this build and machine can (nvCOMP
+        # decodes, kernels assemble); else pinned host batches are copied there.
+        unavailable = _zarrstream.gpu_batches_unavailable_reason()
+        if gpu_batches and (self._device.type != "cuda" or unavailable):
+            raise ConfigError(
+                "gpu_batches=True needs device='cuda' and a GPU this build can use"
+                + (f": {unavailable}" if unavailable else ""))
+        self._gpu_batches = (self._device.type == "cuda" and not unavailable
+                             and gpu_batches is not False)
+        if self._gpu_batches:
+            if self._device.index not in (None, 0):
+                raise ValueError(f"device={device!r}: GPU batches are made on cuda:0")
+            o.device = "cuda"
+        self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.
         self._in_transfer: tuple[dict[str, Any], Any] | None = None
@@ -227,6 +247,16 @@ class Loader:
 
     def _to_torch(self, batch: dict[str, Any]) -> dict[str, Any]:
         torch = self._torch
+        if self._gpu_batches:
+            # Complete on arrival; the loader reuses a batch's memory only after the work queued on
+            # this stream before the batch was released.
+            stream = torch.cuda.current_stream().cuda_stream
+            if stream != self._consumer_stream:
+                self._core.set_consumer_stream(stream)
+                self._consumer_stream = stream
+            return {key: torch.from_dlpack(batch[key])
+                    for key in ("input", "target", "input_mask", "target_mask", "origin")
+                    if key in batch}
         host = {key: torch.from_dlpack(batch[key])
                 for key in ("input", "target", "input_mask", "target_mask", "origin") if key in batch}
         if self._device.type == "cpu":
@@ -241,6 +271,15 @@ class Loader:
             event.record()
             self._in_transfer = (host, event)
         return out
+
+    @property
+    def gpu_decode_status(self) -> str:
+        """How batches are made: on the CPU, or on the GPU with nvCOMP (its version) or without
+        it (why: then chunks decode on the CPU and cross decoded)."""
+        if self._device.type == "cuda" and not self._gpu_batches:
+            return ("batches are made on the CPU and copied to the GPU: "
+                    + _zarrstream.gpu_batches_unavailable_reason())
+        return self._core.gpu_decode_status
 
     @property
     def pinned(self) -> bool:

@@ -80,7 +80,7 @@ Status CheckRead(const ChunkRead& read, bool partial_allowed) {
     return InvalidArgumentError(std::move(message));
   }
   const uint64_t bytes = ReadChunkBytes(array);
-  if (read.out.size() != bytes && !(read.out.empty() && partial_allowed)) {
+  if (read.out.size() != bytes && !(read.out.empty() && (partial_allowed || read.take_encoded))) {
     std::string message = "chunk ";
     message.append(FormatIndex(read.coords))
         .append(" of ")
@@ -476,7 +476,9 @@ class ChunkReadCall {
           .append(" (missing chunks are errors for this array)");
       return NotFoundError(std::move(message));
     }
-    if (read.out.empty()) {
+    if (read.take_encoded) {
+      // The caller fills it: only `missing` says so.
+    } else if (read.out.empty()) {
       partial_->fill(member.read);
     } else {
       const std::span<const std::byte> fill = array.metadata.fill_value;
@@ -495,6 +497,7 @@ class ChunkReadCall {
     const CodecChain& chain =
         object.sharding != nullptr ? object.sharding->inner_chain() : *object.array->chain;
     ChunkRead& read = reads_[member.read];
+    if (read.take_encoded) return read.take_encoded(bytes);
     ReadScratch& scratch = ThreadScratch();
     if (!read.out.empty()) return chain.Decode(bytes, read.out, &scratch.codec);
     scratch.decoded.Resize(ReadChunkBytes(*object.array));

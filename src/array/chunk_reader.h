@@ -64,6 +64,11 @@ struct ChunkRead {
   std::vector<uint64_t> coords;
   // ReadChunkBytes(*array) bytes the chunk is decoded into.
   std::span<std::byte> out;
+  // Set: the chunk is not decoded; this takes its stored bytes instead (those of the inner chunk
+  // of a sharded array, valid only during the call; called on a pool thread, concurrently with
+  // other chunks' calls) and returns the chunk's status. `out` may then be empty, and a chunk not
+  // stored only sets `missing`. The GPU path decodes these bytes itself.
+  std::function<Status(std::span<const std::byte> stored)> take_encoded;
   // Set by ReadChunks: Ok, or the chunk's error with its context.
   Status status;
   // Set by ReadChunks: true when the chunk was not stored and `out` holds the fill value.

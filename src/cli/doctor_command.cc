@@ -25,7 +25,19 @@ int RunDoctor(bool json) {
                 FormatBytes(gpu.value("memory_bytes", 0.0)).c_str(), gpu["devices"].get<int>(),
                 gpu["driver_cuda_version"].get<std::string>().c_str());
   }
-  std::printf("gpu decoding: not in this build (the CPU decodes every codec)\n");
+  if (!report.value("gpu_batches", false)) {
+    std::printf("gpu batches: no (%s)\n",
+                report["gpu_batches_unavailable_reason"].get<std::string>().c_str());
+  } else if (report["nvcomp_version"].is_null()) {
+    std::printf("gpu batches: yes; gpu decoding: no (%s): chunks decode on the CPU\n",
+                report["nvcomp_unavailable_reason"].get<std::string>().c_str());
+  } else {
+    std::string codecs;
+    for (const auto& c : report["gpu_codecs"]) codecs += (codecs.empty() ? "" : ", ") + c.get<std::string>();
+    std::printf("gpu batches: yes; gpu decoding: nvCOMP %s (%s): %s\n",
+                report["nvcomp_version"].get<std::string>().c_str(),
+                report["nvcomp_library"].get<std::string>().c_str(), codecs.c_str());
+  }
   std::printf("GPUDirect Storage (cuFile): %s\n",
               report["gds"]["cufile_library"].get<bool>() ? "library found" : "not found");
   const nlohmann::json& cpu = report["cpu"];

@@ -12,7 +12,15 @@ namespace {
 using CUresult = int;
 using CUdevice = int;
 using CUcontext = void*;
+using CUdeviceptr = unsigned long long;
+using CUstream = void*;
+using CUevent = void*;
+using CUmodule = void*;
+using CUfunction = void*;
 constexpr CUresult kCudaSuccess = 0;
+constexpr unsigned kStreamNonBlocking = 0x1;
+constexpr unsigned kEventDisableTiming = 0x2;
+constexpr int kAttributeMultiprocessorCount = 16;
 constexpr CUresult kCudaErrorNoDevice = 100;
 constexpr unsigned kMemHostRegisterPortable = 0x01;
 
@@ -33,6 +41,24 @@ struct CudaDriver::Api {
   CUresult (*cuMemHostGetFlags)(unsigned*, void*) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
+  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
+  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
+  CUresult (*cuEventDestroy)(CUevent) = nullptr;
+  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*cuEventSynchronize)(CUevent) = nullptr;
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
 };
 
 namespace {
@@ -104,7 +130,24 @@ LoadedDriver CudaDriverLoader::Load() {
       Resolve(library, "cuMemHostUnregister", &api.cuMemHostUnregister) &&
       Resolve(library, "cuMemHostGetFlags", &api.cuMemHostGetFlags) &&
       Resolve(library, "cuGetErrorName", &api.cuGetErrorName) &&
-      Resolve(library, "cuGetErrorString", &api.cuGetErrorString);
+      Resolve(library, "cuGetErrorString", &api.cuGetErrorString) &&
+      Resolve(library, "cuDeviceGetAttribute", &api.cuDeviceGetAttribute) &&
+      Resolve(library, "cuMemAlloc_v2", &api.cuMemAlloc) &&
+      Resolve(library, "cuMemFree_v2", &api.cuMemFree) &&
+      Resolve(library, "cuStreamCreate", &api.cuStreamCreate) &&
+      Resolve(library, "cuStreamDestroy_v2", &api.cuStreamDestroy) &&
+      Resolve(library, "cuStreamSynchronize", &api.cuStreamSynchronize) &&
+      Resolve(library, "cuStreamWaitEvent", &api.cuStreamWaitEvent) &&
+      Resolve(library, "cuMemcpyHtoDAsync_v2", &api.cuMemcpyHtoDAsync) &&
+      Resolve(library, "cuMemcpyDtoHAsync_v2", &api.cuMemcpyDtoHAsync) &&
+      Resolve(library, "cuMemcpyDtoDAsync_v2", &api.cuMemcpyDtoDAsync) &&
+      Resolve(library, "cuEventCreate", &api.cuEventCreate) &&
+      Resolve(library, "cuEventDestroy_v2", &api.cuEventDestroy) &&
+      Resolve(library, "cuEventRecord", &api.cuEventRecord) &&
+      Resolve(library, "cuEventSynchronize", &api.cuEventSynchronize) &&
+      Resolve(library, "cuModuleLoadData", &api.cuModuleLoadData) &&
+      Resolve(library, "cuModuleGetFunction", &api.cuModuleGetFunction) &&
+      Resolve(library, "cuLaunchKernel", &api.cuLaunchKernel);
   if (!complete) {
     loaded.reason = "libcuda.so.1 lacks an entry point zarrstream needs (driver too old?)";
     return loaded;
@@ -135,12 +178,15 @@ LoadedDriver CudaDriverLoader::Load() {
   }
   int version = 0;
   (void)api.cuDriverGetVersion(&version);
+  int multiprocessors = 0;
+  (void)api.cuDeviceGetAttribute(&multiprocessors, kAttributeMultiprocessorCount, device);
   // Lives for the process: the primary context stays retained and the library loaded.
   loaded.driver = new CudaDriver();
   loaded.driver->api_ = &api;
   loaded.driver->context_ = context;
   loaded.driver->device_count_ = count;
   loaded.driver->driver_version_ = version;
+  loaded.driver->multiprocessor_count_ = multiprocessors;
   return loaded;
 }
 
@@ -205,5 +251,108 @@ bool CudaDriver::IsPageLocked(const void* data) const {
   });
   return locked;
 }
+
+Status CudaDriver::InContext(const std::function<Status()>& call) const {
+  return WithContext(call);
+}
+
+namespace {
+
+// The call `name` with `args`, its failure a kCuda error naming it.
+#define ZS_CUDA_CALL(name, ...)                                                   \
+  WithContext([&] {                                                               \
+    const CUresult result = api_->name(__VA_ARGS__);                              \
+    return result == kCudaSuccess ? Status::Ok() : DriverError(*api_, #name, result); \
+  })
+
+}  // namespace
+
+Result<uint64_t> CudaDriver::AllocateDevice(size_t bytes) const {
+  CUdeviceptr address = 0;
+  Status status = ZS_CUDA_CALL(cuMemAlloc, &address, bytes);
+  if (!status.ok()) {
+    return std::move(status).WithContext("allocating " + std::to_string(bytes) +
+                                         " bytes of GPU memory");
+  }
+  return uint64_t{address};
+}
+
+void CudaDriver::FreeDevice(uint64_t address) const {
+  if (address != 0) (void)ZS_CUDA_CALL(cuMemFree, address);
+}
+
+Result<void*> CudaDriver::CreateStream() const {
+  CUstream stream = nullptr;
+  ZS_RETURN_IF_ERROR(ZS_CUDA_CALL(cuStreamCreate, &stream, kStreamNonBlocking));
+  return stream;
+}
+
+void CudaDriver::DestroyStream(void* stream) const {
+  if (stream != nullptr) (void)ZS_CUDA_CALL(cuStreamDestroy, stream);
+}
+
+Status CudaDriver::SynchronizeStream(void* stream) const {
+  return ZS_CUDA_CALL(cuStreamSynchronize, stream);
+}
+
+Status CudaDriver::CopyToDevice(uint64_t target, const void* source, size_t bytes,
+                                void* stream) const {
+  if (bytes == 0) return Status::Ok();
+  return ZS_CUDA_CALL(cuMemcpyHtoDAsync, target, source, bytes, stream);
+}
+
+Status CudaDriver::CopyToHost(void* target, uint64_t source, size_t bytes, void* stream) const {
+  if (bytes == 0) return Status::Ok();
+  return ZS_CUDA_CALL(cuMemcpyDtoHAsync, target, source, bytes, stream);
+}
+
+Status CudaDriver::CopyOnDevice(uint64_t target, uint64_t source, size_t bytes,
+                                void* stream) const {
+  if (bytes == 0) return Status::Ok();
+  return ZS_CUDA_CALL(cuMemcpyDtoDAsync, target, source, bytes, stream);
+}
+
+Result<void*> CudaDriver::CreateEvent() const {
+  CUevent event = nullptr;
+  ZS_RETURN_IF_ERROR(ZS_CUDA_CALL(cuEventCreate, &event, kEventDisableTiming));
+  return event;
+}
+
+void CudaDriver::DestroyEvent(void* event) const {
+  if (event != nullptr) (void)ZS_CUDA_CALL(cuEventDestroy, event);
+}
+
+Status CudaDriver::RecordEvent(void* event, void* stream) const {
+  return ZS_CUDA_CALL(cuEventRecord, event, stream);
+}
+
+Status CudaDriver::StreamWaitEvent(void* stream, void* event) const {
+  return ZS_CUDA_CALL(cuStreamWaitEvent, stream, event, 0u);
+}
+
+Status CudaDriver::SynchronizeEvent(void* event) const {
+  return ZS_CUDA_CALL(cuEventSynchronize, event);
+}
+
+Result<void*> CudaDriver::LoadModule(const void* image) const {
+  CUmodule module = nullptr;
+  ZS_RETURN_IF_ERROR(ZS_CUDA_CALL(cuModuleLoadData, &module, image));
+  return module;
+}
+
+Result<void*> CudaDriver::GetFunction(void* module, const char* name) const {
+  CUfunction function = nullptr;
+  Status status = ZS_CUDA_CALL(cuModuleGetFunction, &function, module, name);
+  if (!status.ok()) return std::move(status).WithContext(std::string("kernel ") + name);
+  return function;
+}
+
+Status CudaDriver::Launch(void* function, const uint32_t grid[3], uint32_t block_x, void* stream,
+                          void** arguments) const {
+  return ZS_CUDA_CALL(cuLaunchKernel, function, grid[0], grid[1], grid[2], block_x, 1u, 1u, 0u,
+                      stream, arguments, nullptr);
+}
+
+#undef ZS_CUDA_CALL
 
 }  // namespace zarrstream

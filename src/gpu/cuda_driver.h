@@ -1,7 +1,7 @@
 // The CUDA driver API, loaded at run time (libcuda.so.1), so that zarrstream builds without CUDA
-// and runs on machines with no GPU or driver. This is the first piece of the GPU layer
-// (DESIGN.md §3, src/gpu): device discovery and page-locking host memory that the loader's batch
-// buffers live in, so that copies to the GPU run at full PCIe speed and asynchronously.
+// and runs on machines with no GPU or driver. The base of the GPU layer (DESIGN.md §3, src/gpu):
+// device discovery, page-locking the host memory batches and staging buffers live in, device
+// memory, streams, events, copies and kernel launches.
 //
 // Only the few entry points used are declared here (the driver's C ABI is stable); nothing
 // includes cuda.h.
@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "zarrstream/status.h"
@@ -40,6 +41,36 @@ class CudaDriver {
   // Whether `data` lies in page-locked host memory (registered or allocated pinned).
   bool IsPageLocked(const void* data) const;
 
+  // Device 0's memory, streams, events, copies and kernels: what the GPU path is built on. Device
+  // addresses are CUdeviceptr values; streams, events, modules and functions are the driver's
+  // handles (CUstream, CUevent, CUmodule, CUfunction). Copies and launches are asynchronous on
+  // `stream`; host memory they read or write must stay allocated (and, to overlap, page-locked)
+  // until the stream passes them. Errors are kCuda and name the call.
+  Result<uint64_t> AllocateDevice(size_t bytes) const;
+  void FreeDevice(uint64_t address) const;
+  Result<void*> CreateStream() const;  // non-blocking: no implicit order with the default stream
+  void DestroyStream(void* stream) const;
+  Status SynchronizeStream(void* stream) const;
+  Status CopyToDevice(uint64_t target, const void* source, size_t bytes, void* stream) const;
+  Status CopyToHost(void* target, uint64_t source, size_t bytes, void* stream) const;
+  Status CopyOnDevice(uint64_t target, uint64_t source, size_t bytes, void* stream) const;
+  Result<void*> CreateEvent() const;  // without timing
+  void DestroyEvent(void* event) const;
+  Status RecordEvent(void* event, void* stream) const;
+  // Work queued on `stream` after this waits for `event`'s last record.
+  Status StreamWaitEvent(void* stream, void* event) const;
+  Status SynchronizeEvent(void* event) const;
+  // A module from a fatbin or PTX image (kept loaded for the process), and a kernel in it.
+  Result<void*> LoadModule(const void* image) const;
+  Result<void*> GetFunction(void* module, const char* name) const;
+  Status Launch(void* function, const uint32_t grid[3], uint32_t block_x, void* stream,
+                void** arguments) const;
+  // Streaming multiprocessors of device 0 (sizes kernel grids).
+  int multiprocessor_count() const { return multiprocessor_count_; }
+  // Runs `call` with device 0's primary context current on this thread: for libraries that use
+  // the CUDA runtime (nvCOMP), which then finds the same context.
+  Status InContext(const std::function<Status()>& call) const;
+
   struct Api;  // the resolved entry points (cuda_driver.cc)
 
  private:
@@ -53,6 +84,7 @@ class CudaDriver {
   void* context_ = nullptr;  // CUcontext of device 0's primary context, retained for the process
   int device_count_ = 0;
   int driver_version_ = 0;
+  int multiprocessor_count_ = 0;
 };
 
 }  // namespace zarrstream

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -33,7 +34,11 @@
 
 #include "array/chunk_reader.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_decoder.h"
+#include "gpu/gpu_kernels.h"
+#include "gpu/nvcomp.h"
 #include "loader/batch_assembly.h"
+#include "loader/gpu_assembly.h"
 #include "loader/channel_spec.h"
 #include "loader/chunk_cache.h"
 #include "loader/read_plan.h"
@@ -69,6 +74,16 @@ Result<BatchDType> ParseBatchDType(std::string_view name) {
 }
 
 size_t BatchDTypeSize(BatchDType dtype) { return dtype == BatchDType::kFloat32 ? 4 : 2; }
+
+std::string_view BatchDeviceName(BatchDevice device) {
+  return device == BatchDevice::kCuda ? "cuda" : "cpu";
+}
+
+std::string GpuBatchesUnavailableReason() {
+  if (CudaDriver::Get() == nullptr) return CudaDriver::UnavailableReason();
+  if (GpuKernels::Get() == nullptr) return GpuKernels::UnavailableReason();
+  return "";
+}
 
 namespace {
 
@@ -176,6 +191,7 @@ struct BatchAccess {
   static uint64_t& num_skipped(Batch& b) { return b.num_skipped_; }
   static std::vector<uint64_t>& sample_ids(Batch& b) { return b.sample_ids_; }
   static BatchDType& dtype(Batch& b) { return b.dtype_; }
+  static BatchDevice& device(Batch& b) { return b.device_; }
   static BatchTensor& input(Batch& b) { return b.input_; }
   static BatchTensor& target(Batch& b) { return b.target_; }
   static BatchTensor& input_mask(Batch& b) { return b.input_mask_; }
@@ -193,7 +209,46 @@ struct LoaderCounters {
   std::atomic<uint64_t> plan_ns{0};
   std::atomic<uint64_t> read_decode_ns{0};
   std::atomic<uint64_t> assemble_ns{0};
+  std::atomic<uint64_t> gpu_decoded_chunks{0};
+  std::atomic<uint64_t> gpu_rejected_chunks{0};
+  std::atomic<uint64_t> bytes_to_gpu{0};
+  std::atomic<uint64_t> gpu_ns{0};
 };
+
+// The GPU side of a loader with device kCuda (see loader.h): the CUDA pieces, each array's GPU
+// decode (null: the CPU decodes its chunks), the device memory batches live in and the decode
+// workspaces of the batches in flight (one each, reused).
+struct GpuLoaderState {
+  const CudaDriver* driver = nullptr;
+  const GpuKernels* kernels = nullptr;
+  const Nvcomp* nvcomp = nullptr;  // null: every chunk decodes on the CPU
+  std::string nvcomp_status;
+  std::vector<std::optional<GpuChunkCodec>> codecs;  // per LoaderGeometry::arrays
+  std::shared_ptr<DeviceBatchPool> batches;
+  uint64_t batch_bytes = 0;  // device bytes of a batch: input, target, masks
+
+  std::mutex mutex;
+  std::vector<std::unique_ptr<GpuDecodeWorkspace>> idle;
+
+  Result<std::unique_ptr<GpuDecodeWorkspace>> TakeWorkspace() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!idle.empty()) {
+        std::unique_ptr<GpuDecodeWorkspace> w = std::move(idle.back());
+        idle.pop_back();
+        return w;
+      }
+    }
+    return GpuDecodeWorkspace::Create(driver, nvcomp);
+  }
+  void ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w) {
+    std::lock_guard<std::mutex> lock(mutex);
+    idle.push_back(std::move(w));
+  }
+};
+
+// Decoded bytes a GPU wave holds at most (at least one chunk): the device arena and the staging.
+constexpr uint64_t kGpuWaveBytes = uint64_t{1} << 30;
 
 class Pipeline;
 
@@ -273,6 +328,8 @@ struct LoaderState {
   LoaderStats delivered_stats;
   double estimated_amplification = 0, estimated_amplification_exact = 0;
 
+  std::unique_ptr<GpuLoaderState> gpu;  // device kCuda only
+
   std::unique_ptr<Pipeline> pipeline;
 
   LoaderState(LoaderOptions o, Dataset d, LoaderGeometry g, SamplePlan p)
@@ -286,7 +343,11 @@ struct LoaderState {
 
   void StopPipeline();
   Result<std::shared_ptr<Batch>> Produce(uint64_t epoch, uint64_t index);
+  Result<std::shared_ptr<Batch>> ProduceOnGpu(uint64_t epoch, uint64_t index);
   Result<std::shared_ptr<Batch>> AllocateBatch(size_t samples) const;
+  // A GPU batch: tensors in a device block (the first of the pair), origins in host memory.
+  Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> AllocateGpuBatch(
+      size_t samples) const;
 };
 
 // The batches of one epoch from `first`, produced by coordinating threads and handed out in
@@ -359,6 +420,46 @@ LoaderState::~LoaderState() { StopPipeline(); }
 
 void LoaderState::StopPipeline() { pipeline.reset(); }
 
+Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> LoaderState::AllocateGpuBatch(
+    size_t samples) const {
+  std::shared_ptr<Batch> batch = BatchAccess::Make();
+  Batch& b = *batch;
+  ZS_ASSIGN_OR_RETURN(auto device, gpu->batches->Acquire());
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<void> host, batch_memory->Acquire());
+  // One handle keeps both: the device block returns to its pool when the batch goes.
+  auto both = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+      std::move(device.second), host);
+  BatchAccess::storage(b) = both;
+  auto* base = reinterpret_cast<std::byte*>(device.first.address);
+  const LoaderGeometry& g = geometry;
+  const uint64_t element = BatchDTypeSize(options.dtype);
+  auto tensor = [&](uint64_t offset, uint64_t channels, uint64_t item) {
+    BatchTensor t;
+    t.shape.push_back(static_cast<int64_t>(samples));
+    t.shape.push_back(static_cast<int64_t>(channels));
+    for (uint64_t s : g.spatial_shape) t.shape.push_back(static_cast<int64_t>(s));
+    t.data = std::span<std::byte>(base + offset, samples * channels * g.slab_elements * item);
+    return t;
+  };
+  BatchAccess::dtype(b) = options.dtype;
+  BatchAccess::device(b) = BatchDevice::kCuda;
+  BatchAccess::input(b) = tensor(input_offset, g.input_slabs.size(), element);
+  if (!g.target_slabs.empty()) {
+    BatchAccess::target(b) = tensor(target_offset, g.target_slabs.size(), element);
+  }
+  if (options.fill_nan) {
+    BatchAccess::input_mask(b) = tensor(input_mask_offset, g.input_slabs.size(), 1);
+    if (!g.target_slabs.empty()) {
+      BatchAccess::target_mask(b) = tensor(target_mask_offset, g.target_slabs.size(), 1);
+    }
+  }
+  BatchTensor& origins = BatchAccess::origins(b);
+  origins.shape = {static_cast<int64_t>(samples), static_cast<int64_t>(g.sampled_index.size())};
+  origins.data = std::span<std::byte>(static_cast<std::byte*>(host.get()),
+                                      samples * g.sampled_index.size() * sizeof(int64_t));
+  return std::make_pair(std::move(batch), device.first);
+}
+
 Result<std::shared_ptr<Batch>> LoaderState::AllocateBatch(size_t samples) const {
   std::shared_ptr<Batch> batch = BatchAccess::Make();
   Batch& b = *batch;
@@ -395,7 +496,11 @@ Result<std::shared_ptr<Batch>> LoaderState::AllocateBatch(size_t samples) const 
 namespace {
 
 // Drops the samples marked in `bad` from every tensor of `batch`, keeping the order of the rest.
-void CompactBatch(Batch& b, const std::vector<uint8_t>& bad) {
+// A GPU batch's device tensors move with `move_on_device` (target, source, bytes; never
+// overlapping).
+void CompactBatch(
+    Batch& b, const std::vector<uint8_t>& bad,
+    const std::function<void(std::byte*, const std::byte*, size_t)>& move_on_device = nullptr) {
   std::vector<BatchTensor*> tensors = {&BatchAccess::input(b), &BatchAccess::target(b),
                                        &BatchAccess::input_mask(b), &BatchAccess::target_mask(b),
                                        &BatchAccess::origins(b)};
@@ -407,9 +512,14 @@ void CompactBatch(Batch& b, const std::vector<uint8_t>& bad) {
     for (BatchTensor* t : tensors) {
       if (t->shape.empty()) continue;
       const size_t per_sample = t->data.size() / n;
-      if (kept != s)
-        std::memmove(t->data.data() + kept * per_sample, t->data.data() + s * per_sample,
-                     per_sample);
+      if (kept == s) continue;
+      std::byte* to = t->data.data() + kept * per_sample;
+      const std::byte* from = t->data.data() + s * per_sample;
+      if (b.device() == BatchDevice::kCuda && t != &BatchAccess::origins(b)) {
+        move_on_device(to, from, per_sample);
+      } else {
+        std::memmove(to, from, per_sample);
+      }
     }
     ids[kept] = ids[s];
     ++kept;
@@ -439,6 +549,7 @@ std::string DescribeSample(const LoaderGeometry& g, std::span<const uint64_t> or
 }  // namespace
 
 Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t index) {
+  if (gpu) return ProduceOnGpu(epoch, index);
   const Clock::time_point plan_start = Clock::now();
   const LoaderGeometry& g = geometry;
   ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
@@ -604,6 +715,210 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
   return batch;
 }
 
+
+// The GPU path (see loader.h): the batch's chunks in waves; per wave, stored bytes staged as they
+// are read (or decoded on the CPU where the GPU cannot), one copy to the GPU, nvCOMP's batched
+// decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box.
+Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_t index) {
+  const Clock::time_point plan_start = Clock::now();
+  const LoaderGeometry& g = geometry;
+  GpuLoaderState& gs = *gpu;
+  ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
+  BatchReadPlan reads = PlanBatchReads(g, samples);
+  ZS_ASSIGN_OR_RETURN(auto allocated, AllocateGpuBatch(samples.size()));
+  std::shared_ptr<Batch> batch = std::move(allocated.first);
+  const DeviceBatchPool::Block block = allocated.second;
+  Batch& b = *batch;
+  BatchAccess::epoch(b) = epoch;
+  BatchAccess::index(b) = index;
+  BatchAccess::num_padding(b) = samples.num_padding;
+  BatchAccess::sample_ids(b) = samples.sample_ids;
+  auto* origins = reinterpret_cast<int64_t*>(BatchAccess::origins(b).data.data());
+  for (size_t i = 0; i < samples.origins.size(); ++i) {
+    origins[i] = static_cast<int64_t>(samples.origins[i]);
+  }
+  counters.chunk_refs += reads.chunk_refs;
+  counters.bytes_used += reads.bytes_used;
+  const Clock::time_point plan_end = Clock::now();
+  counters.plan_ns += Nanoseconds(plan_end - plan_start);
+  timeline.Add("plan", epoch, index, plan_start, plan_end);
+
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<GpuDecodeWorkspace> workspace, gs.TakeWorkspace());
+  GpuDecodeWorkspace& w = *workspace;
+  const uint64_t uploaded_before = w.bytes_uploaded();
+  const uint64_t decoded_before = w.chunks_decoded();
+  // The previous consumer of this batch's memory must be done with it.
+  Status status = gs.driver->StreamWaitEvent(w.stream(), block.released);
+  const size_t element = BatchDTypeSize(options.dtype);
+  const uint64_t slab_bytes = g.slab_elements * element;
+  std::vector<uint8_t> bad(samples.size(), 0);
+  Status first_error;
+  auto fail = [&](size_t k, Status error) {
+    for (const PlannedCopy& copy : reads.chunks[k].copies) bad[copy.sample] = 1;
+    if (first_error.ok()) first_error = std::move(error);
+  };
+
+  for (size_t begin = 0; status.ok() && begin < reads.chunks.size();) {
+    const Clock::time_point start = Clock::now();
+    // The wave: chunks up to kGpuWaveBytes decoded (at least one).
+    size_t end = begin;
+    uint64_t wave_bytes = 0, host_bytes = 0;
+    while (end < reads.chunks.size() && (end == begin || wave_bytes < kGpuWaveBytes)) {
+      const PlannedChunk& chunk = reads.chunks[end];
+      const uint64_t bytes = ReadChunkBytes(*g.arrays[chunk.array]);
+      wave_bytes += bytes;
+      if (!gs.codecs[chunk.array]) host_bytes += bytes;
+      ++end;
+    }
+    const size_t n = end - begin;
+    if (status = w.Begin(n, host_bytes); !status.ok()) break;
+    std::vector<ChunkRead> wave(n);
+    for (size_t i = 0; i < n; ++i) {
+      const PlannedChunk& chunk = reads.chunks[begin + i];
+      ChunkRead& read = wave[i];
+      read.array = g.arrays[chunk.array];
+      read.coords = chunk.coords;
+      const std::optional<GpuChunkCodec>& codec = gs.codecs[chunk.array];
+      if (!codec) {
+        read.out = w.HostOutput(i, ReadChunkBytes(*read.array));
+        continue;
+      }
+      read.take_encoded = [&w, &codec, i](std::span<const std::byte> stored) {
+        Result<std::span<const std::byte>> payload = codec->Payload(stored);
+        if (payload.ok()) {
+          w.Stage(i, codec->compression, *payload, codec->decoded_bytes);
+        } else {
+          w.Reject(i);  // decoded again on the CPU below, for its error
+        }
+        return Status::Ok();
+      };
+    }
+    ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
+    if (status = w.Decode(); !status.ok()) break;
+
+    // Chunks the GPU rejected: read and decoded again on the CPU. Success (a frame nvCOMP does not
+    // handle) crosses decoded; failure is the chunk's error, with its context.
+    std::vector<size_t> retry;
+    for (size_t i = 0; i < n; ++i) {
+      if (wave[i].status.ok() && !wave[i].missing && w.Rejected(i)) retry.push_back(i);
+    }
+    std::vector<uint64_t> retried(n, 0);
+    if (!retry.empty()) {
+      counters.gpu_rejected_chunks += retry.size();
+      std::vector<ChunkRead> again(retry.size());
+      std::vector<ByteBuffer> decoded(retry.size());
+      for (size_t r = 0; r < retry.size(); ++r) {
+        again[r].array = wave[retry[r]].array;
+        again[r].coords = wave[retry[r]].coords;
+        decoded[r].Resize(ReadChunkBytes(*again[r].array));
+        again[r].out = decoded[r].span();
+      }
+      ReadChunks(again, pool.get(), 0, &index_cache, &read_counters);
+      for (size_t r = 0; r < retry.size() && status.ok(); ++r) {
+        if (!again[r].status.ok()) {
+          wave[retry[r]].status = std::move(again[r].status);
+          continue;
+        }
+        Result<uint64_t> address = w.Upload(decoded[r].span());
+        if (!address.ok()) {
+          status = address.status();
+        } else {
+          retried[retry[r]] = *address;
+        }
+      }
+      if (!status.ok()) break;
+    }
+
+    // One descriptor per box of every chunk of the wave.
+    std::vector<gpu_abi::CopyDescriptor> copies;
+    uint64_t max_elements = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = begin + i;
+      if (!wave[i].status.ok()) {
+        fail(k, std::move(wave[i].status));
+        continue;
+      }
+      const PlannedChunk& chunk = reads.chunks[k];
+      const internal::ArrayState& array = *g.arrays[chunk.array];
+      const std::optional<GpuChunkCodec>& codec = gs.codecs[chunk.array];
+      std::span<const std::byte> fill;
+      uint64_t source = 0;
+      bool swap = false;
+      if (wave[i].missing) {
+        fill = array.metadata.fill_value;
+      } else if (retried[i] != 0) {
+        source = retried[i];
+      } else {
+        source = w.DeviceAddress(i);
+        swap = codec && codec->big_endian;  // staged bytes are as stored
+      }
+      counters.bytes_decoded += ReadChunkBytes(array);
+      for (const PlannedCopy& copy : chunk.copies) {
+        const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
+        const BatchTensor& out = copy.target ? BatchAccess::target(b) : BatchAccess::input(b);
+        const uint64_t channels = copy.target ? g.target_slabs.size() : g.input_slabs.size();
+        const uint64_t slab_index = copy.sample * channels + slab.out_channel;
+        SlabTransform transform{g.mean[slab.channel], g.inv_std[slab.channel], options.fill_nan,
+                                options.nan_fill};
+        uint64_t mask = 0;
+        if (options.fill_nan) {
+          const BatchTensor& m =
+              copy.target ? BatchAccess::target_mask(b) : BatchAccess::input_mask(b);
+          mask = reinterpret_cast<uint64_t>(m.data.data()) + slab_index * g.slab_elements;
+        }
+        copies.push_back(MakeCopyDescriptor(
+            source, array.metadata.data_type, chunk_shapes[chunk.array], copy,
+            reinterpret_cast<uint64_t>(out.data.data()) + slab_index * slab_bytes, options.dtype,
+            slab_strides[slab.channel], transform, mask, swap, fill));
+        max_elements = std::max(max_elements, copies.back().elements);
+      }
+    }
+    if (!copies.empty()) {
+      Result<uint64_t> descriptors =
+          w.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(copies)));
+      if (!descriptors.ok()) {
+        status = descriptors.status();
+        break;
+      }
+      status = gs.kernels->Scatter(*descriptors, static_cast<uint32_t>(copies.size()),
+                                   max_elements, w.stream());
+      if (!status.ok()) break;
+    }
+    status = w.Synchronize();
+    const Clock::time_point end_time = Clock::now();
+    counters.gpu_ns += Nanoseconds(end_time - start);
+    counters.read_decode_ns += Nanoseconds(end_time - start);
+    timeline.Add("gpu wave", epoch, index, start, end_time);
+    begin = end;
+  }
+  counters.bytes_to_gpu += w.bytes_uploaded() - uploaded_before;
+  counters.gpu_decoded_chunks += w.chunks_decoded() - decoded_before;
+  if (status.ok() && !first_error.ok() && options.skip_bad_samples) {
+    CompactBatch(b, bad, [&](std::byte* to, const std::byte* from, size_t bytes) {
+      if (status.ok()) {
+        status = gs.driver->CopyOnDevice(reinterpret_cast<uint64_t>(to),
+                                         reinterpret_cast<uint64_t>(from), bytes, w.stream());
+      }
+    });
+    if (status.ok()) status = w.Synchronize();
+    counters.skipped_samples += BatchAccess::num_skipped(b);
+  }
+  if (status.ok()) {
+    gs.ReturnWorkspace(std::move(workspace));
+  }  // else: a workspace whose stream failed is not reused
+  if (!status.ok()) {
+    return std::move(status).WithContext("batch " + std::to_string(index) + " (epoch " +
+                                         std::to_string(epoch) + ") on the GPU");
+  }
+  if (!first_error.ok() && !options.skip_bad_samples) {
+    size_t s = 0;
+    while (s < bad.size() && !bad[s]) ++s;
+    return std::move(first_error)
+        .WithContext(DescribeSample(g, samples.origin(s)) + " of batch " + std::to_string(index) +
+                     " (epoch " + std::to_string(epoch) + ")");
+  }
+  return batch;
+}
 }  // namespace internal
 
 using internal::LoaderState;
@@ -652,7 +967,20 @@ uint64_t AutoBlockChunks(const LoaderGeometry& g, const std::vector<SampledDim>&
 Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) {
   ZS_RETURN_IF_ERROR(ParseBatchDType(BatchDTypeName(options.dtype)).status());
   const CudaDriver* pin = nullptr;
-  if (options.pin_memory != PinMemory::kOff) {
+  std::unique_ptr<internal::GpuLoaderState> gpu;
+  if (options.device == BatchDevice::kCuda) {
+    gpu = std::make_unique<internal::GpuLoaderState>();
+    if (std::string reason = GpuBatchesUnavailableReason(); !reason.empty()) {
+      return ConfigError("device is cuda, but batches cannot be made on a GPU here: " + reason);
+    }
+    gpu->driver = CudaDriver::Get();
+    gpu->kernels = GpuKernels::Get();
+    gpu->nvcomp = Nvcomp::Get();
+    gpu->nvcomp_status = gpu->nvcomp != nullptr
+                             ? "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")"
+                             : "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
+  }
+  if (options.pin_memory != PinMemory::kOff && !gpu) {
     pin = CudaDriver::Get();
     if (pin == nullptr && options.pin_memory == PinMemory::kOn) {
       return ConfigError("pin_memory is on, but batches cannot be page-locked: " +
@@ -719,6 +1047,22 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   s.origins_offset = offset;
   offset = AlignUp(offset + batch * g.sampled_index.size() * sizeof(int64_t));
   s.batch_bytes = std::max<uint64_t>(offset, kAlignment);
+  if (gpu) {
+    // Tensors in device memory (everything before the origins), origins in host memory.
+    gpu->batch_bytes = std::max<uint64_t>(s.origins_offset, kAlignment);
+    gpu->batches = std::make_shared<DeviceBatchPool>(gpu->driver, gpu->batch_bytes,
+                                                     options.prefetch + 2);
+    s.batch_bytes =
+        std::max<uint64_t>(AlignUp(batch * g.sampled_index.size() * sizeof(int64_t)), kAlignment);
+    s.origins_offset = 0;
+    for (const internal::ArrayState* array : g.arrays) {
+      const CodecChain& chain =
+          array->chain->sharding() != nullptr ? array->chain->sharding()->inner_chain()
+                                              : *array->chain;
+      gpu->codecs.push_back(PlanGpuDecode(chain));
+    }
+    s.gpu = std::move(gpu);
+  }
   s.batch_memory = std::make_shared<BatchMemoryPool>(s.batch_bytes, options.prefetch + 2, pin);
   s.estimated_amplification = s.plan.EstimateReads(shuffle).read_amplification;
   s.estimated_amplification_exact = s.plan.EstimateReads(ShuffleMode::kExact).read_amplification;
@@ -796,6 +1140,14 @@ const std::vector<std::string>& Loader::spatial_dims() const {
 }
 const LoaderOptions& Loader::options() const { return state_->options; }
 bool Loader::pinned() const { return state_->batch_memory->pinned(); }
+
+void Loader::SetConsumerStream(uintptr_t stream) {
+  if (state_->gpu) state_->gpu->batches->SetConsumerStream(stream);
+}
+
+std::string Loader::gpu_decode_status() const {
+  return state_->gpu ? state_->gpu->nvcomp_status : "batches are made on the CPU";
+}
 std::vector<TimelineSpan> Loader::Timeline() const { return state_->timeline.Spans(); }
 
 std::vector<int64_t> Loader::input_shape() const {
@@ -830,6 +1182,10 @@ LoaderStats Loader::stats() const {
   st.plan_seconds = static_cast<double>(s.counters.plan_ns) * 1e-9;
   st.read_decode_seconds = static_cast<double>(s.counters.read_decode_ns) * 1e-9;
   st.assemble_seconds = static_cast<double>(s.counters.assemble_ns) * 1e-9;
+  st.gpu_decoded_chunks = s.counters.gpu_decoded_chunks;
+  st.gpu_rejected_chunks = s.counters.gpu_rejected_chunks;
+  st.bytes_to_gpu = s.counters.bytes_to_gpu;
+  st.gpu_seconds = static_cast<double>(s.counters.gpu_ns) * 1e-9;
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;
   return st;

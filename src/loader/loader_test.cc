@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "array/memory_dataset_test_util.h"
 #include "gpu/cuda_driver.h"
@@ -236,6 +239,74 @@ TEST(LoaderTest, PinnedBatchesFollowTheCudaDriver) {
   auto batch = on->Next();
   ASSERT_TRUE(batch.ok() && *batch) << batch.status().ToString();
   EXPECT_TRUE(driver->IsPageLocked((**batch)->input().data.data()));
+}
+
+
+// device kCuda without a usable GPU fails at open and says why.
+TEST(LoaderTest, GpuBatchesWithoutAGpuAreAClearError) {
+  if (GpuBatchesUnavailableReason().empty()) GTEST_SKIP() << "a GPU is usable here";
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.device = BatchDevice::kCuda;
+  auto loader = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), ErrorCode::kConfig);
+  EXPECT_NE(loader.status().message().find(GpuBatchesUnavailableReason()), std::string::npos);
+}
+
+// GPU: device kCuda batches (assembled by the scatter kernel, windows cutting chunks, a reduced
+// dtype, NaN masks) equal the CPU loader's, byte for byte, batch after batch.
+TEST(LoaderGpuTest, BatchesEqualTheCpuLoadersByteForByte) {
+  if (!GpuBatchesUnavailableReason().empty()) {
+    GTEST_SKIP() << "GPU test skipped: " << GpuBatchesUnavailableReason();
+  }
+  const CudaDriver* driver = CudaDriver::Get();
+  for (BatchDType dtype : {BatchDType::kFloat32, BatchDType::kBFloat16, BatchDType::kFloat16}) {
+    LoaderOptions options;
+    options.variables = {"t2m", "temperature@850,1000"};
+    options.sample = {{"time", 2}, {"longitude", 3}};
+    options.stride = {{"time", 1}, {"longitude", 1}};
+    options.target_dim = "time";
+    options.target_offsets = {1};
+    options.batch_size = 3;
+    options.dtype = dtype;
+    options.fill_nan = true;
+    options.nan_fill = -1;
+    options.prefetch = 3;
+    auto cpu = Loader::Open(Era5LikeUrl(), options);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    options.device = BatchDevice::kCuda;
+    auto gpu = Loader::Open(Era5LikeUrl(), options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    uint64_t batches = 0;
+    for (;;) {
+      auto want = cpu->Next();
+      auto got = gpu->Next();
+      ASSERT_TRUE(want.ok() && got.ok()) << got.status().ToString();
+      ASSERT_EQ(want->has_value(), got->has_value());
+      if (!got->has_value()) break;
+      const Batch& w = ***want;
+      const Batch& g = ***got;
+      EXPECT_EQ(g.device(), BatchDevice::kCuda);
+      for (auto [gt, wt] : {std::pair{&g.input(), &w.input()}, {&g.target(), &w.target()},
+                            {&g.input_mask(), &w.input_mask()}}) {
+        ASSERT_EQ(gt->shape, wt->shape);
+        std::vector<std::byte> back(gt->data.size());
+        ASSERT_TRUE(driver
+                        ->CopyToHost(back.data(), reinterpret_cast<uint64_t>(gt->data.data()),
+                                     back.size(), nullptr)
+                        .ok());
+        ASSERT_TRUE(driver->SynchronizeStream(nullptr).ok());
+        ASSERT_TRUE(std::equal(back.begin(), back.end(), wt->data.begin()))
+            << "batch " << batches;
+      }
+      ASSERT_TRUE(std::equal(g.origins().data.begin(), g.origins().data.end(),
+                             w.origins().data.begin()));
+      ++batches;
+    }
+    EXPECT_EQ(batches, cpu->num_batches());
+    EXPECT_GT(gpu->stats().bytes_to_gpu, 0u);
+  }
 }
 
 }  // namespace

@@ -16,6 +16,10 @@
 #include <thread>
 
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_decoder.h"
+#include "gpu/gpu_kernels.h"
+#include "gpu/nvcomp.h"
+#include "zarrstream/loader.h"
 
 namespace zarrstream::tools {
 
@@ -62,9 +66,8 @@ bool Loadable(const char* name) {
 nlohmann::json EnvironmentReport() {
   nlohmann::json report;
   report["zarrstream_version"] = ZARRSTREAM_VERSION;
-  // No CUDA code is compiled into this build yet: the GPU path so far is the driver, loaded at run
-  // time (pinned batch buffers).
-  report["cuda_compiled"] = false;
+  // Whether nvcc built the kernels into this library; the driver and nvCOMP load at run time.
+  report["cuda_compiled"] = GpuKernels::Compiled();
   const CudaDriver* driver = CudaDriver::Get();
   if (driver != nullptr) {
     nlohmann::json gpu;
@@ -79,8 +82,17 @@ nlohmann::json EnvironmentReport() {
     report["gpu"] = nullptr;
     report["gpu_unavailable_reason"] = CudaDriver::UnavailableReason();
   }
-  report["nvcomp_version"] = nullptr;  // the GPU decoders are not built yet
-  report["gpu_codecs"] = nlohmann::json::array();
+  const Nvcomp* nvcomp = driver != nullptr ? Nvcomp::Get() : nullptr;
+  report["nvcomp_version"] = nvcomp != nullptr ? nlohmann::json(nvcomp->version()) : nullptr;
+  report["nvcomp_library"] = nvcomp != nullptr ? nlohmann::json(nvcomp->library()) : nullptr;
+  report["nvcomp_unavailable_reason"] =
+      nvcomp != nullptr ? nlohmann::json(nullptr) : nlohmann::json(Nvcomp::UnavailableReason());
+  const bool gpu_batches = GpuBatchesUnavailableReason().empty();
+  report["gpu_batches"] = gpu_batches;
+  report["gpu_batches_unavailable_reason"] =
+      gpu_batches ? nlohmann::json(nullptr) : nlohmann::json(GpuBatchesUnavailableReason());
+  report["gpu_codecs"] = gpu_batches && nvcomp != nullptr ? nlohmann::json(GpuDecodableCodecs())
+                                                          : nlohmann::json::array();
   report["gds"] = {{"cufile_library", Loadable("libcufile.so.0")}};
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);

@@ -7,9 +7,12 @@
 
 namespace zarrstream::tools {
 
-// {"zarrstream_version", "cuda_compiled", "gpu" (null, or name / memory_bytes / driver_cuda_version
-// / devices), "gpu_unavailable_reason", "nvcomp_version", "gpu_codecs", "gds", "cpu" (model,
-// cores, features), "memory_bytes", "libraries" (name → version)}.
+// {"zarrstream_version", "cuda_compiled" (nvcc built the kernels in), "gpu" (null, or name /
+// memory_bytes / driver_cuda_version / devices), "gpu_unavailable_reason", "nvcomp_version",
+// "nvcomp_library", "nvcomp_unavailable_reason", "gpu_batches" (a Loader can use device cuda),
+// "gpu_batches_unavailable_reason", "gpu_codecs" (the codecs nvCOMP decodes for it), "gds",
+// "cpu" (model, cores, features), "memory_bytes", "libraries" (name → version)}. Unset reasons
+// are null.
 nlohmann::json EnvironmentReport();
 
 }  // namespace zarrstream::tools

@@ -1,0 +1,243 @@
+"""Decoded GB/s into GPU memory: zarrstream's GPU batches vs its CPU-decoded batches vs the peers.
+
+The workload of issue "GPU path": an ERA5-shaped store (``zarrstream synth --preset era5``: every
+variable and level, 721 x 1440 float32, one chunk per time step and channel), batches of random
+time steps, every channel, landing in GPU memory as float32 [batch, channels, 721, 1440]. Each
+tool's rate is the decoded bytes it put on the GPU per second of wall time (after a warm-up batch,
+with the GPU synchronised at the end), from the page cache (the store is read once first).
+
+Rows: ``zarrstream-gpu`` (Loader(device="cuda"): compressed bytes cross PCIe, nvCOMP decodes,
+kernels assemble), ``zarrstream-cpu`` (the same loader decoding on the CPU into pinned batches,
+then one copy), ``tensorstore`` (one read per time step and variable, all in flight, then a
+pinned copy) and ``zarr-python`` (zarr 3's async reads per step, then a copy). Layouts: ``v3-zstd``
+(Zarr v3, zstd) and ``wb2`` (Zarr v2, blosc lz4 shuffle, as WeatherBench2 stores it).
+
+    python3 bench/gpu_bench.py                       # 24 steps, batch 8, 8 batches, both layouts
+    python3 bench/gpu_bench.py --quick               # a smoke run (make gpu-test)
+    python3 bench/gpu_bench.py --json out.json
+
+Needs an NVIDIA GPU, torch with CUDA; tensorstore and zarr rows are skipped (with the reason) when
+those are not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+
+def find_cli() -> str:
+    here = Path(sys.executable).parent / "zarrstream"
+    return str(here) if here.exists() else (shutil.which("zarrstream") or "zarrstream")
+
+
+def synthesize(dst: Path, layout: str, steps: int) -> None:
+    if (dst / ("zarr.json" if layout != "wb2" else ".zgroup")).exists():
+        return
+    subprocess.run([find_cli(), "synth", str(dst), "--preset", "era5", "--layout", layout,
+                    "--steps", str(steps), "--overwrite"], check=True, stdout=subprocess.DEVNULL)
+
+
+def warm(store: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(store):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                while chunk := f.read(1 << 24):
+                    total += len(chunk)
+    return total
+
+
+def data_variables(store: Path) -> list[str]:
+    import zarr
+
+    group = zarr.open_group(str(store), mode="r")
+    coords = {"time", "level", "latitude", "longitude"}
+    return sorted(k for k in group.array_keys() if k not in coords)
+
+
+def batch_origins(steps: int, batch: int, batches: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.choice(steps, size=batch, replace=False) for _ in range(batches)]
+
+
+def timed(fn, batches: int, bytes_per_batch: int, torch) -> dict:
+    fn(0)  # warm-up: allocations, threads, the CUDA context
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in range(1, batches + 1):
+        fn(i)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return {"batches": batches, "seconds": seconds, "gb_per_s": batches * bytes_per_batch / seconds / 1e9}
+
+
+def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
+    import zarrstream
+
+    loader = zarrstream.Loader(store, variables, batch_size=args.batch, shuffle="exact", seed=1,
+                               device="cuda", gpu_batches=gpu, prefetch=args.prefetch)
+    it = iter(())
+    holder = {}
+
+    def one(_: int) -> None:
+        nonlocal it
+        batch = next(it, None)
+        if batch is None:
+            it = iter(loader)
+            batch = next(it)
+        holder["last"] = batch["input"]  # held until the next: as a training step would
+
+    shape = loader.input_shape
+    bytes_per_batch = int(np.prod(shape)) * 4
+    out = timed(one, args.batches, bytes_per_batch, torch)
+    stats = loader.stats()
+    out["status"] = loader.gpu_decode_status
+    out["stats"] = {k: stats[k] for k in ("gpu_decoded_chunks", "gpu_rejected_chunks", "bytes_to_gpu",
+                                          "bytes_read", "gpu_seconds", "read_decode_seconds",
+                                          "assemble_seconds", "wait_seconds")}
+    return out
+
+
+def channel_reads(store: Path, variables):
+    """(variable, level index or None) per channel, in the loader's order (variables sorted, levels
+    in stored order)."""
+    import zarr
+
+    group = zarr.open_group(str(store), mode="r")
+    channels = []
+    for v in variables:
+        a = group[v]
+        channels += [(v, lev) for lev in range(a.shape[1])] if a.ndim == 4 else [(v, None)]
+    return channels
+
+
+def run_tensorstore(store: Path, variables, args, torch, origins) -> dict:
+    import tensorstore as ts
+
+    driver = "zarr3" if (store / "zarr.json").exists() else "zarr"
+    arrays = {v: ts.open({"driver": driver, "kvstore": {"driver": "file", "path": str(store / v)},
+                          "context": {"cache_pool": {"total_bytes_limit": 0}}}).result()
+              for v in variables}
+    channels = channel_reads(store, variables)
+    ny, nx = arrays[variables[0]].shape[-2:]
+    host = torch.empty((args.batch, len(channels), ny, nx), dtype=torch.float32).pin_memory()
+    dev = torch.empty_like(host, device="cuda")
+
+    def one(i: int) -> None:
+        steps = origins[i % len(origins)]
+        futures = []
+        for s, t in enumerate(steps):
+            for c, (v, lev) in enumerate(channels):
+                index = (int(t), lev) if lev is not None else (int(t),)
+                futures.append((s, c, arrays[v][index].read()))
+        for s, c, f in futures:
+            host[s, c].numpy()[...] = f.result()
+        dev.copy_(host, non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+
+    return timed(one, args.batches, host.numel() * 4, torch)
+
+
+def run_zarr_python(store: Path, variables, args, torch, origins) -> dict:
+    import zarr
+
+    group = zarr.open_group(str(store), mode="r")
+    channels = channel_reads(store, variables)
+    arrays = {v: group[v] for v in variables}
+    ny, nx = arrays[variables[0]].shape[-2:]
+    host = torch.empty((args.batch, len(channels), ny, nx), dtype=torch.float32).pin_memory()
+    dev = torch.empty_like(host, device="cuda")
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count())
+
+    def read(s: int, t: int, v: str) -> None:
+        values = arrays[v][int(t)]
+        first = [c for c, (name, _) in enumerate(channels) if name == v][0]
+        n = values.shape[0] if values.ndim == 3 else 1
+        host[s, first:first + n].numpy()[...] = values.reshape(n, ny, nx)
+
+    def one(i: int) -> None:
+        steps = origins[i % len(origins)]
+        list(pool.map(lambda sv: read(*sv), [(s, t, v) for s, t in enumerate(steps) for v in variables]))
+        dev.copy_(host, non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+
+    return timed(one, max(2, args.batches // 4), host.numel() * 4, torch)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "zarrstream-gpu-bench")
+    parser.add_argument("--steps", type=int, default=24, help="time steps in each store")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=8, help="timed batches per tool")
+    parser.add_argument("--prefetch", type=int, default=3)
+    parser.add_argument("--layouts", default="v3-zstd,wb2")
+    parser.add_argument("--tools", default="zarrstream-gpu,zarrstream-cpu,tensorstore,zarr-python")
+    parser.add_argument("--quick", action="store_true", help="8 steps, batch 4, 3 batches, v3-zstd")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.batch, args.batches, args.layouts = 8, 4, 3, "v3-zstd"
+
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("gpu_bench: no CUDA device")
+    results = {"machine": {"gpu": torch.cuda.get_device_name(0), "cores": os.cpu_count(),
+                           "python": platform.python_version()},
+               "args": {k: str(v) for k, v in vars(args).items()}, "runs": []}
+    args.work.mkdir(parents=True, exist_ok=True)
+    for layout in args.layouts.split(","):
+        store = args.work / f"era5-{layout}-{args.steps}.zarr"
+        t0 = time.perf_counter()
+        synthesize(store, layout, args.steps)
+        stored = warm(store)
+        variables = data_variables(store)
+        origins = batch_origins(args.steps, args.batch, args.batches + 1, seed=2)
+        print(f"\n{layout}: {stored / 1e9:.2f} GB stored, {len(variables)} variables "
+              f"(ready in {time.perf_counter() - t0:.0f} s); batch {args.batch}, {args.batches} batches")
+        print(f"{'tool':<16}{'GB/s':>8}{'ratio':>8}  notes")
+        rows = {}
+        for tool in args.tools.split(","):
+            try:
+                if tool == "zarrstream-gpu":
+                    row = run_zarrstream(store, variables, args, torch, gpu=True)
+                elif tool == "zarrstream-cpu":
+                    row = run_zarrstream(store, variables, args, torch, gpu=False)
+                elif tool == "tensorstore":
+                    row = run_tensorstore(store, variables, args, torch, origins)
+                elif tool == "zarr-python":
+                    row = run_zarr_python(store, variables, args, torch, origins)
+                else:
+                    raise ValueError(f"unknown tool {tool}")
+            except ImportError as e:
+                row = {"skipped": f"not installed: {e.name}"}
+            rows[tool] = row
+            torch.cuda.empty_cache()
+        best = rows.get("zarrstream-gpu", {}).get("gb_per_s")
+        for tool, row in rows.items():
+            if "skipped" in row:
+                print(f"{tool:<16}{'-':>8}{'':>8}  {row['skipped']}")
+                continue
+            ratio = f"{best / row['gb_per_s']:.2f}x" if best else ""
+            note = row.get("status", "")
+            print(f"{tool:<16}{row['gb_per_s']:>8.2f}{ratio:>8}  {note}")
+        results["runs"].append({"layout": layout, "stored_bytes": stored, "variables": len(variables),
+                                "rows": rows})
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `make gpu-test`: everything the GPU path promises, on a machine with an NVIDIA GPU, with or
+# without a network (docs/gpu-machines.md):
+#   1. builds with nvcc: from .deps/ (scripts/offline-build.sh) when it is there, else `make build`;
+#   2. the environment report (`zarrstream doctor`): GPU, nvCOMP, GPU codecs;
+#   3. every GPU test: the C++ ones (*Gpu*) and the Python ones (pytest -m gpu), none skipped;
+#   4. compute-sanitizer memcheck, racecheck and synccheck over the C++ GPU tests;
+#   5. the GPU benchmark, short (bench/gpu_bench.py --quick; the full one: docs/benchmarks.md);
+# then prints one line per step and fails if any step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -d .deps/debs ] && [ -d .deps/wheels ]; then
+  scripts/offline-build.sh || exit 1
+  # shellcheck disable=SC1091
+  . .deps/env.sh
+  python=${PYTHON:-python3}
+  tests=build/offline/zarrstream_tests
+else
+  make build || exit 1
+  python=.venv/bin/python
+  export PATH=$PWD/.venv/bin:$PATH
+  tests=build/release/zarrstream_tests
+fi
+sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+gpu_filter='*Gpu*:CudaDriver*'
+summary=()
+failed=0
+step() {  # step NAME COMMAND...: runs it, records PASS/FAIL
+  local name=$1
+  shift
+  echo "=== $name"
+  if "$@"; then summary+=("PASS  $name"); else summary+=("FAIL  $name"); failed=1; fi
+}
+
+gpu_python_tests() {
+  local log
+  log=$(mktemp)
+  "$python" -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$log" | tail -15
+  local status=${PIPESTATUS[0]}
+  # A GPU machine must run them, not skip them.
+  if grep -q "GPU tests SKIPPED" "$log"; then echo "gpu-test: GPU tests were skipped"; status=1; fi
+  rm -f "$log"
+  return "$status"
+}
+
+step "doctor" zarrstream doctor
+step "C++ GPU tests" "$tests" --gtest_filter="$gpu_filter" --gtest_brief=1
+step "Python GPU tests" gpu_python_tests
+for tool in memcheck racecheck synccheck; do
+  # API errors off: the driver tests provoke some on purpose (double registration, ...).
+  step "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 99 --report-api-errors no \
+    "$tests" --gtest_filter="$gpu_filter" --gtest_brief=1
+done
+step "GPU benchmark (quick)" "$python" bench/gpu_bench.py --quick
+
+echo
+echo "=== make gpu-test summary"
+printf '%s\n' "${summary[@]}"
+exit "$failed"

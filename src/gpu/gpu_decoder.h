@@ -1,0 +1,151 @@
+// Decoding chunks on the GPU (DESIGN.md §2, the GPU path): which codec chains the GPU decodes, and
+// the per-batch workspace that stages a wave of chunks' compressed bytes in pinned host memory,
+// copies them to the GPU in one transfer and decodes them with one nvCOMP call per codec.
+//
+// A wave, on one workspace:
+//   1. Begin(chunks, host_bytes): the chunks of the wave, and room for those decoded on the CPU
+//      (HostOutput(i, bytes) hands out their pinned buffers);
+//   2. Stage(i, ...) for each chunk the GPU decodes: its compressed payload, copied into pinned
+//      staging (any threads, concurrently: the read engine calls it as bytes arrive);
+//   3. Decode(): one host→device copy of everything staged, the batched decodes, and a wait for
+//      them; then DeviceAddress(i) is each chunk's decoded bytes in device memory and Rejected(i)
+//      says which chunks the GPU could not decode (the caller decodes those on the CPU, so that
+//      the error names the chunk and nothing the GPU produced from a corrupt frame is trusted);
+//   4. Upload(bytes) for descriptors and chunks decoded on the CPU after a rejection.
+// The addresses stay valid until the next Begin. Memory grows to the largest wave and is reused.
+//
+// Threads: one wave at a time; Stage and HostOutput may be called concurrently within a wave,
+// everything else from the thread that owns the workspace. All GPU work is queued on stream().
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/codec_chain.h"
+#include "gpu/nvcomp.h"
+#include "util/byte_buffer.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+class CudaDriver;
+
+// How the GPU decodes a codec chain's chunks: stored bytes → payload (framing removed on the CPU:
+// numcodecs' LZ4 size prefix, a zlib header, a crc32c checksum, checked) → `compression` (none:
+// the payload is the chunk) → elements, byte-swapped when stored big-endian.
+struct GpuChunkCodec {
+  std::optional<GpuCompression> compression;
+  enum class Framing : uint8_t { kNone, kLz4SizePrefix, kZlib } framing = Framing::kNone;
+  bool crc32c = false;  // the stored bytes end with a crc32c of the rest
+  bool big_endian = false;
+  uint64_t decoded_bytes = 0;
+
+  // The payload of `stored` (a view into it), or a kCorruptChunk error naming the problem.
+  Result<std::span<const std::byte>> Payload(std::span<const std::byte> stored) const;
+  // "zstd", "lz4", "gzip", "zlib", "none", with " + crc32c".
+  std::string Describe() const;
+};
+
+// The GPU decode of `chain` (an unsharded array's chain, or a sharded array's inner chain): set
+// when every codec has a GPU (or free) decoder: [bytes] then at most one of zstd, gzip, zlib, lz4,
+// then optionally crc32c. Null for anything else (array→array codecs, blosc, bz2, ...), which the
+// CPU decodes.
+std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain);
+
+// The names of the codecs GPU decoding covers (for `zarrstream doctor`).
+std::vector<std::string> GpuDecodableCodecs();
+
+class GpuDecodeWorkspace {
+ public:
+  // Needs the CUDA driver; `nvcomp` may be null (then every compressed chunk is rejected and
+  // decoded on the CPU by the caller).
+  static Result<std::unique_ptr<GpuDecodeWorkspace>> Create(const CudaDriver* driver,
+                                                            const Nvcomp* nvcomp);
+  ~GpuDecodeWorkspace();
+  GpuDecodeWorkspace(const GpuDecodeWorkspace&) = delete;
+  GpuDecodeWorkspace& operator=(const GpuDecodeWorkspace&) = delete;
+
+  void* stream() const { return stream_; }
+
+  // Starts a wave of `chunks` chunks, `host_bytes` of them decoded on the CPU.
+  Status Begin(size_t chunks, uint64_t host_bytes);
+  // Pinned host memory for chunk i decoded on the CPU (`bytes` of the Begin's host_bytes).
+  // Single-threaded, before the chunks are read.
+  std::span<std::byte> HostOutput(size_t i, uint64_t bytes);
+  // Chunk i cannot be staged (its framing is wrong): Decode reports it rejected.
+  void Reject(size_t i) { chunks_[i].rejected = true; }
+  // Chunk i for the GPU: `payload` (see GpuChunkCodec::Payload) decoding to `decoded_bytes`.
+  void Stage(size_t i, std::optional<GpuCompression> compression,
+             std::span<const std::byte> payload, uint64_t decoded_bytes);
+  // Copies everything staged to the GPU, decodes it and waits. Errors are the CUDA calls'.
+  Status Decode();
+  // After Decode: chunk i's decoded bytes in device memory (0 for a chunk neither staged nor
+  // given a HostOutput), and whether the GPU rejected it.
+  uint64_t DeviceAddress(size_t i) const { return chunks_[i].device; }
+  bool Rejected(size_t i) const { return chunks_[i].rejected; }
+
+  // Copies `bytes` to device memory valid until the next Begin (queued on stream(); the host
+  // memory is copied first, so it may be reused at once).
+  Result<uint64_t> Upload(std::span<const std::byte> bytes);
+  Status Synchronize() const;
+
+  // Bytes copied to the GPU and chunks decoded there, since creation.
+  uint64_t bytes_uploaded() const { return bytes_uploaded_; }
+  uint64_t chunks_decoded() const { return chunks_decoded_; }
+
+ private:
+  GpuDecodeWorkspace(const CudaDriver* driver, const Nvcomp* nvcomp);
+
+  // A pinned host buffer and a device buffer of the same capacity.
+  struct Mirror {
+    std::byte* host = nullptr;
+    uint64_t device = 0;
+    uint64_t capacity = 0;
+  };
+  Status Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep_host_bytes);
+  void Release(Mirror& mirror);
+  Status ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t bytes);
+  // Queues nvCOMP's decode of chunks `members`; their results go at index results_offset of
+  // results_total (see Decode).
+  Status DecodeGroup(GpuCompression compression, const std::vector<size_t>& members,
+                     uint64_t results_offset, uint64_t results_total);
+
+  struct Chunk {
+    std::optional<GpuCompression> compression;
+    bool staged = false;      // Stage was called: GPU-decoded (or raw) bytes
+    bool rejected = false;
+    uint64_t staging_offset = 0;  // of the payload (or host output) in staging_
+    uint64_t payload_bytes = 0;
+    uint64_t decoded_bytes = 0;
+    uint64_t device = 0;
+    ByteBuffer overflow;  // a payload that did not fit the staging capacity
+  };
+
+  const CudaDriver* driver_;
+  const Nvcomp* nvcomp_;
+  void* stream_ = nullptr;
+  Mirror staging_;               // host-decoded chunks, then staged payloads
+  Mirror uploads_;               // Upload's bytes (nvCOMP's arguments, descriptors)
+  uint64_t uploads_used_ = 0;
+  std::vector<Mirror> retired_;  // outgrown upload buffers, freed at the next Begin
+  Mirror results_;               // nvCOMP's statuses and decoded sizes
+  uint64_t arena_ = 0;  // decoded chunks (device)
+  uint64_t arena_capacity_ = 0;
+  uint64_t temp_ = 0;  // nvCOMP scratch (device)
+  uint64_t temp_capacity_ = 0;
+  std::vector<Chunk> chunks_;
+  uint64_t host_bytes_ = 0;  // the host outputs' region at the start of staging_
+  uint64_t host_used_ = 0;
+  std::atomic<uint64_t> staged_end_{0};  // bump allocator over staging_ after the host region
+  uint64_t bytes_uploaded_ = 0;
+  uint64_t chunks_decoded_ = 0;
+};
+
+}  // namespace zarrstream

@@ -1,0 +1,239 @@
+// Which chains the GPU decodes and how their framing comes off (any machine), and on a GPU: every
+// compression decoded by nvCOMP in one wave equals what the CPU chain decodes, a corrupt frame is
+// rejected rather than trusted, and uploads land where they say.
+#include "gpu/gpu_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "codec/codec_test_harness.h"
+#include "gpu/cuda_driver.h"
+
+namespace zarrstream {
+namespace {
+
+const ChunkRepresentation kChunk = testing::Representation(DataType::kFloat32, {64, 1024});
+
+std::shared_ptr<const CodecChain> Chain(const std::vector<CodecSpec>& specs,
+                                        const ChunkRepresentation& chunk = kChunk) {
+  auto chain = CodecChain::Make(specs, chunk);
+  EXPECT_TRUE(chain.ok()) << chain.status().ToString();
+  return chain.ok() ? *chain : nullptr;
+}
+
+CodecSpec Bytes(const char* endian = "little") { return {"bytes", {{"endian", endian}}}; }
+CodecSpec Zstd() { return {"zstd", {{"level", 3}, {"checksum", false}}}; }
+CodecSpec Gzip() { return {"gzip", {{"level", 5}}}; }
+CodecSpec Zlib() { return {"numcodecs.zlib", {{"level", 5}}}; }
+CodecSpec Lz4() { return {"numcodecs.lz4", {{"acceleration", 1}}}; }
+CodecSpec Crc32c() { return {"crc32c", nlohmann::json::object()}; }
+CodecSpec Blosc() {
+  return {"blosc", {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"typesize", 4},
+                    {"blocksize", 0}}};
+}
+
+TEST(PlanGpuDecodeTest, AcceptsOneCompressorWithOptionalChecksum) {
+  auto zstd = PlanGpuDecode(*Chain({Bytes(), Zstd()}));
+  ASSERT_TRUE(zstd.has_value());
+  EXPECT_EQ(zstd->compression, GpuCompression::kZstd);
+  EXPECT_FALSE(zstd->crc32c);
+  EXPECT_EQ(zstd->decoded_bytes, kChunk.num_bytes());
+
+  auto zlib = PlanGpuDecode(*Chain({Bytes("big"), Zlib(), Crc32c()}));
+  ASSERT_TRUE(zlib.has_value());
+  EXPECT_EQ(zlib->compression, GpuCompression::kDeflate);
+  EXPECT_EQ(zlib->framing, GpuChunkCodec::Framing::kZlib);
+  EXPECT_TRUE(zlib->crc32c);
+  EXPECT_TRUE(zlib->big_endian);
+  EXPECT_EQ(zlib->Describe(), "zlib + crc32c");
+
+  auto raw = PlanGpuDecode(*Chain({Bytes()}));
+  ASSERT_TRUE(raw.has_value());
+  EXPECT_FALSE(raw->compression.has_value());
+
+  EXPECT_EQ(PlanGpuDecode(*Chain({Bytes(), Lz4()}))->framing,
+            GpuChunkCodec::Framing::kLz4SizePrefix);
+  EXPECT_EQ(PlanGpuDecode(*Chain({Bytes(), Gzip()}))->compression, GpuCompression::kGzip);
+}
+
+TEST(PlanGpuDecodeTest, LeavesOtherChainsToTheCpu) {
+  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), Blosc()})).has_value());
+  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), Zstd(), Gzip()})).has_value());
+  EXPECT_FALSE(
+      PlanGpuDecode(*Chain({{"transpose", {{"order", {1, 0}}}}, Bytes(), Zstd()})).has_value());
+}
+
+// Encodes `data` with `chain` (the CPU codecs, which the fixtures elsewhere check against
+// zarr-python).
+std::vector<std::byte> Encode(const CodecChain& chain, std::span<const std::byte> data) {
+  ByteBuffer out;
+  EXPECT_TRUE(chain.Encode(data, &out).ok());
+  return std::vector<std::byte>(out.span().begin(), out.span().end());
+}
+
+TEST(GpuChunkCodecTest, PayloadChecksAndStripsTheFraming) {
+  const std::vector<std::byte> data = testing::FieldBytes(kChunk.num_bytes());
+  auto lz4_chain = Chain({Bytes(), Lz4(), Crc32c()});
+  const GpuChunkCodec lz4 = *PlanGpuDecode(*lz4_chain);
+  std::vector<std::byte> stored = Encode(*lz4_chain, data);
+  auto payload = lz4.Payload(stored);
+  ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+  EXPECT_EQ(payload->size(), stored.size() - 8);  // size prefix and checksum off
+  EXPECT_EQ(payload->data(), stored.data() + 4);
+
+  stored[stored.size() / 2] ^= std::byte{1};
+  EXPECT_EQ(lz4.Payload(stored).status().code(), ErrorCode::kCorruptChunk);
+
+  auto zlib_chain = Chain({Bytes(), Zlib()});
+  const GpuChunkCodec zlib = *PlanGpuDecode(*zlib_chain);
+  stored = Encode(*zlib_chain, data);
+  payload = zlib.Payload(stored);
+  ASSERT_TRUE(payload.ok());
+  EXPECT_EQ(payload->size(), stored.size() - 6);  // header and Adler-32 off
+  stored[0] = std::byte{0x79};                     // not deflate
+  EXPECT_EQ(zlib.Payload(stored).status().code(), ErrorCode::kCorruptChunk);
+
+  const GpuChunkCodec raw = *PlanGpuDecode(*Chain({Bytes()}));
+  EXPECT_TRUE(raw.Payload(data).ok());
+  EXPECT_EQ(raw.Payload(std::span(data).first(100)).status().code(), ErrorCode::kCorruptChunk);
+}
+
+// GPU: a wave of chunks of every compression (and raw, and a host output), decoded at once.
+TEST(GpuDecodeWorkspaceGpuTest, DecodesEveryCompressionLikeTheCpu) {
+  const CudaDriver* driver = CudaDriver::Get();
+  if (driver == nullptr) GTEST_SKIP() << "GPU test skipped: " << CudaDriver::UnavailableReason();
+  const Nvcomp* nvcomp = Nvcomp::Get();
+  ASSERT_NE(nvcomp, nullptr) << Nvcomp::UnavailableReason();
+  auto workspace = GpuDecodeWorkspace::Create(driver, nvcomp);
+  ASSERT_TRUE(workspace.ok()) << workspace.status().ToString();
+  GpuDecodeWorkspace& w = **workspace;
+
+  const std::vector<std::vector<CodecSpec>> chains = {
+      {Bytes(), Zstd()}, {Bytes(), Gzip()}, {Bytes(), Zlib(), Crc32c()},
+      {Bytes(), Lz4()},  {Bytes()},         {Bytes(), Zstd(), Crc32c()}};
+  // Two rounds: the second reuses the buffers the first grew.
+  for (int round = 0; round < 2; ++round) {
+    const size_t n = chains.size() + 1;  // the last one is a host output
+    ASSERT_TRUE(w.Begin(n, kChunk.num_bytes()).ok());
+    std::vector<std::vector<std::byte>> expected;
+    for (size_t i = 0; i < chains.size(); ++i) {
+      auto chain = Chain(chains[i]);
+      expected.push_back(testing::FieldBytes(kChunk.num_bytes(), static_cast<uint32_t>(i + 10 * round)));
+      const std::vector<std::byte> stored = Encode(*chain, expected.back());
+      const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+      auto payload = codec.Payload(stored);
+      ASSERT_TRUE(payload.ok()) << codec.Describe() << ": " << payload.status().ToString();
+      w.Stage(i, codec.compression, *payload, codec.decoded_bytes);
+    }
+    expected.push_back(testing::FieldBytes(kChunk.num_bytes(), 99));
+    std::span<std::byte> host = w.HostOutput(n - 1, kChunk.num_bytes());
+    std::memcpy(host.data(), expected.back().data(), host.size());
+
+    ASSERT_TRUE(w.Decode().ok());
+    for (size_t i = 0; i < n; ++i) {
+      SCOPED_TRACE(i);
+      ASSERT_FALSE(w.Rejected(i));
+      std::vector<std::byte> back(kChunk.num_bytes());
+      ASSERT_TRUE(driver->CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
+      ASSERT_TRUE(w.Synchronize().ok());
+      EXPECT_EQ(back, expected[i]);
+    }
+  }
+  EXPECT_GE(w.chunks_decoded(), 2u * 5u);
+}
+
+TEST(GpuChunkCodecTest, MalformedZstdFramesNeverReachTheGpu) {
+  auto chain = Chain({Bytes(), Zstd()});
+  const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+  const std::vector<std::byte> good = Encode(*chain, testing::FieldBytes(kChunk.num_bytes()));
+  ASSERT_TRUE(codec.Payload(good).ok());
+  std::vector<std::byte> truncated(good.begin(), good.begin() + static_cast<ptrdiff_t>(good.size() / 2));
+  EXPECT_EQ(codec.Payload(truncated).status().code(), ErrorCode::kCorruptChunk);
+  std::vector<std::byte> trailing = good;
+  trailing.push_back(std::byte{0});
+  EXPECT_EQ(codec.Payload(trailing).status().code(), ErrorCode::kCorruptChunk);
+  EXPECT_EQ(codec.Payload(testing::AsBytes("\x28\xb5\x2f\xfd not a zstd frame")).status().code(),
+            ErrorCode::kCorruptChunk);
+  // A frame of another chunk's size.
+  auto small = Chain({Bytes(), Zstd()}, testing::Representation(DataType::kFloat32, {64}));
+  EXPECT_EQ(codec.Payload(Encode(*small, testing::FieldBytes(256))).status().code(),
+            ErrorCode::kCorruptChunk);
+}
+
+// GPU: well-formed frames whose contents are damaged (what passes the CPU's structural checks) are
+// rejected by nvCOMP, or decode to what the CPU decodes, without touching memory outside the
+// wave's buffers (compute-sanitizer checks that); the wave's good chunk decodes. Every compression.
+TEST(GpuDecodeWorkspaceGpuTest, DamagedContentIsRejectedAndStaysInBounds) {
+  const CudaDriver* driver = CudaDriver::Get();
+  if (driver == nullptr) GTEST_SKIP() << "GPU test skipped: " << CudaDriver::UnavailableReason();
+  const Nvcomp* nvcomp = Nvcomp::Get();
+  ASSERT_NE(nvcomp, nullptr) << Nvcomp::UnavailableReason();
+  auto workspace = GpuDecodeWorkspace::Create(driver, nvcomp);
+  ASSERT_TRUE(workspace.ok());
+  GpuDecodeWorkspace& w = **workspace;
+  for (const auto& specs : std::vector<std::vector<CodecSpec>>{
+           {Bytes(), Zstd()}, {Bytes(), Lz4()}, {Bytes(), Gzip()}, {Bytes(), Zlib()}}) {
+    auto chain = Chain(specs);
+    const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+    SCOPED_TRACE(codec.Describe());
+    const std::vector<std::byte> data = testing::FieldBytes(kChunk.num_bytes());
+    const std::vector<std::byte> good = Encode(*chain, data);
+    std::vector<std::byte> damaged = good;
+    for (size_t at = damaged.size() / 3; at < damaged.size() / 3 + 64; ++at) {
+      damaged[at] ^= std::byte{0x5A};
+    }
+    auto good_payload = codec.Payload(good);
+    auto damaged_payload = codec.Payload(damaged);
+    ASSERT_TRUE(good_payload.ok());
+    ASSERT_TRUE(w.Begin(2, 0).ok());
+    w.Stage(0, codec.compression, *good_payload, codec.decoded_bytes);
+    if (damaged_payload.ok()) {
+      w.Stage(1, codec.compression, *damaged_payload, codec.decoded_bytes);
+    } else {
+      w.Reject(1);
+    }
+    ASSERT_TRUE(w.Decode().ok());
+    EXPECT_FALSE(w.Rejected(0));
+    std::vector<std::byte> back(data.size());
+    ASSERT_TRUE(driver->CopyToHost(back.data(), w.DeviceAddress(0), back.size(), w.stream()).ok());
+    ASSERT_TRUE(w.Synchronize().ok());
+    EXPECT_EQ(back, data);
+    if (!w.Rejected(1)) {
+      // Decoded to the chunk's size: then the CPU decodes it too (without a checksum neither can
+      // tell), and to the same bytes.
+      std::vector<std::byte> cpu(data.size());
+      CodecScratch scratch;
+      ASSERT_TRUE(chain->Decode(damaged, cpu, &scratch).ok()) << "the GPU accepted what the CPU rejects";
+      ASSERT_TRUE(driver->CopyToHost(back.data(), w.DeviceAddress(1), back.size(), w.stream()).ok());
+      ASSERT_TRUE(w.Synchronize().ok());
+      EXPECT_EQ(back, cpu);
+    }
+  }
+}
+
+// GPU: uploads of many sizes land intact, past the first buffer's capacity.
+TEST(GpuDecodeWorkspaceGpuTest, UploadsGrowAndStayValidForTheWave) {
+  const CudaDriver* driver = CudaDriver::Get();
+  if (driver == nullptr) GTEST_SKIP() << "GPU test skipped: " << CudaDriver::UnavailableReason();
+  auto workspace = GpuDecodeWorkspace::Create(driver, Nvcomp::Get());
+  ASSERT_TRUE(workspace.ok());
+  GpuDecodeWorkspace& w = **workspace;
+  ASSERT_TRUE(w.Begin(0, 0).ok());
+  std::vector<std::pair<uint64_t, std::vector<std::byte>>> uploads;
+  for (uint32_t i = 0; i < 6; ++i) {
+    std::vector<std::byte> bytes = testing::RandomBytes((size_t{1} << 18) << i, i);
+    auto address = w.Upload(bytes);
+    ASSERT_TRUE(address.ok()) << address.status().ToString();
+    uploads.emplace_back(*address, std::move(bytes));
+  }
+  for (const auto& [address, bytes] : uploads) {
+    std::vector<std::byte> back(bytes.size());
+    ASSERT_TRUE(driver->CopyToHost(back.data(), address, back.size(), w.stream()).ok());
+    ASSERT_TRUE(w.Synchronize().ok());
+    EXPECT_EQ(back, bytes);
+  }
+}
+
+}  // namespace
+}  // namespace zarrstream

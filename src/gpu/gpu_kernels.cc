@@ -1,0 +1,110 @@
+#include "gpu/gpu_kernels.h"
+
+#include <algorithm>
+
+#include "gpu/cuda_driver.h"
+
+#if defined(ZARRSTREAM_GPU_KERNELS)
+// Generated at build time from kernels.cu's fatbin (CMakeLists.txt).
+extern "C" const unsigned char zarrstream_kernels_fatbin[];
+#endif
+
+namespace zarrstream {
+
+namespace {
+
+constexpr uint32_t kThreadsPerBlock = 256;
+constexpr uint64_t kMaxGridY = 65535;
+
+// x spreads one descriptor's work over blocks of which each thread does at least
+// `items_per_thread`; y covers the descriptors. The whole grid stays near 64 blocks per
+// multiprocessor, enough to hide memory latency without idle blocks.
+void GridFor(uint32_t count, uint64_t max_items, uint64_t items_per_thread, uint32_t grid[3]) {
+  const uint64_t y = std::clamp<uint64_t>(count, 1, kMaxGridY);
+  uint64_t x = (max_items + kThreadsPerBlock * items_per_thread - 1) /
+               (kThreadsPerBlock * items_per_thread);
+  const auto sms = static_cast<uint64_t>(std::max(CudaDriver::Get()->multiprocessor_count(), 1));
+  x = std::clamp<uint64_t>(x, 1, std::max<uint64_t>(1, sms * 64 / y));
+  grid[0] = static_cast<uint32_t>(x);
+  grid[1] = static_cast<uint32_t>(y);
+  grid[2] = 1;
+}
+
+}  // namespace
+
+struct LoadedKernels {
+  GpuKernels* kernels = nullptr;
+  std::string reason;
+};
+
+class GpuKernelsLoader {
+ public:
+  static LoadedKernels Load() {
+    LoadedKernels loaded;
+#if defined(ZARRSTREAM_GPU_KERNELS)
+    const CudaDriver* driver = CudaDriver::Get();
+    if (driver == nullptr) {
+      loaded.reason = CudaDriver::UnavailableReason();
+      return loaded;
+    }
+    Result<void*> module = driver->LoadModule(zarrstream_kernels_fatbin);
+    if (!module.ok()) {
+      loaded.reason = "loading zarrstream's kernels: " + module.status().message();
+      return loaded;
+    }
+    Result<void*> scatter = driver->GetFunction(*module, "zs_scatter");
+    Result<void*> unshuffle = driver->GetFunction(*module, "zs_unshuffle");
+    if (!scatter.ok() || !unshuffle.ok()) {
+      loaded.reason = (!scatter.ok() ? scatter.status() : unshuffle.status()).message();
+      return loaded;
+    }
+    loaded.kernels = new GpuKernels();  // lives for the process, as the module stays loaded
+    loaded.kernels->scatter_ = *scatter;
+    loaded.kernels->unshuffle_ = *unshuffle;
+#else
+    loaded.reason = "this build of zarrstream has no CUDA kernels (nvcc was not found when it "
+                    "was built)";
+#endif
+    return loaded;
+  }
+};
+
+namespace {
+
+const LoadedKernels& Instance() {
+  static const LoadedKernels loaded = GpuKernelsLoader::Load();
+  return loaded;
+}
+
+}  // namespace
+
+const GpuKernels* GpuKernels::Get() { return Instance().kernels; }
+std::string GpuKernels::UnavailableReason() { return Instance().reason; }
+
+bool GpuKernels::Compiled() {
+#if defined(ZARRSTREAM_GPU_KERNELS)
+  return true;
+#else
+  return false;
+#endif
+}
+
+Status GpuKernels::Scatter(uint64_t descriptors, uint32_t count, uint64_t max_elements,
+                           void* stream) const {
+  if (count == 0) return Status::Ok();
+  uint32_t grid[3];
+  GridFor(count, max_elements, 4, grid);
+  void* arguments[] = {&descriptors, &count};
+  return CudaDriver::Get()->Launch(scatter_, grid, kThreadsPerBlock, stream, arguments);
+}
+
+Status GpuKernels::Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_bytes,
+                             void* stream) const {
+  if (count == 0) return Status::Ok();
+  uint32_t grid[3];
+  GridFor(count, max_bytes, 8, grid);
+  void* arguments[] = {&descriptors, &count};
+  return CudaDriver::Get()->Launch(unshuffle_, grid, kThreadsPerBlock, stream, arguments);
+}
+
+}  // namespace zarrstream

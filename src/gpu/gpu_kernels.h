@@ -1,0 +1,37 @@
+// The loader's CUDA kernels (kernels.cu), built by nvcc into a fatbin embedded in the library when
+// nvcc is present at build time, and loaded through the CUDA driver at first use. Each call is one
+// launch over all of a batch's descriptors (kernel_abi.h), queued on the caller's stream.
+//
+// Threads: thread-safe. The descriptor arrays are device memory that must stay valid until the
+// stream passes the launch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+class GpuKernels {
+ public:
+  // The loaded kernels, or null; UnavailableReason() says why (no driver or device, or a build
+  // without nvcc).
+  static const GpuKernels* Get();
+  static std::string UnavailableReason();
+  // Whether this build carries the kernels at all.
+  static bool Compiled();
+
+  // zs_scatter over `count` CopyDescriptors at `descriptors`, the largest `max_elements` long.
+  Status Scatter(uint64_t descriptors, uint32_t count, uint64_t max_elements, void* stream) const;
+  // zs_unshuffle over `count` UnshuffleDescriptors, the largest block `max_bytes` long.
+  Status Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_bytes, void* stream) const;
+
+ private:
+  friend class GpuKernelsLoader;  // gpu_kernels.cc
+  GpuKernels() = default;
+  void* scatter_ = nullptr;    // CUfunction
+  void* unshuffle_ = nullptr;  // CUfunction
+};
+
+}  // namespace zarrstream

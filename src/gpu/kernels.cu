@@ -1,0 +1,220 @@
+// The loader's CUDA kernels, compiled by nvcc into a fatbin that the library embeds and loads
+// through the driver at run time (gpu_kernels.cc): no CUDA runtime is linked. Each kernel runs once
+// per batch over every chunk of the batch (DESIGN.md §6: no per-chunk launches); its arguments are
+// arrays of descriptors (kernel_abi.h) in device memory.
+//
+// zs_scatter reproduces the CPU's AssembleCopy bit for bit (loader/batch_assembly.h): the same
+// arithmetic in the same precision, rounded alike, and NaN payloads carried as x86-64 carries them
+// (a NaN input stays that NaN, quieted; conversions keep the high payload bits), because CUDA's own
+// arithmetic would return its canonical NaN instead.
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernel_abi.h"
+
+namespace {
+
+using zarrstream::gpu_abi::CopyDescriptor;
+using zarrstream::gpu_abi::UnshuffleDescriptor;
+namespace abi = zarrstream::gpu_abi;
+
+__device__ __forceinline__ uint64_t LoadBits(const unsigned char* p, uint32_t size, bool swap) {
+  uint64_t bits = 0;
+  switch (size) {
+    case 1:
+      return *p;
+    case 2:
+      bits = *reinterpret_cast<const uint16_t*>(p);
+      return swap ? __byte_perm(static_cast<uint32_t>(bits), 0, 0x3201) & 0xFFFFu : bits;
+    case 4:
+      bits = *reinterpret_cast<const uint32_t*>(p);
+      return swap ? __byte_perm(static_cast<uint32_t>(bits), 0, 0x0123) : bits;
+    default: {
+      bits = *reinterpret_cast<const uint64_t*>(p);
+      if (!swap) return bits;
+      const uint32_t lo = __byte_perm(static_cast<uint32_t>(bits), 0, 0x0123);
+      const uint32_t hi = __byte_perm(static_cast<uint32_t>(bits >> 32), 0, 0x0123);
+      return (static_cast<uint64_t>(lo) << 32) | hi;
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t SourceSize(uint32_t type) {
+  switch (type) {
+    case abi::kInt16:
+    case abi::kUInt16:
+    case abi::kFloat16:
+      return 2;
+    case abi::kInt32:
+    case abi::kUInt32:
+    case abi::kFloat32:
+      return 4;
+    case abi::kInt64:
+    case abi::kUInt64:
+    case abi::kFloat64:
+      return 8;
+    default:
+      return 1;
+  }
+}
+
+// (x - mean) * inv_std as the CPU computes it: in float32 for sources float32 holds exactly, in
+// float64 (then rounded once) for the wider ones. Returns the float32 bits.
+__device__ __forceinline__ uint32_t Normalise(uint64_t bits, uint32_t type, double mean,
+                                              double inv_std) {
+  float f = 0;
+  double d = 0;
+  bool wide = false;
+  switch (type) {
+    case abi::kBool:
+    case abi::kUInt8:
+      f = static_cast<float>(static_cast<uint8_t>(bits));
+      break;
+    case abi::kInt8:
+      f = static_cast<float>(static_cast<int8_t>(bits));
+      break;
+    case abi::kInt16:
+      f = static_cast<float>(static_cast<int16_t>(bits));
+      break;
+    case abi::kUInt16:
+      f = static_cast<float>(static_cast<uint16_t>(bits));
+      break;
+    case abi::kFloat16: {
+      const auto h = static_cast<uint16_t>(bits);
+      if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu) != 0) {  // NaN: widened, quieted
+        return (static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7FC00000u |
+               (static_cast<uint32_t>(h & 0x03FFu) << 13);
+      }
+      f = __half2float(__ushort_as_half(h));
+      break;
+    }
+    case abi::kFloat32: {
+      const auto b = static_cast<uint32_t>(bits);
+      if ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0) return b | 0x00400000u;
+      f = __uint_as_float(b);
+      break;
+    }
+    case abi::kInt32:
+      d = static_cast<double>(static_cast<int32_t>(bits));
+      wide = true;
+      break;
+    case abi::kUInt32:
+      d = static_cast<double>(static_cast<uint32_t>(bits));
+      wide = true;
+      break;
+    case abi::kInt64:
+      d = __ll2double_rn(static_cast<long long>(bits));
+      wide = true;
+      break;
+    case abi::kUInt64:
+      d = __ull2double_rn(static_cast<unsigned long long>(bits));
+      wide = true;
+      break;
+    default: {  // kFloat64
+      if ((bits & 0x7FF0000000000000ull) == 0x7FF0000000000000ull &&
+          (bits & 0x000FFFFFFFFFFFFFull) != 0) {  // NaN: narrowed, quieted
+        return static_cast<uint32_t>((bits >> 32) & 0x80000000u) | 0x7FC00000u |
+               static_cast<uint32_t>((bits >> 29) & 0x007FFFFFu);
+      }
+      d = __longlong_as_double(static_cast<long long>(bits));
+      wide = true;
+      break;
+    }
+  }
+  if (wide) return __float_as_uint(__double2float_rn(__dmul_rn(__dsub_rn(d, mean), inv_std)));
+  return __float_as_uint(
+      __fmul_rn(__fsub_rn(f, __double2float_rn(mean)), __double2float_rn(inv_std)));
+}
+
+__device__ __forceinline__ bool IsNan(uint32_t bits) {
+  return (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0;
+}
+
+__device__ __forceinline__ uint16_t ToBFloat16(uint32_t bits) {
+  if (IsNan(bits)) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  const uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+__device__ __forceinline__ uint16_t ToFloat16(uint32_t bits) {
+  if (IsNan(bits)) {
+    return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7E00u | ((bits & 0x007FFFFFu) >> 13));
+  }
+  return __half_as_ushort(__float2half_rn(__uint_as_float(bits)));
+}
+
+}  // namespace
+
+// Every box of `copies` (count of them) into its slab. Grid: x spreads a box's elements, y the
+// boxes (looping when there are more than gridDim.y).
+extern "C" __global__ void zs_scatter(const CopyDescriptor* copies, uint32_t count) {
+  // Raw storage: a __shared__ variable takes no initialiser, and CopyDescriptor has defaults.
+  __shared__ alignas(CopyDescriptor) unsigned char storage[sizeof(CopyDescriptor)];
+  CopyDescriptor& d = *reinterpret_cast<CopyDescriptor*>(storage);
+  for (uint32_t c = blockIdx.y; c < count; c += gridDim.y) {
+    __syncthreads();  // every thread is done with the previous box's descriptor
+    if (threadIdx.x == 0) d = copies[c];
+    __syncthreads();
+    const uint32_t size = SourceSize(d.source_type);
+    const bool swap = (d.flags & abi::kByteSwap) != 0;
+    const bool fill_nan = (d.flags & abi::kFillNan) != 0;
+    const bool from_fill = (d.flags & abi::kFromFill) != 0;
+    const auto* source = reinterpret_cast<const unsigned char*>(d.source);
+    const uint32_t nan_fill = __float_as_uint(__double2float_rn(d.nan_fill));
+    const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    for (uint64_t e = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < d.elements;
+         e += step) {
+      int64_t source_offset = 0, target_offset = 0;
+      uint64_t rest = e;
+      for (int a = static_cast<int>(d.rank) - 1; a > 0; --a) {
+        const uint64_t extent = d.shape[a];
+        const uint64_t i = rest % extent;
+        rest /= extent;
+        source_offset += static_cast<int64_t>(i) * d.source_strides[a];
+        target_offset += static_cast<int64_t>(i) * d.target_strides[a];
+      }
+      source_offset += static_cast<int64_t>(rest) * d.source_strides[0];
+      target_offset += static_cast<int64_t>(rest) * d.target_strides[0];
+      const uint64_t bits =
+          from_fill ? d.fill_value : LoadBits(source + source_offset * size, size, swap);
+      uint32_t value = Normalise(bits, d.source_type, d.mean, d.inv_std);
+      if (fill_nan) {
+        const bool nan = IsNan(value);
+        reinterpret_cast<uint8_t*>(d.mask)[target_offset] = nan ? 1 : 0;
+        if (nan) value = nan_fill;
+      }
+      switch (d.batch_type) {
+        case abi::kBatchFloat32:
+          reinterpret_cast<uint32_t*>(d.target)[target_offset] = value;
+          break;
+        case abi::kBatchBFloat16:
+          reinterpret_cast<uint16_t*>(d.target)[target_offset] = ToBFloat16(value);
+          break;
+        default:
+          reinterpret_cast<uint16_t*>(d.target)[target_offset] = ToFloat16(value);
+          break;
+      }
+    }
+  }
+}
+
+// Undoes blosc's byte shuffle of every block of `blocks`. Grid as zs_scatter's.
+extern "C" __global__ void zs_unshuffle(const UnshuffleDescriptor* blocks, uint32_t count) {
+  for (uint32_t b = blockIdx.y; b < count; b += gridDim.y) {
+    const UnshuffleDescriptor d = blocks[b];
+    const auto* in = reinterpret_cast<const unsigned char*>(d.source);
+    auto* out = reinterpret_cast<unsigned char*>(d.target);
+    const uint32_t elements = d.bytes / d.typesize;
+    const uint32_t shuffled = elements * d.typesize;
+    const uint32_t step = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < d.bytes; i += step) {
+      if (i < shuffled) {
+        const uint32_t element = i / d.typesize;
+        const uint32_t byte = i - element * d.typesize;
+        out[i] = in[byte * elements + element];
+      } else {
+        out[i] = in[i];  // the bytes after the last whole element are stored as they are
+      }
+    }
+  }
+}

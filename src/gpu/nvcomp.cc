@@ -1,0 +1,185 @@
+#include "gpu/nvcomp.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+#include "gpu/cuda_driver.h"
+
+namespace zarrstream {
+
+namespace {
+
+using NvcompStatus = int32_t;
+constexpr NvcompStatus kNvcompSuccess = 0;
+
+// The decompression options every codec takes by value: 64 bytes whose leading fields (backend,
+// sorting, data type, bitshuffle) are all 0 in nvCOMP's defaults, which are what zarrstream uses.
+struct DecompressOptions {
+  int32_t words[16] = {};
+};
+static_assert(sizeof(DecompressOptions) == 64);
+
+struct Properties {
+  uint32_t version = 0;
+  uint32_t cudart_version = 0;
+};
+
+using TempSizeFn = NvcompStatus (*)(size_t, size_t, DecompressOptions, size_t*, size_t, void*);
+using DecompressFn = NvcompStatus (*)(const void* const*, const size_t*, const size_t*, size_t*,
+                                      size_t, void*, size_t, void* const*, DecompressOptions,
+                                      NvcompStatus*, void*);
+
+}  // namespace
+
+struct Nvcomp::Api {
+  NvcompStatus (*nvcompGetProperties)(Properties*) = nullptr;
+  TempSizeFn temp_size[4] = {};  // by GpuCompression
+  DecompressFn decompress[4] = {};
+};
+
+std::string_view GpuCompressionName(GpuCompression compression) {
+  switch (compression) {
+    case GpuCompression::kZstd:
+      return "zstd";
+    case GpuCompression::kLz4:
+      return "lz4";
+    case GpuCompression::kDeflate:
+      return "deflate";
+    case GpuCompression::kGzip:
+      return "gzip";
+  }
+  return "?";
+}
+
+std::string Nvcomp::StatusName(int32_t status) {
+  switch (status) {
+    case 0: return "nvcompSuccess";
+    case 10: return "nvcompErrorInvalidValue";
+    case 11: return "nvcompErrorNotSupported";
+    case 12: return "nvcompErrorCannotDecompress";
+    case 13: return "nvcompErrorBadChecksum";
+    case 14: return "nvcompErrorCannotVerifyChecksums";
+    case 15: return "nvcompErrorOutputBufferTooSmall";
+    case 16: return "nvcompErrorWrongHeaderLength";
+    case 17: return "nvcompErrorAlignment";
+    case 18: return "nvcompErrorChunkSizeTooLarge";
+    case 20: return "nvcompErrorWrongInputLength";
+    case 21: return "nvcompErrorBatchSizeTooLarge";
+    case 1000: return "nvcompErrorCudaError";
+    case 10000: return "nvcompErrorInternal";
+    default: return "nvcompStatus_t " + std::to_string(status);
+  }
+}
+
+struct LoadedNvcomp {
+  Nvcomp* nvcomp = nullptr;
+  std::string reason;
+};
+
+class NvcompLoader {
+ public:
+  static LoadedNvcomp Load() {
+    LoadedNvcomp loaded;
+    if (CudaDriver::Get() == nullptr) {
+      loaded.reason = "no CUDA driver: " + CudaDriver::UnavailableReason();
+      return loaded;
+    }
+    const char* configured = std::getenv("ZARRSTREAM_NVCOMP_LIBRARY");
+    const std::string name =
+        configured != nullptr && *configured != '\0' ? configured : "libnvcomp.so.6";
+    void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      const char* error = dlerror();
+      loaded.reason = "nvCOMP (" + name + ") could not be loaded" +
+                      (error != nullptr ? std::string(": ") + error : std::string()) +
+                      "; install the PyPI package nvidia-libnvcomp-cu13";
+      return loaded;
+    }
+    static Nvcomp::Api api;
+    static constexpr const char* kNames[4] = {"Zstd", "LZ4", "Deflate", "Gzip"};
+    bool complete = (api.nvcompGetProperties = reinterpret_cast<decltype(api.nvcompGetProperties)>(
+                         dlsym(library, "nvcompGetProperties"))) != nullptr;
+    for (int i = 0; i < 4 && complete; ++i) {
+      const std::string prefix = std::string("nvcompBatched") + kNames[i];
+      api.temp_size[i] = reinterpret_cast<TempSizeFn>(
+          dlsym(library, (prefix + "DecompressGetTempSize").c_str()));
+      api.decompress[i] =
+          reinterpret_cast<DecompressFn>(dlsym(library, (prefix + "DecompressAsync").c_str()));
+      complete = api.temp_size[i] != nullptr && api.decompress[i] != nullptr;
+    }
+    if (!complete) {
+      loaded.reason = name + " lacks an entry point zarrstream needs (nvCOMP 5 or later needed)";
+      return loaded;
+    }
+    Properties properties;
+    if (api.nvcompGetProperties(&properties) != kNvcompSuccess) {
+      loaded.reason = "nvcompGetProperties failed";
+      return loaded;
+    }
+    loaded.nvcomp = new Nvcomp();  // lives for the process, as the library stays loaded
+    loaded.nvcomp->api_ = &api;
+    const uint32_t v = properties.version;
+    loaded.nvcomp->version_ = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 100) +
+                              "." + std::to_string(v % 100);
+    Dl_info info;
+    loaded.nvcomp->library_ =
+        dladdr(reinterpret_cast<void*>(api.nvcompGetProperties), &info) != 0 &&
+                info.dli_fname != nullptr
+            ? info.dli_fname
+            : name;
+    return loaded;
+  }
+};
+
+namespace {
+
+const LoadedNvcomp& Instance() {
+  static const LoadedNvcomp loaded = NvcompLoader::Load();
+  return loaded;
+}
+
+Status NvcompError(std::string_view call, GpuCompression compression, NvcompStatus status) {
+  return CudaError(std::string(call) + " (" + std::string(GpuCompressionName(compression)) +
+                   ") failed: " + Nvcomp::StatusName(status));
+}
+
+}  // namespace
+
+const Nvcomp* Nvcomp::Get() { return Instance().nvcomp; }
+
+std::string Nvcomp::UnavailableReason() { return Instance().reason; }
+
+Result<size_t> Nvcomp::TempBytes(GpuCompression compression, size_t chunks,
+                                 size_t max_chunk_bytes, size_t total_bytes, void* stream) const {
+  size_t bytes = 0;
+  const auto index = static_cast<size_t>(compression);
+  ZS_RETURN_IF_ERROR(CudaDriver::Get()->InContext([&] {
+    const NvcompStatus status = api_->temp_size[index](chunks, max_chunk_bytes, DecompressOptions{},
+                                                       &bytes, total_bytes, stream);
+    return status == kNvcompSuccess ? Status::Ok()
+                                    : NvcompError("DecompressGetTempSize", compression, status);
+  }));
+  return bytes;
+}
+
+Status Nvcomp::DecompressAsync(GpuCompression compression, const uint64_t* compressed,
+                               const uint64_t* compressed_bytes, const uint64_t* output_bytes,
+                               uint64_t* decoded_bytes, size_t chunks, uint64_t temp,
+                               size_t temp_bytes, const uint64_t* outputs, int32_t* statuses,
+                               void* stream) const {
+  static_assert(sizeof(uint64_t) == sizeof(void*) && sizeof(uint64_t) == sizeof(size_t));
+  const auto index = static_cast<size_t>(compression);
+  return CudaDriver::Get()->InContext([&] {
+    const NvcompStatus status = api_->decompress[index](
+        reinterpret_cast<const void* const*>(compressed),
+        reinterpret_cast<const size_t*>(compressed_bytes),
+        reinterpret_cast<const size_t*>(output_bytes), reinterpret_cast<size_t*>(decoded_bytes),
+        chunks, reinterpret_cast<void*>(temp), temp_bytes,
+        reinterpret_cast<void* const*>(outputs), DecompressOptions{}, statuses, stream);
+    return status == kNvcompSuccess ? Status::Ok()
+                                    : NvcompError("DecompressAsync", compression, status);
+  });
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,66 @@
+// nvCOMP's batched decompressors (PyPI `nvidia-libnvcomp-cu13`), loaded at run time so that
+// zarrstream builds and runs without it: the GPU path decodes a whole batch's chunks of one codec
+// in one call (DESIGN.md §6).
+//
+// Where the library is found: the file named by ZARRSTREAM_NVCOMP_LIBRARY (the Python package sets
+// it to the installed wheel's copy before first use), else `libnvcomp.so.6` on the loader's search
+// path. Only the entry points used are declared here (nvCOMP's C API); nothing includes its
+// headers.
+//
+// Threads: every member is thread-safe; calls run with the CUDA driver's device 0 primary context
+// current (CudaDriver::InContext), on the caller's stream.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+// The compressed formats nvCOMP decodes for zarrstream: zstd frames, raw LZ4 blocks, raw deflate
+// streams and gzip members.
+enum class GpuCompression : uint8_t { kZstd, kLz4, kDeflate, kGzip };
+std::string_view GpuCompressionName(GpuCompression compression);
+
+class Nvcomp {
+ public:
+  // The loaded library, or null; UnavailableReason() then says why. Needs the CUDA driver.
+  static const Nvcomp* Get();
+  static std::string UnavailableReason();
+
+  // "6.0.0", and where the library was loaded from.
+  const std::string& version() const { return version_; }
+  const std::string& library() const { return library_; }
+
+  // Device scratch bytes a DecompressAsync call of `chunks` chunks needs, each decoding to at
+  // most `max_chunk_bytes`, `total_bytes` in all.
+  Result<size_t> TempBytes(GpuCompression compression, size_t chunks, size_t max_chunk_bytes,
+                           size_t total_bytes, void* stream) const;
+
+  // Queues the decode of `chunks` chunks on `stream`. Every pointer argument is a device array of
+  // `chunks` entries: the compressed chunks and their sizes, the output buffers and their sizes,
+  // and what the call sets: each chunk's decoded size and nvcompStatus_t (0: success). The
+  // returned status is the call's; chunks fail through `statuses`. Input and output buffers must
+  // be 16-byte aligned.
+  Status DecompressAsync(GpuCompression compression, const uint64_t* compressed,
+                         const uint64_t* compressed_bytes, const uint64_t* output_bytes,
+                         uint64_t* decoded_bytes, size_t chunks, uint64_t temp, size_t temp_bytes,
+                         const uint64_t* outputs, int32_t* statuses, void* stream) const;
+
+  // "nvcompErrorCannotDecompress" for a status value.
+  static std::string StatusName(int32_t status);
+
+  struct Api;  // the resolved entry points (nvcomp.cc)
+
+ private:
+  friend class NvcompLoader;  // nvcomp.cc
+  Nvcomp() = default;
+  const Api* api_ = nullptr;
+  std::string version_;
+  std::string library_;
+};
+
+}  // namespace zarrstream

@@ -1,0 +1,166 @@
+#include "loader/gpu_assembly.h"
+
+#include <cstring>
+
+#include "gpu/cuda_driver.h"
+
+namespace zarrstream {
+
+namespace {
+
+gpu_abi::BatchType BatchTypeOf(BatchDType dtype) {
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return gpu_abi::kBatchFloat32;
+    case BatchDType::kBFloat16:
+      return gpu_abi::kBatchBFloat16;
+    case BatchDType::kFloat16:
+      return gpu_abi::kBatchFloat16;
+  }
+  return gpu_abi::kBatchFloat32;
+}
+
+}  // namespace
+
+gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
+                                           std::span<const uint64_t> chunk_shape,
+                                           const PlannedCopy& copy, uint64_t slab,
+                                           BatchDType dtype, const DimArray& slab_strides,
+                                           const SlabTransform& transform, uint64_t mask,
+                                           bool byte_swap, std::span<const std::byte> fill_value) {
+  static_assert(static_cast<uint32_t>(DataType::kFloat64) == gpu_abi::kFloat64);
+  static_assert(static_cast<uint32_t>(DataType::kFloat16) == gpu_abi::kFloat16);
+  gpu_abi::CopyDescriptor d;
+  const size_t rank = copy.rank;
+  DimArray chunk_strides{};
+  uint64_t stride = 1;
+  for (size_t a = rank; a-- > 0;) {
+    chunk_strides[a] = stride;
+    stride *= chunk_shape[a];
+  }
+  uint64_t source_offset = 0, target_offset = 0;
+  for (size_t a = 0; a < rank; ++a) {
+    source_offset += copy.within_chunk[a] * chunk_strides[a];
+    target_offset += copy.within_slab[a] * slab_strides[a];
+  }
+  const uint64_t source_size = DataTypeSize(source);
+  const uint64_t target_size = BatchDTypeSize(dtype);
+  d.source = fill_value.empty() ? chunk + source_offset * source_size : 0;
+  d.target = slab + target_offset * target_size;
+  d.mask = transform.fill_nan ? mask + target_offset : 0;
+  // Dimensions outermost first, extent-1 ones dropped; a dimension merges into the one after it
+  // when stepping it is stepping that one's whole extent in both the chunk and the slab.
+  uint32_t n = 0;
+  uint64_t elements = 1;
+  for (size_t a = 0; a < rank; ++a) {
+    if (copy.shape[a] == 1) continue;
+    elements *= copy.shape[a];
+    d.shape[n] = copy.shape[a];
+    d.source_strides[n] = static_cast<int64_t>(chunk_strides[a]);
+    d.target_strides[n] = static_cast<int64_t>(slab_strides[a]);
+    ++n;
+  }
+  uint32_t merged = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (merged > 0) {
+      const uint32_t last = merged - 1;
+      const auto extent = static_cast<int64_t>(d.shape[i]);
+      if (d.source_strides[last] == d.source_strides[i] * extent &&
+          d.target_strides[last] == d.target_strides[i] * extent) {
+        d.shape[last] *= d.shape[i];
+        d.source_strides[last] = d.source_strides[i];
+        d.target_strides[last] = d.target_strides[i];
+        continue;
+      }
+    }
+    d.shape[merged] = d.shape[i];
+    d.source_strides[merged] = d.source_strides[i];
+    d.target_strides[merged] = d.target_strides[i];
+    ++merged;
+  }
+  if (merged == 0) {
+    d.shape[0] = 1;
+    d.source_strides[0] = 1;
+    d.target_strides[0] = 1;
+    merged = 1;
+  }
+  for (uint32_t i = merged; i < static_cast<uint32_t>(gpu_abi::kMaxRank); ++i) {
+    d.shape[i] = 0;
+    d.source_strides[i] = 0;
+    d.target_strides[i] = 0;
+  }
+  d.rank = merged;
+  d.elements = elements;
+  d.mean = transform.mean;
+  d.inv_std = transform.inv_std;
+  d.nan_fill = transform.nan_fill;
+  d.source_type = static_cast<uint32_t>(source);
+  d.batch_type = BatchTypeOf(dtype);
+  d.flags = (transform.fill_nan ? gpu_abi::kFillNan : 0) |
+            (byte_swap && source_size > 1 && fill_value.empty() ? gpu_abi::kByteSwap : 0);
+  if (!fill_value.empty()) {
+    d.flags |= gpu_abi::kFromFill;
+    std::memcpy(&d.fill_value, fill_value.data(), std::min<size_t>(fill_value.size(), 8));
+  }
+  return d;
+}
+
+DeviceBatchPool::DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_free)
+    : driver_(driver), bytes_(bytes), max_free_(max_free) {}
+
+DeviceBatchPool::~DeviceBatchPool() {
+  for (const Block& b : free_) {
+    // The last consumer's work must be done before the memory goes.
+    (void)driver_->SynchronizeEvent(b.released);
+    driver_->DestroyEvent(b.released);
+    driver_->FreeDevice(b.address);
+  }
+}
+
+Result<std::pair<DeviceBatchPool::Block, std::shared_ptr<void>>> DeviceBatchPool::Acquire() {
+  Block block;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      block = free_.back();
+      free_.pop_back();
+    }
+  }
+  if (block.address == 0) {
+    ZS_ASSIGN_OR_RETURN(block.address, driver_->AllocateDevice(bytes_));
+    Result<void*> event = driver_->CreateEvent();
+    if (!event.ok()) {
+      driver_->FreeDevice(block.address);
+      return event.status();
+    }
+    block.released = *event;
+  }
+  std::shared_ptr<DeviceBatchPool> self = shared_from_this();
+  auto* handle = new Block(block);
+  std::shared_ptr<void> storage(handle, [self](void* p) {
+    auto* b = static_cast<Block*>(p);
+    self->Return(*b);
+    delete b;
+  });
+  return std::make_pair(block, std::move(storage));
+}
+
+void DeviceBatchPool::Return(Block block) {
+  auto* stream = reinterpret_cast<void*>(consumer_stream_.load());
+  if (!driver_->RecordEvent(block.released, stream).ok()) {
+    // Without the event the next writer cannot wait for the consumer: wait here instead.
+    (void)driver_->SynchronizeStream(stream);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.size() < max_free_) {
+      free_.push_back(block);
+      return;
+    }
+  }
+  (void)driver_->SynchronizeEvent(block.released);
+  driver_->DestroyEvent(block.released);
+  driver_->FreeDevice(block.address);
+}
+
+}  // namespace zarrstream

@@ -1,0 +1,215 @@
+"""GPU batches (``Loader(device="cuda")``): chunks decoded by nvCOMP and assembled by CUDA kernels
+must equal the CPU loader's batches bit for bit, for stores zarr-python wrote with every codec the
+GPU decodes (zstd, gzip, zlib, lz4, none, crc32c, big-endian), the ones it leaves to the CPU
+(blosc, sharded inner chunks of other chains), missing chunks, NaNs, every source and batch dtype
+and normalisation. Bad chunks fail with the CPU path's error, or are skipped alike.
+
+Every test here is marked ``gpu``: without a CUDA device they are skipped, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
+
+torch = pytest.importorskip("torch")
+
+import zarrstream  # noqa: E402
+from conftest import run_cli  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+NT, NY, NX = 13, 9, 14
+DIMS = ["time", "latitude", "longitude"]
+
+
+COORDS = ("time", "latitude", "longitude")
+
+
+def _coords(g, v3: bool):
+    values = {"time": 6 * np.arange(NT, dtype="int64"),
+              "latitude": np.linspace(90, -90, NY).astype("float32"),
+              "longitude": np.arange(NX, dtype="float32") * (360 / NX)}
+    for name, v in values.items():
+        kwargs = {"dimension_names": [name]} if v3 else {}
+        a = g.create_array(name, shape=v.shape, chunks=v.shape, dtype=v.dtype, **kwargs)
+        a[...] = v
+        if not v3:
+            a.attrs["_ARRAY_DIMENSIONS"] = [name]
+    g["time"].attrs.update({"units": "hours since 1979-01-01", "calendar": "proleptic_gregorian"})
+
+
+def _field(rng, dtype, nan_fraction=0.0):
+    values = 250 + 30 * rng.standard_normal((NT, NY, NX))
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(-300, 300, (NT, NY, NX)).astype(dtype)
+    values = values.astype(dtype)
+    if nan_fraction:
+        values[rng.random(values.shape) < nan_fraction] = np.nan
+    return values
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """Two ERA5-like groups written by zarr-python, one array per codec layout: (v3 path, v2 path)."""
+    root = tmp_path_factory.mktemp("gpu")
+    rng = np.random.default_rng(11)
+
+    v3 = zarr.open_group(str(root / "v3.zarr"), mode="w", zarr_format=3)
+    _coords(v3, True)
+    layouts = {
+        "zstd_f32": dict(dtype="float32", chunks=(1, 5, 6), compressors=ZstdCodec(level=3), nan=0.05),
+        "gzip_f64": dict(dtype="float64", chunks=(2, 9, 14), compressors=GzipCodec(level=5)),
+        "raw_i16": dict(dtype="int16", chunks=(3, 4, 14), compressors=None),
+        "crc_be_f32": dict(dtype="float32", chunks=(2, 9, 7), serializer=BytesCodec(endian="big"),
+                           compressors=[ZstdCodec(level=1), Crc32cCodec()]),
+        "blosc_f32": dict(dtype="float32", chunks=(2, 9, 14),
+                          compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")),
+        "sharded_f32": dict(dtype="float32", chunks=(1, 9, 7), shards=(4, 9, 14),
+                            compressors=ZstdCodec(level=1)),
+        "f16": dict(dtype="float16", chunks=(2, 9, 14), compressors=ZstdCodec(level=1), nan=0.02),
+        "u8": dict(dtype="uint8", chunks=(4, 9, 14), compressors=GzipCodec(level=1)),
+    }
+    for name, layout in layouts.items():
+        nan = layout.pop("nan", 0.0)
+        values = _field(rng, layout["dtype"], nan)
+        a = v3.create_array(name, shape=values.shape, fill_value=0, dimension_names=DIMS, **layout)
+        a[...] = values
+    # Missing chunks (never written) read as the fill value.
+    missing = v3.create_array("missing_f32", shape=(NT, NY, NX), chunks=(2, 9, 14), dtype="float32",
+                              fill_value=1.5, dimension_names=DIMS, compressors=ZstdCodec(level=1))
+    missing[0:4] = _field(rng, "float32")[0:4]
+    zarr.consolidate_metadata(str(root / "v3.zarr"))
+
+    v2 = zarr.open_group(str(root / "v2.zarr"), mode="w", zarr_format=2)
+    _coords(v2, False)
+    for name, dtype, compressor in [
+        ("zlib_f32", "<f4", numcodecs.Zlib(level=5)),
+        ("lz4_f32", "<f4", numcodecs.LZ4()),
+        ("zstd_be_f8", ">f8", numcodecs.Zstd(level=3)),
+        ("blosc_i32", "<i4", numcodecs.Blosc(cname="zstd", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)),
+        ("none_be_i16", ">i2", None),
+    ]:
+        values = _field(rng, np.dtype(dtype).newbyteorder("="), 0.03 if dtype.endswith(("f4", "f8")) else 0)
+        a = v2.create_array(name, shape=values.shape, chunks=(2, 5, 14), dtype=dtype, fill_value=0,
+                            compressors=compressor)
+        a[...] = values
+        a.attrs["_ARRAY_DIMENSIONS"] = DIMS
+    zarr.consolidate_metadata(str(root / "v2.zarr"))
+    return root / "v3.zarr", root / "v2.zarr"
+
+
+def _variables(path: Path) -> list[str]:
+    return sorted(k for k in zarr.open_group(str(path), mode="r").array_keys() if k not in COORDS)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bits, so that NaN payloads count."""
+    return t.view({4: torch.int32, 2: torch.int16, 1: torch.uint8}[t.element_size()])
+
+
+def _assert_same_batches(cpu, gpu, epochs=2):
+    for epoch in range(epochs):
+        cpu.set_epoch(epoch)
+        gpu.set_epoch(epoch)
+        got_all = list(gpu)  # every batch in flight before any is compared
+        want_all = list(cpu)
+        assert len(got_all) == len(want_all) > 0
+        for got, want in zip(got_all, want_all):
+            assert set(got) == set(want)
+            for key in want:
+                if key == "origin":
+                    assert not got[key].is_cuda
+                    assert torch.equal(got[key], want[key])
+                    continue
+                assert got[key].is_cuda, key
+                assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape
+                assert torch.equal(_bits(got[key].cpu()), _bits(want[key])), key
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_gpu_batches_equal_cpu_batches_for_every_codec(stores, dtype):
+    for path in stores:
+        names = _variables(path)
+        common = dict(target_offset={"time": 1}, batch_size=3, seed=3, dtype=dtype)
+        cpu = zarrstream.Loader(path, names, **common)
+        gpu = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, prefetch=3, **common)
+        assert "nvCOMP" in gpu.gpu_decode_status, gpu.gpu_decode_status
+        _assert_same_batches(cpu, gpu)
+        stats = gpu.stats()
+        assert stats["gpu_decoded_chunks"] > 0
+        assert stats["gpu_rejected_chunks"] == 0
+        assert stats["bytes_to_gpu"] > 0
+
+
+def test_normalised_batches_with_nan_fill_and_masks_equal_the_cpu(stores, tmp_path):
+    path = stores[0]
+    names = _variables(path)
+    stats_file = tmp_path / "stats.json"
+    r = run_cli("stats", path, "--vars", ",".join(names), "--output", stats_file)
+    assert r.returncode == 0, r.stderr
+    common = dict(target_offset={"time": 1}, batch_size=4, normalize=stats_file, nan=-3.0, seed=1)
+    cpu = zarrstream.Loader(path, names, **common)
+    gpu = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, **common)
+    _assert_same_batches(cpu, gpu, epochs=1)
+    batch = next(iter(gpu))
+    assert batch["input_mask"].dtype == torch.bool and batch["input_mask"].any()
+
+
+def test_windows_crops_and_partial_chunks(stores):
+    path = stores[0]
+    common = dict(sample={"time": 2, "latitude": 4, "longitude": 5}, stride={"latitude": 3, "longitude": 4},
+                  batch_size=5, seed=2, shuffle="block")
+    cpu = zarrstream.Loader(path, ["zstd_f32", "crc_be_f32", "sharded_f32"], **common)
+    gpu = zarrstream.Loader(path, ["zstd_f32", "crc_be_f32", "sharded_f32"], device="cuda", **common)
+    _assert_same_batches(cpu, gpu, epochs=1)
+
+
+def _corrupt(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    (dst / "zstd_f32" / "c" / "5" / "1" / "1").write_bytes(b"\x28\xb5\x2f\xfd not a zstd frame")
+    return dst
+
+
+def test_a_corrupt_chunk_fails_with_the_cpu_error_or_is_skipped_alike(stores, tmp_path):
+    bad = _corrupt(stores[0], tmp_path / "bad.zarr")
+    gpu = zarrstream.Loader(bad, ["zstd_f32"], batch_size=4, shuffle="none", device="cuda", gpu_batches=True)
+    with pytest.raises(zarrstream.CorruptChunkError) as e:
+        for _ in gpu:
+            pass
+    assert "zstd_f32" in str(e.value) and "c/5/1/1" in str(e.value) and "time=5" in str(e.value)
+    assert gpu.stats()["gpu_rejected_chunks"] >= 1
+
+    common = dict(batch_size=4, shuffle="exact", on_error="skip", target_offset={"time": 1})
+    cpu = zarrstream.Loader(bad, ["zstd_f32", "gzip_f64"], **common)
+    gpu = zarrstream.Loader(bad, ["zstd_f32", "gzip_f64"], device="cuda", **common)
+    _assert_same_batches(cpu, gpu, epochs=1)
+    assert gpu.stats()["skipped_samples"] == cpu.stats()["skipped_samples"] > 0
+
+
+def test_released_batches_are_reused_only_after_the_consumers_stream(stores):
+    """Work queued on a side stream reads each batch after the loader has moved on: the values it
+    sees are still the batch's (the buffer waits for the consumer's stream before reuse)."""
+    path = stores[0]
+    names = ["zstd_f32", "gzip_f64"]
+    cpu = zarrstream.Loader(path, names, batch_size=2, seed=4, prefetch=1)
+    gpu = zarrstream.Loader(path, names, batch_size=2, seed=4, prefetch=1, device="cuda", gpu_batches=True)
+    side = torch.cuda.Stream()
+    copies = []
+    with torch.cuda.stream(side):
+        for batch in gpu:
+            torch.cuda._sleep(20_000_000)  # keep the stream busy past the next batches
+            copies.append(batch["input"].clone())
+            del batch  # released while the stream still has to read it
+    torch.cuda.synchronize()
+    want = [b["input"] for b in cpu]
+    assert len(copies) == len(want) > 3  # more batches than the pool's buffers
+    for got, expected in zip(copies, want):
+        assert torch.equal(_bits(got.cpu()), _bits(expected))
