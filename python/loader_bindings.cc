@@ -95,6 +95,9 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["gpu_rejected_chunks"] = s.gpu_rejected_chunks;
   d["bytes_to_gpu"] = s.bytes_to_gpu;
   d["gpu_seconds"] = s.gpu_seconds;
+  d["gpu_read_seconds"] = s.gpu_read_seconds;
+  d["gpu_decode_seconds"] = s.gpu_decode_seconds;
+  d["gpu_scatter_seconds"] = s.gpu_scatter_seconds;
   d["wait_seconds"] = s.wait_seconds;
   d["wait_histogram_us_log2"] = s.wait_histogram;
   d["estimated_read_amplification"] = s.estimated_read_amplification;
@@ -147,6 +150,7 @@ void RegisterLoaderBindings(nb::module_& m) {
             }
             o.device = name == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
           })
+      .def_rw("gpu_wave_bytes", &LoaderOptions::gpu_wave_bytes)
       .def_rw("normalize", &LoaderOptions::normalize)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
       .def_rw("nan_fill", &LoaderOptions::nan_fill)

@@ -47,10 +47,14 @@ gpu_python_tests() {
 step "doctor" zarrstream doctor
 step "C++ GPU tests" "$tests" --gtest_filter="$gpu_filter" --gtest_brief=1
 step "Python GPU tests" gpu_python_tests
+# API errors off: the driver tests provoke some on purpose (double registration, ...). racecheck
+# covers zarrstream's kernels (zs_*): nvCOMP's inflate kernel reports shared-memory hazards of
+# its own (nvCOMP 6.0.0) that are not ours to fix; memcheck and synccheck cover every kernel.
 for tool in memcheck racecheck synccheck; do
-  # API errors off: the driver tests provoke some on purpose (double registration, ...).
-  step "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 99 --report-api-errors no \
-    "$tests" --gtest_filter="$gpu_filter" --gtest_brief=1
+  filter=()
+  [ "$tool" = racecheck ] && filter=(--kernel-name kns=zs_)
+  step "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 99 \
+    --report-api-errors no "${filter[@]}" "$tests" --gtest_filter="$gpu_filter" --gtest_brief=1
 done
 step "GPU benchmark (quick)" "$python" bench/gpu_bench.py --quick
 

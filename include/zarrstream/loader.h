@@ -135,6 +135,11 @@ struct LoaderOptions {
   bool skip_bad_samples = false;
 
   BatchDevice device = BatchDevice::kCpu;
+  // GPU batches: the decoded bytes of one wave (one copy to the GPU, one nvCOMP call per codec, one
+  // scatter launch), at least one chunk; 0: 512 MiB. Larger waves give nvCOMP more chunks per call
+  // and take more GPU memory: about 5× this per batch in flight (staging, decoded chunks, nvCOMP's
+  // scratch).
+  uint64_t gpu_wave_bytes = 0;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;
@@ -151,7 +156,8 @@ struct LoaderOptions {
 };
 
 // One timed stage of the pipeline: "plan", "read+decode" (one wave of chunks), "assemble" or
-// "wait" (the consumer blocked in Next). Times are seconds since the loader opened; `thread`
+// "wait" (the consumer blocked in Next); GPU batches have "read", "gpu decode" and "scatter" per
+// wave instead of "read+decode" and "assemble". Times are seconds since the loader opened; `thread`
 // numbers the threads in the order they first recorded a span.
 struct TimelineSpan {
   std::string stage;
@@ -234,11 +240,16 @@ struct LoaderStats {
   double read_decode_seconds = 0;  // wall time of each batch's read-and-decode waves, summed
   double assemble_seconds = 0;     // copying, casting, normalising into batches (thread time)
   // GPU batches: chunks nvCOMP decoded, chunks the GPU rejected (decoded again on the CPU), bytes
-  // copied to the GPU, and the wall time of the GPU waves (copy, decode, scatter), summed.
+  // copied to the GPU, and the wall time of the GPU waves, summed over batches: in all, and its
+  // stages: reading (stored bytes into pinned staging; CPU decodes of what the GPU does not
+  // decode), the copy to the GPU and nvCOMP's decode, and the scatter kernel.
   uint64_t gpu_decoded_chunks = 0;
   uint64_t gpu_rejected_chunks = 0;
   uint64_t bytes_to_gpu = 0;
   double gpu_seconds = 0;
+  double gpu_read_seconds = 0;
+  double gpu_decode_seconds = 0;
+  double gpu_scatter_seconds = 0;
   double wait_seconds = 0;         // the consumer's wait for batches
   // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
   // holds shorter ones; the last everything longer).

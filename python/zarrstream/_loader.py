@@ -79,7 +79,8 @@ class Loader:
     on the CPU. Where this build or machine cannot (``gpu_decode_status`` says), host batches are
     page-locked ("pinned") and copied to the GPU asynchronously on the current stream.
     ``gpu_batches=False`` keeps that host path with ``device="cuda"``; ``True`` makes GPU batches
-    required. ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True``
+    required. ``gpu_wave_bytes`` (0: 512 MiB) is how many decoded bytes go through the GPU at once:
+    more gives nvCOMP more chunks per call and takes more GPU memory (about 5x per batch in flight). ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True``
     requires it, ``False`` never pins.
     """
 
@@ -113,6 +114,7 @@ class Loader:
         missing_chunks_are_errors: bool = False,
         pin_memory: bool | None = None,
         gpu_batches: bool | None = None,
+        gpu_wave_bytes: int = 0,
         timeline: bool = False,
     ) -> None:
         import torch  # the loader hands batches to PyTorch
@@ -179,6 +181,7 @@ class Loader:
             if self._device.index not in (None, 0):
                 raise ValueError(f"device={device!r}: GPU batches are made on cuda:0")
             o.device = "cuda"
+            o.gpu_wave_bytes = int(gpu_wave_bytes)
         self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.
@@ -277,8 +280,8 @@ class Loader:
         """How batches are made: on the CPU, or on the GPU with nvCOMP (its version) or without
         it (why: then chunks decode on the CPU and cross decoded)."""
         if self._device.type == "cuda" and not self._gpu_batches:
-            return ("batches are made on the CPU and copied to the GPU: "
-                    + _zarrstream.gpu_batches_unavailable_reason())
+            why = _zarrstream.gpu_batches_unavailable_reason() or "gpu_batches=False"
+            return f"batches are made on the CPU and copied to the GPU ({why})"
         return self._core.gpu_decode_status
 
     @property

@@ -213,6 +213,9 @@ struct LoaderCounters {
   std::atomic<uint64_t> gpu_rejected_chunks{0};
   std::atomic<uint64_t> bytes_to_gpu{0};
   std::atomic<uint64_t> gpu_ns{0};
+  std::atomic<uint64_t> gpu_read_ns{0};
+  std::atomic<uint64_t> gpu_decode_ns{0};
+  std::atomic<uint64_t> gpu_scatter_ns{0};
 };
 
 // The GPU side of a loader with device kCuda (see loader.h): the CUDA pieces, each array's GPU
@@ -247,8 +250,8 @@ struct GpuLoaderState {
   }
 };
 
-// Decoded bytes a GPU wave holds at most (at least one chunk): the device arena and the staging.
-constexpr uint64_t kGpuWaveBytes = uint64_t{1} << 30;
+// Decoded bytes a GPU wave holds by default (LoaderOptions::gpu_wave_bytes).
+constexpr uint64_t kGpuWaveBytes = uint64_t{512} << 20;
 
 class Pipeline;
 
@@ -760,10 +763,11 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
 
   for (size_t begin = 0; status.ok() && begin < reads.chunks.size();) {
     const Clock::time_point start = Clock::now();
-    // The wave: chunks up to kGpuWaveBytes decoded (at least one).
+    // The wave: chunks up to gpu_wave_bytes decoded (at least one).
     size_t end = begin;
     uint64_t wave_bytes = 0, host_bytes = 0;
-    while (end < reads.chunks.size() && (end == begin || wave_bytes < kGpuWaveBytes)) {
+    const uint64_t wave_limit = options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
+    while (end < reads.chunks.size() && (end == begin || wave_bytes < wave_limit)) {
       const PlannedChunk& chunk = reads.chunks[end];
       const uint64_t bytes = ReadChunkBytes(*g.arrays[chunk.array]);
       wave_bytes += bytes;
@@ -794,7 +798,13 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
       };
     }
     ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
+    const Clock::time_point read_end = Clock::now();
+    counters.gpu_read_ns += Nanoseconds(read_end - start);
+    timeline.Add("read", epoch, index, start, read_end);
     if (status = w.Decode(); !status.ok()) break;
+    const Clock::time_point decode_end = Clock::now();
+    counters.gpu_decode_ns += Nanoseconds(decode_end - read_end);
+    timeline.Add("gpu decode", epoch, index, read_end, decode_end);
 
     // Chunks the GPU rejected: read and decoded again on the CPU. Success (a frame nvCOMP does not
     // handle) crosses decoded; failure is the chunk's error, with its context.
@@ -887,8 +897,9 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
     status = w.Synchronize();
     const Clock::time_point end_time = Clock::now();
     counters.gpu_ns += Nanoseconds(end_time - start);
+    counters.gpu_scatter_ns += Nanoseconds(end_time - decode_end);
     counters.read_decode_ns += Nanoseconds(end_time - start);
-    timeline.Add("gpu wave", epoch, index, start, end_time);
+    timeline.Add("scatter", epoch, index, decode_end, end_time);
     begin = end;
   }
   counters.bytes_to_gpu += w.bytes_uploaded() - uploaded_before;
@@ -1186,6 +1197,9 @@ LoaderStats Loader::stats() const {
   st.gpu_rejected_chunks = s.counters.gpu_rejected_chunks;
   st.bytes_to_gpu = s.counters.bytes_to_gpu;
   st.gpu_seconds = static_cast<double>(s.counters.gpu_ns) * 1e-9;
+  st.gpu_read_seconds = static_cast<double>(s.counters.gpu_read_ns) * 1e-9;
+  st.gpu_decode_seconds = static_cast<double>(s.counters.gpu_decode_ns) * 1e-9;
+  st.gpu_scatter_seconds = static_cast<double>(s.counters.gpu_scatter_ns) * 1e-9;
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;
   return st;
