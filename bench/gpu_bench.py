@@ -6,6 +6,10 @@ time steps, every channel, landing in GPU memory as float32 [batch, channels, 72
 tool's rate is the decoded bytes it put on the GPU per second of wall time (after a warm-up batch,
 with the GPU synchronised at the end), from the page cache (the store is read once first).
 
+``steady`` is the loader's own production rate once running (from its timeline: batches completed
+per second after the 6th), which neither the pipeline's start (allocating and pinning its buffers)
+nor a prefetch head start affects.
+
 Rows: ``zarrstream-gpu`` (Loader(device="cuda"): compressed bytes cross PCIe, nvCOMP decodes,
 kernels assemble), ``zarrstream-cpu`` (the same loader decoding on the CPU into pinned batches,
 then one copy), ``tensorstore`` (one read per time step and variable, all in flight, then a
@@ -93,7 +97,7 @@ def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
     def make():
         return zarrstream.Loader(store, variables, batch_size=args.batch, shuffle="exact", seed=1,
                                  device="cuda", gpu_batches=gpu, prefetch=args.prefetch,
-                                 gpu_wave_bytes=int(args.wave_gb * 2**30))
+                                 gpu_wave_bytes=int(args.wave_gb * 2**30), timeline=True)
 
     next(iter(make()))
     loader = make()
@@ -110,10 +114,26 @@ def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
 
     bytes_per_batch = int(np.prod(loader.input_shape)) * 4
     out = timed(one, args.batches, bytes_per_batch, torch, warm_up=False)
+    out["steady_gb_per_s"] = steady_rate(loader.timeline(), bytes_per_batch)
     stats = loader.stats()
     out["status"] = loader.gpu_decode_status
     out["stats"] = {k: v for k, v in stats.items() if not k.startswith(("wait_histogram", "estimated"))}
     return out
+
+
+def steady_rate(spans: list[dict], bytes_per_batch: int) -> float | None:
+    """The loader's production rate once running: batches completed per second between the 7th
+    completion and the last (from its timeline, so a consumer that fell behind and a prefetch head
+    start do not count), in decoded GB/s."""
+    done: dict[tuple[int, int], float] = {}
+    for span in spans:
+        if span["stage"] in ("scatter", "assemble"):
+            key = (span["epoch"], span["batch"])
+            done[key] = max(done.get(key, 0.0), span["end"])
+    ends = sorted(done.values())[6:]
+    if len(ends) < 4:
+        return None
+    return (len(ends) - 1) * bytes_per_batch / (ends[-1] - ends[0]) / 1e9
 
 
 def channel_reads(store: Path, variables):
@@ -215,7 +235,7 @@ def main() -> None:
         origins = batch_origins(args.steps, args.batch, args.batches + 1, seed=2)
         print(f"\n{layout}: {stored / 1e9:.2f} GB stored, {len(variables)} variables "
               f"(ready in {time.perf_counter() - t0:.0f} s); batch {args.batch}, {args.batches} batches")
-        print(f"{'tool':<16}{'GB/s':>8}{'ratio':>8}  notes")
+        print(f"{'tool':<16}{'GB/s':>8}{'ratio':>8}{'steady':>8}  notes")
         rows = {}
         for tool in args.tools.split(","):
             try:
@@ -236,7 +256,7 @@ def main() -> None:
         best = rows.get("zarrstream-gpu", {}).get("gb_per_s")
         for tool, row in rows.items():
             if "skipped" in row:
-                print(f"{tool:<16}{'-':>8}{'':>8}  {row['skipped']}")
+                print(f"{tool:<16}{'-':>8}{'':>8}{'':>8}  {row['skipped']}")
                 continue
             ratio = f"{best / row['gb_per_s']:.2f}x" if best else ""
             note = row.get("status", "")
@@ -245,7 +265,8 @@ def main() -> None:
                 note += (f"; per batch: read {st['gpu_read_seconds'] / st['batches'] * 1e3:.0f} ms, "
                          f"H2D+decode {st['gpu_decode_seconds'] / st['batches'] * 1e3:.0f} ms, "
                          f"scatter {st['gpu_scatter_seconds'] / st['batches'] * 1e3:.0f} ms")
-            print(f"{tool:<16}{row['gb_per_s']:>8.2f}{ratio:>8}  {note}")
+            steady = f"{row['steady_gb_per_s']:.2f}" if row.get("steady_gb_per_s") else ""
+            print(f"{tool:<16}{row['gb_per_s']:>8.2f}{ratio:>8}{steady:>8}  {note}")
         results["runs"].append({"layout": layout, "stored_bytes": stored, "variables": len(variables),
                                 "rows": rows})
     if args.json:

@@ -1,8 +1,8 @@
 """GPU batches (``Loader(device="cuda")``): chunks decoded by nvCOMP and assembled by CUDA kernels
 must equal the CPU loader's batches bit for bit, for stores zarr-python wrote with every codec the
-GPU decodes (zstd, gzip, zlib, lz4, none, crc32c, big-endian), the ones it leaves to the CPU
-(blosc, sharded inner chunks of other chains), missing chunks, NaNs, every source and batch dtype
-and normalisation. Bad chunks fail with the CPU path's error, or are skipped alike.
+GPU decodes (zstd, gzip, zlib, lz4, blosc with lz4 or zstd and byte or no shuffle, none, crc32c,
+big-endian, sharded), the ones it leaves to the CPU (blosc with bitshuffle or blosclz), missing
+chunks, NaNs, every source and batch dtype and normalisation. Bad chunks fail with the CPU path's error, or are skipped alike.
 
 Every test here is marked ``gpu``: without a CUDA device they are skipped, and the summary says so.
 """
@@ -72,6 +72,10 @@ def stores(tmp_path_factory):
                            compressors=[ZstdCodec(level=1), Crc32cCodec()]),
         "blosc_f32": dict(dtype="float32", chunks=(2, 9, 14),
                           compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")),
+        "blosc_bitshuffle_f32": dict(dtype="float32", chunks=(3, 9, 14),  # decoded on the CPU
+                                     compressors=BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle")),
+        "blosc_zstd_noshuffle_f64": dict(dtype="float64", chunks=(5, 9, 14),
+                                         compressors=BloscCodec(cname="zstd", clevel=1, shuffle="noshuffle")),
         "sharded_f32": dict(dtype="float32", chunks=(1, 9, 7), shards=(4, 9, 14),
                             compressors=ZstdCodec(level=1)),
         "f16": dict(dtype="float16", chunks=(2, 9, 14), compressors=ZstdCodec(level=1), nan=0.02),
@@ -95,6 +99,9 @@ def stores(tmp_path_factory):
         ("lz4_f32", "<f4", numcodecs.LZ4()),
         ("zstd_be_f8", ">f8", numcodecs.Zstd(level=3)),
         ("blosc_i32", "<i4", numcodecs.Blosc(cname="zstd", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)),
+        ("blosc_lz4_f4", "<f4", numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE,
+                                                 blocksize=1000)),  # many blocks, a short last one
+        ("blosclz_f4", "<f4", numcodecs.Blosc(cname="blosclz", clevel=5)),  # decoded on the CPU
         ("none_be_i16", ">i2", None),
     ]:
         values = _field(rng, np.dtype(dtype).newbyteorder("="), 0.03 if dtype.endswith(("f4", "f8")) else 0)

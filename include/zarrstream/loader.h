@@ -29,12 +29,13 @@
 //
 // GPU batches (device kCuda; needs the CUDA driver and a build with nvcc). The chunks' stored bytes
 // are staged in pinned memory and cross to the GPU in one copy per wave of chunks; nvCOMP decodes
-// them there, one call per codec (chains PlanGpuDecode accepts: zstd, gzip, zlib, lz4, none, with
-// crc32c), and one kernel launch per wave converts, normalises and scatters every box into the
-// batch: identical values to the CPU path. Chunks of other chains (blosc, sharded, transposed,
-// ...), and all chunks where nvCOMP is not installed, decode on the CPU and cross decoded; a chunk
-// the GPU rejects is decoded again on the CPU, so that its error names it. The chunk cache is not
-// used. A batch is complete when Next returns it; its device buffers are reused only after the
+// them there, one call per codec (chains PlanGpuDecode accepts: zstd, gzip, zlib, lz4, none, and
+// blosc with lz4 or zstd inside, whose frames are parsed on the CPU and unshuffled by a kernel;
+// with crc32c; unsharded or a shard's inner chunks), and one kernel launch per wave converts,
+// normalises and scatters every box into the batch: identical values to the CPU path. Chunks of
+// other chains (bitshuffle, blosclz, transposed, ...), and all chunks where nvCOMP is not
+// installed, decode on the CPU and cross decoded; a chunk the GPU rejects is decoded again on the
+// CPU, so that its error names it. The chunk cache is not used. A batch is complete when Next returns it; its device buffers are reused only after the
 // work queued on the consumer's stream (SetConsumerStream) before the batch was released.
 //
 // Threads and ownership. A Loader is used from one thread at a time (the training loop); its own

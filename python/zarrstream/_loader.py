@@ -74,7 +74,7 @@ class Loader:
     identical remaining batches.
 
     ``device="cuda"`` makes batches on the GPU: chunks cross PCIe compressed, nvCOMP decodes them
-    (zstd, gzip, zlib, lz4; other codecs decode on the CPU) and CUDA kernels assemble, cast and
+    (zstd, gzip, zlib, lz4, blosc-lz4/zstd; other codecs decode on the CPU) and CUDA kernels assemble, cast and
     normalise them into the batch, with values identical to ``device="cpu"``; ``"origin"`` stays
     on the CPU. Where this build or machine cannot (``gpu_decode_status`` says), host batches are
     page-locked ("pinned") and copied to the GPU asynchronously on the current stream.

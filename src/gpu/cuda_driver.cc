@@ -57,8 +57,8 @@ struct CudaDriver::Api {
   CUresult (*cuEventSynchronize)(CUevent) = nullptr;
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**) = nullptr;
 };
 
 namespace {
@@ -259,9 +259,9 @@ Status CudaDriver::InContext(const std::function<Status()>& call) const {
 namespace {
 
 // The call `name` with `args`, its failure a kCuda error naming it.
-#define ZS_CUDA_CALL(name, ...)                                                   \
-  WithContext([&] {                                                               \
-    const CUresult result = api_->name(__VA_ARGS__);                              \
+#define ZS_CUDA_CALL(name, ...)                                                       \
+  WithContext([&] {                                                                   \
+    const CUresult result = api_->name(__VA_ARGS__);                                  \
     return result == kCudaSuccess ? Status::Ok() : DriverError(*api_, #name, result); \
   })
 

@@ -1,20 +1,21 @@
 #include "gpu/gpu_decoder.h"
 
+#include <zstd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
 
-#include <zstd.h>
-
 #include "codec/crc32c_codec.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_kernels.h"
 
 namespace zarrstream {
 
 namespace {
 
-constexpr uint64_t kPayloadAlignment = 16;   // nvCOMP's input alignment, with room to spare
-constexpr uint64_t kOutputAlignment = 256;   // decoded chunks and uploads
+constexpr uint64_t kPayloadAlignment = 16;  // nvCOMP's input alignment, with room to spare
+constexpr uint64_t kOutputAlignment = 256;  // decoded chunks and uploads
 constexpr uint64_t kPageBytes = 4096;
 
 uint64_t AlignUp(uint64_t n, uint64_t alignment) {
@@ -80,7 +81,7 @@ Status CheckZstdFrame(std::span<const std::byte> payload, uint64_t decoded_bytes
     if (++blocks > max_blocks) {
       return CorruptChunkError("zstd: more blocks than the chunk's size needs");
     }
-    if (word & 1) break;  // the last block
+    if (word & 1) break;               // the last block
     at += 3 + (type == 1 ? 1 : size);  // an RLE block stores one byte
   }
   return Status::Ok();
@@ -88,8 +89,7 @@ Status CheckZstdFrame(std::span<const std::byte> payload, uint64_t decoded_bytes
 
 }  // namespace
 
-Result<std::span<const std::byte>> GpuChunkCodec::Payload(
-    std::span<const std::byte> stored) const {
+Result<std::span<const std::byte>> GpuChunkCodec::Payload(std::span<const std::byte> stored) const {
   if (crc32c) {
     if (stored.size() < 4) return CorruptChunkError("crc32c: fewer than 4 bytes stored");
     const std::span<const std::byte> data = stored.first(stored.size() - 4);
@@ -119,7 +119,8 @@ Result<std::span<const std::byte>> GpuChunkCodec::Payload(
       break;
     }
   }
-  if (compression == GpuCompression::kZstd) ZS_RETURN_IF_ERROR(CheckZstdFrame(stored, decoded_bytes));
+  if (compression == GpuCompression::kZstd)
+    ZS_RETURN_IF_ERROR(CheckZstdFrame(stored, decoded_bytes));
   if (!compression && stored.size() != decoded_bytes) {
     return CorruptChunkError("stored " + std::to_string(stored.size()) + " bytes, expected " +
                              std::to_string(decoded_bytes));
@@ -127,10 +128,103 @@ Result<std::span<const std::byte>> GpuChunkCodec::Payload(
   return stored;
 }
 
+namespace {
+
+// A blosc1 frame (c-blosc's format, which numcodecs and zarr-python write): a 16-byte header
+// (version, codec version, flags, typesize, decoded size, block size, frame size), then the start
+// of each block, then the blocks; a block is `typesize` streams of `block / typesize` bytes when
+// split (else one), each a 32-bit size and that many bytes: stored as they are when the size is the
+// stream's, else compressed. Flags: 0x1 byte shuffle, 0x2 the data stored whole after the header,
+// 0x4 bit shuffle, 0x10 blocks not split, bits 5-7 the codec (1 LZ4, 4 zstd).
+Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t decoded_bytes) {
+  constexpr size_t kHeader = 16;
+  if (frame.size() < kHeader) return CorruptChunkError("blosc: frame shorter than its header");
+  const auto flags = static_cast<unsigned>(frame[2]);
+  const auto typesize = static_cast<uint32_t>(frame[3]);
+  const uint64_t nbytes = LoadLittle32(frame.data() + 4);
+  const uint64_t blocksize = LoadLittle32(frame.data() + 8);
+  const uint64_t cbytes = LoadLittle32(frame.data() + 12);
+  if (nbytes != decoded_bytes) {
+    return CorruptChunkError("blosc: the frame decodes to " + std::to_string(nbytes) +
+                             " bytes, not the chunk's " + std::to_string(decoded_bytes));
+  }
+  if (cbytes != frame.size()) return CorruptChunkError("blosc: the frame's size is not its length");
+  GpuChunkParse parse;
+  if (flags & 0x2) {  // stored whole
+    if (frame.size() < kHeader + nbytes) return CorruptChunkError("blosc: stored data truncated");
+    parse.streams.push_back(GpuStream{std::nullopt, frame.subspan(kHeader, nbytes), 0, nbytes});
+    return parse;
+  }
+  const unsigned codec = flags >> 5;
+  if ((flags & 0x4) || (codec != 1 && codec != 4)) {
+    return UnsupportedError("blosc: bit shuffle, or an inner codec other than lz4 and zstd");
+  }
+  if (typesize == 0 || blocksize == 0 || blocksize % typesize != 0) {
+    return CorruptChunkError("blosc: bad type or block size");
+  }
+  const bool split = (flags & 0x10) == 0;
+  if (split && !(typesize <= 16 && blocksize / typesize >= 128)) {
+    return UnsupportedError("blosc: a block split the GPU path does not parse");
+  }
+  const GpuCompression compression = codec == 1 ? GpuCompression::kLz4 : GpuCompression::kZstd;
+  const uint64_t nblocks = (nbytes + blocksize - 1) / blocksize;
+  if (kHeader + 4 * nblocks > frame.size())
+    return CorruptChunkError("blosc: block starts truncated");
+  for (uint64_t b = 0; b < nblocks; ++b) {
+    const uint64_t bsize = std::min(blocksize, nbytes - b * blocksize);
+    const uint64_t streams = split && bsize == blocksize ? typesize : 1;
+    const uint64_t neblock = bsize / streams;
+    uint64_t at = LoadLittle32(frame.data() + kHeader + 4 * b);
+    for (uint64_t j = 0; j < streams; ++j) {
+      if (at + 4 > frame.size()) return CorruptChunkError("blosc: block truncated");
+      const uint64_t size = LoadLittle32(frame.data() + at);
+      at += 4;
+      if (size == 0 || size > neblock || at + size > frame.size()) {
+        return CorruptChunkError("blosc: bad stream size");
+      }
+      GpuStream stream{std::nullopt, frame.subspan(at, size), b * blocksize + j * neblock, neblock};
+      if (size != neblock) {
+        stream.compression = compression;
+        if (compression == GpuCompression::kZstd) {
+          ZS_RETURN_IF_ERROR(CheckZstdFrame(stream.payload, neblock));
+        }
+      }
+      parse.streams.push_back(stream);
+      at += size;
+    }
+  }
+  if ((flags & 0x1) && typesize > 1) {
+    parse.unshuffle_typesize = typesize;
+    parse.block_bytes = blocksize;
+  }
+  return parse;
+}
+
+}  // namespace
+
+Result<GpuChunkParse> GpuChunkCodec::Parse(std::span<const std::byte> stored) const {
+  if (!blosc) {
+    ZS_ASSIGN_OR_RETURN(std::span<const std::byte> payload, Payload(stored));
+    GpuChunkParse parse;
+    parse.streams.push_back(GpuStream{compression, payload, 0, decoded_bytes});
+    return parse;
+  }
+  if (crc32c) {
+    if (stored.size() < 4) return CorruptChunkError("crc32c: fewer than 4 bytes stored");
+    const std::span<const std::byte> data = stored.first(stored.size() - 4);
+    if (LoadLittle32(stored.data() + data.size()) != Crc32c(data)) {
+      return CorruptChunkError("crc32c checksum mismatch");
+    }
+    stored = data;
+  }
+  return ParseBlosc(stored, decoded_bytes);
+}
+
 std::string GpuChunkCodec::Describe() const {
-  std::string out = !compression                         ? "none"
-                    : framing == Framing::kZlib          ? "zlib"
-                                                         : std::string(GpuCompressionName(*compression));
+  std::string out = blosc                       ? "blosc"
+                    : !compression              ? "none"
+                    : framing == Framing::kZlib ? "zlib"
+                                                : std::string(GpuCompressionName(*compression));
   if (crc32c) out += " + crc32c";
   return out;
 }
@@ -145,14 +239,26 @@ std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain) {
   // The array→bytes codec comes first when there are no array→array codecs: it must be `bytes`.
   const nlohmann::json& first = codecs[i++];
   if (first.value("name", "") != "bytes") return std::nullopt;
-  if (first.contains("configuration") && first["configuration"].value("endian", "little") == "big") {
+  if (first.contains("configuration") &&
+      first["configuration"].value("endian", "little") == "big") {
     plan.big_endian = true;
   }
   if (i < codecs.size()) {
     GpuChunkCodec::Framing framing;
-    if (auto compression = CompressionOf(codecs[i].value("name", ""), &framing)) {
+    const std::string name = codecs[i].value("name", "");
+    if (auto compression = CompressionOf(name, &framing)) {
       plan.compression = compression;
       plan.framing = framing;
+      ++i;
+    } else if (name == "blosc" || name == "numcodecs.blosc") {
+      const nlohmann::json config = codecs[i].value("configuration", nlohmann::json::object());
+      const std::string cname = config.value("cname", "");
+      const std::string shuffle = config.value("shuffle", "");
+      if ((cname != "lz4" && cname != "lz4hc" && cname != "zstd") ||
+          (shuffle != "noshuffle" && shuffle != "shuffle")) {
+        return std::nullopt;
+      }
+      plan.blosc = true;
       ++i;
     }
   }
@@ -165,7 +271,8 @@ std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain) {
 }
 
 std::vector<std::string> GpuDecodableCodecs() {
-  return {"bytes", "zstd", "gzip", "numcodecs.zlib", "numcodecs.lz4", "crc32c"};
+  return {"bytes", "zstd", "gzip", "numcodecs.zlib", "numcodecs.lz4", "blosc (lz4, zstd)",
+          "crc32c"};
 }
 
 GpuDecodeWorkspace::GpuDecodeWorkspace(const CudaDriver* driver, const Nvcomp* nvcomp)
@@ -192,7 +299,7 @@ GpuDecodeWorkspace::~GpuDecodeWorkspace() {
 void GpuDecodeWorkspace::Release(Mirror& mirror) {
   if (mirror.host != nullptr) {
     (void)driver_->UnregisterHost(mirror.host);
-    ::operator delete(mirror.host, std::align_val_t{kPageBytes});
+    ::operator delete (mirror.host, std::align_val_t{kPageBytes});
   }
   driver_->FreeDevice(mirror.device);
   mirror = Mirror{};
@@ -202,9 +309,10 @@ Status GpuDecodeWorkspace::Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep
   if (bytes <= mirror.capacity) return Status::Ok();
   Mirror grown;
   grown.capacity = AlignUp(std::max(bytes, mirror.capacity + mirror.capacity / 2), kPageBytes);
-  grown.host = static_cast<std::byte*>(::operator new(grown.capacity, std::align_val_t{kPageBytes}));
+  grown.host =
+      static_cast<std::byte*>(::operator new (grown.capacity, std::align_val_t{kPageBytes}));
   if (Status s = driver_->RegisterHost(grown.host, grown.capacity); !s.ok()) {
-    ::operator delete(grown.host, std::align_val_t{kPageBytes});
+    ::operator delete (grown.host, std::align_val_t{kPageBytes});
     return s;
   }
   Result<uint64_t> device = driver_->AllocateDevice(grown.capacity);
@@ -233,16 +341,18 @@ Status GpuDecodeWorkspace::ReserveDevice(uint64_t* address, uint64_t* capacity, 
 
 Status GpuDecodeWorkspace::Synchronize() const { return driver_->SynchronizeStream(stream_); }
 
-Status GpuDecodeWorkspace::Begin(size_t chunks, uint64_t host_bytes) {
+Status GpuDecodeWorkspace::Begin(size_t chunks, uint64_t host_bytes, uint64_t gpu_bytes) {
   ZS_RETURN_IF_ERROR(Synchronize());  // the previous wave's copies have read the host buffers
   for (Mirror& m : retired_) Release(m);
   retired_.clear();
   chunks_.clear();
   chunks_.resize(chunks);
   host_bytes_ = AlignUp(host_bytes + chunks * kPayloadAlignment, kPayloadAlignment);
-  // Room for the host outputs and, at first, as much again for payloads; later waves find the
-  // capacity the largest one needed.
-  ZS_RETURN_IF_ERROR(Reserve(staging_, 2 * host_bytes_ + (uint64_t{16} << 20), 0));
+  // Room for the host outputs and the payloads: at most about the decoded size (blosc and zstd
+  // store incompressible data with a few bytes per block of overhead). Pinning memory is slow
+  // (about 0.3 s per GB), so the staging is sized once, for the first wave, not grown in steps.
+  ZS_RETURN_IF_ERROR(
+      Reserve(staging_, host_bytes_ + gpu_bytes + gpu_bytes / 16 + (uint64_t{1} << 20), 0));
   staged_end_.store(host_bytes_);
   uploads_used_ = 0;
   host_used_ = 0;
@@ -251,28 +361,47 @@ Status GpuDecodeWorkspace::Begin(size_t chunks, uint64_t host_bytes) {
 
 std::span<std::byte> GpuDecodeWorkspace::HostOutput(size_t i, uint64_t bytes) {
   Chunk& chunk = chunks_[i];
-  chunk.staging_offset = host_used_;
+  chunk.host_offset = host_used_;
   chunk.decoded_bytes = bytes;
   host_used_ = AlignUp(host_used_ + bytes, kPayloadAlignment);
-  return {staging_.host + chunk.staging_offset, bytes};
+  return {staging_.host + chunk.host_offset, bytes};
 }
 
 void GpuDecodeWorkspace::Stage(size_t i, std::optional<GpuCompression> compression,
                                std::span<const std::byte> payload, uint64_t decoded_bytes) {
+  GpuChunkParse parse;
+  parse.streams.push_back(GpuStream{compression, payload, 0, decoded_bytes});
+  Stage(i, parse, decoded_bytes);
+}
+
+void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t decoded_bytes) {
   Chunk& chunk = chunks_[i];
-  chunk.compression = compression;
   chunk.staged = true;
-  chunk.payload_bytes = payload.size();
   chunk.decoded_bytes = decoded_bytes;
-  const uint64_t size = AlignUp(payload.size(), kPayloadAlignment);
-  const uint64_t offset = staged_end_.fetch_add(size);
-  if (offset + size <= staging_.capacity) {
-    chunk.staging_offset = offset;
-    std::memcpy(staging_.host + offset, payload.data(), payload.size());
-  } else {
-    chunk.staging_offset = ~uint64_t{0};  // placed by Decode, after growing the staging
-    chunk.overflow.Resize(payload.size());
-    std::memcpy(chunk.overflow.data(), payload.data(), payload.size());
+  chunk.unshuffle_typesize = parse.unshuffle_typesize;
+  chunk.block_bytes = parse.block_bytes;
+  chunk.streams.resize(parse.streams.size());
+  uint64_t total = 0;
+  for (const GpuStream& g : parse.streams) total += AlignUp(g.payload.size(), kPayloadAlignment);
+  // One reservation for all the chunk's streams, each at an aligned offset (nvCOMP's inputs).
+  uint64_t offset = staged_end_.fetch_add(total);
+  const bool fits = offset + total <= staging_.capacity;
+  for (size_t k = 0; k < parse.streams.size(); ++k) {
+    const GpuStream& g = parse.streams[k];
+    Stream& stream = chunk.streams[k];
+    stream.compression = g.compression;
+    stream.payload_bytes = g.payload.size();
+    stream.output_offset = g.output_offset;
+    stream.output_bytes = g.output_bytes;
+    if (fits) {
+      stream.staging_offset = offset;
+      std::memcpy(staging_.host + offset, g.payload.data(), g.payload.size());
+      offset += AlignUp(g.payload.size(), kPayloadAlignment);
+    } else {
+      stream.staging_offset = kUnplaced;  // placed by Decode, after growing the staging
+      stream.overflow.Resize(g.payload.size());
+      std::memcpy(stream.overflow.data(), g.payload.data(), g.payload.size());
+    }
   }
 }
 
@@ -287,8 +416,8 @@ Result<uint64_t> GpuDecodeWorkspace::Upload(std::span<const std::byte> bytes) {
     offset = 0;
   }
   std::memcpy(uploads_.host + offset, bytes.data(), bytes.size());
-  ZS_RETURN_IF_ERROR(
-      driver_->CopyToDevice(uploads_.device + offset, uploads_.host + offset, bytes.size(), stream_));
+  ZS_RETURN_IF_ERROR(driver_->CopyToDevice(uploads_.device + offset, uploads_.host + offset,
+                                           bytes.size(), stream_));
   uploads_used_ = offset + bytes.size();
   bytes_uploaded_ += bytes.size();
   return uploads_.device + offset;
@@ -297,99 +426,148 @@ Result<uint64_t> GpuDecodeWorkspace::Upload(std::span<const std::byte> bytes) {
 Status GpuDecodeWorkspace::Decode() {
   // Place payloads that did not fit, growing the staging (its contents so far kept).
   uint64_t end = std::min(staged_end_.load(), staging_.capacity);
-  uint64_t overflow_bytes = 0;
+  uint64_t overflow_bytes = 0, kept = host_bytes_;
   for (const Chunk& c : chunks_) {
-    if (c.staged && c.staging_offset == ~uint64_t{0}) {
-      overflow_bytes += AlignUp(c.payload_bytes, kPayloadAlignment);
+    for (const Stream& st : c.streams) {
+      if (st.staging_offset == kUnplaced) {
+        overflow_bytes += AlignUp(st.payload_bytes, kPayloadAlignment);
+      } else {
+        kept = std::max(kept, st.staging_offset + st.payload_bytes);
+      }
     }
   }
   if (overflow_bytes > 0) {
-    uint64_t kept = 0;
-    for (const Chunk& c : chunks_) {
-      if (c.staged && c.staging_offset != ~uint64_t{0}) {
-        kept = std::max(kept, c.staging_offset + c.payload_bytes);
-      }
-    }
-    end = AlignUp(std::max(kept, host_bytes_), kPayloadAlignment);
+    end = AlignUp(kept, kPayloadAlignment);
     ZS_RETURN_IF_ERROR(Reserve(staging_, end + overflow_bytes, end));
     for (Chunk& c : chunks_) {
-      if (!c.staged || c.staging_offset != ~uint64_t{0}) continue;
-      c.staging_offset = end;
-      std::memcpy(staging_.host + end, c.overflow.data(), c.payload_bytes);
-      c.overflow = ByteBuffer();
-      end += AlignUp(c.payload_bytes, kPayloadAlignment);
+      for (Stream& st : c.streams) {
+        if (st.staging_offset != kUnplaced) continue;
+        st.staging_offset = end;
+        std::memcpy(staging_.host + end, st.overflow.data(), st.payload_bytes);
+        st.overflow = ByteBuffer();
+        end += AlignUp(st.payload_bytes, kPayloadAlignment);
+      }
     }
   }
   ZS_RETURN_IF_ERROR(driver_->CopyToDevice(staging_.device, staging_.host, end, stream_));
   bytes_uploaded_ += end;
 
-  // Host outputs and uncompressed payloads are used where they landed; compressed ones decode
-  // into the arena, grouped by compression.
-  std::vector<size_t> groups[4];
+  // Where each chunk lands. Host outputs, and one uncompressed stream that is the whole chunk, are
+  // used where they were copied; other chunks get a slot of the arena (and one more to land in
+  // before unshuffling).
   uint64_t arena_bytes = 0;
+  auto slot = [&](uint64_t bytes) {
+    const uint64_t at = arena_bytes;
+    arena_bytes = AlignUp(arena_bytes + bytes, kOutputAlignment);
+    return at;
+  };
+  std::vector<size_t> in_arena;
   for (size_t i = 0; i < chunks_.size(); ++i) {
     Chunk& c = chunks_[i];
     if (c.rejected || c.decoded_bytes == 0) continue;
-    if (!c.staged || !c.compression) {
-      c.device = staging_.device + c.staging_offset;
+    if (!c.staged) {
+      c.device = staging_.device + c.host_offset;
       continue;
     }
-    if (nvcomp_ == nullptr) {
+    bool compressed = false;
+    for (const Stream& st : c.streams) compressed |= st.compression.has_value();
+    if (compressed && nvcomp_ == nullptr) {
       c.rejected = true;
       continue;
     }
-    c.device = arena_bytes;  // an offset until the arena is reserved
-    arena_bytes = AlignUp(arena_bytes + c.decoded_bytes, kOutputAlignment);
-    groups[static_cast<size_t>(*c.compression)].push_back(i);
+    if (c.streams.size() == 1 && !compressed && c.unshuffle_typesize == 0) {
+      c.device = c.landing = staging_.device + c.streams[0].staging_offset;
+      continue;
+    }
+    c.device = slot(c.decoded_bytes);
+    c.landing = c.unshuffle_typesize != 0 ? slot(c.decoded_bytes) : c.device;
+    in_arena.push_back(i);
   }
   ZS_RETURN_IF_ERROR(ReserveDevice(&arena_, &arena_capacity_, arena_bytes));
+  // Streams by compression (nvCOMP), stored streams copied, blocks to unshuffle.
+  std::vector<std::pair<size_t, size_t>> groups[4];
+  std::vector<gpu_abi::UnshuffleDescriptor> copies, unshuffles;
+  for (size_t i : in_arena) {
+    Chunk& c = chunks_[i];
+    c.device += arena_;
+    c.landing += arena_;
+    for (size_t k = 0; k < c.streams.size(); ++k) {
+      const Stream& st = c.streams[k];
+      if (st.compression) {
+        groups[static_cast<size_t>(*st.compression)].emplace_back(i, k);
+      } else {
+        copies.push_back({staging_.device + st.staging_offset, c.landing + st.output_offset,
+                          static_cast<uint32_t>(st.output_bytes), 1});
+      }
+    }
+    if (c.unshuffle_typesize != 0) {
+      for (uint64_t at = 0; at < c.decoded_bytes; at += c.block_bytes) {
+        const uint64_t bytes = std::min(c.block_bytes, c.decoded_bytes - at);
+        unshuffles.push_back(
+            {c.landing + at, c.device + at, static_cast<uint32_t>(bytes), c.unshuffle_typesize});
+      }
+    }
+  }
   size_t compressed = 0;
-  for (const std::vector<size_t>& g : groups) {
-    for (size_t i : g) chunks_[i].device += arena_;
-    compressed += g.size();
-  }
-  if (compressed == 0) return Status::Ok();
-  // Statuses (int32) then decoded sizes (uint64), per chunk in group order.
+  for (const auto& g : groups) compressed += g.size();
   const uint64_t results_bytes = SizesOffset(compressed) + compressed * 8;
-  ZS_RETURN_IF_ERROR(Reserve(results_, results_bytes, 0));
-  uint64_t results_offset = 0;
-  for (size_t g = 0; g < 4; ++g) {
-    if (groups[g].empty()) continue;
-    ZS_RETURN_IF_ERROR(DecodeGroup(static_cast<GpuCompression>(g), groups[g], results_offset,
-                                   compressed));
-    results_offset += groups[g].size();
+  if (compressed > 0) {
+    // Statuses (int32) then decoded sizes (uint64), per stream in group order.
+    ZS_RETURN_IF_ERROR(Reserve(results_, results_bytes, 0));
+    uint64_t results_offset = 0;
+    for (size_t g = 0; g < 4; ++g) {
+      if (groups[g].empty()) continue;
+      ZS_RETURN_IF_ERROR(
+          DecodeGroup(static_cast<GpuCompression>(g), groups[g], results_offset, compressed));
+      results_offset += groups[g].size();
+    }
   }
+  ZS_RETURN_IF_ERROR(Unshuffle(copies));      // stored streams into place (typesize 1: a copy)
+  ZS_RETURN_IF_ERROR(Unshuffle(unshuffles));  // then blosc's shuffle undone
+  if (compressed == 0) return Status::Ok();
   ZS_RETURN_IF_ERROR(driver_->CopyToHost(results_.host, results_.device, results_bytes, stream_));
   ZS_RETURN_IF_ERROR(Synchronize());
   const auto* statuses = reinterpret_cast<const int32_t*>(results_.host);
   const auto* sizes = reinterpret_cast<const uint64_t*>(results_.host + SizesOffset(compressed));
   size_t k = 0;
-  for (const std::vector<size_t>& g : groups) {
-    for (size_t i : g) {
+  for (const auto& g : groups) {
+    for (const auto& [i, s] : g) {
       Chunk& c = chunks_[i];
-      c.rejected = statuses[k] != 0 || sizes[k] != c.decoded_bytes;
-      if (!c.rejected) ++chunks_decoded_;
+      c.rejected |= statuses[k] != 0 || sizes[k] != c.streams[s].output_bytes;
       ++k;
     }
   }
+  for (size_t i : in_arena) chunks_decoded_ += chunks_[i].rejected ? 0 : 1;
   return Status::Ok();
 }
 
+Status GpuDecodeWorkspace::Unshuffle(const std::vector<gpu_abi::UnshuffleDescriptor>& blocks) {
+  if (blocks.empty()) return Status::Ok();
+  const GpuKernels* kernels = GpuKernels::Get();
+  if (kernels == nullptr) return CudaError("no CUDA kernels: " + GpuKernels::UnavailableReason());
+  uint64_t max_bytes = 0;
+  for (const auto& b : blocks) max_bytes = std::max<uint64_t>(max_bytes, b.bytes);
+  ZS_ASSIGN_OR_RETURN(const uint64_t descriptors,
+                      Upload(std::as_bytes(std::span<const gpu_abi::UnshuffleDescriptor>(blocks))));
+  return kernels->Unshuffle(descriptors, static_cast<uint32_t>(blocks.size()), max_bytes, stream_);
+}
+
 Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
-                                       const std::vector<size_t>& members,
+                                       const std::vector<std::pair<size_t, size_t>>& members,
                                        uint64_t results_offset, uint64_t results_total) {
   const size_t n = members.size();
   // Four device arrays of n entries: inputs, input sizes, output sizes, outputs.
   std::vector<uint64_t> arguments(4 * n);
   uint64_t max_decoded = 0, total_decoded = 0;
   for (size_t j = 0; j < n; ++j) {
-    const Chunk& c = chunks_[members[j]];
-    arguments[j] = staging_.device + c.staging_offset;
-    arguments[n + j] = c.payload_bytes;
-    arguments[2 * n + j] = c.decoded_bytes;
-    arguments[3 * n + j] = c.device;
-    max_decoded = std::max(max_decoded, c.decoded_bytes);
-    total_decoded += c.decoded_bytes;
+    const Chunk& c = chunks_[members[j].first];
+    const Stream& st = c.streams[members[j].second];
+    arguments[j] = staging_.device + st.staging_offset;
+    arguments[n + j] = st.payload_bytes;
+    arguments[2 * n + j] = st.output_bytes;
+    arguments[3 * n + j] = c.landing + st.output_offset;
+    max_decoded = std::max(max_decoded, st.output_bytes);
+    total_decoded += st.output_bytes;
   }
   ZS_ASSIGN_OR_RETURN(const uint64_t device_arguments,
                       Upload(std::as_bytes(std::span<const uint64_t>(arguments))));
@@ -403,10 +581,10 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
     ZS_RETURN_IF_ERROR(ReserveDevice(&temp_, &temp_capacity_, temp_bytes + temp_bytes / 4));
   }
   const auto* args = reinterpret_cast<const uint64_t*>(device_arguments);
-  // The results (see Decode): every chunk's status, then every decoded size.
+  // The results (see Decode): every stream's status, then every decoded size.
   auto* statuses = reinterpret_cast<int32_t*>(results_.device) + results_offset;
-  auto* sizes = reinterpret_cast<uint64_t*>(results_.device + SizesOffset(results_total)) +
-                results_offset;
+  auto* sizes =
+      reinterpret_cast<uint64_t*>(results_.device + SizesOffset(results_total)) + results_offset;
   return nvcomp_->DecompressAsync(compression, args, args + n, args + 2 * n, sizes, n, temp_,
                                   temp_capacity_, args + 3 * n, statuses, stream_);
 }

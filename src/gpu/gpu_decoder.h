@@ -3,7 +3,8 @@
 // copies them to the GPU in one transfer and decodes them with one nvCOMP call per codec.
 //
 // A wave, on one workspace:
-//   1. Begin(chunks, host_bytes): the chunks of the wave, and room for those decoded on the CPU
+//   1. Begin(chunks, host_bytes, gpu_bytes): the chunks of the wave, and room for those decoded on
+//      the CPU
 //      (HostOutput(i, bytes) hands out their pinned buffers);
 //   2. Stage(i, ...) for each chunk the GPU decodes: its compressed payload, copied into pinned
 //      staging (any threads, concurrently: the read engine calls it as bytes arrive);
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "codec/codec_chain.h"
+#include "gpu/kernel_abi.h"
 #include "gpu/nvcomp.h"
 #include "util/byte_buffer.h"
 #include "zarrstream/status.h"
@@ -37,26 +39,52 @@ namespace zarrstream {
 
 class CudaDriver;
 
+// One compressed (or stored) stream of a chunk and where its decoded bytes go in the chunk.
+struct GpuStream {
+  std::optional<GpuCompression> compression;  // none: `payload` is the output as it is
+  std::span<const std::byte> payload;
+  uint64_t output_offset = 0;
+  uint64_t output_bytes = 0;
+};
+
+// A chunk's stored bytes as the GPU decodes them: streams, then (blosc's byte shuffle) each block
+// of `block_bytes` (the last may be shorter) unshuffled for elements of `unshuffle_typesize`
+// bytes (0: no shuffle).
+struct GpuChunkParse {
+  std::vector<GpuStream> streams;
+  uint32_t unshuffle_typesize = 0;
+  uint64_t block_bytes = 0;
+};
+
 // How the GPU decodes a codec chain's chunks: stored bytes → payload (framing removed on the CPU:
 // numcodecs' LZ4 size prefix, a zlib header, a crc32c checksum, checked) → `compression` (none:
-// the payload is the chunk) → elements, byte-swapped when stored big-endian.
+// the payload is the chunk) → elements, byte-swapped when stored big-endian. Blosc frames (`blosc`)
+// are parsed on the CPU into their blocks' LZ4 or zstd streams, decoded by nvCOMP and unshuffled
+// by a kernel.
 struct GpuChunkCodec {
   std::optional<GpuCompression> compression;
   enum class Framing : uint8_t { kNone, kLz4SizePrefix, kZlib } framing = Framing::kNone;
+  bool blosc = false;
   bool crc32c = false;  // the stored bytes end with a crc32c of the rest
   bool big_endian = false;
   uint64_t decoded_bytes = 0;
 
-  // The payload of `stored` (a view into it), or a kCorruptChunk error naming the problem.
+  // The payload of `stored` (a view into it), or a kCorruptChunk error naming the problem. Not
+  // for blosc.
   Result<std::span<const std::byte>> Payload(std::span<const std::byte> stored) const;
-  // "zstd", "lz4", "gzip", "zlib", "none", with " + crc32c".
+  // The streams of `stored` (views into it): kCorruptChunk for a malformed frame, kUnsupported
+  // for a blosc frame the GPU does not decode (bitshuffle, another inner codec, a block split
+  // older writers made): the CPU decodes those.
+  Result<GpuChunkParse> Parse(std::span<const std::byte> stored) const;
+  // "zstd", "lz4", "gzip", "zlib", "blosc", "none", with " + crc32c".
   std::string Describe() const;
 };
 
 // The GPU decode of `chain` (an unsharded array's chain, or a sharded array's inner chain): set
 // when every codec has a GPU (or free) decoder: [bytes] then at most one of zstd, gzip, zlib, lz4,
-// then optionally crc32c. Null for anything else (array→array codecs, blosc, bz2, ...), which the
-// CPU decodes.
+// or blosc with lz4/zstd inside and no or byte shuffle, then optionally crc32c. Null for anything
+// else (array→array codecs, bz2, blosc with blosclz, zlib or bitshuffle, ...), which the CPU
+// decodes.
 std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain);
 
 // The names of the codecs GPU decoding covers (for `zarrstream doctor`).
@@ -74,8 +102,9 @@ class GpuDecodeWorkspace {
 
   void* stream() const { return stream_; }
 
-  // Starts a wave of `chunks` chunks, `host_bytes` of them decoded on the CPU.
-  Status Begin(size_t chunks, uint64_t host_bytes);
+  // Starts a wave of `chunks` chunks: `host_bytes` of them decoded on the CPU, `gpu_bytes` (their
+  // decoded size) on the GPU, which sizes the staging.
+  Status Begin(size_t chunks, uint64_t host_bytes, uint64_t gpu_bytes);
   // Pinned host memory for chunk i decoded on the CPU (`bytes` of the Begin's host_bytes).
   // Single-threaded, before the chunks are read.
   std::span<std::byte> HostOutput(size_t i, uint64_t bytes);
@@ -84,6 +113,8 @@ class GpuDecodeWorkspace {
   // Chunk i for the GPU: `payload` (see GpuChunkCodec::Payload) decoding to `decoded_bytes`.
   void Stage(size_t i, std::optional<GpuCompression> compression,
              std::span<const std::byte> payload, uint64_t decoded_bytes);
+  // Chunk i for the GPU from its parse (GpuChunkCodec::Parse).
+  void Stage(size_t i, const GpuChunkParse& parse, uint64_t decoded_bytes);
   // Copies everything staged to the GPU, decodes it and waits. Errors are the CUDA calls'.
   Status Decode();
   // After Decode: chunk i's decoded bytes in device memory (0 for a chunk neither staged nor
@@ -114,29 +145,42 @@ class GpuDecodeWorkspace {
   Status ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t bytes);
   // Queues nvCOMP's decode of chunks `members`; their results go at index results_offset of
   // results_total (see Decode).
-  Status DecodeGroup(GpuCompression compression, const std::vector<size_t>& members,
-                     uint64_t results_offset, uint64_t results_total);
+  Status DecodeGroup(GpuCompression compression,
+                     const std::vector<std::pair<size_t, size_t>>& members, uint64_t results_offset,
+                     uint64_t results_total);
+  // Queues zs_unshuffle over `blocks` (nothing when empty).
+  Status Unshuffle(const std::vector<gpu_abi::UnshuffleDescriptor>& blocks);
 
-  struct Chunk {
+  struct Stream {
     std::optional<GpuCompression> compression;
-    bool staged = false;      // Stage was called: GPU-decoded (or raw) bytes
-    bool rejected = false;
-    uint64_t staging_offset = 0;  // of the payload (or host output) in staging_
+    uint64_t staging_offset = 0;  // of the payload in staging_ (kUnplaced: in `overflow`)
     uint64_t payload_bytes = 0;
-    uint64_t decoded_bytes = 0;
-    uint64_t device = 0;
+    uint64_t output_offset = 0;  // in the chunk's landing buffer
+    uint64_t output_bytes = 0;
     ByteBuffer overflow;  // a payload that did not fit the staging capacity
   };
+  struct Chunk {
+    bool staged = false;  // Stage was called: decoded (or copied) on the GPU from its streams
+    bool rejected = false;
+    uint64_t host_offset = 0;  // of a host output in staging_
+    uint64_t decoded_bytes = 0;
+    uint64_t device = 0;   // the decoded chunk
+    uint64_t landing = 0;  // where its streams decode (== device unless unshuffled after)
+    uint32_t unshuffle_typesize = 0;
+    uint64_t block_bytes = 0;
+    std::vector<Stream> streams;
+  };
+  static constexpr uint64_t kUnplaced = ~uint64_t{0};
 
   const CudaDriver* driver_;
   const Nvcomp* nvcomp_;
   void* stream_ = nullptr;
-  Mirror staging_;               // host-decoded chunks, then staged payloads
-  Mirror uploads_;               // Upload's bytes (nvCOMP's arguments, descriptors)
+  Mirror staging_;  // host-decoded chunks, then staged payloads
+  Mirror uploads_;  // Upload's bytes (nvCOMP's arguments, descriptors)
   uint64_t uploads_used_ = 0;
   std::vector<Mirror> retired_;  // outgrown upload buffers, freed at the next Begin
   Mirror results_;               // nvCOMP's statuses and decoded sizes
-  uint64_t arena_ = 0;  // decoded chunks (device)
+  uint64_t arena_ = 0;           // decoded chunks (device)
   uint64_t arena_capacity_ = 0;
   uint64_t temp_ = 0;  // nvCOMP scratch (device)
   uint64_t temp_capacity_ = 0;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "codec/codec_test_harness.h"
@@ -29,8 +30,9 @@ CodecSpec Zlib() { return {"numcodecs.zlib", {{"level", 5}}}; }
 CodecSpec Lz4() { return {"numcodecs.lz4", {{"acceleration", 1}}}; }
 CodecSpec Crc32c() { return {"crc32c", nlohmann::json::object()}; }
 CodecSpec Blosc() {
-  return {"blosc", {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"typesize", 4},
-                    {"blocksize", 0}}};
+  return {
+      "blosc",
+      {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"typesize", 4}, {"blocksize", 0}}};
 }
 
 TEST(PlanGpuDecodeTest, AcceptsOneCompressorWithOptionalChecksum) {
@@ -57,8 +59,27 @@ TEST(PlanGpuDecodeTest, AcceptsOneCompressorWithOptionalChecksum) {
   EXPECT_EQ(PlanGpuDecode(*Chain({Bytes(), Gzip()}))->compression, GpuCompression::kGzip);
 }
 
+CodecSpec BloscWith(const char* cname, const char* shuffle, int blocksize = 0) {
+  return {"blosc",
+          {{"cname", cname},
+           {"clevel", 5},
+           {"shuffle", shuffle},
+           {"typesize", 4},
+           {"blocksize", blocksize}}};
+}
+
+TEST(PlanGpuDecodeTest, BloscWithLz4OrZstdAndByteShuffle) {
+  auto lz4 = PlanGpuDecode(*Chain({Bytes(), Blosc()}));
+  ASSERT_TRUE(lz4.has_value());
+  EXPECT_TRUE(lz4->blosc);
+  EXPECT_EQ(lz4->Describe(), "blosc");
+  EXPECT_TRUE(PlanGpuDecode(*Chain({Bytes(), BloscWith("zstd", "noshuffle")})).has_value());
+  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), BloscWith("blosclz", "shuffle")})).has_value());
+  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), BloscWith("zlib", "shuffle")})).has_value());
+  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), BloscWith("lz4", "bitshuffle")})).has_value());
+}
+
 TEST(PlanGpuDecodeTest, LeavesOtherChainsToTheCpu) {
-  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), Blosc()})).has_value());
   EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), Zstd(), Gzip()})).has_value());
   EXPECT_FALSE(
       PlanGpuDecode(*Chain({{"transpose", {{"order", {1, 0}}}}, Bytes(), Zstd()})).has_value());
@@ -91,7 +112,7 @@ TEST(GpuChunkCodecTest, PayloadChecksAndStripsTheFraming) {
   payload = zlib.Payload(stored);
   ASSERT_TRUE(payload.ok());
   EXPECT_EQ(payload->size(), stored.size() - 6);  // header and Adler-32 off
-  stored[0] = std::byte{0x79};                     // not deflate
+  stored[0] = std::byte{0x79};                    // not deflate
   EXPECT_EQ(zlib.Payload(stored).status().code(), ErrorCode::kCorruptChunk);
 
   const GpuChunkCodec raw = *PlanGpuDecode(*Chain({Bytes()}));
@@ -110,21 +131,31 @@ TEST(GpuDecodeWorkspaceGpuTest, DecodesEveryCompressionLikeTheCpu) {
   GpuDecodeWorkspace& w = **workspace;
 
   const std::vector<std::vector<CodecSpec>> chains = {
-      {Bytes(), Zstd()}, {Bytes(), Gzip()}, {Bytes(), Zlib(), Crc32c()},
-      {Bytes(), Lz4()},  {Bytes()},         {Bytes(), Zstd(), Crc32c()}};
+      {Bytes(), Zstd()},
+      {Bytes(), Gzip()},
+      {Bytes(), Zlib(), Crc32c()},
+      {Bytes(), Lz4()},
+      {Bytes()},
+      {Bytes(), Zstd(), Crc32c()},
+      {Bytes(), Blosc()},
+      {Bytes(), BloscWith("zstd", "shuffle", 40000), Crc32c()},  // a short last block
+      {Bytes(), BloscWith("lz4", "noshuffle")}};
   // Two rounds: the second reuses the buffers the first grew.
   for (int round = 0; round < 2; ++round) {
     const size_t n = chains.size() + 1;  // the last one is a host output
-    ASSERT_TRUE(w.Begin(n, kChunk.num_bytes()).ok());
+    // Round 0 declares no GPU bytes: the payloads overflow the staging, which then grows.
+    ASSERT_TRUE(
+        w.Begin(n, kChunk.num_bytes(), round == 0 ? 0 : chains.size() * kChunk.num_bytes()).ok());
     std::vector<std::vector<std::byte>> expected;
     for (size_t i = 0; i < chains.size(); ++i) {
       auto chain = Chain(chains[i]);
-      expected.push_back(testing::FieldBytes(kChunk.num_bytes(), static_cast<uint32_t>(i + 10 * round)));
+      expected.push_back(
+          testing::FieldBytes(kChunk.num_bytes(), static_cast<uint32_t>(i + 10 * round)));
       const std::vector<std::byte> stored = Encode(*chain, expected.back());
       const GpuChunkCodec codec = *PlanGpuDecode(*chain);
-      auto payload = codec.Payload(stored);
-      ASSERT_TRUE(payload.ok()) << codec.Describe() << ": " << payload.status().ToString();
-      w.Stage(i, codec.compression, *payload, codec.decoded_bytes);
+      auto parse = codec.Parse(stored);
+      ASSERT_TRUE(parse.ok()) << codec.Describe() << ": " << parse.status().ToString();
+      w.Stage(i, *parse, codec.decoded_bytes);
     }
     expected.push_back(testing::FieldBytes(kChunk.num_bytes(), 99));
     std::span<std::byte> host = w.HostOutput(n - 1, kChunk.num_bytes());
@@ -135,12 +166,37 @@ TEST(GpuDecodeWorkspaceGpuTest, DecodesEveryCompressionLikeTheCpu) {
       SCOPED_TRACE(i);
       ASSERT_FALSE(w.Rejected(i));
       std::vector<std::byte> back(kChunk.num_bytes());
-      ASSERT_TRUE(driver->CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
+      ASSERT_TRUE(
+          driver->CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
       ASSERT_TRUE(w.Synchronize().ok());
       EXPECT_EQ(back, expected[i]);
     }
   }
-  EXPECT_GE(w.chunks_decoded(), 2u * 5u);
+  EXPECT_GE(w.chunks_decoded(), 2u * 7u);
+}
+
+// A blosc frame's streams tile the chunk: every byte of it is some stream's output, once.
+TEST(GpuChunkCodecTest, BloscFramesParseIntoStreamsThatTileTheChunk) {
+  for (const CodecSpec& spec :
+       {Blosc(), BloscWith("zstd", "shuffle", 40000), BloscWith("lz4", "noshuffle", 65536)}) {
+    auto chain = Chain({Bytes(), spec});
+    const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+    const std::vector<std::byte> stored = Encode(*chain, testing::FieldBytes(kChunk.num_bytes()));
+    auto parse = codec.Parse(stored);
+    ASSERT_TRUE(parse.ok()) << spec.configuration.dump() << ": " << parse.status().ToString();
+    std::vector<int> covered(kChunk.num_bytes(), 0);
+    for (const GpuStream& stream : parse->streams) {
+      for (uint64_t b = 0; b < stream.output_bytes; ++b) ++covered[stream.output_offset + b];
+      if (!stream.compression) {
+        EXPECT_EQ(stream.payload.size(), stream.output_bytes);
+      }
+    }
+    EXPECT_TRUE(std::all_of(covered.begin(), covered.end(), [](int n) { return n == 1; }));
+    EXPECT_EQ(parse->unshuffle_typesize, spec.configuration["shuffle"] == "shuffle" ? 4u : 0u);
+
+    std::vector<std::byte> truncated(stored.begin(), stored.end() - 10);
+    EXPECT_EQ(codec.Parse(truncated).status().code(), ErrorCode::kCorruptChunk);
+  }
 }
 
 TEST(GpuChunkCodecTest, MalformedZstdFramesNeverReachTheGpu) {
@@ -148,7 +204,8 @@ TEST(GpuChunkCodecTest, MalformedZstdFramesNeverReachTheGpu) {
   const GpuChunkCodec codec = *PlanGpuDecode(*chain);
   const std::vector<std::byte> good = Encode(*chain, testing::FieldBytes(kChunk.num_bytes()));
   ASSERT_TRUE(codec.Payload(good).ok());
-  std::vector<std::byte> truncated(good.begin(), good.begin() + static_cast<ptrdiff_t>(good.size() / 2));
+  std::vector<std::byte> truncated(good.begin(),
+                                   good.begin() + static_cast<ptrdiff_t>(good.size() / 2));
   EXPECT_EQ(codec.Payload(truncated).status().code(), ErrorCode::kCorruptChunk);
   std::vector<std::byte> trailing = good;
   trailing.push_back(std::byte{0});
@@ -172,8 +229,13 @@ TEST(GpuDecodeWorkspaceGpuTest, DamagedContentIsRejectedAndStaysInBounds) {
   auto workspace = GpuDecodeWorkspace::Create(driver, nvcomp);
   ASSERT_TRUE(workspace.ok());
   GpuDecodeWorkspace& w = **workspace;
-  for (const auto& specs : std::vector<std::vector<CodecSpec>>{
-           {Bytes(), Zstd()}, {Bytes(), Lz4()}, {Bytes(), Gzip()}, {Bytes(), Zlib()}}) {
+  for (const auto& specs :
+       std::vector<std::vector<CodecSpec>>{{Bytes(), Zstd()},
+                                           {Bytes(), Lz4()},
+                                           {Bytes(), Gzip()},
+                                           {Bytes(), Zlib()},
+                                           {Bytes(), Blosc()},
+                                           {Bytes(), BloscWith("zstd", "shuffle")}}) {
     auto chain = Chain(specs);
     const GpuChunkCodec codec = *PlanGpuDecode(*chain);
     SCOPED_TRACE(codec.Describe());
@@ -183,13 +245,13 @@ TEST(GpuDecodeWorkspaceGpuTest, DamagedContentIsRejectedAndStaysInBounds) {
     for (size_t at = damaged.size() / 3; at < damaged.size() / 3 + 64; ++at) {
       damaged[at] ^= std::byte{0x5A};
     }
-    auto good_payload = codec.Payload(good);
-    auto damaged_payload = codec.Payload(damaged);
-    ASSERT_TRUE(good_payload.ok());
-    ASSERT_TRUE(w.Begin(2, 0).ok());
-    w.Stage(0, codec.compression, *good_payload, codec.decoded_bytes);
-    if (damaged_payload.ok()) {
-      w.Stage(1, codec.compression, *damaged_payload, codec.decoded_bytes);
+    auto good_parse = codec.Parse(good);
+    auto damaged_parse = codec.Parse(damaged);
+    ASSERT_TRUE(good_parse.ok());
+    ASSERT_TRUE(w.Begin(2, 0, 2 * kChunk.num_bytes()).ok());
+    w.Stage(0, *good_parse, codec.decoded_bytes);
+    if (damaged_parse.ok()) {
+      w.Stage(1, *damaged_parse, codec.decoded_bytes);
     } else {
       w.Reject(1);
     }
@@ -204,8 +266,10 @@ TEST(GpuDecodeWorkspaceGpuTest, DamagedContentIsRejectedAndStaysInBounds) {
       // tell), and to the same bytes.
       std::vector<std::byte> cpu(data.size());
       CodecScratch scratch;
-      ASSERT_TRUE(chain->Decode(damaged, cpu, &scratch).ok()) << "the GPU accepted what the CPU rejects";
-      ASSERT_TRUE(driver->CopyToHost(back.data(), w.DeviceAddress(1), back.size(), w.stream()).ok());
+      ASSERT_TRUE(chain->Decode(damaged, cpu, &scratch).ok())
+          << "the GPU accepted what the CPU rejects";
+      ASSERT_TRUE(
+          driver->CopyToHost(back.data(), w.DeviceAddress(1), back.size(), w.stream()).ok());
       ASSERT_TRUE(w.Synchronize().ok());
       EXPECT_EQ(back, cpu);
     }
@@ -219,7 +283,7 @@ TEST(GpuDecodeWorkspaceGpuTest, UploadsGrowAndStayValidForTheWave) {
   auto workspace = GpuDecodeWorkspace::Create(driver, Nvcomp::Get());
   ASSERT_TRUE(workspace.ok());
   GpuDecodeWorkspace& w = **workspace;
-  ASSERT_TRUE(w.Begin(0, 0).ok());
+  ASSERT_TRUE(w.Begin(0, 0, 0).ok());
   std::vector<std::pair<uint64_t, std::vector<std::byte>>> uploads;
   for (uint32_t i = 0; i < 6; ++i) {
     std::vector<std::byte> bytes = testing::RandomBytes((size_t{1} << 18) << i, i);

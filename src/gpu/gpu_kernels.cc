@@ -21,8 +21,8 @@ constexpr uint64_t kMaxGridY = 65535;
 // multiprocessor, enough to hide memory latency without idle blocks.
 void GridFor(uint32_t count, uint64_t max_items, uint64_t items_per_thread, uint32_t grid[3]) {
   const uint64_t y = std::clamp<uint64_t>(count, 1, kMaxGridY);
-  uint64_t x = (max_items + kThreadsPerBlock * items_per_thread - 1) /
-               (kThreadsPerBlock * items_per_thread);
+  uint64_t x =
+      (max_items + kThreadsPerBlock * items_per_thread - 1) / (kThreadsPerBlock * items_per_thread);
   const auto sms = static_cast<uint64_t>(std::max(CudaDriver::Get()->multiprocessor_count(), 1));
   x = std::clamp<uint64_t>(x, 1, std::max<uint64_t>(1, sms * 64 / y));
   grid[0] = static_cast<uint32_t>(x);
@@ -62,8 +62,9 @@ class GpuKernelsLoader {
     loaded.kernels->scatter_ = *scatter;
     loaded.kernels->unshuffle_ = *unshuffle;
 #else
-    loaded.reason = "this build of zarrstream has no CUDA kernels (nvcc was not found when it "
-                    "was built)";
+    loaded.reason =
+        "this build of zarrstream has no CUDA kernels (nvcc was not found when it "
+        "was built)";
 #endif
     return loaded;
   }

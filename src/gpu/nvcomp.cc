@@ -54,21 +54,36 @@ std::string_view GpuCompressionName(GpuCompression compression) {
 
 std::string Nvcomp::StatusName(int32_t status) {
   switch (status) {
-    case 0: return "nvcompSuccess";
-    case 10: return "nvcompErrorInvalidValue";
-    case 11: return "nvcompErrorNotSupported";
-    case 12: return "nvcompErrorCannotDecompress";
-    case 13: return "nvcompErrorBadChecksum";
-    case 14: return "nvcompErrorCannotVerifyChecksums";
-    case 15: return "nvcompErrorOutputBufferTooSmall";
-    case 16: return "nvcompErrorWrongHeaderLength";
-    case 17: return "nvcompErrorAlignment";
-    case 18: return "nvcompErrorChunkSizeTooLarge";
-    case 20: return "nvcompErrorWrongInputLength";
-    case 21: return "nvcompErrorBatchSizeTooLarge";
-    case 1000: return "nvcompErrorCudaError";
-    case 10000: return "nvcompErrorInternal";
-    default: return "nvcompStatus_t " + std::to_string(status);
+    case 0:
+      return "nvcompSuccess";
+    case 10:
+      return "nvcompErrorInvalidValue";
+    case 11:
+      return "nvcompErrorNotSupported";
+    case 12:
+      return "nvcompErrorCannotDecompress";
+    case 13:
+      return "nvcompErrorBadChecksum";
+    case 14:
+      return "nvcompErrorCannotVerifyChecksums";
+    case 15:
+      return "nvcompErrorOutputBufferTooSmall";
+    case 16:
+      return "nvcompErrorWrongHeaderLength";
+    case 17:
+      return "nvcompErrorAlignment";
+    case 18:
+      return "nvcompErrorChunkSizeTooLarge";
+    case 20:
+      return "nvcompErrorWrongInputLength";
+    case 21:
+      return "nvcompErrorBatchSizeTooLarge";
+    case 1000:
+      return "nvcompErrorCudaError";
+    case 10000:
+      return "nvcompErrorInternal";
+    default:
+      return "nvcompStatus_t " + std::to_string(status);
   }
 }
 
@@ -102,8 +117,8 @@ class NvcompLoader {
                          dlsym(library, "nvcompGetProperties"))) != nullptr;
     for (int i = 0; i < 4 && complete; ++i) {
       const std::string prefix = std::string("nvcompBatched") + kNames[i];
-      api.temp_size[i] = reinterpret_cast<TempSizeFn>(
-          dlsym(library, (prefix + "DecompressGetTempSize").c_str()));
+      api.temp_size[i] =
+          reinterpret_cast<TempSizeFn>(dlsym(library, (prefix + "DecompressGetTempSize").c_str()));
       api.decompress[i] =
           reinterpret_cast<DecompressFn>(dlsym(library, (prefix + "DecompressAsync").c_str()));
       complete = api.temp_size[i] != nullptr && api.decompress[i] != nullptr;
@@ -150,8 +165,8 @@ const Nvcomp* Nvcomp::Get() { return Instance().nvcomp; }
 
 std::string Nvcomp::UnavailableReason() { return Instance().reason; }
 
-Result<size_t> Nvcomp::TempBytes(GpuCompression compression, size_t chunks,
-                                 size_t max_chunk_bytes, size_t total_bytes, void* stream) const {
+Result<size_t> Nvcomp::TempBytes(GpuCompression compression, size_t chunks, size_t max_chunk_bytes,
+                                 size_t total_bytes, void* stream) const {
   size_t bytes = 0;
   const auto index = static_cast<size_t>(compression);
   ZS_RETURN_IF_ERROR(CudaDriver::Get()->InContext([&] {
@@ -175,8 +190,8 @@ Status Nvcomp::DecompressAsync(GpuCompression compression, const uint64_t* compr
         reinterpret_cast<const void* const*>(compressed),
         reinterpret_cast<const size_t*>(compressed_bytes),
         reinterpret_cast<const size_t*>(output_bytes), reinterpret_cast<size_t*>(decoded_bytes),
-        chunks, reinterpret_cast<void*>(temp), temp_bytes,
-        reinterpret_cast<void* const*>(outputs), DecompressOptions{}, statuses, stream);
+        chunks, reinterpret_cast<void*>(temp), temp_bytes, reinterpret_cast<void* const*>(outputs),
+        DecompressOptions{}, statuses, stream);
     return status == kNvcompSuccess ? Status::Ok()
                                     : NvcompError("DecompressAsync", compression, status);
   });

@@ -24,8 +24,8 @@ gpu_abi::BatchType BatchTypeOf(BatchDType dtype) {
 
 gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
                                            std::span<const uint64_t> chunk_shape,
-                                           const PlannedCopy& copy, uint64_t slab,
-                                           BatchDType dtype, const DimArray& slab_strides,
+                                           const PlannedCopy& copy, uint64_t slab, BatchDType dtype,
+                                           const DimArray& slab_strides,
                                            const SlabTransform& transform, uint64_t mask,
                                            bool byte_swap, std::span<const std::byte> fill_value) {
   static_assert(static_cast<uint32_t>(DataType::kFloat64) == gpu_abi::kFloat64);

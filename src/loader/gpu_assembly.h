@@ -28,8 +28,8 @@ class CudaDriver;
 // indexes as few dimensions as it can.
 gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
                                            std::span<const uint64_t> chunk_shape,
-                                           const PlannedCopy& copy, uint64_t slab,
-                                           BatchDType dtype, const DimArray& slab_strides,
+                                           const PlannedCopy& copy, uint64_t slab, BatchDType dtype,
+                                           const DimArray& slab_strides,
                                            const SlabTransform& transform, uint64_t mask,
                                            bool byte_swap, std::span<const std::byte> fill_value);
 

@@ -22,8 +22,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <new>
@@ -38,9 +38,9 @@
 #include "gpu/gpu_kernels.h"
 #include "gpu/nvcomp.h"
 #include "loader/batch_assembly.h"
-#include "loader/gpu_assembly.h"
 #include "loader/channel_spec.h"
 #include "loader/chunk_cache.h"
+#include "loader/gpu_assembly.h"
 #include "loader/read_plan.h"
 #include "loader/sample_plan.h"
 #include "util/format.h"
@@ -718,7 +718,6 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
   return batch;
 }
 
-
 // The GPU path (see loader.h): the batch's chunks in waves; per wave, stored bytes staged as they
 // are read (or decoded on the CPU where the GPU cannot), one copy to the GPU, nvCOMP's batched
 // decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box.
@@ -766,7 +765,8 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
     // The wave: chunks up to gpu_wave_bytes decoded (at least one).
     size_t end = begin;
     uint64_t wave_bytes = 0, host_bytes = 0;
-    const uint64_t wave_limit = options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
+    const uint64_t wave_limit =
+        options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
     while (end < reads.chunks.size() && (end == begin || wave_bytes < wave_limit)) {
       const PlannedChunk& chunk = reads.chunks[end];
       const uint64_t bytes = ReadChunkBytes(*g.arrays[chunk.array]);
@@ -775,7 +775,7 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
       ++end;
     }
     const size_t n = end - begin;
-    if (status = w.Begin(n, host_bytes); !status.ok()) break;
+    if (status = w.Begin(n, host_bytes, wave_bytes - host_bytes); !status.ok()) break;
     std::vector<ChunkRead> wave(n);
     for (size_t i = 0; i < n; ++i) {
       const PlannedChunk& chunk = reads.chunks[begin + i];
@@ -788,11 +788,11 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
         continue;
       }
       read.take_encoded = [&w, &codec, i](std::span<const std::byte> stored) {
-        Result<std::span<const std::byte>> payload = codec->Payload(stored);
-        if (payload.ok()) {
-          w.Stage(i, codec->compression, *payload, codec->decoded_bytes);
+        Result<GpuChunkParse> parse = codec->Parse(stored);
+        if (parse.ok()) {
+          w.Stage(i, *parse, codec->decoded_bytes);
         } else {
-          w.Reject(i);  // decoded again on the CPU below, for its error
+          w.Reject(i);  // decoded again on the CPU below: for its error, or what the GPU cannot
         }
         return Status::Ok();
       };
@@ -890,8 +890,8 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
         status = descriptors.status();
         break;
       }
-      status = gs.kernels->Scatter(*descriptors, static_cast<uint32_t>(copies.size()),
-                                   max_elements, w.stream());
+      status = gs.kernels->Scatter(*descriptors, static_cast<uint32_t>(copies.size()), max_elements,
+                                   w.stream());
       if (!status.ok()) break;
     }
     status = w.Synchronize();
@@ -987,9 +987,10 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
     gpu->driver = CudaDriver::Get();
     gpu->kernels = GpuKernels::Get();
     gpu->nvcomp = Nvcomp::Get();
-    gpu->nvcomp_status = gpu->nvcomp != nullptr
-                             ? "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")"
-                             : "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
+    gpu->nvcomp_status =
+        gpu->nvcomp != nullptr
+            ? "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")"
+            : "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
   }
   if (options.pin_memory != PinMemory::kOff && !gpu) {
     pin = CudaDriver::Get();
@@ -1061,15 +1062,15 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   if (gpu) {
     // Tensors in device memory (everything before the origins), origins in host memory.
     gpu->batch_bytes = std::max<uint64_t>(s.origins_offset, kAlignment);
-    gpu->batches = std::make_shared<DeviceBatchPool>(gpu->driver, gpu->batch_bytes,
-                                                     options.prefetch + 2);
+    gpu->batches =
+        std::make_shared<DeviceBatchPool>(gpu->driver, gpu->batch_bytes, options.prefetch + 2);
     s.batch_bytes =
         std::max<uint64_t>(AlignUp(batch * g.sampled_index.size() * sizeof(int64_t)), kAlignment);
     s.origins_offset = 0;
     for (const internal::ArrayState* array : g.arrays) {
-      const CodecChain& chain =
-          array->chain->sharding() != nullptr ? array->chain->sharding()->inner_chain()
-                                              : *array->chain;
+      const CodecChain& chain = array->chain->sharding() != nullptr
+                                    ? array->chain->sharding()->inner_chain()
+                                    : *array->chain;
       gpu->codecs.push_back(PlanGpuDecode(chain));
     }
     s.gpu = std::move(gpu);
