@@ -209,7 +209,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--batches", type=int, default=24, help="timed batches per tool")
     parser.add_argument("--prefetch", type=int, default=3)
-    parser.add_argument("--wave-gb", type=float, default=0.5, help="Loader(gpu_wave_bytes) in GiB")
+    parser.add_argument("--wave-gb", type=float, default=1.0, help="Loader(gpu_wave_bytes) in GiB")
     parser.add_argument("--layouts", default="v3-zstd,wb2")
     parser.add_argument("--tools", default="zarrstream-gpu,zarrstream-cpu,tensorstore,zarr-python")
     parser.add_argument("--quick", action="store_true", help="8 steps, batch 4, 4 batches, v3-zstd")

@@ -137,7 +137,7 @@ struct LoaderOptions {
 
   BatchDevice device = BatchDevice::kCpu;
   // GPU batches: the decoded bytes of one wave (one copy to the GPU, one nvCOMP call per codec, one
-  // scatter launch), at least one chunk; 0: 512 MiB. Larger waves give nvCOMP more chunks per call
+  // scatter launch), at least one chunk; 0: 1 GiB. Larger waves give nvCOMP more chunks per call
   // and take more GPU memory: about 5× this per batch in flight (staging, decoded chunks, nvCOMP's
   // scratch).
   uint64_t gpu_wave_bytes = 0;

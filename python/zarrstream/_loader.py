@@ -79,7 +79,7 @@ class Loader:
     on the CPU. Where this build or machine cannot (``gpu_decode_status`` says), host batches are
     page-locked ("pinned") and copied to the GPU asynchronously on the current stream.
     ``gpu_batches=False`` keeps that host path with ``device="cuda"``; ``True`` makes GPU batches
-    required. ``gpu_wave_bytes`` (0: 512 MiB) is how many decoded bytes go through the GPU at once:
+    required. ``gpu_wave_bytes`` (0: 1 GiB) is how many decoded bytes go through the GPU at once:
     more gives nvCOMP more chunks per call and takes more GPU memory (about 5x per batch in flight). ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True``
     requires it, ``False`` never pins.
     """

@@ -251,7 +251,7 @@ struct GpuLoaderState {
 };
 
 // Decoded bytes a GPU wave holds by default (LoaderOptions::gpu_wave_bytes).
-constexpr uint64_t kGpuWaveBytes = uint64_t{512} << 20;
+constexpr uint64_t kGpuWaveBytes = uint64_t{1} << 30;
 
 class Pipeline;
 
