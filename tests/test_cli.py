@@ -240,8 +240,23 @@ def test_bench_errors_name_what_is_wrong(tmp_path):
     assert proc.returncode == 1 and "no_such_variable" in proc.stderr
     proc = run_cli("bench", store, "--sample", "time")
     assert proc.returncode == 2 and "expected DIM=N, got 'time'" in proc.stderr
-    proc = run_cli("bench", store, "--device", "cuda")
-    assert proc.returncode == 2 and "not available yet" in proc.stderr
+    proc = run_cli("bench", store, "--device", "tpu")
+    assert proc.returncode == 2 and "--device tpu: expected cpu or cuda" in proc.stderr
+    if zarrstream._zarrstream.gpu_batches_unavailable_reason():
+        proc = run_cli("bench", store, "--device", "cuda")
+        assert proc.returncode == 1 and "batches cannot be made on a GPU here" in proc.stderr
+
+
+@pytest.mark.gpu
+def test_bench_on_the_gpu_reports_the_gpu_stages(tmp_path):
+    store = tmp_path / "small.zarr"
+    assert_clean_exit(run_cli("synth", store, "--preset", "era5-small", "--steps", "8"))
+    proc = run_cli("bench", store, "--device", "cuda", "--batch-size", "2", "--json", tmp_path / "b.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["device"] == "cuda" and "nvCOMP" in report["gpu_decode"]
+    assert report["gpu_decoded_chunks"] > 0 and report["bytes_to_gpu"] > 0
+    assert report["stages"]["gpu_decode_seconds"] > 0
 
 
 def test_doctor_reports_the_environment():

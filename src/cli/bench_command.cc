@@ -102,7 +102,13 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.prefetch = o.prefetch;
   options.num_threads = o.threads;
   options.cache_bytes = o.cache_mb << 20;
-  options.pin_memory = PinMemory::kOff;  // batches stay on the host here
+  if (o.device != "cpu" && o.device != "cuda") {
+    return InvalidArgumentError("--device " + o.device + ": expected cpu or cuda");
+  }
+  // cpu: host batches, not pinned (nothing copies them); cuda: GPU batches (loader.h).
+  options.device = o.device == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
+  options.pin_memory = PinMemory::kOff;
+  options.gpu_wave_bytes = o.gpu_wave_mb << 20;
   options.record_timeline = !o.trace.empty();
   return options;
 }
@@ -183,8 +189,11 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                       "Chunk cache in MiB (default: 1/64 of memory, 256 to 1024)");
   command->add_option("--train-step-ms", options->train_step_ms,
                       "Simulated training step after each batch (the loader works meanwhile)");
-  command->add_option("--device", options->device, "cpu (cuda comes with the GPU path)")
+  command->add_option("--device", options->device,
+                      "cpu, or cuda: batches made on the GPU (nvCOMP decodes, kernels assemble)")
       ->capture_default_str();
+  command->add_option("--gpu-wave-mb", options->gpu_wave_mb,
+                      "With --device cuda: decoded MiB per GPU wave (default 1024)");
   command->add_option("--json", options->json, "Write the report as JSON here");
   command->add_option("--trace", options->trace,
                       "Write a trace of every stage (plan, read+decode waves, assemble, the "
@@ -193,12 +202,6 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
 }
 
 int RunBench(const BenchCommandOptions& o) {
-  if (o.device != "cpu") {
-    std::cerr << "zarrstream bench: --device " << o.device
-              << " is not available yet: the command measures the CPU path (use "
-                 "bench/loader_bench.py or zarrstream.Loader(device=\"cuda\") for GPU batches)\n";
-    return 2;
-  }
   Result<LoaderOptions> options = MakeLoaderOptions(o);
   if (!options.ok()) {
     std::cerr << "zarrstream bench: " << options.status().message() << "\n";
@@ -261,11 +264,19 @@ int RunBench(const BenchCommandOptions& o) {
                            {"estimated_read_amplification", stats.estimated_read_amplification},
                            {"train_step_ms", o.train_step_ms},
                            {"waiting_fraction", waiting_fraction},
+                           {"device", o.device},
+                           {"gpu_decode", loader->gpu_decode_status()},
                            {"stages",
                             {{"plan_seconds", stats.plan_seconds},
                              {"read_decode_seconds", stats.read_decode_seconds},
                              {"assemble_seconds", stats.assemble_seconds},
+                             {"gpu_read_seconds", stats.gpu_read_seconds},
+                             {"gpu_decode_seconds", stats.gpu_decode_seconds},
+                             {"gpu_scatter_seconds", stats.gpu_scatter_seconds},
                              {"wait_seconds", stats.wait_seconds}}},
+                           {"gpu_decoded_chunks", stats.gpu_decoded_chunks},
+                           {"gpu_rejected_chunks", stats.gpu_rejected_chunks},
+                           {"bytes_to_gpu", stats.bytes_to_gpu},
                            {"requests", stats.requests},
                            {"chunks_decoded", stats.chunks_decoded},
                            {"cache_hits", stats.cache_hits},
@@ -309,6 +320,16 @@ int RunBench(const BenchCommandOptions& o) {
       "  stages: plan %.3f s, read+decode %.3f s (wall, per wave), assemble %.3f s, "
       "waiting %.3f s\n",
       stats.plan_seconds, stats.read_decode_seconds, stats.assemble_seconds, wait_s);
+  if (o.device == "cuda") {
+    std::printf("  %s\n", loader->gpu_decode_status().c_str());
+    std::printf(
+        "  gpu: %llu chunks decoded there (%llu rejected, decoded again on the CPU), %s copied; "
+        "stages read %.3f s, copy + decode %.3f s, scatter %.3f s (wall, per wave)\n",
+        static_cast<unsigned long long>(stats.gpu_decoded_chunks),
+        static_cast<unsigned long long>(stats.gpu_rejected_chunks),
+        FormatBytes(static_cast<double>(stats.bytes_to_gpu)).c_str(), stats.gpu_read_seconds,
+        stats.gpu_decode_seconds, stats.gpu_scatter_seconds);
+  }
   if (step_s > 0) {
     std::printf("  waiting for data: %.1f %% of each %.1f ms step\n", 100 * waiting_fraction,
                 o.train_step_ms);

@@ -33,6 +33,7 @@ struct BenchCommandOptions {
   uint64_t cache_mb = 0;
   double train_step_ms = 0;  // simulated training step after each batch
   std::string device = "cpu";
+  uint64_t gpu_wave_mb = 0;  // 0: the loader's default
   std::string json;   // write the report here
   std::string trace;  // write a Chrome/Perfetto trace of the stages here
 };
