@@ -287,3 +287,46 @@ def test_doctor_reports_the_environment():
         assert report["nvcomp_version"] is None and report["gpu_codecs"] == []
     text = run_cli("doctor")
     assert text.returncode == 0 and "gpu:" in text.stdout and "libraries:" in text.stdout
+
+
+def test_doctor_on_a_store_names_its_layout_problems_and_the_rechunk_that_fixes_them(tmp_path):
+    """A WeatherBench2-like v2 store written by zarr-python: 4 steps per chunk, no consolidated
+    metadata. doctor says so and prints a rechunk command; after running that command the store
+    needs no further rechunk."""
+    import numcodecs
+
+    src = tmp_path / "wb2.zarr"
+    g = zarr.open_group(str(src), mode="w", zarr_format=2)
+    t = g.create_array("time", shape=(16,), chunks=(16,), dtype="int64")
+    t[...] = 6 * np.arange(16)
+    t.attrs.update({"_ARRAY_DIMENSIONS": ["time"], "units": "hours since 2000-01-01"})
+    for name, shape, dims in [("t2m", (16, 64, 128), ["time", "latitude", "longitude"]),
+                              ("z", (16, 3, 64, 128), ["time", "level", "latitude", "longitude"])]:
+        a = g.create_array(name, shape=shape, chunks=(4,) + shape[1:], dtype="float32",
+                           compressors=numcodecs.Blosc(cname="blosclz"))
+        a[...] = np.random.default_rng(0).standard_normal(shape).astype("float32")
+        a.attrs["_ARRAY_DIMENSIONS"] = dims
+    proc = run_cli("doctor", src, "--json")
+    assert proc.returncode == 0, proc.stderr
+    store = json.loads(proc.stdout)["store"]
+    assert store["kind"] == "group" and store["consolidated"] is False
+    assert store["open_requests"] > 2
+    by_name = {a["name"]: a for a in store["arrays"]}
+    assert set(by_name) == {"t2m", "z"}  # the coordinate is not a field
+    assert by_name["z"]["time_steps_per_chunk"] == 4 and by_name["z"]["levels_per_chunk"] == 3
+    assert by_name["t2m"]["gpu_decodable"] is False  # blosclz
+    messages = " ".join(f["message"] for f in store["findings"])
+    assert "4 time steps per chunk" in messages and "no consolidated metadata" in messages
+    command = store["rechunk_command"].split()
+    assert command[:4] == ["zarrstream", "rechunk", str(src), str(tmp_path / "wb2-train.zarr")]
+    text = run_cli("doctor", src)
+    assert text.returncode == 0 and "fix: zarrstream rechunk" in text.stdout
+
+    assert_clean_exit(run_cli(*command[1:]))
+    again = json.loads(run_cli("doctor", tmp_path / "wb2-train.zarr", "--json").stdout)["store"]
+    if not again["gpu"]:  # on a GPU machine the advice is --gpu-friendly, a different layout
+        assert again["rechunk_command"] is None, again["findings"]
+        assert all(a["time_steps_per_chunk"] == 1 for a in again["arrays"])
+
+    missing = run_cli("doctor", tmp_path / "nothing.zarr")
+    assert missing.returncode == 1 and "nothing.zarr" in missing.stderr

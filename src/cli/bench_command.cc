@@ -189,8 +189,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                       "Chunk cache in MiB (default: 1/64 of memory, 256 to 1024)");
   command->add_option("--train-step-ms", options->train_step_ms,
                       "Simulated training step after each batch (the loader works meanwhile)");
-  command->add_option("--device", options->device,
-                      "cpu, or cuda: batches made on the GPU (nvCOMP decodes, kernels assemble)")
+  command
+      ->add_option("--device", options->device,
+                   "cpu, or cuda: batches made on the GPU (nvCOMP decodes, kernels assemble)")
       ->capture_default_str();
   command->add_option("--gpu-wave-mb", options->gpu_wave_mb,
                       "With --device cuda: decoded MiB per GPU wave (default 1024)");

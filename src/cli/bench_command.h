@@ -34,8 +34,8 @@ struct BenchCommandOptions {
   double train_step_ms = 0;  // simulated training step after each batch
   std::string device = "cpu";
   uint64_t gpu_wave_mb = 0;  // 0: the loader's default
-  std::string json;   // write the report here
-  std::string trace;  // write a Chrome/Perfetto trace of the stages here
+  std::string json;          // write the report here
+  std::string trace;         // write a Chrome/Perfetto trace of the stages here
 };
 
 // Registers the `bench` subcommand on `app`, filling `options` when it is parsed.

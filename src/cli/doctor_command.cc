@@ -1,17 +1,73 @@
 #include "cli/doctor_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "tools/environment_report.h"
+#include "tools/store_advice.h"
 #include "util/format.h"
 
 namespace zarrstream::cli {
 
-int RunDoctor(bool json) {
+namespace {
+
+void PrintStoreAdvice(const nlohmann::json& advice) {
+  std::printf("\n%s (%s", advice["url"].get<std::string>().c_str(),
+              advice["kind"].get<std::string>().c_str());
+  if (advice["consolidated"].is_boolean()) {
+    std::printf(", %s metadata",
+                advice["consolidated"].get<bool>() ? "consolidated" : "no consolidated");
+  }
+  std::printf(", opened in %llu request(s))\n",
+              static_cast<unsigned long long>(advice["open_requests"].get<uint64_t>()));
+  for (const auto& a : advice["arrays"]) {
+    std::string chunks;
+    for (size_t d = 0; d < a["chunks"].size(); ++d) {
+      chunks += (d ? ", " : "") + a["dims"][d].get<std::string>() + "=" +
+                std::to_string(a["chunks"][d].get<uint64_t>());
+    }
+    std::printf("  %-28s chunks (%s), %s each, %s%s\n", a["name"].get<std::string>().c_str(),
+                chunks.c_str(), FormatBytes(a["chunk_bytes"].get<double>()).c_str(),
+                a["gpu_decodable"].get<bool>() ? "GPU-decodable" : "decoded on the CPU",
+                a["shard_shape"].is_null() ? "" : ", sharded");
+  }
+  if (advice["findings"].empty()) {
+    std::printf("  the layout suits training reads here\n");
+  }
+  for (const auto& f : advice["findings"]) {
+    std::string arrays;
+    const size_t n = f["arrays"].size();
+    for (size_t i = 0; i < std::min<size_t>(n, 3); ++i) {
+      arrays += (i ? ", " : "") + f["arrays"][i].get<std::string>();
+    }
+    if (n > 3) arrays += " and " + std::to_string(n - 3) + " more";
+    std::printf("  %s: %s%s\n", f["severity"].get<std::string>().c_str(),
+                arrays.empty() ? "" : (arrays + ": ").c_str(),
+                f["message"].get<std::string>().c_str());
+  }
+  if (!advice["rechunk_command"].is_null()) {
+    std::printf("fix: %s\n", advice["rechunk_command"].get<std::string>().c_str());
+  }
+}
+
+}  // namespace
+
+int RunDoctor(const std::string& url, bool json) {
   const nlohmann::json report = tools::EnvironmentReport();
+  nlohmann::json advice;
+  if (!url.empty()) {
+    Result<nlohmann::json> checked = tools::StoreAdvice(url);
+    if (!checked.ok()) {
+      std::fprintf(stderr, "zarrstream doctor: %s\n", checked.status().ToString().c_str());
+      return 1;
+    }
+    advice = std::move(*checked);
+  }
   if (json) {
-    std::printf("%s\n", report.dump(2).c_str());
+    const nlohmann::json out =
+        url.empty() ? report : nlohmann::json{{"environment", report}, {"store", advice}};
+    std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf("zarrstream %s\n", report["zarrstream_version"].get<std::string>().c_str());
@@ -33,7 +89,8 @@ int RunDoctor(bool json) {
                 report["nvcomp_unavailable_reason"].get<std::string>().c_str());
   } else {
     std::string codecs;
-    for (const auto& c : report["gpu_codecs"]) codecs += (codecs.empty() ? "" : ", ") + c.get<std::string>();
+    for (const auto& c : report["gpu_codecs"])
+      codecs += (codecs.empty() ? "" : ", ") + c.get<std::string>();
     std::printf("gpu batches: yes; gpu decoding: nvCOMP %s (%s): %s\n",
                 report["nvcomp_version"].get<std::string>().c_str(),
                 report["nvcomp_library"].get<std::string>().c_str(), codecs.c_str());
@@ -56,6 +113,7 @@ int RunDoctor(bool json) {
     separator = ", ";
   }
   std::printf("\n");
+  if (!url.empty()) PrintStoreAdvice(advice);
   return 0;
 }
 

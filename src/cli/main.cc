@@ -55,10 +55,13 @@ int main(int argc, char** argv) {
     CLI::App* bench_cmd = zarrstream::cli::AddBenchCommand(app, &bench);
 
     bool doctor_json = false;
+    std::string doctor_url;
     CLI::App* doctor_cmd = app.add_subcommand(
         "doctor",
         "What zarrstream finds on this machine: GPU and driver, GPU decoding, GPUDirect "
-        "Storage, CPU, library versions");
+        "Storage, CPU, library versions; given a dataset, whether its layout and codecs suit "
+        "training reads here, and the rechunk command that would fix them");
+    doctor_cmd->add_option("url", doctor_url, "A dataset (group or array) to check");
     doctor_cmd->add_flag("--json", doctor_json, "Machine-readable output");
 
     CLI11_PARSE(app, argc, argv);
@@ -67,7 +70,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(synth_cmd)) return zarrstream::cli::RunSynth(synth);
     if (app.got_subcommand(rechunk_cmd)) return zarrstream::cli::RunRechunk(rechunk);
     if (app.got_subcommand(bench_cmd)) return zarrstream::cli::RunBench(bench);
-    if (app.got_subcommand(doctor_cmd)) return zarrstream::cli::RunDoctor(doctor_json);
+    if (app.got_subcommand(doctor_cmd)) return zarrstream::cli::RunDoctor(doctor_url, doctor_json);
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "zarrstream: " << e.what() << "\n";

@@ -1,0 +1,28 @@
+// `zarrstream doctor URL`: whether a store's layout and codecs suit training reads on this
+// machine, and the `zarrstream rechunk` command that would make them suit.
+//
+// For every array of the dataset with a time dimension (the fields a loader samples by time step)
+// it looks at what a random-time-step read costs: time steps per chunk (a loader reading one step
+// decodes all of them), chunk size (per-request overhead below ~256 KiB, memory and latency above
+// ~64 MiB), levels per chunk (a channel of one level decodes all of them), whether the GPU path
+// decodes the codecs, and how many requests opening the dataset takes (consolidated metadata).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "zarrstream/status.h"
+
+namespace zarrstream::tools {
+
+// {"url", "kind" ("group"|"array"), "consolidated" (bool; arrays: null), "open_requests" (metadata
+// reads a loader makes to open it), "gpu" (a GPU batch path is usable here), "arrays": [{"name",
+// "shape", "dims", "chunks" (read chunks), "shard_shape" (or null), "dtype", "codecs",
+// "chunk_bytes" (decoded), "time_steps_per_chunk", "levels_per_chunk" (or null), "gpu_decodable"}],
+// "findings":
+// [{"severity" ("warning"|"info"), "array" (or null), "message"}], "rechunk_command" (null when the
+// layout already suits)}.
+Result<nlohmann::json> StoreAdvice(std::string_view url);
+
+}  // namespace zarrstream::tools
