@@ -548,6 +548,9 @@ def run_one(name: str, w: Workload, out_dir: Path) -> dict:
     # Before the loader shuts down: its workers' CPU time leaves the tree when they exit.
     elapsed = time.perf_counter() - wall0
     cpu_s = tree_cpu_seconds(os.getpid()) - cpu0
+    # The tree with the loader still running: a short run can end between two of the parent's
+    # rescans of the tree.
+    processes_at_end = len(process_tree(os.getpid()))
     if next(batches, None) is not None:
         raise RuntimeError(f"{name}: delivered more than {w.batches * w.epochs} measured batches")
     del batches
@@ -566,9 +569,7 @@ def run_one(name: str, w: Workload, out_dir: Path) -> dict:
         "wait_p99_ms": float(np.percentile(wait_ms, 99)),
         "wait_max_ms": float(wait_ms.max()),
         "cpu_cores_busy": cpu_s / elapsed,
-        # The tree as the measurement ends (the loader and its workers alive): a short run can end
-        # between two of the parent's rescans of the tree.
-        "processes_at_end": len(process_tree(os.getpid())),
+        "processes_at_end": processes_at_end,
         "rss_after_import_bytes": rss_after_import,
         **({"loader_stats": dict(ZARRSTREAM_STATS)} if ZARRSTREAM_STATS else {}),
     }
