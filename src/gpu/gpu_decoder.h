@@ -1,17 +1,19 @@
 // Decoding chunks on the GPU (DESIGN.md §2, the GPU path): which codec chains the GPU decodes, and
 // the per-batch workspace that stages a wave of chunks' compressed bytes in pinned host memory,
-// copies them to the GPU in one transfer and decodes them with one nvCOMP call per codec.
+// copies them to the GPU in one transfer and decodes them there.
 //
 // A wave, on one workspace:
 //   1. Begin(chunks, host_bytes, gpu_bytes): the chunks of the wave, and room for those decoded on
-//      the CPU
-//      (HostOutput(i, bytes) hands out their pinned buffers);
-//   2. Stage(i, ...) for each chunk the GPU decodes: its compressed payload, copied into pinned
-//      staging (any threads, concurrently: the read engine calls it as bytes arrive);
-//   3. Decode(): one host→device copy of everything staged, the batched decodes, and a wait for
-//      them; then DeviceAddress(i) is each chunk's decoded bytes in device memory and Rejected(i)
-//      says which chunks the GPU could not decode (the caller decodes those on the CPU, so that
-//      the error names the chunk and nothing the GPU produced from a corrupt frame is trusted);
+//      the CPU (HostOutput(i, bytes) hands out their pinned buffers);
+//   2. Stage(i, parse, ...) for each chunk the GPU decodes: its streams (one payload; a blosc
+//      frame's block streams), copied into pinned staging (any threads, concurrently: the read
+//      engine calls it as bytes arrive);
+//   3. Decode(): one host→device copy of everything staged, the batched decodes (one nvCOMP call
+//      per codec), stored streams copied into place and blosc's shuffle undone (zs_unshuffle),
+//      and a wait; then DeviceAddress(i) is each chunk's decoded bytes in device memory and
+//      Rejected(i) says which chunks the GPU could not decode (the caller decodes those on the
+//      CPU, so that the error names the chunk and nothing the GPU produced from a corrupt frame
+//      is trusted);
 //   4. Upload(bytes) for descriptors and chunks decoded on the CPU after a rejection.
 // The addresses stay valid until the next Begin. Memory grows to the largest wave and is reused.
 //
