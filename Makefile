@@ -4,9 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BUILD_DIR := build/release
+# Stores and results of the benchmarks (ignored by git).
+BENCH_DIR := build/bench
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps venv test test-cpp test-python test-asan demo bench gpu-test format tidy clean fuzz
+.PHONY: all build deps venv test test-cpp test-python test-asan demo bench bench-peers gpu-test format tidy clean fuzz
 
 all: build
 
@@ -39,6 +41,13 @@ demo: build
 
 bench: build
 	$(PY) bench/read_bench.py
+
+# Every loader on one ERA5-shaped workload, side by side, one table (bench/loader_bench.py:
+# xbatcher + DataLoader, tensorstore, zarr-python, zarrstream exact and block shuffle; 1-degree
+# store, 64 steps; about two minutes on 2 cores). The GPU comparison: bench/gpu_bench.py, make gpu-test.
+bench-peers: build
+	$(PY) bench/loader_bench.py --preset era5-1deg --steps 64 --batches 12 --epochs 2 \
+		--store $(BENCH_DIR)/era5-1deg-64.zarr --json $(BENCH_DIR)/bench-peers.json
 
 # On a machine with an NVIDIA GPU (no network needed when .deps/ was brought along): builds with
 # nvcc, runs every GPU test, compute-sanitizer over them and a short GPU benchmark, and prints a

@@ -21,6 +21,8 @@ each sample, so that the harness can check what it got):
                (cache pool, file I/O and copy concurrency limits), every read of a batch
                (variable x sample, steps t and t+1 together) issued before any is awaited, a thread
                pool assembling the next --prefetch batches; no worker processes.
+  zarr-python  zarr-python 3 as a careful user drives it: every (sample, variable) read of a batch
+               submitted to a thread pool, the next --prefetch batches in flight; no worker processes.
   zarrstream   zarrstream.Loader (DESIGN.md §5), skipped with a message while the package has none.
 
 Measured per loader, each in a fresh child process (so one loader's imports, caches and threads do
@@ -72,11 +74,12 @@ DEFAULT_VARIABLES = [
     "geopotential",
     "specific_humidity",
 ]
-LOADERS = ("xbatcher", "tensorstore", "zarrstream", "zarrstream-block")
+LOADERS = ("xbatcher", "tensorstore", "zarr-python", "zarrstream", "zarrstream-block")
 # What each loader's child imports before the clock starts (reported as import time).
 LOADER_IMPORTS = {
     "xbatcher": ("torch", "dask", "xarray", "xbatcher"),
     "tensorstore": ("torch", "tensorstore"),
+    "zarr-python": ("torch", "zarr"),
     "zarrstream": ("torch", "zarrstream"),
     "zarrstream-block": ("torch", "zarrstream"),
 }
@@ -262,8 +265,6 @@ def xbatcher_batches(w: Workload) -> Iterator[Batch]:
 
 
 def tensorstore_batches(w: Workload) -> Iterator[Batch]:
-    from concurrent.futures import ThreadPoolExecutor
-
     import tensorstore as ts
     import torch
 
@@ -292,8 +293,16 @@ def tensorstore_batches(w: Workload) -> Iterator[Batch]:
                 tgt[b, c0:c0 + nc] = pair[1].reshape(nc, *grid)
         return Batch(epoch, torch.from_numpy(inp), torch.from_numpy(tgt), origins)
 
+    yield from prefetched(w, read_batch, "ts-prefetch")
+
+
+def prefetched(w: Workload, read_batch, thread_name: str) -> Iterator[Batch]:
+    """The epochs' batches (shuffled as the other loaders shuffle), `read_batch(epoch, origins)`
+    running for the next --prefetch batches on a thread pool while the consumer holds one."""
+    from concurrent.futures import ThreadPoolExecutor
+
     prefetch = max(1, w.prefetch)
-    with ThreadPoolExecutor(max_workers=prefetch, thread_name_prefix="ts-prefetch") as pool:
+    with ThreadPoolExecutor(max_workers=prefetch, thread_name_prefix=thread_name) as pool:
         for epoch in range(w.epochs):
             order = np.random.default_rng([w.seed, epoch]).permutation(w.num_samples).astype(np.int64)
             count = w.batches_in_epoch(epoch)
@@ -316,6 +325,39 @@ def tensorstore_batches(w: Workload) -> Iterator[Batch]:
             finally:
                 for f in pending:
                     f.cancel()
+
+
+def zarr_python_batches(w: Workload) -> Iterator[Batch]:
+    """zarr-python 3 as a careful user drives it: the group opened once, every (sample, variable)
+    read of a batch submitted to a thread pool (zarr's synchronous API over its own async I/O and
+    numcodecs decoding), the next --prefetch batches in flight; no worker processes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+    import zarr
+
+    group = zarr.open_group(w.store, mode="r")
+    arrays = [group[name] for name in w.variables]
+    slices = w.channel_slices()
+    grid = (w.num_lat, w.num_lon)
+    readers = ThreadPoolExecutor(max_workers=2 * w.cores, thread_name_prefix="zarr-read")
+
+    def read_batch(epoch: int, origins: np.ndarray) -> Batch:
+        reads = [[readers.submit(a.__getitem__, slice(int(t), int(t) + 2)) for a in arrays]
+                 for t in origins]
+        shape = (len(origins), w.num_channels, *grid)
+        inp, tgt = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        for b, row in enumerate(reads):
+            for (c0, nc), future in zip(slices, row):
+                pair = future.result()
+                inp[b, c0:c0 + nc] = pair[0].reshape(nc, *grid)
+                tgt[b, c0:c0 + nc] = pair[1].reshape(nc, *grid)
+        return Batch(epoch, torch.from_numpy(inp), torch.from_numpy(tgt), origins)
+
+    try:
+        yield from prefetched(w, read_batch, "zarr-prefetch")
+    finally:
+        readers.shutdown(wait=True, cancel_futures=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,6 +400,7 @@ def zarrstream_batches(w: Workload, shuffle: str = "exact") -> Iterator[Batch]:
 LOADER_BATCHES = {
     "xbatcher": xbatcher_batches,
     "tensorstore": tensorstore_batches,
+    "zarr-python": zarr_python_batches,
     "zarrstream": zarrstream_batches,
     "zarrstream-block": functools.partial(zarrstream_batches, shuffle="block"),
 }
@@ -387,6 +430,8 @@ def loader_config(w: Workload, name: str) -> dict:
     if name == "tensorstore":
         return {"prefetch_batches": w.prefetch, "cache_pool_bytes": w.ts_cache_bytes,
                 "data_copy_concurrency": w.cores, "file_io_concurrency": max(16, 4 * w.cores)}
+    if name == "zarr-python":
+        return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores}
     return {"prefetch": w.prefetch, "num_threads": 0,
             "shuffle": "block" if name == "zarrstream-block" else "exact"}
 

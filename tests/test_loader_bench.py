@@ -96,12 +96,13 @@ def test_synth_store_all_loaders(tmp_path):
     assert workload["measured_batches_per_epoch"] == 2 and workload["epochs"] == 2
 
     results = doc["results"]
-    assert list(results) == ["xbatcher", "tensorstore", "zarrstream", "zarrstream-block"]
+    assert list(results) == ["xbatcher", "tensorstore", "zarr-python", "zarrstream", "zarrstream-block"]
     # xbatcher: the child and its one DataLoader worker.
     check_measured(results["xbatcher"], batches=4, batch_size=2, processes=2)
     assert results["xbatcher"]["config"]["num_workers"] == 1
     assert results["xbatcher"]["config"]["prefetch_factor"] == 3
     check_measured(results["tensorstore"], batches=4, batch_size=2, processes=1)
+    check_measured(results["zarr-python"], batches=4, batch_size=2, processes=1)
     for name, shuffle in (("zarrstream", "exact"), ("zarrstream-block", "block")):
         check_measured(results[name], batches=4, batch_size=2, processes=1)
         assert results[name]["config"]["shuffle"] == shuffle
