@@ -732,21 +732,25 @@ def versions() -> dict:
 
 def print_table(results: dict) -> None:
     base = results.get("xbatcher", {}).get("samples_per_s")
+    ours = results.get("zarrstream", {}).get("samples_per_s")
     print("| loader | start-up (s) | samples/s | GB/s | mean wait (ms) | p99 wait (ms) | peak RSS (MB) "
-          "| peak PSS (MB) | CPU cores busy | first batch | throughput vs xbatcher |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| peak PSS (MB) | CPU cores busy | first batch | throughput vs xbatcher | zarrstream is |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         if not r.get("available"):
-            print(f"| {name} | not available ({r['reason']}) |||||||||")
+            print(f"| {name} | not available ({r['reason']}) ||||||||||")
             continue
         if "error" in r:
-            print(f"| {name} | failed: {r['error']} |||||||||")
+            print(f"| {name} | failed: {r['error']} ||||||||||")
             continue
         check = "ok" if r["first_batch"]["ok"] else "WRONG"
         ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
+        # How many times this loader's throughput zarrstream (exact shuffle) delivered.
+        versus = f"{ours / r['samples_per_s']:.2f}x" if ours else "-"
         print(f"| {name} | {r['startup_s']:.2f} | {r['samples_per_s']:.1f} | {r['gb_per_s']:.3f} | "
               f"{r['wait_mean_ms']:.1f} | {r['wait_p99_ms']:.1f} | {r['peak_rss_bytes'] / 1e6:.0f} | "
-              f"{r['peak_pss_bytes'] / 1e6:.0f} | {r['cpu_cores_busy']:.2f} | {check} | {ratio} |")
+              f"{r['peak_pss_bytes'] / 1e6:.0f} | {r['cpu_cores_busy']:.2f} | {check} | {ratio} | "
+              f"{versus} |")
     for name, r in results.items():
         if r.get("available"):
             print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in r["config"].items()))
