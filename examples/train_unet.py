@@ -118,6 +118,12 @@ class Batches:
     def stats(self) -> dict[str, Any]:
         return {}
 
+    def close(self) -> None:
+        """Stops the source's threads or worker processes now, while the process (and its process
+        group) is whole, rather than whenever the interpreter's shutdown gets to them."""
+        if hasattr(self, "loader"):
+            self.loader = None
+
 
 class ZarrstreamBatches(Batches):
     resumable = True
@@ -345,6 +351,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "final_loss": loss_value,
         "loader_stats": source.stats(),
     })
+    # The epoch's iterator may be suspended mid-epoch (--stop-after, --steps): end it and the
+    # loader before the process group goes.
+    batches = batch = None
+    source.close()
     log["steps"] = [{"wait_ms": 1e3 * w, "step_ms": 1e3 * s} for w, s in zip(waits, step_times)]
     if world > 1:
         dist.barrier()
