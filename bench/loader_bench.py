@@ -264,9 +264,24 @@ def xbatcher_batches(w: Workload) -> Iterator[Batch]:
 # Loader 2: tensorstore, as a careful user would write it.
 
 
+def stacked_batch(w: Workload, epoch: int, origins: np.ndarray, reads) -> Batch:
+    """The batch from `reads[sample][variable]`, futures of the variable's steps t and t + 1: levels
+    stacked into channels, input at t and target at t + 1."""
+    import torch
+
+    grid = (w.num_lat, w.num_lon)
+    shape = (len(origins), w.num_channels, *grid)
+    inp, tgt = np.empty(shape, np.float32), np.empty(shape, np.float32)
+    for b, row in enumerate(reads):
+        for (c0, nc), future in zip(w.channel_slices(), row):
+            pair = future.result()
+            inp[b, c0:c0 + nc] = pair[0].reshape(nc, *grid)
+            tgt[b, c0:c0 + nc] = pair[1].reshape(nc, *grid)
+    return Batch(epoch, torch.from_numpy(inp), torch.from_numpy(tgt), origins)
+
+
 def tensorstore_batches(w: Workload) -> Iterator[Batch]:
     import tensorstore as ts
-    import torch
 
     context = ts.Context({
         "cache_pool": {"total_bytes_limit": w.ts_cache_bytes},
@@ -277,21 +292,12 @@ def tensorstore_batches(w: Workload) -> Iterator[Batch]:
     opens = [ts.open({"driver": driver, "kvstore": {"driver": "file", "path": str(Path(w.store) / name)}},
                      context=context, open=True, read=True) for name in w.variables]
     arrays = [f.result() for f in opens]
-    slices = w.channel_slices()
-    grid = (w.num_lat, w.num_lon)
 
     def read_batch(epoch: int, origins: np.ndarray) -> Batch:
         # Issue every read of the batch before waiting on any: tensorstore overlaps their I/O and
         # decoding on its own threads.
         reads = [[a[int(t):int(t) + 2].read() for a in arrays] for t in origins]
-        shape = (len(origins), w.num_channels, *grid)
-        inp, tgt = np.empty(shape, np.float32), np.empty(shape, np.float32)
-        for b, row in enumerate(reads):
-            for (c0, nc), future in zip(slices, row):
-                pair = future.result()
-                inp[b, c0:c0 + nc] = pair[0].reshape(nc, *grid)
-                tgt[b, c0:c0 + nc] = pair[1].reshape(nc, *grid)
-        return Batch(epoch, torch.from_numpy(inp), torch.from_numpy(tgt), origins)
+        return stacked_batch(w, epoch, origins, reads)
 
     yield from prefetched(w, read_batch, "ts-prefetch")
 
@@ -333,26 +339,16 @@ def zarr_python_batches(w: Workload) -> Iterator[Batch]:
     numcodecs decoding), the next --prefetch batches in flight; no worker processes."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import torch
     import zarr
 
     group = zarr.open_group(w.store, mode="r")
     arrays = [group[name] for name in w.variables]
-    slices = w.channel_slices()
-    grid = (w.num_lat, w.num_lon)
     readers = ThreadPoolExecutor(max_workers=2 * w.cores, thread_name_prefix="zarr-read")
 
     def read_batch(epoch: int, origins: np.ndarray) -> Batch:
         reads = [[readers.submit(a.__getitem__, slice(int(t), int(t) + 2)) for a in arrays]
                  for t in origins]
-        shape = (len(origins), w.num_channels, *grid)
-        inp, tgt = np.empty(shape, np.float32), np.empty(shape, np.float32)
-        for b, row in enumerate(reads):
-            for (c0, nc), future in zip(slices, row):
-                pair = future.result()
-                inp[b, c0:c0 + nc] = pair[0].reshape(nc, *grid)
-                tgt[b, c0:c0 + nc] = pair[1].reshape(nc, *grid)
-        return Batch(epoch, torch.from_numpy(inp), torch.from_numpy(tgt), origins)
+        return stacked_batch(w, epoch, origins, reads)
 
     try:
         yield from prefetched(w, read_batch, "zarr-prefetch")

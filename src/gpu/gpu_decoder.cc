@@ -46,6 +46,16 @@ std::optional<GpuCompression> CompressionOf(const std::string& name,
   return std::nullopt;
 }
 
+// `stored` without its trailing crc32c, once the checksum matches.
+Result<std::span<const std::byte>> WithoutCrc32c(std::span<const std::byte> stored) {
+  if (stored.size() < 4) return CorruptChunkError("crc32c: fewer than 4 bytes stored");
+  const std::span<const std::byte> data = stored.first(stored.size() - 4);
+  if (LoadLittle32(stored.data() + data.size()) != Crc32c(data)) {
+    return CorruptChunkError("crc32c checksum mismatch");
+  }
+  return data;
+}
+
 // A zstd payload nvCOMP may be given: exactly one frame whose block headers fit the bytes, whose
 // declared content size (when present) is the chunk's, and whose blocks are no more than full
 // 128 KiB blocks of the chunk need. nvCOMP sizes its scratch from the chunk size and trusts the
@@ -91,12 +101,7 @@ Status CheckZstdFrame(std::span<const std::byte> payload, uint64_t decoded_bytes
 
 Result<std::span<const std::byte>> GpuChunkCodec::Payload(std::span<const std::byte> stored) const {
   if (crc32c) {
-    if (stored.size() < 4) return CorruptChunkError("crc32c: fewer than 4 bytes stored");
-    const std::span<const std::byte> data = stored.first(stored.size() - 4);
-    if (LoadLittle32(stored.data() + data.size()) != Crc32c(data)) {
-      return CorruptChunkError("crc32c checksum mismatch");
-    }
-    stored = data;
+    ZS_ASSIGN_OR_RETURN(stored, WithoutCrc32c(stored));
   }
   switch (framing) {
     case Framing::kNone:
@@ -210,12 +215,7 @@ Result<GpuChunkParse> GpuChunkCodec::Parse(std::span<const std::byte> stored) co
     return parse;
   }
   if (crc32c) {
-    if (stored.size() < 4) return CorruptChunkError("crc32c: fewer than 4 bytes stored");
-    const std::span<const std::byte> data = stored.first(stored.size() - 4);
-    if (LoadLittle32(stored.data() + data.size()) != Crc32c(data)) {
-      return CorruptChunkError("crc32c checksum mismatch");
-    }
-    stored = data;
+    ZS_ASSIGN_OR_RETURN(stored, WithoutCrc32c(stored));
   }
   return ParseBlosc(stored, decoded_bytes);
 }

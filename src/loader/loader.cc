@@ -348,6 +348,15 @@ struct LoaderState {
   Result<std::shared_ptr<Batch>> Produce(uint64_t epoch, uint64_t index);
   Result<std::shared_ptr<Batch>> ProduceOnGpu(uint64_t epoch, uint64_t index);
   Result<std::shared_ptr<Batch>> AllocateBatch(size_t samples) const;
+  // The batch tensors (input, target, masks) at `base`, in the layout of the offsets above.
+  void LayOutTensors(Batch& b, std::byte* base, size_t samples) const;
+  void SetOrigins(Batch& b, std::byte* base, size_t samples) const;
+  // A planned batch's position and origins, and the plan stage's accounting.
+  void FinishPlanning(Batch& b, uint64_t epoch, uint64_t index, const SampleBatch& samples,
+                      const BatchReadPlan& reads, Clock::time_point plan_start);
+  // `error` of a batch, named by its first failed sample.
+  Status BatchError(Status error, const std::vector<uint8_t>& bad, const SampleBatch& samples,
+                    uint64_t epoch, uint64_t index) const;
   // A GPU batch: tensors in a device block (the first of the pair), origins in host memory.
   Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> AllocateGpuBatch(
       size_t samples) const;
@@ -433,7 +442,13 @@ Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> LoaderState::A
   auto both = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
       std::move(device.second), host);
   BatchAccess::storage(b) = both;
-  auto* base = reinterpret_cast<std::byte*>(device.first.address);
+  LayOutTensors(b, reinterpret_cast<std::byte*>(device.first.address), samples);
+  BatchAccess::device(b) = BatchDevice::kCuda;
+  SetOrigins(b, static_cast<std::byte*>(host.get()), samples);
+  return std::make_pair(std::move(batch), device.first);
+}
+
+void LoaderState::LayOutTensors(Batch& b, std::byte* base, size_t samples) const {
   const LoaderGeometry& g = geometry;
   const uint64_t element = BatchDTypeSize(options.dtype);
   auto tensor = [&](uint64_t offset, uint64_t channels, uint64_t item) {
@@ -445,7 +460,6 @@ Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> LoaderState::A
     return t;
   };
   BatchAccess::dtype(b) = options.dtype;
-  BatchAccess::device(b) = BatchDevice::kCuda;
   BatchAccess::input(b) = tensor(input_offset, g.input_slabs.size(), element);
   if (!g.target_slabs.empty()) {
     BatchAccess::target(b) = tensor(target_offset, g.target_slabs.size(), element);
@@ -456,11 +470,13 @@ Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> LoaderState::A
       BatchAccess::target_mask(b) = tensor(target_mask_offset, g.target_slabs.size(), 1);
     }
   }
+}
+
+void LoaderState::SetOrigins(Batch& b, std::byte* base, size_t samples) const {
   BatchTensor& origins = BatchAccess::origins(b);
-  origins.shape = {static_cast<int64_t>(samples), static_cast<int64_t>(g.sampled_index.size())};
-  origins.data = std::span<std::byte>(static_cast<std::byte*>(host.get()),
-                                      samples * g.sampled_index.size() * sizeof(int64_t));
-  return std::make_pair(std::move(batch), device.first);
+  const size_t dims = geometry.sampled_index.size();
+  origins.shape = {static_cast<int64_t>(samples), static_cast<int64_t>(dims)};
+  origins.data = std::span<std::byte>(base, samples * dims * sizeof(int64_t));
 }
 
 Result<std::shared_ptr<Batch>> LoaderState::AllocateBatch(size_t samples) const {
@@ -468,31 +484,8 @@ Result<std::shared_ptr<Batch>> LoaderState::AllocateBatch(size_t samples) const 
   Batch& b = *batch;
   ZS_ASSIGN_OR_RETURN(BatchAccess::storage(b), batch_memory->Acquire());
   auto* base = static_cast<std::byte*>(BatchAccess::storage(b).get());
-  const LoaderGeometry& g = geometry;
-  const uint64_t element = BatchDTypeSize(options.dtype);
-  auto tensor = [&](uint64_t offset, uint64_t channels, uint64_t item) {
-    BatchTensor t;
-    t.shape.push_back(static_cast<int64_t>(samples));
-    t.shape.push_back(static_cast<int64_t>(channels));
-    for (uint64_t s : g.spatial_shape) t.shape.push_back(static_cast<int64_t>(s));
-    t.data = std::span<std::byte>(base + offset, samples * channels * g.slab_elements * item);
-    return t;
-  };
-  BatchAccess::dtype(b) = options.dtype;
-  BatchAccess::input(b) = tensor(input_offset, g.input_slabs.size(), element);
-  if (!g.target_slabs.empty()) {
-    BatchAccess::target(b) = tensor(target_offset, g.target_slabs.size(), element);
-  }
-  if (options.fill_nan) {
-    BatchAccess::input_mask(b) = tensor(input_mask_offset, g.input_slabs.size(), 1);
-    if (!g.target_slabs.empty()) {
-      BatchAccess::target_mask(b) = tensor(target_mask_offset, g.target_slabs.size(), 1);
-    }
-  }
-  BatchTensor& origins = BatchAccess::origins(b);
-  origins.shape = {static_cast<int64_t>(samples), static_cast<int64_t>(g.sampled_index.size())};
-  origins.data = std::span<std::byte>(base + origins_offset,
-                                      samples * g.sampled_index.size() * sizeof(int64_t));
+  LayOutTensors(b, base, samples);
+  SetOrigins(b, base + origins_offset, samples);
   return batch;
 }
 
@@ -551,14 +544,9 @@ std::string DescribeSample(const LoaderGeometry& g, std::span<const uint64_t> or
 
 }  // namespace
 
-Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t index) {
-  if (gpu) return ProduceOnGpu(epoch, index);
-  const Clock::time_point plan_start = Clock::now();
-  const LoaderGeometry& g = geometry;
-  ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
-  BatchReadPlan reads = PlanBatchReads(g, samples);
-  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, AllocateBatch(samples.size()));
-  Batch& b = *batch;
+void LoaderState::FinishPlanning(Batch& b, uint64_t epoch, uint64_t index,
+                                 const SampleBatch& samples, const BatchReadPlan& reads,
+                                 Clock::time_point plan_start) {
   BatchAccess::epoch(b) = epoch;
   BatchAccess::index(b) = index;
   BatchAccess::num_padding(b) = samples.num_padding;
@@ -572,6 +560,26 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
   const Clock::time_point plan_end = Clock::now();
   counters.plan_ns += Nanoseconds(plan_end - plan_start);
   timeline.Add("plan", epoch, index, plan_start, plan_end);
+}
+
+Status LoaderState::BatchError(Status error, const std::vector<uint8_t>& bad,
+                               const SampleBatch& samples, uint64_t epoch, uint64_t index) const {
+  size_t s = 0;
+  while (s < bad.size() && !bad[s]) ++s;
+  return std::move(error).WithContext(DescribeSample(geometry, samples.origin(s)) + " of batch " +
+                                      std::to_string(index) + " (epoch " + std::to_string(epoch) +
+                                      ")");
+}
+
+Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t index) {
+  if (gpu) return ProduceOnGpu(epoch, index);
+  const Clock::time_point plan_start = Clock::now();
+  const LoaderGeometry& g = geometry;
+  ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
+  BatchReadPlan reads = PlanBatchReads(g, samples);
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, AllocateBatch(samples.size()));
+  Batch& b = *batch;
+  FinishPlanning(b, epoch, index, samples, reads, plan_start);
 
   const size_t element = BatchDTypeSize(options.dtype);
   const uint64_t slab_bytes = g.slab_elements * element;
@@ -706,11 +714,7 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
 
   if (!first_error.ok()) {
     if (!options.skip_bad_samples) {
-      size_t s = 0;
-      while (s < bad.size() && !bad[s]) ++s;
-      return std::move(first_error)
-          .WithContext(DescribeSample(g, samples.origin(s)) + " of batch " + std::to_string(index) +
-                       " (epoch " + std::to_string(epoch) + ")");
+      return BatchError(std::move(first_error), bad, samples, epoch, index);
     }
     CompactBatch(b, bad);
     counters.skipped_samples += BatchAccess::num_skipped(b);
@@ -731,19 +735,7 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
   std::shared_ptr<Batch> batch = std::move(allocated.first);
   const DeviceBatchPool::Block block = allocated.second;
   Batch& b = *batch;
-  BatchAccess::epoch(b) = epoch;
-  BatchAccess::index(b) = index;
-  BatchAccess::num_padding(b) = samples.num_padding;
-  BatchAccess::sample_ids(b) = samples.sample_ids;
-  auto* origins = reinterpret_cast<int64_t*>(BatchAccess::origins(b).data.data());
-  for (size_t i = 0; i < samples.origins.size(); ++i) {
-    origins[i] = static_cast<int64_t>(samples.origins[i]);
-  }
-  counters.chunk_refs += reads.chunk_refs;
-  counters.bytes_used += reads.bytes_used;
-  const Clock::time_point plan_end = Clock::now();
-  counters.plan_ns += Nanoseconds(plan_end - plan_start);
-  timeline.Add("plan", epoch, index, plan_start, plan_end);
+  FinishPlanning(b, epoch, index, samples, reads, plan_start);
 
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<GpuDecodeWorkspace> workspace, gs.TakeWorkspace());
   GpuDecodeWorkspace& w = *workspace;
@@ -922,11 +914,7 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
                                          std::to_string(epoch) + ") on the GPU");
   }
   if (!first_error.ok() && !options.skip_bad_samples) {
-    size_t s = 0;
-    while (s < bad.size() && !bad[s]) ++s;
-    return std::move(first_error)
-        .WithContext(DescribeSample(g, samples.origin(s)) + " of batch " + std::to_string(index) +
-                     " (epoch " + std::to_string(epoch) + ")");
+    return BatchError(std::move(first_error), bad, samples, epoch, index);
   }
   return batch;
 }
