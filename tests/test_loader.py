@@ -559,3 +559,20 @@ def test_timeline_records_every_stage_of_every_batch(era5):
     assert [s["start"] for s in spans] == sorted(s["start"] for s in spans)
     assert {s["batch"] for s in spans if s["stage"] == "wait"} == set(range(batches))
     assert zarrstream.Loader(path, ["2m_temperature"]).timeline() == []
+
+
+def test_default_channels_are_the_time_varying_variables(tmp_path):
+    store = tmp_path / "small.zarr"
+    assert run_cli("synth", store, "--preset", "era5-small", "--steps", "4").returncode == 0
+    group = zarr.open_group(str(store), mode="r")
+    coords = {name for name in group.array_keys() if group[name].ndim == 1}
+    timed = sorted(n for n in group.array_keys() if n not in coords
+                   and "time" in group[n].metadata.dimension_names)
+    static = sorted(n for n in group.array_keys() if n not in coords and n not in timed)
+    assert static, "the preset has static fields (orography, land-sea mask)"
+    loader = zarrstream.Loader(store, batch_size=2)
+    assert sorted({c.split("@")[0] for c in loader.channels}) == timed
+    assert loader.channels == zarrstream.Loader(store, timed, batch_size=2).channels
+    # Named, a static field is stacked with the time-varying ones only where it can be.
+    with pytest.raises(zarrstream.ZarrstreamError, match="different dimensions"):
+        zarrstream.Loader(store, [timed[0], static[0]])

@@ -35,8 +35,9 @@
 // normalises and scatters every box into the batch: identical values to the CPU path. Chunks of
 // other chains (bitshuffle, blosclz, transposed, ...), and all chunks where nvCOMP is not
 // installed, decode on the CPU and cross decoded; a chunk the GPU rejects is decoded again on the
-// CPU, so that its error names it. The chunk cache is not used. A batch is complete when Next returns it; its device buffers are reused only after the
-// work queued on the consumer's stream (SetConsumerStream) before the batch was released.
+// CPU, so that its error names it. The chunk cache is not used. A batch is complete when Next
+// returns it; its device buffers are reused only after the work queued on the consumer's stream
+// (SetConsumerStream) before the batch was released.
 //
 // Threads and ownership. A Loader is used from one thread at a time (the training loop); its own
 // threads (`num_threads` workers, plus up to `prefetch` coordinating threads that only plan and
@@ -86,7 +87,8 @@ std::string GpuBatchesUnavailableReason();
 
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
-  // empty: every data variable of the dataset, sorted.
+  // empty: every data variable of the dataset, sorted, but the forcings and, where some
+  // variables have a time dimension, those without one (static fields: name them to stack them).
   std::vector<std::string> variables;
   // Inputs that are never targets (forcings: e.g. "toa_incident_solar_radiation"), after
   // `variables` in the input's channels.
@@ -251,7 +253,7 @@ struct LoaderStats {
   double gpu_read_seconds = 0;
   double gpu_decode_seconds = 0;
   double gpu_scatter_seconds = 0;
-  double wait_seconds = 0;         // the consumer's wait for batches
+  double wait_seconds = 0;  // the consumer's wait for batches
   // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
   // holds shorter ones; the last everything longer).
   static constexpr size_t kWaitBuckets = 32;

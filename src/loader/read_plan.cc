@@ -120,11 +120,18 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   if (variables.empty()) {
     ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> forcing_specs,
                         ParseVariableSpecs(options.forcings));
+    // Every data variable but the forcings; where some vary in time, the static fields
+    // (orography, land-sea mask) stay out unless named: they have no time step to stack.
+    std::vector<std::string> timeless;
     for (const std::string& name : dataset.variable_names()) {
       bool forcing = std::any_of(forcing_specs.begin(), forcing_specs.end(),
                                  [&](const VariableSpec& f) { return f.variable == name; });
-      if (!forcing) variables.push_back(name);
+      if (forcing) continue;
+      ZS_ASSIGN_OR_RETURN(Array array, dataset.OpenVariable(name));
+      const bool timed = std::any_of(array.dims().begin(), array.dims().end(), &IsTimeDimension);
+      (timed ? variables : timeless).push_back(name);
     }
+    if (variables.empty()) variables = std::move(timeless);
   }
   std::vector<std::string> inputs = variables;
   inputs.insert(inputs.end(), options.forcings.begin(), options.forcings.end());
