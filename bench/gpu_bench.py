@@ -8,7 +8,14 @@ with the GPU synchronised at the end), from the page cache (the store is read on
 
 ``steady`` is the loader's own production rate once running (from its timeline: batches completed
 per second after the 6th), which neither the pipeline's start (allocating and pinning its buffers)
-nor a prefetch head start affects.
+nor a prefetch head start affects; over the same window the notes give the share of time at least
+one wave was being read (CPU) and at least one was in its copy and nvCOMP decode (GPU): the stage
+near 100 % is the bound.
+
+``--cold`` reads from the disk instead: every tool's run starts with the store's files dropped from
+the page cache (posix_fadvise DONTNEED, after its warm-up batch), origins are one epoch's
+permutation so that no step is read twice, and a ``disk`` row reads every file of the store, cold,
+on one thread per core: the raw bandwidth the loaders' stored GB/s is compared with.
 
 Rows: ``zarrstream-gpu`` (Loader(device="cuda"): compressed bytes cross PCIe, nvCOMP decodes,
 kernels assemble), ``zarrstream-cpu`` (the same loader decoding on the CPU into pinned batches,
@@ -19,6 +26,7 @@ pinned copy) and ``zarr-python`` (zarr 3's async reads per step, then a copy). L
     python3 bench/gpu_bench.py                       # 64 steps, batch 8, 24 batches, both layouts
     python3 bench/gpu_bench.py --quick               # a smoke run (make gpu-test)
     python3 bench/gpu_bench.py --json out.json
+    python3 bench/gpu_bench.py --cold --tools disk,zarrstream-gpu,tensorstore
 
 Needs an NVIDIA GPU, torch with CUDA; tensorstore and zarr rows are skipped (with the reason) when
 those are not installed.
@@ -62,6 +70,39 @@ def warm(store: Path) -> int:
     return total
 
 
+def store_files(store: Path) -> list[str]:
+    return [os.path.join(root, name) for root, _, files in os.walk(store) for name in files]
+
+
+def evict(store: Path) -> None:
+    """Drops the store's files from the page cache (clean pages; no privileges needed)."""
+    for path in store_files(store):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def run_disk(store: Path, args) -> dict:
+    """Every file of the store read once, cold, 16 MiB at a time on one thread per core."""
+    evict(store)
+    files = store_files(store)
+
+    def read(path: str) -> int:
+        n = 0
+        with open(path, "rb", buffering=0) as f:
+            while chunk := f.read(1 << 24):
+                n += len(chunk)
+        return n
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        total = sum(pool.map(read, files))
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "stored_bytes": total, "stored_gb_per_s": total / seconds / 1e9}
+
+
 def data_variables(store: Path) -> list[str]:
     import zarr
 
@@ -75,10 +116,14 @@ def batch_origins(steps: int, batch: int, batches: int, seed: int) -> list[np.nd
     return [rng.choice(steps, size=batch, replace=False) for _ in range(batches)]
 
 
-def timed(fn, batches: int, bytes_per_batch: int, torch, warm_up: bool = True) -> dict:
-    """fn(i) puts batch i on the GPU; the rate is over `batches` calls, the GPU synchronised."""
+def timed(fn, batches: int, bytes_per_batch: int, torch, warm_up: bool = True,
+          before=None) -> dict:
+    """fn(i) puts batch i on the GPU; the rate is over `batches` calls, the GPU synchronised.
+    `before` runs after the warm-up, untimed (--cold: the eviction)."""
     if warm_up:
         fn(0)  # allocations, threads, the CUDA context
+    if before:
+        before()
     torch.cuda.synchronize()
     start = time.perf_counter()
     for i in range(1, batches + 1):
@@ -100,6 +145,8 @@ def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
                                  gpu_wave_bytes=int(args.wave_gb * 2**30), timeline=True)
 
     next(iter(make()))
+    if args.cold:
+        evict(store)
     loader = make()
     it = iter(())
     holder = {}
@@ -114,8 +161,11 @@ def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
 
     bytes_per_batch = int(np.prod(loader.input_shape)) * 4
     out = timed(one, args.batches, bytes_per_batch, torch, warm_up=False)
-    out["steady_gb_per_s"] = steady_rate(loader.timeline(), bytes_per_batch)
+    spans = loader.timeline()
+    out["steady_gb_per_s"] = steady_rate(spans, bytes_per_batch)
+    out["busy"] = stage_occupancy(spans)
     stats = loader.stats()
+    out["stored_gb_per_s"] = stats["bytes_read"] / out["seconds"] / 1e9
     out["status"] = loader.gpu_decode_status
     out["stats"] = {k: v for k, v in stats.items() if not k.startswith(("wait_histogram", "estimated"))}
     return out
@@ -134,6 +184,25 @@ def steady_rate(spans: list[dict], bytes_per_batch: int) -> float | None:
     if len(ends) < 4:
         return None
     return (len(ends) - 1) * bytes_per_batch / (ends[-1] - ends[0]) / 1e9
+
+
+def stage_occupancy(spans: list[dict]) -> dict[str, float]:
+    """Per stage ("read", "gpu decode", ...): the share of the steady window (7th batch completed
+    to the last) during which at least one span of it was running."""
+    done = sorted(s["end"] for s in spans if s["stage"] in ("scatter", "assemble"))
+    if len(done) < 10:
+        return {}
+    t0, t1 = done[6], done[-1]
+    out = {}
+    for stage in sorted({s["stage"] for s in spans}):
+        busy, reach = 0.0, t0
+        for a, b in sorted((s["start"], s["end"]) for s in spans if s["stage"] == stage):
+            a, b = max(a, reach), min(b, t1)
+            if b > a:
+                busy += b - a
+                reach = b
+        out[stage] = busy / (t1 - t0)
+    return out
 
 
 def channel_reads(store: Path, variables):
@@ -173,7 +242,8 @@ def run_tensorstore(store: Path, variables, args, torch, origins) -> dict:
         dev.copy_(host, non_blocking=True)
         torch.cuda.current_stream().synchronize()
 
-    return timed(one, args.batches, host.numel() * 4, torch)
+    return timed(one, args.batches, host.numel() * 4, torch,
+                 before=(lambda: evict(store)) if args.cold else None)
 
 
 def run_zarr_python(store: Path, variables, args, torch, origins) -> dict:
@@ -199,7 +269,8 @@ def run_zarr_python(store: Path, variables, args, torch, origins) -> dict:
         dev.copy_(host, non_blocking=True)
         torch.cuda.current_stream().synchronize()
 
-    return timed(one, max(2, args.batches // 4), host.numel() * 4, torch)
+    return timed(one, args.batches if args.cold else max(2, args.batches // 4), host.numel() * 4,
+                 torch, before=(lambda: evict(store)) if args.cold else None)
 
 
 def main() -> None:
@@ -213,10 +284,15 @@ def main() -> None:
     parser.add_argument("--layouts", default="v3-zstd,wb2")
     parser.add_argument("--tools", default="zarrstream-gpu,zarrstream-cpu,tensorstore,zarr-python")
     parser.add_argument("--quick", action="store_true", help="8 steps, batch 4, 4 batches, v3-zstd")
+    parser.add_argument("--cold", action="store_true",
+                        help="from the disk: the page cache dropped before each tool, one epoch")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.quick:
         args.steps, args.batch, args.batches, args.layouts = 8, 4, 4, "v3-zstd"
+    if args.cold:
+        # One epoch after the warm-up batch, so that no time step is read twice.
+        args.batches = min(args.batches, args.steps // args.batch - 1)
 
     import torch
 
@@ -230,16 +306,22 @@ def main() -> None:
         store = args.work / f"era5-{layout}-{args.steps}.zarr"
         t0 = time.perf_counter()
         synthesize(store, layout, args.steps)
-        stored = warm(store)
+        stored = sum(os.path.getsize(f) for f in store_files(store)) if args.cold else warm(store)
         variables = data_variables(store)
-        origins = batch_origins(args.steps, args.batch, args.batches + 1, seed=2)
+        if args.cold:
+            order = np.random.default_rng(2).permutation(args.steps)
+            origins = [order[i * args.batch:(i + 1) * args.batch] for i in range(args.batches + 1)]
+        else:
+            origins = batch_origins(args.steps, args.batch, args.batches + 1, seed=2)
         print(f"\n{layout}: {stored / 1e9:.2f} GB stored, {len(variables)} variables "
               f"(ready in {time.perf_counter() - t0:.0f} s); batch {args.batch}, {args.batches} batches")
         print(f"{'tool':<16}{'GB/s':>8}{'ratio':>8}{'steady':>8}  notes")
         rows = {}
         for tool in args.tools.split(","):
             try:
-                if tool == "zarrstream-gpu":
+                if tool == "disk":
+                    row = run_disk(store, args)
+                elif tool == "zarrstream-gpu":
                     row = run_zarrstream(store, variables, args, torch, gpu=True)
                 elif tool == "zarrstream-cpu":
                     row = run_zarrstream(store, variables, args, torch, gpu=False)
@@ -254,9 +336,20 @@ def main() -> None:
             rows[tool] = row
             torch.cuda.empty_cache()
         best = rows.get("zarrstream-gpu", {}).get("gb_per_s")
+        import zarr
+
+        ny, nx = zarr.open_group(str(store), mode="r")[variables[0]].shape[-2:]
+        decoded_total = args.steps * len(channel_reads(store, variables)) * ny * nx * 4
+        for row in rows.values():  # the peers: stored bytes in proportion to the decoded ones
+            if row.get("gb_per_s") and "stored_gb_per_s" not in row:
+                row["stored_gb_per_s"] = row["gb_per_s"] * stored / decoded_total
         for tool, row in rows.items():
             if "skipped" in row:
                 print(f"{tool:<16}{'-':>8}{'':>8}{'':>8}  {row['skipped']}")
+                continue
+            if tool == "disk":
+                print(f"{tool:<16}{'':>8}{'':>8}{'':>8}  raw read of every file, cold: "
+                      f"{row['stored_gb_per_s']:.2f} GB/s stored")
                 continue
             ratio = f"{best / row['gb_per_s']:.2f}x" if best else ""
             note = row.get("status", "")
@@ -265,6 +358,12 @@ def main() -> None:
                 note += (f"; per batch: read {st['gpu_read_seconds'] / st['batches'] * 1e3:.0f} ms, "
                          f"H2D+decode {st['gpu_decode_seconds'] / st['batches'] * 1e3:.0f} ms, "
                          f"scatter {st['gpu_scatter_seconds'] / st['batches'] * 1e3:.0f} ms")
+            if row.get("busy"):
+                note += "; steady busy: " + ", ".join(f"{k} {v:.0%}" for k, v in row["busy"].items())
+            if args.cold and row.get("stored_gb_per_s"):
+                note += f"; {row['stored_gb_per_s']:.2f} GB/s stored"
+                if rows.get("disk", {}).get("stored_gb_per_s"):
+                    note += f" ({row['stored_gb_per_s'] / rows['disk']['stored_gb_per_s']:.0%} of the disk)"
             steady = f"{row['steady_gb_per_s']:.2f}" if row.get("steady_gb_per_s") else ""
             print(f"{tool:<16}{row['gb_per_s']:>8.2f}{ratio:>8}{steady:>8}  {note}")
         results["runs"].append({"layout": layout, "stored_bytes": stored, "variables": len(variables),

@@ -328,18 +328,24 @@ Status GpuDecodeWorkspace::Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep
   return Status::Ok();
 }
 
-Status GpuDecodeWorkspace::ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t bytes) {
-  if (bytes <= *capacity) return Status::Ok();
+Status GpuDecodeWorkspace::ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t needed,
+                                         uint64_t reserve) {
+  if (needed <= *capacity) return Status::Ok();
   driver_->FreeDevice(*address);
   *address = 0;
   *capacity = 0;
-  const uint64_t grown = AlignUp(bytes + bytes / 4, kPageBytes);
+  const uint64_t grown = AlignUp(std::max(needed, reserve), kPageBytes);
   ZS_ASSIGN_OR_RETURN(*address, driver_->AllocateDevice(grown));
   *capacity = grown;
   return Status::Ok();
 }
 
 Status GpuDecodeWorkspace::Synchronize() const { return driver_->SynchronizeStream(stream_); }
+
+void GpuDecodeWorkspace::ExpectWaves(uint64_t decoded_bytes, bool unshuffle) {
+  expected_wave_bytes_ = decoded_bytes;
+  expected_arena_bytes_ = unshuffle ? 2 * decoded_bytes : decoded_bytes;  // landing + unshuffled
+}
 
 Status GpuDecodeWorkspace::Begin(size_t chunks, uint64_t host_bytes, uint64_t gpu_bytes) {
   ZS_RETURN_IF_ERROR(Synchronize());  // the previous wave's copies have read the host buffers
@@ -350,9 +356,11 @@ Status GpuDecodeWorkspace::Begin(size_t chunks, uint64_t host_bytes, uint64_t gp
   host_bytes_ = AlignUp(host_bytes + chunks * kPayloadAlignment, kPayloadAlignment);
   // Room for the host outputs and the payloads: at most about the decoded size (blosc and zstd
   // store incompressible data with a few bytes per block of overhead). Pinning memory is slow
-  // (about 0.3 s per GB), so the staging is sized once, for the first wave, not grown in steps.
-  ZS_RETURN_IF_ERROR(
-      Reserve(staging_, host_bytes_ + gpu_bytes + gpu_bytes / 16 + (uint64_t{1} << 20), 0));
+  // (about 0.3 s per GB), so the staging is sized once, for the largest wave expected (or this
+  // one), not grown in steps.
+  const uint64_t wave = std::max(host_bytes + gpu_bytes, expected_wave_bytes_);
+  const uint64_t alignment = host_bytes_ - host_bytes;
+  ZS_RETURN_IF_ERROR(Reserve(staging_, alignment + wave + wave / 16 + (uint64_t{1} << 20), 0));
   staged_end_.store(host_bytes_);
   uploads_used_ = 0;
   host_used_ = 0;
@@ -483,7 +491,8 @@ Status GpuDecodeWorkspace::Decode() {
     c.landing = c.unshuffle_typesize != 0 ? slot(c.decoded_bytes) : c.device;
     in_arena.push_back(i);
   }
-  ZS_RETURN_IF_ERROR(ReserveDevice(&arena_, &arena_capacity_, arena_bytes));
+  ZS_RETURN_IF_ERROR(ReserveDevice(&arena_, &arena_capacity_, arena_bytes,
+                                   std::max(arena_bytes + arena_bytes / 4, expected_arena_bytes_)));
   // Streams by compression (nvCOMP), stored streams copied, blocks to unshuffle.
   std::vector<std::pair<size_t, size_t>> groups[4];
   std::vector<gpu_abi::UnshuffleDescriptor> copies, unshuffles;
@@ -578,7 +587,8 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
     ZS_RETURN_IF_ERROR(Synchronize());
     // A quarter more than nvCOMP asks for: its estimate comes from the chunk sizes alone (frames
     // whose structure disagrees with them never get here: CheckZstdFrame).
-    ZS_RETURN_IF_ERROR(ReserveDevice(&temp_, &temp_capacity_, temp_bytes + temp_bytes / 4));
+    ZS_RETURN_IF_ERROR(
+        ReserveDevice(&temp_, &temp_capacity_, temp_bytes, temp_bytes + temp_bytes / 4));
   }
   const auto* args = reinterpret_cast<const uint64_t*>(device_arguments);
   // The results (see Decode): every stream's status, then every decoded size.

@@ -15,7 +15,8 @@
 //      CPU, so that the error names the chunk and nothing the GPU produced from a corrupt frame
 //      is trusted);
 //   4. Upload(bytes) for descriptors and chunks decoded on the CPU after a rejection.
-// The addresses stay valid until the next Begin. Memory grows to the largest wave and is reused.
+// The addresses stay valid until the next Begin. Memory grows to the largest wave (or what
+// ExpectWaves announced) and is reused.
 //
 // Threads: one wave at a time; Stage and HostOutput may be called concurrently within a wave,
 // everything else from the thread that owns the workspace. All GPU work is queued on stream().
@@ -104,6 +105,11 @@ class GpuDecodeWorkspace {
 
   void* stream() const { return stream_; }
 
+  // The largest wave to come, in decoded bytes, and whether its chunks may be blosc-shuffled (they
+  // decode into a landing slot, then unshuffle). The next Begin and Decode reserve for it at once,
+  // so the memory is pinned and allocated once rather than grown wave by wave: pinning costs
+  // about 0.3 s per GB, and freeing device memory waits for the whole GPU.
+  void ExpectWaves(uint64_t decoded_bytes, bool unshuffle);
   // Starts a wave of `chunks` chunks: `host_bytes` of them decoded on the CPU, `gpu_bytes` (their
   // decoded size) on the GPU, which sizes the staging.
   Status Begin(size_t chunks, uint64_t host_bytes, uint64_t gpu_bytes);
@@ -144,7 +150,8 @@ class GpuDecodeWorkspace {
   };
   Status Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep_host_bytes);
   void Release(Mirror& mirror);
-  Status ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t bytes);
+  // Grows a device buffer to hold `needed` bytes (to `reserve` when it must grow).
+  Status ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t needed, uint64_t reserve);
   // Queues nvCOMP's decode of chunks `members`; their results go at index results_offset of
   // results_total (see Decode).
   Status DecodeGroup(GpuCompression compression,
@@ -184,6 +191,8 @@ class GpuDecodeWorkspace {
   Mirror results_;               // nvCOMP's statuses and decoded sizes
   uint64_t arena_ = 0;           // decoded chunks (device)
   uint64_t arena_capacity_ = 0;
+  uint64_t expected_wave_bytes_ = 0;  // ExpectWaves
+  uint64_t expected_arena_bytes_ = 0;
   uint64_t temp_ = 0;  // nvCOMP scratch (device)
   uint64_t temp_capacity_ = 0;
   std::vector<Chunk> chunks_;

@@ -227,6 +227,8 @@ struct GpuLoaderState {
   const Nvcomp* nvcomp = nullptr;  // null: every chunk decodes on the CPU
   std::string nvcomp_status;
   std::vector<std::optional<GpuChunkCodec>> codecs;  // per LoaderGeometry::arrays
+  uint64_t max_chunk_bytes = 0;                      // the largest decoded chunk of any array
+  bool any_blosc = false;                            // some array's chunks unshuffle on the GPU
   std::shared_ptr<DeviceBatchPool> batches;
   uint64_t batch_bytes = 0;  // device bytes of a batch: input, target, masks
 
@@ -752,13 +754,20 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_
     if (first_error.ok()) first_error = std::move(error);
   };
 
+  // A wave ends at the chunk that takes it to the limit: none is larger than the limit plus the
+  // largest chunk, or than the batch.
+  const uint64_t wave_limit = options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
+  uint64_t batch_decoded_bytes = 0;
+  for (const PlannedChunk& chunk : reads.chunks) {
+    batch_decoded_bytes += ReadChunkBytes(*g.arrays[chunk.array]);
+  }
+  w.ExpectWaves(std::min(wave_limit + gs.max_chunk_bytes, batch_decoded_bytes), gs.any_blosc);
+
   for (size_t begin = 0; status.ok() && begin < reads.chunks.size();) {
     const Clock::time_point start = Clock::now();
     // The wave: chunks up to gpu_wave_bytes decoded (at least one).
     size_t end = begin;
     uint64_t wave_bytes = 0, host_bytes = 0;
-    const uint64_t wave_limit =
-        options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
     while (end < reads.chunks.size() && (end == begin || wave_bytes < wave_limit)) {
       const PlannedChunk& chunk = reads.chunks[end];
       const uint64_t bytes = ReadChunkBytes(*g.arrays[chunk.array]);
@@ -1060,6 +1069,8 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
                                     ? array->chain->sharding()->inner_chain()
                                     : *array->chain;
       gpu->codecs.push_back(PlanGpuDecode(chain));
+      gpu->max_chunk_bytes = std::max(gpu->max_chunk_bytes, ReadChunkBytes(*array));
+      gpu->any_blosc |= gpu->codecs.back() && gpu->codecs.back()->blosc;
     }
     s.gpu = std::move(gpu);
   }
