@@ -32,15 +32,15 @@ nb::dlpack::dtype DLDType(BatchDType dtype) {
   return nb::dtype<float>();
 }
 
-// A DLPack-capable array over `tensor`, owned by `owner` (no copy), in host memory or on CUDA
-// device 0.
+// A DLPack producer (an object with __dlpack__ and __dlpack_device__) over `tensor`, owned by
+// `owner` (no copy), in host memory or on CUDA device 0.
 nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle owner,
                   BatchDevice device = BatchDevice::kCpu) {
   std::vector<size_t> shape(tensor.shape.begin(), tensor.shape.end());
   const int32_t device_type =
       device == BatchDevice::kCuda ? nb::device::cuda::value : nb::device::cpu::value;
-  nb::ndarray<> array(tensor.data.data(), shape.size(), shape.data(), owner, nullptr, dtype,
-                      device_type, 0);
+  nb::ndarray<nb::array_api> array(tensor.data.data(), shape.size(), shape.data(), owner,
+                                   nullptr, dtype, device_type, 0);
   return nb::cast(array, nb::rv_policy::reference);
 }
 
@@ -67,6 +67,13 @@ nb::object NextBatch(Loader& loader) {
     out["target_mask"] = Export(b.target_mask(), nb::dtype<bool>(), owner, device);
   }
   out["origin"] = Export(b.origins(), nb::dtype<int64_t>(), owner);
+  nb::dict shapes;  // the arrays' shapes (a DLPack object does not say them)
+  for (const auto& [key, tensor] : {std::pair{"input", &b.input()}, {"target", &b.target()},
+                                    {"input_mask", &b.input_mask()},
+                                    {"target_mask", &b.target_mask()}, {"origin", &b.origins()}}) {
+    if (out.contains(key)) shapes[key] = nb::tuple(nb::cast(tensor->shape));
+  }
+  out["shapes"] = shapes;
   out["epoch"] = b.epoch();
   out["index"] = b.index();
   out["num_padding"] = b.num_padding();

@@ -220,3 +220,31 @@ def test_released_batches_are_reused_only_after_the_consumers_stream(stores):
     assert len(copies) == len(want) > 3  # more batches than the pool's buffers
     for got, expected in zip(copies, want):
         assert torch.equal(_bits(got.cpu()), _bits(expected))
+
+
+def test_dlpack_batches_feed_cupy_on_its_stream(stores):
+    """output="dlpack": CuPy imports the GPU batches without a copy, on its own stream; a batch
+    dropped while that stream still reads it keeps its values (the loader waits for the stream
+    CuPy named in __dlpack__ before reusing the memory)."""
+    cupy = pytest.importorskip("cupy")
+    path = stores[0]
+    names = ["zstd_f32", "gzip_f64"]
+    cpu = zarrstream.Loader(path, names, batch_size=2, seed=4, prefetch=1)
+    gpu = zarrstream.Loader(path, names, batch_size=2, seed=4, prefetch=1, device="cuda",
+                            output="dlpack")
+    side = cupy.cuda.Stream(non_blocking=True)
+    copies = []
+    with side:
+        for batch in gpu:
+            assert batch["input"].device == "cuda:0" and batch["origin"].device == "cpu"
+            x = cupy.from_dlpack(batch["input"])
+            assert x.data.ptr != 0 and x.shape == batch["input"].shape
+            with torch.cuda.stream(torch.cuda.ExternalStream(side.ptr)):
+                torch.cuda._sleep(20_000_000)  # keep CuPy's stream busy past the next batches
+            copies.append(x.copy())  # queued behind the sleep
+            del x, batch
+    side.synchronize()
+    want = [b["input"] for b in cpu]
+    assert len(copies) == len(want) > 3
+    for got, expected in zip(copies, want):
+        assert np.array_equal(cupy.asnumpy(got).view(np.uint32), expected.numpy().view(np.uint32))

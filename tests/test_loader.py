@@ -576,3 +576,34 @@ def test_default_channels_are_the_time_varying_variables(tmp_path):
     # Named, a static field is stacked with the time-varying ones only where it can be.
     with pytest.raises(zarrstream.ZarrstreamError, match="different dimensions"):
         zarrstream.Loader(store, [timed[0], static[0]])
+
+
+def test_dlpack_output_feeds_numpy_without_torch_and_equals_the_torch_batches(era5):
+    path, _ = era5
+    kwargs = dict(variables=["2m_temperature", "temperature@500"], batch_size=4, seed=3,
+                  target_offset={"time": 1}, nan=0.0)
+    want = list(zarrstream.Loader(path, **kwargs))
+    got = list(zarrstream.Loader(path, output="dlpack", **kwargs))
+    assert len(got) == len(want) > 2
+    for g, w in zip(got, want):
+        assert isinstance(g["input"], zarrstream.BatchArray) and g["input"].device == "cpu"
+        assert g["input"].shape == tuple(w["input"].shape)
+        for key in ("input", "target", "input_mask", "target_mask", "origin"):
+            np.testing.assert_array_equal(np.from_dlpack(g[key]), w[key].numpy())
+        assert g.keys() == w.keys()
+    with pytest.raises(ValueError, match="output"):
+        zarrstream.Loader(path, output="jax")
+    if not torch.cuda.is_available():
+        with pytest.raises(zarrstream.ConfigError, match="GPU batches"):
+            zarrstream.Loader(path, device="cuda", output="dlpack")
+    # No torch at all: the loader still serves NumPy (or CuPy, JAX) consumers.
+    script = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import numpy as np, zarrstream\n"
+        f"loader = zarrstream.Loader({str(path)!r}, ['2m_temperature'], batch_size=3, "
+        "output='dlpack', dtype='float32')\n"
+        "b = next(iter(loader))\n"
+        "print(np.from_dlpack(b['input']).shape, 'torch' in sys.modules and sys.modules['torch'])\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"(3, 1, {NY}, {NX}) None"

@@ -306,8 +306,9 @@ class Loader {
   const LoaderOptions& options() const;
   // Whether batch buffers are page-locked for the GPU (see PinMemory).
   bool pinned() const;
-  // GPU batches: the stream (a CUstream / cudaStream_t; 0 is the legacy default stream) on which
-  // the consumer uses the batches it releases from now on. Thread-safe.
+  // GPU batches: the stream (a CUstream / cudaStream_t; 0 or 1 the legacy default stream, 2 the
+  // per-thread default, as DLPack numbers them) on which the consumer uses the batches it
+  // releases from now on. Thread-safe.
   void SetConsumerStream(uintptr_t stream);
   // GPU batches: whether nvCOMP decodes (else the CPU decodes every chunk), or why not.
   std::string gpu_decode_status() const;

@@ -28,7 +28,7 @@ def _find_nvcomp() -> None:
 _find_nvcomp()
 
 from ._array import Array, Group, create_array, create_group, open_array, open_group
-from ._loader import Loader
+from ._loader import BatchArray, Loader
 from .errors import (
     ConfigError,
     CorruptChunkError,
@@ -46,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array",
+    "BatchArray",
     "Loader",
     "Group",
     "open_array",

@@ -60,6 +60,62 @@ def _as_list(value: str | Sequence[str] | None) -> list[str]:
     return list(value)
 
 
+def _parse_device(device: Any) -> tuple[str, int | None]:
+    """("cpu" | "cuda", index or None) of "cpu", "cuda", "cuda:0" or a torch.device."""
+    text = str(device)
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise ValueError(f"device={device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+    return kind, int(index) if index else None
+
+
+class BatchArray:
+    """One tensor of a batch, for any framework (``Loader(output="dlpack")``): a DLPack producer
+    over the loader's own memory (no copy), host or GPU. ``torch.from_dlpack``,
+    ``cupy.from_dlpack``, ``jax.dlpack.from_dlpack`` and (host arrays) ``numpy.from_dlpack`` take
+    it.
+
+    Streams: a GPU batch is complete when it is handed out, so the consumer need not wait for it.
+    The stream the consumer names (``__dlpack__(stream=...)``, DLPack's convention: None or 1 the
+    legacy default stream, 2 the per-thread default, -1 none) is the one the loader waits on
+    before it reuses the memory of a released batch: keep using the array on that stream, or
+    synchronise before dropping it. One consumer stream per loader: the latest named.
+
+    The memory is the loader's until every array imported from this batch, and this object, are
+    gone.
+    """
+
+    __slots__ = ("_array", "_core", "_gpu", "shape")
+
+    def __init__(self, array: Any, shape: tuple[int, ...], core: Any, gpu: bool) -> None:
+        self._array = array
+        self._core = core
+        self._gpu = gpu
+        self.shape = shape
+
+    @property
+    def device(self) -> str:
+        return "cuda:0" if self._gpu else "cpu"
+
+    def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        if self._gpu and stream != -1:
+            stream = 1 if stream is None else int(stream)
+            if stream == 0:
+                raise BufferError("__dlpack__(stream=0) is ambiguous in DLPack: pass 1 (legacy "
+                                  "default stream), 2 (per-thread default) or a stream handle")
+            self._core.set_consumer_stream(stream)
+        kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device),
+                                    ("copy", copy)) if v is not None}
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._array.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return f"BatchArray(shape={self.shape}, device={self.device})"
+
+
 class Loader:
     """Batches of samples of the dataset at ``url`` (a Zarr group, or one array).
 
@@ -74,14 +130,19 @@ class Loader:
     identical remaining batches.
 
     ``device="cuda"`` makes batches on the GPU: chunks cross PCIe compressed, nvCOMP decodes them
-    (zstd, gzip, zlib, lz4, blosc-lz4/zstd; other codecs decode on the CPU) and CUDA kernels assemble, cast and
-    normalise them into the batch, with values identical to ``device="cpu"``; ``"origin"`` stays
-    on the CPU. Where this build or machine cannot (``gpu_decode_status`` says), host batches are
-    page-locked ("pinned") and copied to the GPU asynchronously on the current stream.
-    ``gpu_batches=False`` keeps that host path with ``device="cuda"``; ``True`` makes GPU batches
-    required. ``gpu_wave_bytes`` (0: 1 GiB) is how many decoded bytes go through the GPU at once:
-    more gives nvCOMP more chunks per call and takes more GPU memory (about 5x per batch in flight). ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True``
-    requires it, ``False`` never pins.
+    (zstd, gzip, zlib, lz4, blosc-lz4/zstd; other codecs decode on the CPU) and CUDA kernels
+    assemble, cast and normalise them into the batch, with values identical to ``device="cpu"``;
+    ``"origin"`` stays on the CPU. Where this build or machine cannot (``gpu_decode_status``
+    says), host batches are page-locked ("pinned") and copied to the GPU asynchronously on the
+    current stream. ``gpu_batches=False`` keeps that host path with ``device="cuda"``; ``True``
+    makes GPU batches required. ``gpu_wave_bytes`` (0: 1 GiB) is how many decoded bytes go
+    through the GPU at once: more gives nvCOMP more chunks per call and takes more GPU memory.
+    ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
+    it, ``False`` never pins.
+
+    ``output="dlpack"`` yields the batch's arrays as framework-neutral ``BatchArray`` objects
+    (DLPack producers for CuPy, JAX, NumPy or PyTorch) instead of torch tensors, and needs no
+    torch; with ``device="cuda"`` it needs GPU batches (the host path's copy is torch's).
     """
 
     def __init__(
@@ -116,9 +177,14 @@ class Loader:
         gpu_batches: bool | None = None,
         gpu_wave_bytes: int = 0,
         timeline: bool = False,
+        output: str = "torch",
     ) -> None:
-        import torch  # the loader hands batches to PyTorch
-
+        if output not in ("torch", "dlpack"):
+            raise ValueError(f"output={output!r}: expected 'torch' or 'dlpack'")
+        self._output = output
+        torch = None
+        if output == "torch":
+            import torch  # the loader hands batches to PyTorch
         self._torch = torch
         o = _zarrstream.LoaderOptions()
         o.variables = _as_list(variables)
@@ -148,7 +214,7 @@ class Loader:
         o.rank = default_rank if rank is None else int(rank)
         o.world_size = default_world if world_size is None else int(world_size)
         o.drop_last = bool(drop_last)
-        if isinstance(dtype, torch.dtype):
+        if type(dtype).__module__ == "torch":  # a torch.dtype
             dtype = str(dtype).removeprefix("torch.")
         o.dtype = str(dtype)
         o.normalize = os.fspath(normalize) if normalize is not None else ""
@@ -167,18 +233,24 @@ class Loader:
         o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
         o.pin_memory = None if pin_memory is None else bool(pin_memory)
         o.record_timeline = bool(timeline)
-        self._device = torch.device(device)
+        self._device_type, device_index = _parse_device(device)
+        self._device = torch.device(device) if torch is not None else None
         # device="cuda": batches are made on the GPU where this build and machine can (nvCOMP
-        # decodes, kernels assemble); else pinned host batches are copied there.
+        # decodes, kernels assemble); else pinned host batches are copied there (by torch).
         unavailable = _zarrstream.gpu_batches_unavailable_reason()
-        if gpu_batches and (self._device.type != "cuda" or unavailable):
+        if output == "dlpack" and self._device_type == "cuda":
+            if gpu_batches is False or unavailable:
+                raise ConfigError(
+                    "output='dlpack' with device='cuda' needs GPU batches (host batches are "
+                    "copied to the GPU by torch)" + (f": {unavailable}" if unavailable else ""))
+        if gpu_batches and (self._device_type != "cuda" or unavailable):
             raise ConfigError(
                 "gpu_batches=True needs device='cuda' and a GPU this build can use"
                 + (f": {unavailable}" if unavailable else ""))
-        self._gpu_batches = (self._device.type == "cuda" and not unavailable
+        self._gpu_batches = (self._device_type == "cuda" and not unavailable
                              and gpu_batches is not False)
         if self._gpu_batches:
-            if self._device.index not in (None, 0):
+            if device_index not in (None, 0):
                 raise ValueError(f"device={device!r}: GPU batches are made on cuda:0")
             o.device = "cuda"
             o.gpu_wave_bytes = int(gpu_wave_bytes)
@@ -246,7 +318,12 @@ class Loader:
             batch = self._core.next()
             if batch is None:
                 return
-            yield self._to_torch(batch)
+            yield self._to_torch(batch) if self._output == "torch" else self._to_dlpack(batch)
+
+    def _to_dlpack(self, batch: dict[str, Any]) -> dict[str, Any]:
+        # The same keys as the torch batches.
+        return {key: BatchArray(batch[key], shape, self._core, self._gpu_batches and key != "origin")
+                for key, shape in batch["shapes"].items()}
 
     def _to_torch(self, batch: dict[str, Any]) -> dict[str, Any]:
         torch = self._torch
@@ -262,7 +339,7 @@ class Loader:
                     if key in batch}
         host = {key: torch.from_dlpack(batch[key])
                 for key in ("input", "target", "input_mask", "target_mask", "origin") if key in batch}
-        if self._device.type == "cpu":
+        if self._device_type == "cpu":
             return host
         if self._in_transfer is not None:
             self._in_transfer[1].synchronize()  # usually long done: a training step ran since
@@ -279,7 +356,7 @@ class Loader:
     def gpu_decode_status(self) -> str:
         """How batches are made: on the CPU, or on the GPU with nvCOMP (its version) or without
         it (why: then chunks decode on the CPU and cross decoded)."""
-        if self._device.type == "cuda" and not self._gpu_batches:
+        if self._device_type == "cuda" and not self._gpu_batches:
             why = _zarrstream.gpu_batches_unavailable_reason() or "gpu_batches=False"
             return f"batches are made on the CPU and copied to the GPU ({why})"
         return self._core.gpu_decode_status
