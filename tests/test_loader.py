@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -607,3 +608,51 @@ def test_dlpack_output_feeds_numpy_without_torch_and_equals_the_torch_batches(er
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"(3, 1, {NY}, {NX}) None"
+
+
+@pytest.mark.parametrize("shuffle", ["exact", "block"])
+def test_the_next_epoch_is_prefetched_and_is_the_same_as_set_epoch(era5, shuffle):
+    """After an epoch's last batch the pipeline goes on into the next epoch (its batches are made
+    before the loop asks), and those batches are the ones a fresh loader's set_epoch gives; asking
+    for another epoch, or restoring a state, discards them."""
+    path, _ = era5
+    kwargs = dict(variables=["2m_temperature", "temperature@500"], batch_size=4, seed=5,
+                  shuffle=shuffle, target_offset={"time": 1}, prefetch=2)
+
+    def batches(loader):
+        return [(b["origin"].tolist(), b["input"].clone(), b["target"].clone()) for b in loader]
+
+    def fresh(epoch):
+        loader = zarrstream.Loader(path, **kwargs)
+        loader.set_epoch(epoch)
+        return batches(loader)
+
+    def same(a, b):
+        assert len(a) == len(b) > 2
+        for (oa, ia, ta), (ob, ib, tb) in zip(a, b):
+            assert oa == ob
+            torch.testing.assert_close(ia, ib, rtol=0, atol=0, equal_nan=True)
+            torch.testing.assert_close(ta, tb, rtol=0, atol=0, equal_nan=True)
+
+    loader = zarrstream.Loader(path, timeline=True, **kwargs)
+    epoch0 = batches(loader)
+    deadline = time.monotonic() + 30
+    ahead = set()
+    while len(ahead) < 2 and time.monotonic() < deadline:  # made while nobody asks
+        ahead = {s["batch"] for s in loader.timeline() if s["epoch"] == 1 and s["stage"] == "assemble"}
+        time.sleep(0.01)
+    assert ahead == {0, 1}  # prefetch=2: no further
+    same(epoch0, fresh(0))
+    same(batches(loader), fresh(1))
+    # Jumping to epoch 5 (not the one made ahead) gives epoch 5's batches.
+    loader.set_epoch(5)
+    same(batches(loader), fresh(5))
+    # A restored state mid-epoch: the remaining batches of that state, not those made ahead.
+    loader = zarrstream.Loader(path, **kwargs)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    rest = batches(loader)
+    batches(loader)  # epoch 1, and epoch 2's first batches made ahead
+    loader.load_state_dict(state)
+    same(batches(loader), rest)

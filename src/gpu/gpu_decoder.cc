@@ -1,5 +1,6 @@
 #include "gpu/gpu_decoder.h"
 
+#include <sys/mman.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -17,6 +18,9 @@ namespace {
 constexpr uint64_t kPayloadAlignment = 16;  // nvCOMP's input alignment, with room to spare
 constexpr uint64_t kOutputAlignment = 256;  // decoded chunks and uploads
 constexpr uint64_t kPageBytes = 4096;
+// Pinned buffers from this size up are aligned to, and advised onto, transparent huge pages:
+// pinning (cuMemHostRegister faults in and locks every page) then handles 512× fewer pages.
+constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 
 uint64_t AlignUp(uint64_t n, uint64_t alignment) {
   return (n + alignment - 1) / alignment * alignment;
@@ -299,7 +303,7 @@ GpuDecodeWorkspace::~GpuDecodeWorkspace() {
 void GpuDecodeWorkspace::Release(Mirror& mirror) {
   if (mirror.host != nullptr) {
     (void)driver_->UnregisterHost(mirror.host);
-    ::operator delete (mirror.host, std::align_val_t{kPageBytes});
+    ::operator delete (mirror.host, std::align_val_t{mirror.alignment});
   }
   driver_->FreeDevice(mirror.device);
   mirror = Mirror{};
@@ -308,11 +312,16 @@ void GpuDecodeWorkspace::Release(Mirror& mirror) {
 Status GpuDecodeWorkspace::Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep_host_bytes) {
   if (bytes <= mirror.capacity) return Status::Ok();
   Mirror grown;
-  grown.capacity = AlignUp(std::max(bytes, mirror.capacity + mirror.capacity / 2), kPageBytes);
+  const uint64_t wanted = std::max(bytes, mirror.capacity + mirror.capacity / 2);
+  grown.alignment = wanted >= kHugePageBytes ? kHugePageBytes : kPageBytes;
+  grown.capacity = AlignUp(wanted, grown.alignment);
   grown.host =
-      static_cast<std::byte*>(::operator new (grown.capacity, std::align_val_t{kPageBytes}));
+      static_cast<std::byte*>(::operator new (grown.capacity, std::align_val_t{grown.alignment}));
+  if (grown.alignment == kHugePageBytes) {
+    (void)::madvise(grown.host, grown.capacity, MADV_HUGEPAGE);  // advice: fine if refused
+  }
   if (Status s = driver_->RegisterHost(grown.host, grown.capacity); !s.ok()) {
-    ::operator delete (grown.host, std::align_val_t{kPageBytes});
+    ::operator delete (grown.host, std::align_val_t{grown.alignment});
     return s;
   }
   Result<uint64_t> device = driver_->AllocateDevice(grown.capacity);

@@ -147,6 +147,7 @@ class GpuDecodeWorkspace {
     std::byte* host = nullptr;
     uint64_t device = 0;
     uint64_t capacity = 0;
+    uint64_t alignment = 0;  // of `host`
   };
   Status Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep_host_bytes);
   void Release(Mirror& mirror);

@@ -8,7 +8,9 @@
 // to the cache. Waves bound the decoded bytes a batch holds at once (kWaveBytes, at least two
 // chunks per worker), whatever the batch's size: an ERA5 0.25° batch of 16 samples needs ~9 GB of
 // chunks, which never sit in memory together. Batches are delivered in order; a failed batch is
-// delivered as its error in its place.
+// delivered as its error in its place. Past an epoch's last batch the coordinators go on with the
+// next epoch's first batches (its order is known), which Loader::SetEpoch(epoch + 1) keeps: a
+// training loop's next epoch does not start with an empty pipeline.
 //
 // Memory bound (what the loader holds, beyond the consumer's batches): the chunk cache
 // (cache_bytes), per batch in flight one wave (≤ kWaveBytes or two chunks per worker), idle decode
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -347,8 +350,10 @@ struct LoaderState {
   ~LoaderState();
 
   void StopPipeline();
-  Result<std::shared_ptr<Batch>> Produce(uint64_t epoch, uint64_t index);
-  Result<std::shared_ptr<Batch>> ProduceOnGpu(uint64_t epoch, uint64_t index);
+  // Batch `index` of `epoch_plan`'s epoch (the pipeline's copy of the plan: `plan` above may have
+  // moved on to another epoch).
+  Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index);
+  Result<std::shared_ptr<Batch>> ProduceOnGpu(const SamplePlan& epoch_plan, uint64_t index);
   Result<std::shared_ptr<Batch>> AllocateBatch(size_t samples) const;
   // The batch tensors (input, target, masks) at `base`, in the layout of the offsets above.
   void LayOutTensors(Batch& b, std::byte* base, size_t samples) const;
@@ -364,15 +369,21 @@ struct LoaderState {
       size_t samples) const;
 };
 
-// The batches of one epoch from `first`, produced by coordinating threads and handed out in
-// order. See the overview.
+// The batches of an epoch from `first` on, produced by coordinating threads and handed out in
+// order (see the overview); past the epoch's last batch it goes on into the next epoch, whose
+// order (seed, epoch + 1) is known, so that a training loop's next epoch starts with its first
+// batches ready. AdvanceEpoch moves delivery on to them; anything else (another epoch, a restored
+// state) discards the pipeline. Batches are numbered by slot: the epoch's from `first`, then the
+// next epoch's from 0.
 class Pipeline {
  public:
-  Pipeline(LoaderState& state, uint64_t epoch, uint64_t first, uint64_t end)
-      : state_(state), epoch_(epoch), next_claim_(first), next_deliver_(first), end_(end) {
-    const size_t drivers =
-        std::min<size_t>(NumCoordinators(state.options), static_cast<size_t>(end - first));
-    for (size_t i = 0; i < drivers; ++i) drivers_.emplace_back([this] { Drive(); });
+  Pipeline(LoaderState& state, const SamplePlan& plan, uint64_t first) : state_(state) {
+    epochs_.push_back(std::make_unique<EpochBatches>(plan, first, 0));
+    AddNextEpoch();
+    next_claim_ = next_deliver_ = 0;
+    for (size_t i = 0; i < NumCoordinators(state.options); ++i) {
+      drivers_.emplace_back([this] { Drive(); });
+    }
   }
   ~Pipeline() {
     {
@@ -383,7 +394,19 @@ class Pipeline {
     for (std::thread& t : drivers_) t.join();
   }
 
-  bool exhausted() const { return next_deliver_ >= end_; }
+  // After the current epoch's last batch: delivery goes on with epoch `epoch` if it is the one
+  // produced ahead (true), and production with the epoch after it.
+  bool AdvanceEpoch(uint64_t epoch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (epochs_.size() < 2 || epochs_[1]->plan.epoch() != epoch ||
+        next_deliver_ != epochs_.front()->end_slot()) {
+      return false;
+    }
+    epochs_.pop_front();  // every batch of it was delivered: no driver uses its plan
+    AddNextEpoch();
+    cv_.notify_all();
+    return true;
+  }
 
   // The next batch in order; waits for it.
   Result<std::shared_ptr<Batch>> Take() {
@@ -397,34 +420,62 @@ class Pipeline {
   }
 
  private:
+  // One epoch's batches [first, plan.num_batches()) at slots [slot_begin, end_slot()).
+  struct EpochBatches {
+    EpochBatches(const SamplePlan& p, uint64_t f, uint64_t s) : plan(p), first(f), slot_begin(s) {}
+    uint64_t end_slot() const { return slot_begin + plan.num_batches() - first; }
+    SamplePlan plan;  // a copy: the loader's own may move to another epoch meanwhile
+    uint64_t first;
+    uint64_t slot_begin;
+  };
+
+  // Under mutex_ (or before the drivers start).
+  void AddNextEpoch() {
+    const EpochBatches& last = *epochs_.back();
+    auto next = std::make_unique<EpochBatches>(last.plan, 0, last.end_slot());
+    next->plan.SetEpoch(last.plan.epoch() + 1);
+    epochs_.push_back(std::move(next));
+  }
+
   void Drive() {
     const uint64_t prefetch = std::max<size_t>(state_.options.prefetch, 1);
     for (;;) {
-      uint64_t index = 0;
+      const EpochBatches* epoch = nullptr;
+      uint64_t slot = 0;
       {
         std::unique_lock<std::mutex> lock(mutex_);
+        // Never further than the epoch after the one being delivered.
         cv_.wait(lock, [&] {
-          return stopping_ || next_claim_ >= end_ || next_claim_ < next_deliver_ + prefetch;
+          return stopping_ || (next_claim_ < next_deliver_ + prefetch &&
+                               next_claim_ < epochs_.back()->end_slot());
         });
-        if (stopping_ || next_claim_ >= end_) return;
-        index = next_claim_++;
+        if (stopping_) return;
+        slot = next_claim_++;
+        for (const auto& e : epochs_) {
+          if (slot < e->end_slot()) {
+            epoch = e.get();
+            break;
+          }
+        }
       }
-      Result<std::shared_ptr<Batch>> batch = state_.Produce(epoch_, index);
+      const uint64_t index = epoch->first + (slot - epoch->slot_begin);
+      Result<std::shared_ptr<Batch>> batch = state_.Produce(epoch->plan, index);
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        ready_.emplace(index, std::move(batch));
+        ready_.emplace(slot, std::move(batch));
       }
       cv_.notify_all();
     }
   }
 
   LoaderState& state_;
-  const uint64_t epoch_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  uint64_t next_claim_;
-  uint64_t next_deliver_;
-  const uint64_t end_;
+  // The epoch being delivered, then the one produced ahead. Elements never move (pointers), and
+  // one is dropped only once all its batches are delivered.
+  std::deque<std::unique_ptr<EpochBatches>> epochs_;
+  uint64_t next_claim_ = 0;
+  uint64_t next_deliver_ = 0;
   bool stopping_ = false;
   std::map<uint64_t, Result<std::shared_ptr<Batch>>> ready_;
   std::vector<std::thread> drivers_;
@@ -573,11 +624,12 @@ Status LoaderState::BatchError(Status error, const std::vector<uint8_t>& bad,
                                       ")");
 }
 
-Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t index) {
-  if (gpu) return ProduceOnGpu(epoch, index);
+Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan, uint64_t index) {
+  if (gpu) return ProduceOnGpu(epoch_plan, index);
+  const uint64_t epoch = epoch_plan.epoch();
   const Clock::time_point plan_start = Clock::now();
   const LoaderGeometry& g = geometry;
-  ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
+  ZS_ASSIGN_OR_RETURN(SampleBatch samples, epoch_plan.Batch(index));
   BatchReadPlan reads = PlanBatchReads(g, samples);
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, AllocateBatch(samples.size()));
   Batch& b = *batch;
@@ -727,11 +779,13 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(uint64_t epoch, uint64_t ind
 // The GPU path (see loader.h): the batch's chunks in waves; per wave, stored bytes staged as they
 // are read (or decoded on the CPU where the GPU cannot), one copy to the GPU, nvCOMP's batched
 // decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box.
-Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(uint64_t epoch, uint64_t index) {
+Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch_plan,
+                                                         uint64_t index) {
+  const uint64_t epoch = epoch_plan.epoch();
   const Clock::time_point plan_start = Clock::now();
   const LoaderGeometry& g = geometry;
   GpuLoaderState& gs = *gpu;
-  ZS_ASSIGN_OR_RETURN(SampleBatch samples, plan.Batch(index));
+  ZS_ASSIGN_OR_RETURN(SampleBatch samples, epoch_plan.Batch(index));
   BatchReadPlan reads = PlanBatchReads(g, samples);
   ZS_ASSIGN_OR_RETURN(auto allocated, AllocateGpuBatch(samples.size()));
   std::shared_ptr<Batch> batch = std::move(allocated.first);
@@ -1089,16 +1143,13 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
   LoaderState& s = *state_;
   const uint64_t end = s.plan.num_batches();
   if (s.delivered >= end) return std::optional<std::shared_ptr<const Batch>>();
-  if (!s.pipeline) {
-    s.pipeline = std::make_unique<internal::Pipeline>(s, s.plan.epoch(), s.delivered, end);
-  }
+  if (!s.pipeline) s.pipeline = std::make_unique<internal::Pipeline>(s, s.plan, s.delivered);
   const Clock::time_point start = Clock::now();
   Result<std::shared_ptr<Batch>> batch = s.pipeline->Take();
   const Clock::time_point taken = Clock::now();
   const double waited = Seconds(taken - start);
   s.timeline.Add("wait", s.plan.epoch(), s.delivered, start, taken);
   ++s.delivered;
-  if (s.pipeline->exhausted()) s.pipeline.reset();
   LoaderStats& st = s.delivered_stats;
   st.wait_seconds += waited;
   const auto micros = static_cast<uint64_t>(waited * 1e6);
@@ -1114,9 +1165,13 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
 }
 
 void Loader::SetEpoch(uint64_t epoch) {
-  state_->StopPipeline();
-  state_->plan.SetEpoch(epoch);
-  state_->delivered = 0;
+  LoaderState& s = *state_;
+  // The pipeline has been producing the next epoch since this one's last batches: keep them.
+  const bool ahead =
+      s.pipeline && s.delivered == s.plan.num_batches() && s.pipeline->AdvanceEpoch(epoch);
+  if (!ahead) s.StopPipeline();
+  s.plan.SetEpoch(epoch);
+  s.delivered = 0;
 }
 
 void Loader::StartNextEpoch() { SetEpoch(epoch() + 1); }
