@@ -222,15 +222,16 @@ class Batch {
   std::shared_ptr<void> storage_;
 };
 
-// What the loader did since it was opened. `batches`, `samples`, `bytes_delivered` and the wait
-// count what reached the consumer; the read counters count every batch prepared (prefetched ones
-// included). Times are summed over threads (seconds of work, not wall time), except the wait,
+// What the loader did since it was opened. `batches`, `samples`, `skipped_samples`,
+// `bytes_delivered` and the wait count what reached the consumer; the read counters (chunk_refs
+// and what follows) count every batch prepared (prefetched ones included, the next epoch's first
+// batches too). Times are summed over threads (seconds of work, not wall time), except the wait,
 // which is the consumer's.
 struct LoaderStats {
   uint64_t batches = 0;            // delivered to the consumer
   uint64_t samples = 0;            // delivered (padding included)
-  uint64_t skipped_samples = 0;    // dropped by the skip policy
-  uint64_t chunk_refs = 0;         // chunks the delivered batches' samples needed
+  uint64_t skipped_samples = 0;    // dropped by the skip policy from the delivered batches
+  uint64_t chunk_refs = 0;         // chunks the prepared batches' samples needed
   uint64_t chunks_decoded = 0;     // chunks read and decoded (cache misses)
   uint64_t cache_hits = 0;         // chunks served from the chunk cache
   uint64_t missing_chunks = 0;     // chunks not stored (read as the fill value)

@@ -95,8 +95,10 @@ int RunDoctor(const std::string& url, bool json) {
                 report["nvcomp_version"].get<std::string>().c_str(),
                 report["nvcomp_library"].get<std::string>().c_str(), codecs.c_str());
   }
-  std::printf("GPUDirect Storage (cuFile): %s\n",
+  std::printf("GPUDirect Storage (cuFile): %s; not used (reads are staged in pinned memory)\n",
               report["gds"]["cufile_library"].get<bool>() ? "library found" : "not found");
+  std::printf("NVTX ranges on the loader's stages (Nsight Systems): %s\n",
+              report["nvtx"].get<bool>() ? "on" : "not in this build");
   const nlohmann::json& cpu = report["cpu"];
   std::string features;
   for (const auto& [name, present] : cpu["features"].items()) {

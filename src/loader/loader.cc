@@ -47,6 +47,7 @@
 #include "loader/read_plan.h"
 #include "loader/sample_plan.h"
 #include "util/format.h"
+#include "util/nvtx_range.h"
 #include "util/thread_pool.h"
 
 namespace zarrstream {
@@ -204,7 +205,6 @@ struct BatchAccess {
 };
 
 struct LoaderCounters {
-  std::atomic<uint64_t> skipped_samples{0};
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> bytes_decoded{0};
   std::atomic<uint64_t> chunk_refs{0};
@@ -310,6 +310,44 @@ class TimelineRecorder {
   std::map<std::thread::id, uint32_t> threads_;
 };
 
+// One stage of one batch, from construction to End(): a span on the timeline (when recorded) and
+// an NVTX range for Nsight Systems. The destructor ends it where End was not called (an error left
+// the stage early).
+class StageSpan {
+ public:
+  StageSpan(TimelineRecorder& timeline, const char* stage, uint64_t epoch, uint64_t batch,
+            Clock::time_point start = Clock::now())
+      : timeline_(timeline),
+        stage_(stage),
+        epoch_(epoch),
+        batch_(batch),
+        start_(start),
+        range_(stage, batch) {}
+  ~StageSpan() { End(); }
+  StageSpan(const StageSpan&) = delete;
+  StageSpan& operator=(const StageSpan&) = delete;
+
+  Clock::time_point start() const { return start_; }
+  // Ends the stage (once) and returns its end; its length is End() - start().
+  Clock::time_point End() {
+    if (!ended_) {
+      end_ = Clock::now();
+      ended_ = true;
+      range_.End();
+      timeline_.Add(stage_, epoch_, batch_, start_, end_);
+    }
+    return end_;
+  }
+
+ private:
+  TimelineRecorder& timeline_;
+  const char* stage_;
+  uint64_t epoch_, batch_;
+  Clock::time_point start_, end_;
+  bool ended_ = false;
+  NvtxRange range_;
+};
+
 struct LoaderState {
   LoaderOptions options;
   Dataset dataset;
@@ -360,7 +398,7 @@ struct LoaderState {
   void SetOrigins(Batch& b, std::byte* base, size_t samples) const;
   // A planned batch's position and origins, and the plan stage's accounting.
   void FinishPlanning(Batch& b, uint64_t epoch, uint64_t index, const SampleBatch& samples,
-                      const BatchReadPlan& reads, Clock::time_point plan_start);
+                      const BatchReadPlan& reads, StageSpan& plan_stage);
   // `error` of a batch, named by its first failed sample.
   Status BatchError(Status error, const std::vector<uint8_t>& bad, const SampleBatch& samples,
                     uint64_t epoch, uint64_t index) const;
@@ -599,7 +637,7 @@ std::string DescribeSample(const LoaderGeometry& g, std::span<const uint64_t> or
 
 void LoaderState::FinishPlanning(Batch& b, uint64_t epoch, uint64_t index,
                                  const SampleBatch& samples, const BatchReadPlan& reads,
-                                 Clock::time_point plan_start) {
+                                 StageSpan& plan_stage) {
   BatchAccess::epoch(b) = epoch;
   BatchAccess::index(b) = index;
   BatchAccess::num_padding(b) = samples.num_padding;
@@ -610,9 +648,7 @@ void LoaderState::FinishPlanning(Batch& b, uint64_t epoch, uint64_t index,
   }
   counters.chunk_refs += reads.chunk_refs;
   counters.bytes_used += reads.bytes_used;
-  const Clock::time_point plan_end = Clock::now();
-  counters.plan_ns += Nanoseconds(plan_end - plan_start);
-  timeline.Add("plan", epoch, index, plan_start, plan_end);
+  counters.plan_ns += Nanoseconds(plan_stage.End() - plan_stage.start());
 }
 
 Status LoaderState::BatchError(Status error, const std::vector<uint8_t>& bad,
@@ -627,13 +663,13 @@ Status LoaderState::BatchError(Status error, const std::vector<uint8_t>& bad,
 Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan, uint64_t index) {
   if (gpu) return ProduceOnGpu(epoch_plan, index);
   const uint64_t epoch = epoch_plan.epoch();
-  const Clock::time_point plan_start = Clock::now();
+  StageSpan plan_stage(timeline, "plan", epoch, index);
   const LoaderGeometry& g = geometry;
   ZS_ASSIGN_OR_RETURN(SampleBatch samples, epoch_plan.Batch(index));
   BatchReadPlan reads = PlanBatchReads(g, samples);
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, AllocateBatch(samples.size()));
   Batch& b = *batch;
-  FinishPlanning(b, epoch, index, samples, reads, plan_start);
+  FinishPlanning(b, epoch, index, samples, reads, plan_stage);
 
   const size_t element = BatchDTypeSize(options.dtype);
   const uint64_t slab_bytes = g.slab_elements * element;
@@ -666,7 +702,7 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
   auto assemble_all =
       [&](const std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>>& ready) {
         if (ready.empty()) return;
-        const Clock::time_point start = Clock::now();
+        StageSpan stage(timeline, "assemble", epoch, index);
         std::vector<size_t> indices(ready.size());
         std::iota(indices.begin(), indices.end(), size_t{0});
         {
@@ -675,9 +711,7 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
           });
           group.Schedule(indices);
         }  // waits for every copy
-        const Clock::time_point end = Clock::now();
-        counters.assemble_ns += Nanoseconds(end - start);
-        timeline.Add("assemble", epoch, index, start, end);
+        counters.assemble_ns += Nanoseconds(stage.End() - stage.start());
       };
   auto fail = [&](size_t k, Status status) {
     for (const PlannedCopy& copy : reads.chunks[k].copies) bad[copy.sample] = 1;
@@ -707,11 +741,9 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
         wave_bytes += bytes;
         ++end;
       }
-      const Clock::time_point start = Clock::now();
+      StageSpan stage(timeline, "read+decode", epoch, index);
       ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
-      const Clock::time_point end_time = Clock::now();
-      counters.read_decode_ns += Nanoseconds(end_time - start);
-      timeline.Add("read+decode", epoch, index, start, end_time);
+      counters.read_decode_ns += Nanoseconds(stage.End() - stage.start());
       std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> decoded;
       for (size_t i = 0; i < wave.size(); ++i) {
         const size_t k = keys[begin + i];
@@ -771,7 +803,6 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
       return BatchError(std::move(first_error), bad, samples, epoch, index);
     }
     CompactBatch(b, bad);
-    counters.skipped_samples += BatchAccess::num_skipped(b);
   }
   return batch;
 }
@@ -782,7 +813,7 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
 Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch_plan,
                                                          uint64_t index) {
   const uint64_t epoch = epoch_plan.epoch();
-  const Clock::time_point plan_start = Clock::now();
+  StageSpan plan_stage(timeline, "plan", epoch, index);
   const LoaderGeometry& g = geometry;
   GpuLoaderState& gs = *gpu;
   ZS_ASSIGN_OR_RETURN(SampleBatch samples, epoch_plan.Batch(index));
@@ -791,7 +822,7 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
   std::shared_ptr<Batch> batch = std::move(allocated.first);
   const DeviceBatchPool::Block block = allocated.second;
   Batch& b = *batch;
-  FinishPlanning(b, epoch, index, samples, reads, plan_start);
+  FinishPlanning(b, epoch, index, samples, reads, plan_stage);
 
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<GpuDecodeWorkspace> workspace, gs.TakeWorkspace());
   GpuDecodeWorkspace& w = *workspace;
@@ -818,7 +849,8 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
   w.ExpectWaves(std::min(wave_limit + gs.max_chunk_bytes, batch_decoded_bytes), gs.any_blosc);
 
   for (size_t begin = 0; status.ok() && begin < reads.chunks.size();) {
-    const Clock::time_point start = Clock::now();
+    StageSpan read_stage(timeline, "read", epoch, index);
+    const Clock::time_point start = read_stage.start();
     // The wave: chunks up to gpu_wave_bytes decoded (at least one).
     size_t end = begin;
     uint64_t wave_bytes = 0, host_bytes = 0;
@@ -853,13 +885,13 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
       };
     }
     ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
-    const Clock::time_point read_end = Clock::now();
+    const Clock::time_point read_end = read_stage.End();
     counters.gpu_read_ns += Nanoseconds(read_end - start);
-    timeline.Add("read", epoch, index, start, read_end);
+    StageSpan decode_stage(timeline, "gpu decode", epoch, index, read_end);
     if (status = w.Decode(); !status.ok()) break;
-    const Clock::time_point decode_end = Clock::now();
+    const Clock::time_point decode_end = decode_stage.End();
     counters.gpu_decode_ns += Nanoseconds(decode_end - read_end);
-    timeline.Add("gpu decode", epoch, index, read_end, decode_end);
+    StageSpan scatter_stage(timeline, "scatter", epoch, index, decode_end);
 
     // Chunks the GPU rejected: read and decoded again on the CPU. Success (a frame nvCOMP does not
     // handle) crosses decoded; failure is the chunk's error, with its context.
@@ -950,11 +982,10 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
       if (!status.ok()) break;
     }
     status = w.Synchronize();
-    const Clock::time_point end_time = Clock::now();
+    const Clock::time_point end_time = scatter_stage.End();
     counters.gpu_ns += Nanoseconds(end_time - start);
     counters.gpu_scatter_ns += Nanoseconds(end_time - decode_end);
     counters.read_decode_ns += Nanoseconds(end_time - start);
-    timeline.Add("scatter", epoch, index, decode_end, end_time);
     begin = end;
   }
   counters.bytes_to_gpu += w.bytes_uploaded() - uploaded_before;
@@ -967,7 +998,6 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
       }
     });
     if (status.ok()) status = w.Synchronize();
-    counters.skipped_samples += BatchAccess::num_skipped(b);
   }
   if (status.ok()) {
     gs.ReturnWorkspace(std::move(workspace));
@@ -1144,11 +1174,9 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
   const uint64_t end = s.plan.num_batches();
   if (s.delivered >= end) return std::optional<std::shared_ptr<const Batch>>();
   if (!s.pipeline) s.pipeline = std::make_unique<internal::Pipeline>(s, s.plan, s.delivered);
-  const Clock::time_point start = Clock::now();
+  internal::StageSpan wait(s.timeline, "wait", s.plan.epoch(), s.delivered);
   Result<std::shared_ptr<Batch>> batch = s.pipeline->Take();
-  const Clock::time_point taken = Clock::now();
-  const double waited = Seconds(taken - start);
-  s.timeline.Add("wait", s.plan.epoch(), s.delivered, start, taken);
+  const double waited = Seconds(wait.End() - wait.start());
   ++s.delivered;
   LoaderStats& st = s.delivered_stats;
   st.wait_seconds += waited;
@@ -1160,6 +1188,7 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
   const Batch& b = **batch;
   ++st.batches;
   st.samples += b.size();
+  st.skipped_samples += b.num_skipped();
   st.bytes_delivered += b.input().data.size() + b.target().data.size();
   return std::optional<std::shared_ptr<const Batch>>(std::move(*batch));
 }
@@ -1236,7 +1265,6 @@ std::vector<int64_t> Loader::target_shape() const {
 LoaderStats Loader::stats() const {
   const LoaderState& s = *state_;
   LoaderStats st = s.delivered_stats;
-  st.skipped_samples = s.counters.skipped_samples;
   st.cache_hits = s.counters.cache_hits;
   st.chunks_decoded = s.read_counters.chunks;
   st.chunk_refs = s.counters.chunk_refs;

@@ -19,6 +19,7 @@
 #include "gpu/gpu_decoder.h"
 #include "gpu/gpu_kernels.h"
 #include "gpu/nvcomp.h"
+#include "util/nvtx_range.h"
 #include "zarrstream/loader.h"
 
 namespace zarrstream::tools {
@@ -93,7 +94,10 @@ nlohmann::json EnvironmentReport() {
       gpu_batches ? nlohmann::json(nullptr) : nlohmann::json(GpuBatchesUnavailableReason());
   report["gpu_codecs"] = gpu_batches && nvcomp != nullptr ? nlohmann::json(GpuDecodableCodecs())
                                                           : nlohmann::json::array();
-  report["gds"] = {{"cufile_library", Loadable("libcufile.so.0")}};
+  // The loader reads into pinned staging, not through cuFile: see docs/benchmarks.md ("GPU
+  // batches").
+  report["gds"] = {{"cufile_library", Loadable("libcufile.so.0")}, {"used", false}};
+  report["nvtx"] = NvtxRange::Compiled();
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
   report["cpu"] = {{"model", CpuModel()},

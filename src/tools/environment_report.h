@@ -10,9 +10,10 @@ namespace zarrstream::tools {
 // {"zarrstream_version", "cuda_compiled" (nvcc built the kernels in), "gpu" (null, or name /
 // memory_bytes / driver_cuda_version / devices), "gpu_unavailable_reason", "nvcomp_version",
 // "nvcomp_library", "nvcomp_unavailable_reason", "gpu_batches" (a Loader can use device cuda),
-// "gpu_batches_unavailable_reason", "gpu_codecs" (the codecs nvCOMP decodes for it), "gds",
-// "cpu" (model, cores, features), "memory_bytes", "libraries" (name → version)}. Unset reasons
-// are null.
+// "gpu_batches_unavailable_reason", "gpu_codecs" (the codecs nvCOMP decodes for it), "gds"
+// (cufile_library: found; used: false, the loader stages reads in pinned memory), "nvtx" (the
+// loader's stages emit NVTX ranges), "cpu" (model, cores, features), "memory_bytes",
+// "libraries" (name → version)}. Unset reasons are null.
 nlohmann::json EnvironmentReport();
 
 }  // namespace zarrstream::tools
