@@ -45,6 +45,7 @@ from torch.nn import functional as F  # noqa: E402
 
 import zarrstream  # noqa: E402
 from zarrstream.errors import ZarrstreamError  # noqa: E402
+from zarrstream.plot import write_plot  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -382,34 +383,6 @@ def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimize
         tmp = Path(f"{path}.tmp")
         torch.save(state, tmp)
         tmp.replace(path)
-
-
-def write_plot(log: dict[str, Any], path: Path) -> bool:
-    """Timeline of wait vs compute per step and the wait histogram; False without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    waits = np.array([s["wait_ms"] for s in log["steps"]])
-    compute = np.array([s["step_ms"] for s in log["steps"]]) - waits
-    fig, (timeline, histogram) = plt.subplots(1, 2, figsize=(12, 4))
-    steps = np.arange(len(waits))
-    timeline.bar(steps, waits, label="waiting for the batch", color="tab:red")
-    timeline.bar(steps, compute, bottom=waits, label="training step", color="tab:blue")
-    timeline.set_xlabel("step")
-    timeline.set_ylabel("ms")
-    timeline.legend()
-    histogram.hist(waits[1:] if len(waits) > 1 else waits, bins=30, color="tab:red")
-    histogram.set_xlabel("wait per step (ms), steps after the first")
-    histogram.set_ylabel("steps")
-    fig.suptitle(f"{log['loader']}: {log['samples_per_second']:.1f} samples/s, "
-                 f"{100 * log['waiting_fraction']:.1f} % waiting")
-    fig.tight_layout()
-    fig.savefig(path)
-    return True
 
 
 def summary(log: dict[str, Any]) -> str:

@@ -237,6 +237,24 @@ def test_bench_reports_the_loader_run(tmp_path):
     assert all(e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0 for e in events)
 
 
+def test_bench_plots_each_batch_wait_and_step(tmp_path):
+    store = tmp_path / "small.zarr"
+    assert_clean_exit(run_cli("synth", store, "--preset", "era5-small", "--steps", "12"))
+    report_path, plot = tmp_path / "bench.json", tmp_path / "bench.png"
+    proc = run_cli("bench", store, "--batch-size", "2", "--epochs", "2", "--train-step-ms", "2",
+                   "--json", report_path, "--plot", plot)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text())
+    assert len(report["steps"]) == report["batches"] == 12
+    assert all(0 <= s["wait_ms"] <= s["step_ms"] and s["step_ms"] >= 2 for s in report["steps"])
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+    # Without --json the report is a temporary file, gone afterwards.
+    again = tmp_path / "again.png"
+    proc = run_cli("bench", store, "--batch-size", "2", "--plot", again)
+    assert proc.returncode == 0, proc.stderr
+    assert again.exists() and not Path(str(again) + ".json").exists()
+
+
 def test_bench_errors_name_what_is_wrong(tmp_path):
     store = tmp_path / "small.zarr"
     assert_clean_exit(run_cli("synth", store, "--preset", "era5-small", "--steps", "4"))

@@ -1,13 +1,20 @@
 #include "cli/bench_command.h"
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "util/format.h"
 #include "zarrstream/loader.h"
@@ -155,6 +162,42 @@ Status WriteTrace(const std::vector<TimelineSpan>& spans, const std::string& pat
   return Status::Ok();
 }
 
+// The Python next to this executable (a pip install puts both in one bin/), else python3 on PATH.
+std::string PythonInterpreter() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    for (const char* name : {"python3", "python"}) {
+      const std::filesystem::path candidate = self.parent_path() / name;
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+  }
+  return "python3";
+}
+
+// `python -m zarrstream.plot JSON PNG`, run directly (no shell), waited for.
+Status RunPlot(const std::string& json_path, const std::string& png_path) {
+  const std::string python = PythonInterpreter();
+  std::vector<std::string> args = {python, "-m", "zarrstream.plot", json_path, png_path};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int e = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+      e != 0) {
+    return InvalidArgumentError("cannot run " + python +
+                                " (plots are drawn by Python with "
+                                "matplotlib): " +
+                                std::strerror(e));
+  }
+  int wstatus = 0;
+  if (waitpid(pid, &wstatus, 0) < 0 || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    return InvalidArgumentError(python + " -m zarrstream.plot " + json_path + " " + png_path +
+                                " failed (its message is above)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
@@ -196,6 +239,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
   command->add_option("--gpu-wave-mb", options->gpu_wave_mb,
                       "With --device cuda: decoded MiB per GPU wave (default 1024)");
   command->add_option("--json", options->json, "Write the report as JSON here");
+  command->add_option("--plot", options->plot,
+                      "Draw each batch's wait vs step timeline and the wait histogram here (PNG; "
+                      "Python with matplotlib)");
   command->add_option("--trace", options->trace,
                       "Write a trace of every stage (plan, read+decode waves, assemble, the "
                       "loop's waits) here, for chrome://tracing or ui.perfetto.dev");
@@ -222,6 +268,7 @@ int RunBench(const BenchCommandOptions& o) {
   double startup_s = 0;
   uint64_t batches = 0, samples = 0, bytes = 0;
   double wait_s = 0;
+  nlohmann::json steps = nlohmann::json::array();  // per batch: its wait and the whole step
   Clock::time_point measure_start = Clock::now();
   for (uint64_t epoch = 0; epoch < o.epochs; ++epoch) {
     loader->SetEpoch(epoch);
@@ -241,7 +288,10 @@ int RunBench(const BenchCommandOptions& o) {
         samples += (**batch)->size();
         bytes += (**batch)->input().data.size() + (**batch)->target().data.size();
       }
+      const double waited_ms = 1e3 * Seconds(Clock::now() - wait_start);
       if (o.train_step_ms > 0) std::this_thread::sleep_for(step);
+      steps.push_back(
+          {{"wait_ms", waited_ms}, {"step_ms", 1e3 * Seconds(Clock::now() - wait_start)}});
     }
   }
   const double elapsed = std::max(Seconds(Clock::now() - measure_start), 1e-9);
@@ -287,6 +337,7 @@ int RunBench(const BenchCommandOptions& o) {
                            {"bytes_decoded", stats.bytes_decoded},
                            {"bytes_used", stats.bytes_used},
                            {"wait_histogram_us_log2", stats.wait_histogram},
+                           {"steps", steps},
                            {"options",
                             {{"batch_size", o.batch_size},
                              {"shuffle", o.shuffle},
@@ -349,13 +400,25 @@ int RunBench(const BenchCommandOptions& o) {
       return 1;
     }
   }
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
+  // The plot is drawn by Python (matplotlib) from the JSON report: --json's, or a temporary one.
+  std::string json_path = o.json;
+  if (json_path.empty() && !o.plot.empty()) json_path = o.plot + ".json";
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
     out << report.dump(2) << "\n";
     if (!out) {
-      std::cerr << "zarrstream bench: cannot write " << o.json << "\n";
+      std::cerr << "zarrstream bench: cannot write " << json_path << "\n";
       return 1;
     }
+  }
+  if (!o.plot.empty()) {
+    const Status plotted = RunPlot(json_path, o.plot);
+    if (o.json.empty()) std::remove(json_path.c_str());
+    if (!plotted.ok()) {
+      std::cerr << "zarrstream bench: --plot: " << plotted.message() << "\n";
+      return 1;
+    }
+    std::printf("  plot: %s\n", o.plot.c_str());
   }
   return 0;
 }

@@ -36,6 +36,7 @@ struct BenchCommandOptions {
   uint64_t gpu_wave_mb = 0;  // 0: the loader's default
   std::string json;          // write the report here
   std::string trace;         // write a Chrome/Perfetto trace of the stages here
+  std::string plot;          // draw the wait/step timeline and wait histogram here (PNG)
 };
 
 // Registers the `bench` subcommand on `app`, filling `options` when it is parsed.
