@@ -62,11 +62,10 @@ def synthesize(dst: Path, layout: str, steps: int) -> None:
 
 def warm(store: Path) -> int:
     total = 0
-    for root, _, files in os.walk(store):
-        for name in files:
-            with open(os.path.join(root, name), "rb") as f:
-                while chunk := f.read(1 << 24):
-                    total += len(chunk)
+    for path in store_files(store):
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                total += len(chunk)
     return total
 
 
