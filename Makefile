@@ -42,12 +42,15 @@ demo: build
 bench: build
 	$(PY) bench/read_bench.py
 
-# Every loader on one ERA5-shaped workload, side by side, one table (bench/loader_bench.py:
-# xbatcher + DataLoader, tensorstore, zarr-python, zarrstream exact and block shuffle; 1-degree
-# store, 64 steps; about two minutes on 2 cores). The GPU comparison: bench/gpu_bench.py, make gpu-test.
+# Every tool on the same ERA5-shaped stores, side by side, one table with each tool's ratio to
+# zarrstream (bench/loader_bench.py): random time-step batches (xbatcher + DataLoader, tensorstore,
+# zarr-python, zarrs-python, zarrstream exact and block shuffle), a whole-array read of one variable,
+# and the batches from the store's v3-sharded twin; 1-degree stores, 64 steps; a few minutes on 2
+# cores. The GPU comparison: bench/gpu_bench.py, make gpu-test.
 bench-peers: build
-	$(PY) bench/loader_bench.py --preset era5-1deg --steps 64 --batches 12 --epochs 2 \
-		--store $(BENCH_DIR)/era5-1deg-64.zarr --json $(BENCH_DIR)/bench-peers.json
+	$(PY) bench/loader_bench.py --preset era5-1deg --steps 64 --batches 12 --epochs 4 \
+		--workloads batches,whole,sharded --whole-repeats 10 --store $(BENCH_DIR)/era5-1deg-64.zarr \
+		--sharded-store $(BENCH_DIR)/era5-1deg-64-sharded.zarr --json $(BENCH_DIR)/bench-peers.json
 
 # On a machine with an NVIDIA GPU (no network needed when .deps/ was brought along): builds with
 # nvcc, runs every GPU test, compute-sanitizer over them and a short GPU benchmark, and prints a

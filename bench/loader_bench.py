@@ -1,13 +1,23 @@
-"""Loader benchmark (issue 4): zarrstream.Loader vs xbatcher + PyTorch DataLoader vs a tensorstore loader.
+"""Peer benchmark (issues 4 and 7): zarrstream vs xbatcher + PyTorch DataLoader, tensorstore,
+zarr-python 3 and zarrs-python, on the same stores in the same run, one table.
 
-Every loader runs the same workload on the same store in the same run: a sample is one time step of
-a fixed list of variables over the whole latitude/longitude grid, levels stacked into channels
-(default: 2 surface variables + 3 upper-air variables at 13 levels = 41 channels); the target is the
-same channels one step later; batches are float32 [batch, channel, latitude, longitude], shuffled.
-Epoch 0 yields 1 + K batches (the first is the start-up batch), every later epoch K.
+Workloads (--workloads, run in the order given; default batches, `make bench-peers` runs all three):
 
-Loaders (each one a generator of Batch(epoch, input, target, origins), origins = the time index of
-each sample, so that the harness can check what it got):
+  batches      the training-batch workload: a sample is one time step of a fixed list of variables
+               over the whole latitude/longitude grid, levels stacked into channels (default: 2
+               surface variables + 3 upper-air variables at 13 levels = 41 channels); the target is
+               the same channels one step later; batches are float32 [batch, channel, latitude,
+               longitude], shuffled. Epoch 0 yields 1 + K batches (the first is the start-up batch),
+               every later epoch K. Store: --store / --preset with --layout (default v3-zstd).
+  sharded      the same batches from the store's v3-sharded twin (`zarrstream synth --layout
+               v3-sharded`: inner chunks of one step and one level inside shards of several steps),
+               so every sample is a partial read of its shards. Every tool but xbatcher.
+  whole        whole-array read: every chunk of one variable (--whole-variable, default
+               temperature) into one numpy array, --whole-repeats times after a first read; GB/s of
+               decoded bytes. Store: the batches store. tensorstore, zarr-python, zarrs, zarrstream.
+
+Tools (each a generator of Batch(epoch, input, target, origins) for the batch workloads, origins =
+the time index of each sample, so that the harness can check what it got):
 
   xbatcher     the published Earthmover configuration (earthmover-cloud-native-dataloader, 2024):
                xarray.open_zarr(chunks={}) + xbatcher.BatchGenerator + a thin map-style dataset whose
@@ -20,29 +30,39 @@ each sample, so that the harness can check what it got):
   tensorstore  what a careful tensorstore user writes: ts.open per variable with one shared context
                (cache pool, file I/O and copy concurrency limits), every read of a batch
                (variable x sample, steps t and t+1 together) issued before any is awaited, a thread
-               pool assembling the next --prefetch batches; no worker processes.
+               pool assembling the next --prefetch batches; no worker processes. Whole-array read:
+               one read() of the array, no cache pool (repeated reads would be served from it).
   zarr-python  zarr-python 3 as a careful user drives it: every (sample, variable) read of a batch
                submitted to a thread pool, the next --prefetch batches in flight; no worker processes.
-  zarrstream   zarrstream.Loader (DESIGN.md §5), skipped with a message while the package has none.
+               Whole-array read: a[...].
+  zarrs        zarrs-python: the same reads as zarr-python with zarr's codec pipeline set to the
+               Rust one (codec_pipeline.path = zarrs.ZarrsCodecPipeline, strict: an array it cannot
+               read fails instead of falling back to zarr-python's pipeline).
+  zarrstream   zarrstream.Loader (DESIGN.md §5), exact shuffle as the others; zarrstream-block: its
+               chunk-aware block shuffle. Whole-array read: zarrstream.open_array(url).read().
 
-Measured per loader, each in a fresh child process (so one loader's imports, caches and threads do
-not weigh on the next): time to first batch (from constructing the loader, store opening and
-worker start-up included, to the first batch in hand; imports are reported apart), steady-state
-samples/s and GB/s of decoded bytes delivered (input + target) over the K x E measured batches,
-mean / p99 / max wait per batch, CPU cores busy while measuring (the process tree's CPU time / wall
-time), and peak memory of the process tree: RSS summed over the child and its worker processes, read
-from /proc every 50 ms by a thread of this harness (the tree itself is rescanned every 0.5 s), and
-PSS summed likewise every 0.25 s (RSS counts pages that forked workers share with their parent once
-per process; PSS splits them). The first batch of each loader is compared with a numpy reference read
-by zarr-python for the same sample origins, so a fast but wrong loader cannot win.
+Measured per tool and workload, each in a fresh child process (so one tool's imports, caches and
+threads do not weigh on the next): time to first batch (from constructing the loader, store opening
+and worker start-up included, to the first batch in hand; imports are reported apart; for the
+whole-array read: opening plus the first read), steady-state samples/s and GB/s of decoded bytes
+delivered (input + target) over the K x E measured batches (whole-array read: decoded bytes of the
+repeated reads), mean / p99 / max wait per batch, CPU cores busy while measuring (the process
+tree's CPU time / wall time), and peak memory of the process tree: RSS summed over the child and
+its worker processes, read from /proc every 50 ms by a thread of this harness (the tree itself is
+rescanned every 0.5 s), and PSS summed likewise every 0.25 s (RSS counts pages that forked workers
+share with their parent once per process; PSS splits them). The table's last column is each tool's
+GB/s over zarrstream's (exact shuffle) in the same workload. The first batch of each tool is
+compared with a numpy reference read by zarr-python for the same sample origins, and the
+whole-array read with zarr-python's read of every time step, so a fast but wrong tool cannot win.
 
-Page cache: the harness cannot drop caches (no root). Before the first loader it reads every file of
-the store once, so every loader reads from a warm page cache, and says so (--no-warm: as found).
+Page cache: the harness cannot drop caches (no root). Before the first tool it reads every file of
+the stores once, so every tool reads from a warm page cache, and says so (--no-warm: as found).
 
     python bench/loader_bench.py --preset era5-1deg --steps 64 [--layout v3-zstd] [--json out.json]
+    python bench/loader_bench.py --preset era5-1deg --steps 64 --workloads batches,whole,sharded
     python bench/loader_bench.py --store era5.zarr --loaders xbatcher,tensorstore --batches 8 --epochs 2
 
-Needs no network at run time: --preset synthesizes the store with `zarrstream synth`.
+Needs no network at run time: --preset synthesizes the stores with `zarrstream synth`.
 """
 
 from __future__ import annotations
@@ -74,12 +94,21 @@ DEFAULT_VARIABLES = [
     "geopotential",
     "specific_humidity",
 ]
-LOADERS = ("xbatcher", "tensorstore", "zarr-python", "zarrstream", "zarrstream-block")
+LOADERS = ("xbatcher", "tensorstore", "zarr-python", "zarrs", "zarrstream", "zarrstream-block")
+WORKLOADS = ("batches", "whole", "sharded")
+# The tools each workload runs (of those --loaders names): xbatcher + DataLoader is a batch loader
+# only, and a whole-array read has no shuffle.
+WORKLOAD_TOOLS = {
+    "batches": LOADERS,
+    "sharded": tuple(n for n in LOADERS if n != "xbatcher"),
+    "whole": ("tensorstore", "zarr-python", "zarrs", "zarrstream"),
+}
 # What each loader's child imports before the clock starts (reported as import time).
 LOADER_IMPORTS = {
     "xbatcher": ("torch", "dask", "xarray", "xbatcher"),
     "tensorstore": ("torch", "tensorstore"),
     "zarr-python": ("torch", "zarr"),
+    "zarrs": ("torch", "zarr", "zarrs"),
     "zarrstream": ("torch", "zarrstream"),
     "zarrstream-block": ("torch", "zarrstream"),
 }
@@ -119,6 +148,11 @@ class Workload:
     prefetch: int
     ts_cache_bytes: int
     cores: int
+    # Which workload this is (WORKLOADS); "whole" reads `whole_variable` whole, once and then
+    # `whole_repeats` times.
+    kind: str = "batches"
+    whole_variable: str = ""
+    whole_repeats: int = 0
 
     @property
     def num_channels(self) -> int:
@@ -356,6 +390,33 @@ def zarr_python_batches(w: Workload) -> Iterator[Batch]:
         readers.shutdown(wait=True, cancel_futures=True)
 
 
+def use_zarrs_pipeline() -> None:
+    """zarr-python's reads through zarrs-python's Rust codec pipeline from here on (this process)."""
+    import zarr
+
+    # strict: an array the Rust pipeline cannot handle raises instead of falling back, unseen, to
+    # zarr-python's own pipeline.
+    zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True})
+
+
+def check_zarrs_pipeline(array) -> None:
+    name = type(array.async_array.codec_pipeline).__name__
+    if name != "ZarrsCodecPipeline":
+        raise RuntimeError(f"zarrs: array {array.path!r} reads through {name}, not zarrs' pipeline")
+
+
+def zarrs_batches(w: Workload) -> Iterator[Batch]:
+    """The zarr-python loader's reads, decoded by zarrs-python (Rust: zarrs' codecs and its own
+    thread pool for the chunks of each read)."""
+    import zarr
+
+    use_zarrs_pipeline()
+    group = zarr.open_group(w.store, mode="r")
+    for name in w.variables:
+        check_zarrs_pipeline(group[name])
+    yield from zarr_python_batches(w)
+
+
 # ---------------------------------------------------------------------------------------------
 # Loader 3: zarrstream.Loader (its planned API, DESIGN.md §5).
 
@@ -397,9 +458,50 @@ LOADER_BATCHES = {
     "xbatcher": xbatcher_batches,
     "tensorstore": tensorstore_batches,
     "zarr-python": zarr_python_batches,
+    "zarrs": zarrs_batches,
     "zarrstream": zarrstream_batches,
     "zarrstream-block": functools.partial(zarrstream_batches, shuffle="block"),
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole-array read: every chunk of one array into one numpy array, each tool its own way.
+
+# torch is not needed to read an array.
+WHOLE_IMPORTS = {name: tuple(m for m in modules if m != "torch") for name, modules in LOADER_IMPORTS.items()}
+
+
+def whole_reader(name: str, w: Workload):
+    """Opens `w.whole_variable` as a user of the tool would; returns a function that reads all of
+    it into a new numpy array."""
+    path = str(Path(w.store) / w.whole_variable)
+    if name == "tensorstore":
+        import tensorstore as ts
+
+        # No cache pool: every repeated read decodes every chunk again, as the other tools do.
+        context = ts.Context({
+            "cache_pool": {"total_bytes_limit": 0},
+            "data_copy_concurrency": {"limit": w.cores},
+            "file_io_concurrency": {"limit": max(16, 4 * w.cores)},
+        })
+        driver = "zarr3" if w.zarr_format == 3 else "zarr"
+        array = ts.open({"driver": driver, "kvstore": {"driver": "file", "path": path}}, context=context,
+                        open=True, read=True).result()
+        return lambda: array.read().result()
+    if name in ("zarr-python", "zarrs"):
+        import zarr
+
+        if name == "zarrs":
+            use_zarrs_pipeline()
+        array = zarr.open_array(path, mode="r")
+        if name == "zarrs":
+            check_zarrs_pipeline(array)
+        return lambda: array[...]
+    if name == "zarrstream":
+        import zarrstream
+
+        return zarrstream.open_array(path).read
+    raise ValueError(f"{name} has no whole-array read")
 
 
 def loader_unavailable(name: str) -> str | None:
@@ -419,6 +521,14 @@ def loader_unavailable(name: str) -> str | None:
 
 
 def loader_config(w: Workload, name: str) -> dict:
+    if w.kind == "whole":
+        return {
+            "tensorstore": {"api": "ts.open(...).read()", "cache_pool_bytes": 0, "data_copy_concurrency": w.cores,
+                            "file_io_concurrency": max(16, 4 * w.cores)},
+            "zarr-python": {"api": "zarr.open_array(...)[...]"},
+            "zarrs": {"api": "zarr.open_array(...)[...]", "codec_pipeline": "zarrs.ZarrsCodecPipeline"},
+            "zarrstream": {"api": "zarrstream.open_array(...).read()"},
+        }[name] | {"variable": w.whole_variable, "repeats": w.whole_repeats}
     if name == "xbatcher":
         return {"num_workers": w.workers, "prefetch_factor": w.prefetch_factor if w.workers else None,
                 "persistent_workers": w.workers > 0, "multiprocessing_context": w.mp_context or "default",
@@ -428,6 +538,9 @@ def loader_config(w: Workload, name: str) -> dict:
                 "data_copy_concurrency": w.cores, "file_io_concurrency": max(16, 4 * w.cores)}
     if name == "zarr-python":
         return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores}
+    if name == "zarrs":
+        return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores,
+                "codec_pipeline": "zarrs.ZarrsCodecPipeline"}
     return {"prefetch": w.prefetch, "num_threads": 0,
             "shuffle": "block" if name == "zarrstream-block" else "exact"}
 
@@ -616,9 +729,53 @@ def run_one(name: str, w: Workload, out_dir: Path) -> dict:
     }
 
 
+def run_whole(name: str, w: Workload, out_dir: Path) -> dict:
+    """The whole-array read: open and a first read (start-up, saved for the check), then
+    `w.whole_repeats` measured reads, each into a new array (the previous one freed first)."""
+    t0 = time.perf_counter()
+    for module in WHOLE_IMPORTS[name]:
+        importlib.import_module(module)
+    import_s = time.perf_counter() - t0
+    rss_after_import = rss_bytes(os.getpid())
+
+    t0 = time.perf_counter()
+    read = whole_reader(name, w)
+    first = np.asarray(read())
+    startup_s = time.perf_counter() - t0
+    shape, dtype, nbytes = first.shape, first.dtype, first.nbytes
+    np.save(out_dir / "whole.npy", first)
+    del first
+
+    times: list[float] = []
+    cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
+    for _ in range(w.whole_repeats):
+        r0 = time.perf_counter()
+        data = read()
+        times.append(time.perf_counter() - r0)
+        if data.shape != shape or data.dtype != dtype:
+            raise RuntimeError(f"{name}: a repeated read is {data.shape} {data.dtype}, the first {shape} {dtype}")
+        del data
+    elapsed = time.perf_counter() - wall0
+    cpu_s = tree_cpu_seconds(os.getpid()) - cpu0
+    read_ms = np.array(times) * 1e3
+    return {
+        "import_s": import_s,
+        "startup_s": startup_s,
+        "array_bytes": nbytes,
+        "measured_reads": len(times),
+        "elapsed_s": elapsed,
+        "gb_per_s": nbytes * len(times) / elapsed / 1e9,
+        "read_mean_ms": float(read_ms.mean()),
+        "read_max_ms": float(read_ms.max()),
+        "cpu_cores_busy": cpu_s / elapsed,
+        "processes_at_end": len(process_tree(os.getpid())),
+        "rss_after_import_bytes": rss_after_import,
+    }
+
+
 def child_main(name: str, spec: Path, out_dir: Path) -> None:
     w = Workload(**json.loads(spec.read_text()))
-    result = run_one(name, w, out_dir)
+    result = run_whole(name, w, out_dir) if w.kind == "whole" else run_one(name, w, out_dir)
     (out_dir / "result.json").write_text(json.dumps(result))
 
 
@@ -672,8 +829,29 @@ def check_first_batch(w: Workload, npz: Path) -> dict:
     return out
 
 
+def check_whole(w: Workload, npy: Path) -> dict:
+    """The whole-array read against zarr-python's read of the same array, one time step at a time."""
+    import zarr
+
+    ref = zarr.open_array(str(Path(w.store) / w.whole_variable), mode="r")
+    got = np.load(npy, mmap_mode="r")
+    out = {"ok": True, "detail": "equal to zarr-python's read"}
+    first = np.asarray(ref[0])
+    if got.shape != ref.shape or got.dtype != first.dtype:
+        out.update(ok=False, detail=f"read {got.shape} {got.dtype}, reference {ref.shape} {first.dtype}")
+        return out
+    for t in range(ref.shape[0]):
+        value, expected = got[t], (first if t == 0 else np.asarray(ref[t]))
+        differ = ~((value == expected) | (np.isnan(value) & np.isnan(expected)))
+        if differ.any():
+            out.update(ok=False, detail=f"{int(differ.sum())} of {differ.size} values of time step {t} differ from "
+                                        f"zarr-python's read, first at {tuple(int(i) for i in np.argwhere(differ)[0])}")
+            return out
+    return out
+
+
 def run_child(name: str, w: Workload, work: Path, timeout: float) -> dict:
-    out_dir = work / name
+    out_dir = work / f"{w.kind}-{name}"
     out_dir.mkdir()
     spec = out_dir / "workload.json"
     spec.write_text(json.dumps(dataclasses.asdict(w)))
@@ -695,7 +873,11 @@ def run_child(name: str, w: Workload, work: Path, timeout: float) -> dict:
     result.update(json.loads((out_dir / "result.json").read_text()))
     result.update(peak_rss_bytes=memory.peak_rss, peak_pss_bytes=memory.peak_pss,
                   peak_processes=max(memory.peak_processes, result.pop("processes_at_end", 0)))
-    result["first_batch"] = check_first_batch(w, out_dir / "first_batch.npz")
+    if w.kind == "whole":
+        result["check"] = check_whole(w, out_dir / "whole.npy")
+        (out_dir / "whole.npy").unlink()
+    else:
+        result["check"] = check_first_batch(w, out_dir / "first_batch.npz")
     return result
 
 
@@ -718,7 +900,7 @@ def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for name in ("zarrstream", "torch", "xbatcher", "xarray", "dask", "tensorstore", "zarr", "numpy"):
+    for name in ("zarrstream", "torch", "xbatcher", "xarray", "dask", "tensorstore", "zarr", "zarrs", "numpy"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -726,32 +908,42 @@ def versions() -> dict:
     return out
 
 
+def fmt(value, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
 def print_table(results: dict) -> None:
-    base = results.get("xbatcher", {}).get("samples_per_s")
-    ours = results.get("zarrstream", {}).get("samples_per_s")
-    print("| loader | start-up (s) | samples/s | GB/s | mean wait (ms) | p99 wait (ms) | peak RSS (MB) "
-          "| peak PSS (MB) | CPU cores busy | first batch | throughput vs xbatcher | zarrstream is |")
+    """One table: a row per (workload, tool); the last column is the tool's GB/s over zarrstream's
+    (exact shuffle) in the same workload (in the batch workloads, every tool's samples carry the
+    same bytes: the same ratio of samples/s)."""
+    print("| workload | tool | start-up (s) | samples/s | GB/s | mean wait (ms) | p99 wait (ms) | peak RSS (MB) "
+          "| peak PSS (MB) | CPU cores busy | check | vs zarrstream |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, r in results.items():
-        if not r.get("available"):
-            print(f"| {name} | not available ({r['reason']}) ||||||||||")
-            continue
-        if "error" in r:
-            print(f"| {name} | failed: {r['error']} ||||||||||")
-            continue
-        check = "ok" if r["first_batch"]["ok"] else "WRONG"
-        ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
-        # How many times this loader's throughput zarrstream (exact shuffle) delivered.
-        versus = f"{ours / r['samples_per_s']:.2f}x" if ours else "-"
-        print(f"| {name} | {r['startup_s']:.2f} | {r['samples_per_s']:.1f} | {r['gb_per_s']:.3f} | "
-              f"{r['wait_mean_ms']:.1f} | {r['wait_p99_ms']:.1f} | {r['peak_rss_bytes'] / 1e6:.0f} | "
-              f"{r['peak_pss_bytes'] / 1e6:.0f} | {r['cpu_cores_busy']:.2f} | {check} | {ratio} | "
-              f"{versus} |")
-    for name, r in results.items():
-        if r.get("available"):
-            print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in r["config"].items()))
-        if r.get("available") and "error" not in r and not r["first_batch"]["ok"]:
-            print(f"{name}: first batch WRONG: {r['first_batch']['detail']}")
+    for workload, rows in results.items():
+        ours = rows.get("zarrstream", {}).get("gb_per_s")
+        for name, r in rows.items():
+            if not r.get("available"):
+                print(f"| {workload} | {name} | not available ({r['reason']}) ||||||||||")
+                continue
+            if "error" in r:
+                print(f"| {workload} | {name} | failed: {r['error']} ||||||||||")
+                continue
+            check = "ok" if r["check"]["ok"] else "WRONG"
+            versus = f"{r['gb_per_s'] / ours:.2f}x" if ours else "–"
+            print(f"| {workload} | {name} | {r['startup_s']:.2f} | {fmt(r.get('samples_per_s'), '.1f')} | "
+                  f"{r['gb_per_s']:.3f} | {fmt(r.get('wait_mean_ms'), '.1f')} | {fmt(r.get('wait_p99_ms'), '.1f')} | "
+                  f"{r['peak_rss_bytes'] / 1e6:.0f} | {r['peak_pss_bytes'] / 1e6:.0f} | {r['cpu_cores_busy']:.2f} | "
+                  f"{check} | {versus} |")
+    for workload, rows in results.items():
+        for name, r in rows.items():
+            if r.get("available"):
+                print(f"{workload} {name}: " + ", ".join(f"{k}={v}" for k, v in r["config"].items()))
+            if r.get("available") and "error" not in r and not r["check"]["ok"]:
+                print(f"{workload} {name}: WRONG: {r['check']['detail']}")
+
+
+def stored_bytes(store: Path) -> int:
+    return sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
 
 
 def main() -> int:
@@ -761,7 +953,15 @@ def main() -> int:
     p.add_argument("--preset", help="zarrstream synth preset: era5-small, era5-1deg, era5")
     p.add_argument("--layout", default="v3-zstd", help="zarrstream synth layout: v3-zstd, v3-sharded, wb2")
     p.add_argument("--steps", type=int, help="zarrstream synth time steps (default: the preset's)")
-    p.add_argument("--loaders", default=",".join(LOADERS), help="comma-separated, run in this order")
+    p.add_argument("--workloads", default="batches",
+                   help=f"comma-separated, run in this order, of: {', '.join(WORKLOADS)}")
+    p.add_argument("--sharded-store", help="the sharded workload's store; with --preset, synthesized here "
+                                           "(--layout v3-sharded) if absent (default: synthesized into a "
+                                           "temporary directory)")
+    p.add_argument("--whole-variable", default="temperature", help="the array the whole-array read reads")
+    p.add_argument("--whole-repeats", type=int, default=5, help="measured whole-array reads after the first")
+    p.add_argument("--loaders", default=",".join(LOADERS), help="comma-separated tools, run in this order "
+                                                                "(each workload runs those it has)")
     p.add_argument("--variables", default=",".join(DEFAULT_VARIABLES), help="comma-separated input variables")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--batches", type=int, help="measured batches per epoch (default: all full batches of "
@@ -773,12 +973,14 @@ def main() -> int:
     p.add_argument("--dask-threads", type=int, default=4, help="dask threaded scheduler workers")
     p.add_argument("--mp-context", help="DataLoader multiprocessing context (default: the platform's, fork "
                                         "on Linux; the published demo used forkserver)")
-    p.add_argument("--prefetch", type=int, default=4, help="batches in flight for tensorstore and zarrstream")
+    p.add_argument("--prefetch", type=int, default=4, help="batches in flight for tensorstore, zarr-python, "
+                                                           "zarrs and zarrstream")
     p.add_argument("--ts-cache-mb", type=int, default=256, help="tensorstore cache pool (MB)")
     p.add_argument("--step-time", type=float, default=0.0, help="seconds of simulated training per batch")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=3600, help="seconds per loader before it is killed")
-    p.add_argument("--no-warm", action="store_true", help="do not read the store into the page cache first")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per tool and workload before it is "
+                                                               "killed")
+    p.add_argument("--no-warm", action="store_true", help="do not read the stores into the page cache first")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--run-one", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
@@ -793,14 +995,21 @@ def main() -> int:
     unknown = sorted(set(loaders) - set(LOADERS))
     if unknown:
         p.error(f"unknown loaders {unknown}; known: {', '.join(LOADERS)}")
+    workloads = [n for n in args.workloads.split(",") if n]
+    unknown = sorted(set(workloads) - set(WORKLOADS))
+    if unknown or not workloads:
+        p.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
+    if "whole" in workloads and args.whole_repeats < 1:
+        p.error("--whole-repeats must be at least 1")
     with tempfile.TemporaryDirectory(prefix="zarrstream-loader-bench-") as tmp:
         tmp_dir = Path(tmp)
-        store = Path(args.store) if args.store else tmp_dir / f"{args.preset or 'era5-small'}.zarr"
+        preset = args.preset or "era5-small"
+        store = Path(args.store) if args.store else tmp_dir / f"{preset}.zarr"
         synth_s = None
         if not store.exists():
             if args.store and not args.preset:
                 p.error(f"--store {store} does not exist (add --preset to synthesize it)")
-            synth_s = synthesize(store, args.preset or "era5-small", args.layout, args.steps)
+            synth_s = synthesize(store, preset, args.layout, args.steps)
         variables = [v for v in args.variables.split(",") if v]
         info = describe_store(store, variables)
         w = Workload(store=str(store.resolve()), variables=variables, batch_size=args.batch_size,
@@ -813,48 +1022,96 @@ def main() -> int:
         if w.batches < 1 or w.batches + 1 > full:
             p.error(f"{w.num_samples} samples make {full} full batches of {w.batch_size} per epoch: "
                     f"--batches must be 1 ... {full - 1} (epoch 0 also yields the start-up batch)")
-
-        page_cache = "as found (--no-warm): the first loader may read from disk"
-        if not args.no_warm:
-            nbytes, seconds = warm_page_cache(store)
-            page_cache = (f"warm: every file of the store ({nbytes / 1e6:.0f} MB) was read once before the "
-                          f"first loader ran ({seconds:.1f} s); caches cannot be dropped without root")
-        stored = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+        stores = [store]
         meta = {
             "command": "python bench/loader_bench.py " + " ".join(sys.argv[1:]),
             "machine": machine(),
             "versions": versions(),
             "store": {"path": str(store), "preset": args.preset, "layout": args.layout if synth_s else None,
-                      "synthesized_s": synth_s, "stored_bytes": stored, **info},
+                      "synthesized_s": synth_s, "stored_bytes": stored_bytes(store), **info},
+            "workloads": workloads,
             "workload": {"variables": variables, "channels": w.num_channels, "batch_size": w.batch_size,
                          "samples_per_epoch": w.num_samples, "measured_batches_per_epoch": w.batches,
                          "epochs": w.epochs, "step_time_s": w.step_time, "sample_bytes": w.sample_bytes,
                          "seed": w.seed},
-            "page_cache": page_cache,
         }
+        runs = {}  # workload -> its Workload
+        for kind in workloads:
+            if kind == "batches":
+                runs[kind] = w
+            elif kind == "whole":
+                import zarr
+
+                group = zarr.open_group(str(store), mode="r")
+                if args.whole_variable not in group:
+                    p.error(f"store {store}: no array '{args.whole_variable}' for the whole-array read")
+                a = group[args.whole_variable]
+                runs[kind] = dataclasses.replace(w, kind="whole", whole_variable=args.whole_variable,
+                                                 whole_repeats=args.whole_repeats)
+                meta["whole"] = {"variable": args.whole_variable, "shape": list(a.shape),
+                                 "chunks": list(a.chunks), "decoded_bytes": int(a.nbytes),
+                                 "repeats": args.whole_repeats}
+            else:
+                sharded = Path(args.sharded_store) if args.sharded_store else tmp_dir / f"{preset}-sharded.zarr"
+                sharded_synth_s = None
+                if not sharded.exists():
+                    if args.store and not args.preset:
+                        p.error("the sharded workload needs --sharded-store (an existing store) or --preset "
+                                "(to synthesize one)")
+                    sharded_synth_s = synthesize(sharded, preset, "v3-sharded", args.steps)
+                sharded_info = describe_store(sharded, variables)
+                ws = dataclasses.replace(w, store=str(sharded.resolve()), kind="sharded", **sharded_info)
+                if ws.num_samples // ws.batch_size < ws.batches + 1:
+                    p.error(f"--sharded-store {sharded} has {ws.num_samples} samples: too few for "
+                            f"{ws.batches + 1} batches of {ws.batch_size}")
+                runs[kind] = ws
+                stores.append(sharded)
+                meta["sharded_store"] = {"path": str(sharded), "synthesized_s": sharded_synth_s,
+                                         "stored_bytes": stored_bytes(sharded), **sharded_info}
+
+        page_cache = "as found (--no-warm): the first loader may read from disk"
+        if not args.no_warm:
+            nbytes, seconds = 0, 0.0
+            for s in stores:
+                b, t = warm_page_cache(s)
+                nbytes, seconds = nbytes + b, seconds + t
+            page_cache = (f"warm: every file of the store{'s' if len(stores) > 1 else ''} ({nbytes / 1e6:.0f} MB) "
+                          f"was read once before the first tool ran ({seconds:.1f} s); caches cannot be dropped "
+                          "without root")
+        meta["page_cache"] = page_cache
         m = meta["machine"]
         in_flight = w.workers * w.prefetch_factor * w.batch_size * w.sample_bytes
         print(f"store {store}: zarr v{w.zarr_format}, {w.num_time} steps, {w.num_lat} x {w.num_lon}, "
-              f"{stored / 1e6:.0f} MB stored; {w.num_channels} channels, {w.sample_bytes / 1e6:.1f} MB per "
-              f"sample (input + target); batch {w.batch_size}, {w.batches} measured batches x {w.epochs} "
-              f"epochs (+ 1 start-up batch)")
+              f"{meta['store']['stored_bytes'] / 1e6:.0f} MB stored; {w.num_channels} channels, "
+              f"{w.sample_bytes / 1e6:.1f} MB per sample (input + target); batch {w.batch_size}, {w.batches} "
+              f"measured batches x {w.epochs} epochs (+ 1 start-up batch)")
+        if "sharded" in runs:
+            print(f"sharded store {meta['sharded_store']['path']}: "
+                  f"{meta['sharded_store']['stored_bytes'] / 1e6:.0f} MB stored; the same batches")
+        if "whole" in runs:
+            print(f"whole-array read: '{args.whole_variable}' {tuple(meta['whole']['shape'])}, "
+                  f"{meta['whole']['decoded_bytes'] / 1e6:.0f} MB decoded per read, {args.whole_repeats} "
+                  f"measured reads after the first")
         print(f"machine: {m['cores']} cores ({m['cpu_model']}), {m['ram_bytes'] / 2**30:.0f} GiB RAM")
         print(f"page cache: {page_cache}")
-        if "xbatcher" in loaders and w.workers and m["dev_shm_bytes"] and m["dev_shm_bytes"] < 2 * in_flight:
+        if ("xbatcher" in loaders and "batches" in runs and w.workers and m["dev_shm_bytes"]
+                and m["dev_shm_bytes"] < 2 * in_flight):
             print(f"warning: /dev/shm holds {m['dev_shm_bytes'] / 1e6:.0f} MB; the DataLoader keeps up to "
                   f"{in_flight / 1e6:.0f} MB of batches there", file=sys.stderr)
 
         meta["load_average_before"] = os.getloadavg()
+        unavailable = {name: loader_unavailable(name) for name in loaders}
         results: dict = {}
-        for name in loaders:
-            reason = loader_unavailable(name)
-            if reason:
-                print(f"{name}: not available ({reason})")
-                results[name] = {"available": False, "reason": reason}
-                continue
-            print(f"{name}: running ...", file=sys.stderr, flush=True)
-            results[name] = run_child(name, w, tmp_dir, args.timeout)
-        # Other processes on the machine take cores from the loaders: say how busy it was.
+        for kind, wk in runs.items():
+            results[kind] = {}
+            for name in (n for n in loaders if n in WORKLOAD_TOOLS[kind]):
+                if unavailable[name]:
+                    print(f"{kind} {name}: not available ({unavailable[name]})")
+                    results[kind][name] = {"available": False, "reason": unavailable[name]}
+                    continue
+                print(f"{kind} {name}: running ...", file=sys.stderr, flush=True)
+                results[kind][name] = run_child(name, wk, tmp_dir, args.timeout)
+        # Other processes on the machine take cores from the tools: say how busy it was.
         meta["load_average_after"] = os.getloadavg()
         print()
         print_table(results)
@@ -862,8 +1119,8 @@ def main() -> int:
               f"after: {', '.join(f'{x:.1f}' for x in meta['load_average_after'])}")
         if args.json:
             Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
-    failed = [n for n, r in results.items()
-              if r.get("available") and ("error" in r or not r["first_batch"]["ok"])]
+    failed = [(kind, n) for kind, rows in results.items() for n, r in rows.items()
+              if r.get("available") and ("error" in r or not r["check"]["ok"])]
     return 1 if failed else 0
 
 

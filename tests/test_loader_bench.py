@@ -1,9 +1,10 @@
-"""The loader benchmark (bench/loader_bench.py) runs end to end on tiny stores, so it cannot rot.
+"""The peer benchmark (bench/loader_bench.py) runs end to end on tiny stores, so it cannot rot.
 
-Asserts what the harness writes (fields, checks, batch counts), never a timing. Stores: one written
-by `zarrstream synth`, one written by xarray (zarr-python, Zarr v2) with other variable names and
-levels. Also checks that the harness's first-batch check catches a wrong batch and that its memory
-sampler sums a whole process tree.
+Asserts what the harness writes (fields, checks, batch counts, every row of every workload), never a
+timing. Stores: one written by `zarrstream synth` with its v3-sharded twin (all three workloads,
+every tool), one written by xarray (zarr-python, Zarr v2) with other variable names and levels.
+Also checks that the harness's first-batch and whole-array checks catch a wrong read and that its
+memory sampler sums a whole process tree.
 """
 
 from __future__ import annotations
@@ -68,23 +69,41 @@ def check_measured(result: dict, *, batches: int, batch_size: int, processes: in
     assert result["peak_rss_bytes"] >= result["rss_after_import_bytes"] > 50 << 20
     assert result["peak_pss_bytes"] > 0
     assert result["peak_processes"] >= processes
-    first = result["first_batch"]
+    first = result["check"]
     assert first["ok"] is True, first["detail"]
     assert len(first["origins"]) == batch_size
     assert isinstance(result["config"], dict)
 
 
+WHOLE_FIELDS = ("import_s", "startup_s", "array_bytes", "measured_reads", "elapsed_s", "gb_per_s", "read_mean_ms",
+                "read_max_ms", "cpu_cores_busy", "rss_after_import_bytes", "peak_rss_bytes", "peak_pss_bytes")
+
+
+def check_whole(result: dict, *, reads: int, nbytes: int) -> None:
+    assert result["available"] is True
+    assert "error" not in result, result.get("error")
+    for field in WHOLE_FIELDS:
+        assert isinstance(result[field], (int, float)), f"{field}: {result.get(field)!r}"
+    assert result["measured_reads"] == reads and result["array_bytes"] == nbytes
+    assert result["gb_per_s"] > 0 and result["read_mean_ms"] <= result["read_max_ms"]
+    assert "samples_per_s" not in result
+    assert result["check"] == {"ok": True, "detail": "equal to zarr-python's read"}
+
+
 @pytest.mark.slow
-def test_synth_store_all_loaders(tmp_path):
+def test_synth_store_every_workload_and_tool(tmp_path):
     out = tmp_path / "bench.json"
     store = tmp_path / "small.zarr"
-    proc = run_bench("--preset", "era5-small", "--steps", 8, "--store", store, "--batch-size", 2,
+    sharded = tmp_path / "small-sharded.zarr"
+    proc = run_bench("--preset", "era5-small", "--steps", 8, "--store", store, "--sharded-store", sharded,
+                     "--workloads", "batches,whole,sharded", "--whole-repeats", 2, "--batch-size", 2,
                      "--batches", 2, "--epochs", 2, "--workers", 1, "--json", out)
     doc = json.loads(out.read_text())
     meta = doc["meta"]
     assert meta["machine"]["cores"] >= 1 and meta["machine"]["ram_bytes"] > 0
     assert meta["command"].startswith("python bench/loader_bench.py")
     assert meta["page_cache"].startswith("warm:")
+    assert meta["versions"]["zarrs"] and meta["versions"]["tensorstore"] and meta["versions"]["zarr"]
     assert meta["store"]["preset"] == "era5-small" and meta["store"]["layout"] == "v3-zstd"
     assert meta["store"]["num_time"] == 8 and meta["store"]["zarr_format"] == 3
     # 2m_temperature, 10m_u_component_of_wind, and temperature, geopotential, specific_humidity at 13
@@ -94,21 +113,43 @@ def test_synth_store_all_loaders(tmp_path):
     assert workload["channels"] == 41 and workload["samples_per_epoch"] == 7
     assert workload["sample_bytes"] == 2 * 41 * 32 * 64 * 4
     assert workload["measured_batches_per_epoch"] == 2 and workload["epochs"] == 2
+    assert meta["workloads"] == ["batches", "whole", "sharded"]
+    # The sharded twin was synthesized beside the store: same variables and steps.
+    assert meta["sharded_store"]["path"] == str(sharded) and meta["sharded_store"]["channels"] == [1, 1, 13, 13, 13]
+    assert zarrstream.open_array(str(sharded / "temperature")).shard_shape is not None
+    whole_bytes = 8 * 13 * 32 * 64 * 4
+    assert meta["whole"] == {"variable": "temperature", "shape": [8, 13, 32, 64], "chunks": [1, 13, 32, 64],
+                             "decoded_bytes": whole_bytes, "repeats": 2}
 
     results = doc["results"]
-    assert list(results) == ["xbatcher", "tensorstore", "zarr-python", "zarrstream", "zarrstream-block"]
+    assert list(results) == ["batches", "whole", "sharded"]
+    batches = results["batches"]
+    assert list(batches) == ["xbatcher", "tensorstore", "zarr-python", "zarrs", "zarrstream", "zarrstream-block"]
     # xbatcher: the child and its one DataLoader worker.
-    check_measured(results["xbatcher"], batches=4, batch_size=2, processes=2)
-    assert results["xbatcher"]["config"]["num_workers"] == 1
-    assert results["xbatcher"]["config"]["prefetch_factor"] == 3
-    check_measured(results["tensorstore"], batches=4, batch_size=2, processes=1)
-    check_measured(results["zarr-python"], batches=4, batch_size=2, processes=1)
-    for name, shuffle in (("zarrstream", "exact"), ("zarrstream-block", "block")):
-        check_measured(results[name], batches=4, batch_size=2, processes=1)
-        assert results[name]["config"]["shuffle"] == shuffle
-        # The loader's own account of what it delivered: the start-up batch and the measured ones.
-        assert results[name]["loader_stats"]["samples"] == 1 * 2 + 4 * 2
-    assert "| xbatcher |" in proc.stdout and "| tensorstore |" in proc.stdout
+    check_measured(batches["xbatcher"], batches=4, batch_size=2, processes=2)
+    assert batches["xbatcher"]["config"]["num_workers"] == 1
+    assert batches["xbatcher"]["config"]["prefetch_factor"] == 3
+    assert results["sharded"].keys() == batches.keys() - {"xbatcher"}
+    for rows in (batches, results["sharded"]):
+        for name in ("tensorstore", "zarr-python", "zarrs"):
+            check_measured(rows[name], batches=4, batch_size=2, processes=1)
+        assert rows["zarrs"]["config"]["codec_pipeline"] == "zarrs.ZarrsCodecPipeline"
+        for name, shuffle in (("zarrstream", "exact"), ("zarrstream-block", "block")):
+            check_measured(rows[name], batches=4, batch_size=2, processes=1)
+            assert rows[name]["config"]["shuffle"] == shuffle
+            # The loader's own account of what it delivered: the start-up batch and the measured ones.
+            assert rows[name]["loader_stats"]["samples"] == 1 * 2 + 4 * 2
+    assert list(results["whole"]) == ["tensorstore", "zarr-python", "zarrs", "zarrstream"]
+    for name, r in results["whole"].items():
+        check_whole(r, reads=2, nbytes=whole_bytes)
+        assert r["config"]["variable"] == "temperature"
+    # One table: a row per workload and tool, each with its ratio to zarrstream's in that workload.
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| ")]
+    header, rows = [c.strip() for c in rows[0]], [[c.strip() for c in r] for r in rows[1:]]
+    assert header[:2] == ["workload", "tool"] and header[-1] == "vs zarrstream"
+    assert [(r[0], r[1]) for r in rows] == [(k, n) for k, v in results.items() for n in v]
+    assert all(r[-2] == "ok" for r in rows)
+    assert [r[-1] for r in rows if r[1] == "zarrstream"] == ["1.00x"] * 3
 
 
 def write_xarray_store(path: Path) -> None:
@@ -140,17 +181,32 @@ def test_xarray_written_v2_store_without_workers(tmp_path):
     out = tmp_path / "bench.json"
     # 6 samples (targets at t + 1) make 3 batches of 2; --workers 0 is the demo's first experiment
     # (no worker processes, no prefetch).
-    run_bench("--store", store, "--variables", "t2m,z", "--loaders", "xbatcher,tensorstore", "--batch-size", 2,
-              "--epochs", 3, "--workers", 0, "--no-warm", "--json", out)
+    run_bench("--store", store, "--variables", "t2m,z", "--loaders", "xbatcher,tensorstore,zarrs", "--batch-size", 2,
+              "--epochs", 3, "--workers", 0, "--no-warm", "--workloads", "batches,whole", "--whole-variable", "z",
+              "--whole-repeats", 1, "--json", out)
     doc = json.loads(out.read_text())
     assert doc["meta"]["store"]["zarr_format"] == 2 and doc["meta"]["store"]["channels"] == [1, 3]
     assert doc["meta"]["page_cache"].startswith("as found")
-    results = doc["results"]
-    assert list(results) == ["xbatcher", "tensorstore"]
+    results = doc["results"]["batches"]
+    assert list(results) == ["xbatcher", "tensorstore", "zarrs"]
     # Default --batches: every full batch of an epoch but the start-up batch.
     check_measured(results["xbatcher"], batches=2 * 3, batch_size=2, processes=1)
     assert results["xbatcher"]["config"]["persistent_workers"] is False
     check_measured(results["tensorstore"], batches=2 * 3, batch_size=2, processes=1)
+    check_measured(results["zarrs"], batches=2 * 3, batch_size=2, processes=1)
+    # Zarr v2, with the NaN in z.
+    whole = doc["results"]["whole"]
+    assert list(whole) == ["tensorstore", "zarrs"]
+    for r in whole.values():
+        check_whole(r, reads=1, nbytes=7 * 3 * 9 * 12 * 4)
+
+
+def test_sharded_workload_needs_a_sharded_store(tmp_path):
+    store = tmp_path / "xr.zarr"
+    write_xarray_store(store)
+    proc = subprocess.run([sys.executable, str(BENCH), "--store", str(store), "--variables", "t2m,z",
+                           "--workloads", "sharded"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--sharded-store" in proc.stderr
 
 
 def test_first_batch_check_catches_a_wrong_batch(tmp_path):
@@ -184,6 +240,32 @@ def test_first_batch_check_catches_a_wrong_batch(tmp_path):
 
     np.savez(npz, input=inp.astype(np.float64), target=tgt, origins=origins)
     assert "float64" in bench.check_first_batch(w, npz)["detail"]
+
+
+def test_whole_array_check_catches_a_wrong_read(tmp_path):
+    import zarr
+
+    bench = load_bench()
+    store = tmp_path / "xr.zarr"
+    write_xarray_store(store)
+    info = bench.describe_store(store, ["t2m", "z"])
+    w = bench.Workload(store=str(store), variables=["t2m", "z"], batch_size=2, batches=1, epochs=1, seed=0,
+                       step_time=0, workers=0, prefetch_factor=3, dask_threads=4, mp_context=None, prefetch=1,
+                       ts_cache_bytes=0, cores=1, kind="whole", whole_variable="z", whole_repeats=1, **info)
+    ref = zarr.open_array(str(store / "z"), mode="r")[...]
+    assert np.isnan(ref).sum() == 1  # the NaN must compare equal to the reference's NaN
+    npy = tmp_path / "whole.npy"
+    np.save(npy, ref)
+    assert bench.check_whole(w, npy)["ok"] is True
+
+    wrong = ref.copy()
+    wrong[5, 2, 1, 0] += 1
+    np.save(npy, wrong)
+    check = bench.check_whole(w, npy)
+    assert check["ok"] is False
+    assert check["detail"] == "1 of 324 values of time step 5 differ from zarr-python's read, first at (2, 1, 0)"
+    np.save(npy, ref[:-1])
+    assert "reference (7, 3, 9, 12)" in bench.check_whole(w, npy)["detail"]
 
 
 ALLOCATE = """
