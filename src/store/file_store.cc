@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 namespace zarrstream {
 
@@ -19,13 +21,22 @@ std::string ErrnoMessage(int err) { return std::strerror(err); }
 // Closes a file descriptor when it goes out of scope.
 class FileDescriptor {
  public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
+  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
   ~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
   }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
   int get() const { return fd_; }
+  // Closes now and reports the result: some file systems (NFS, quotas) report a full disk only
+  // when a written file is closed.
+  int Close() { return ::close(std::exchange(fd_, -1)); }
 
  private:
   int fd_;
@@ -50,6 +61,74 @@ Status PreadFully(int fd, std::byte* dst, uint64_t length, uint64_t offset,
 std::string StripTrailingSlashes(std::string s) {
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
+}
+
+// The '/'-separated segments of a validated key.
+std::vector<std::string_view> Segments(std::string_view key) {
+  std::vector<std::string_view> out;
+  for (size_t start = 0; start <= key.size();) {
+    size_t slash = key.find('/', start);
+    if (slash == std::string_view::npos) slash = key.size();
+    out.push_back(key.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return out;
+}
+
+// Where a write's walk to the parent directory of a key ended.
+enum class WalkEnd { kOpened, kMissing };
+
+// Opens the directories from the root down to the parent of `key` (a validated key), each one
+// with O_NOFOLLOW relative to the one above, so no symbolic link below the root is followed: a
+// link planted in the store (a chunk directory pointing elsewhere) cannot redirect a write or a
+// removal outside it. The root itself is the caller's path and may be a link. With `create`,
+// missing directories (the root included) are made; without, a missing one ends the walk with
+// kMissing. `dirs` receives the root and every directory opened, in order.
+Result<WalkEnd> OpenParentDirectories(const std::string& root, std::string_view key, bool create,
+                                      std::vector<FileDescriptor>* dirs) {
+  dirs->clear();
+  FileDescriptor top(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (top.get() < 0 && errno == ENOENT && create) {
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (ec) return StorageError("creating " + root + ": " + ec.message());
+    top = FileDescriptor(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  }
+  if (top.get() < 0) {
+    if (errno == ENOENT && !create) return WalkEnd::kMissing;
+    return StorageError("opening " + root + ": " + ErrnoMessage(errno));
+  }
+  dirs->push_back(std::move(top));
+  const std::vector<std::string_view> segments = Segments(key);
+  std::string path = root;
+  for (size_t i = 0; i + 1 < segments.size(); ++i) {
+    const std::string name(segments[i]);
+    path += '/';
+    path += name;
+    const int parent = dirs->back().get();
+    constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int fd = ::openat(parent, name.c_str(), kFlags);
+    if (fd < 0 && errno == ENOENT && create) {
+      if (::mkdirat(parent, name.c_str(), 0755) != 0 && errno != EEXIST) {
+        return StorageError("creating " + path + ": " + ErrnoMessage(errno));
+      }
+      fd = ::openat(parent, name.c_str(), kFlags);
+    }
+    if (fd < 0) {
+      const int err = errno;
+      struct stat st {};
+      if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        return StorageError("refusing to write " + root + "/" + std::string(key) + ": " + path +
+                            " is a symbolic link, and writes never follow links below the "
+                            "store root " +
+                            root);
+      }
+      if (err == ENOENT && !create) return WalkEnd::kMissing;
+      return StorageError("opening " + path + ": " + ErrnoMessage(err));
+    }
+    dirs->push_back(FileDescriptor(fd));
+  }
+  return WalkEnd::kOpened;
 }
 
 }  // namespace
@@ -118,8 +197,10 @@ Result<std::vector<KeyInfo>> FileStore::List(std::string_view prefix) {
   for (; it != end; it.increment(ec)) {
     if (ec) return StorageError("listing " + base.string() + ": " + ec.message());
     if (!it->is_regular_file(ec)) continue;
-    std::string rel = std::filesystem::relative(it->path(), root_, ec).generic_string();
-    if (ec) continue;
+    // Lexically: relative() would resolve a link to its target, outside the store, and the key
+    // would be the target's path ("../elsewhere") rather than the link's.
+    std::string rel = it->path().lexically_relative(root_).generic_string();
+    if (rel.empty()) continue;
     keys.push_back({std::move(rel), static_cast<uint64_t>(it->file_size(ec))});
   }
   return keys;
@@ -148,57 +229,72 @@ Result<DirectoryListing> FileStore::ListDirectory(std::string_view prefix) {
 
 Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
   ZS_RETURN_IF_ERROR(ValidateKey(key));
-  std::filesystem::path path = PathOf(key);
+  const std::string path = PathOf(key);
+  const std::string leaf(Segments(key).back());
   static std::atomic<uint64_t> counter{0};
-  std::string tmp = path.string() + ".zstmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter.fetch_add(1));
-  int raw_fd = -1;
-  // A concurrent Delete may remove the directory between its creation and the open (Delete
-  // prunes directories it empties): create it again then.
-  for (int attempt = 0; attempt < 8 && raw_fd < 0; ++attempt) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) return StorageError("creating " + path.parent_path().string() + ": " + ec.message());
-    raw_fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (raw_fd < 0 && errno != ENOENT) break;
+  const std::string tmp_name =
+      leaf + ".zstmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  const std::string tmp = path.substr(0, path.size() - leaf.size()) + tmp_name;
+  std::vector<FileDescriptor> dirs;
+  FileDescriptor fd;
+  int open_error = 0;
+  // A concurrent Delete may remove a directory between its creation and the open (Delete prunes
+  // directories it empties): walk again then.
+  for (int attempt = 0; attempt < 8 && fd.get() < 0; ++attempt) {
+    ZS_RETURN_IF_ERROR(OpenParentDirectories(root_, key, /*create=*/true, &dirs).status());
+    fd = FileDescriptor(::openat(dirs.back().get(), tmp_name.c_str(),
+                                 O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+    open_error = fd.get() < 0 ? errno : 0;
+    if (open_error != 0 && open_error != ENOENT) break;
   }
-  if (raw_fd < 0) return StorageError("creating " + tmp + ": " + ErrnoMessage(errno));
-  FileDescriptor fd(raw_fd);
+  if (fd.get() < 0) return StorageError("creating " + tmp + ": " + ErrnoMessage(open_error));
+  const int dir = dirs.back().get();
+  auto fail = [&](int err, const std::string& what) {
+    Status s = StorageError(what + ": " + ErrnoMessage(err));
+    ::unlinkat(dir, tmp_name.c_str(), 0);
+    return s;
+  };
   const std::byte* p = value.data();
   size_t left = value.size();
   while (left > 0) {
     ssize_t n = ::write(fd.get(), p, left);
     if (n < 0) {
-      if (errno == EINTR) continue;
-      Status s = StorageError("writing " + tmp + ": " + ErrnoMessage(errno));
-      ::unlink(tmp.c_str());
-      return s;
+      const int err = errno;
+      if (err == EINTR) continue;
+      return fail(err, "writing " + path + " (through " + tmp + ")");
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s =
-        StorageError("renaming " + tmp + " to " + path.string() + ": " + ErrnoMessage(errno));
-    ::unlink(tmp.c_str());
-    return s;
+  if (fd.Close() != 0) {
+    const int err = errno;
+    return fail(err, "writing " + path + " (closing " + tmp + ")");
+  }
+  // renameat replaces the final name itself, never what a link there points to.
+  if (::renameat(dir, tmp_name.c_str(), dir, leaf.c_str()) != 0) {
+    const int err = errno;
+    return fail(err, "renaming " + tmp + " to " + path);
   }
   return Status::Ok();
 }
 
 Status FileStore::Delete(std::string_view key) {
   ZS_RETURN_IF_ERROR(ValidateKey(key));
-  std::filesystem::path path = PathOf(key);
-  if (::unlink(path.c_str()) != 0) {
+  const std::string path = PathOf(key);
+  const std::vector<std::string_view> segments = Segments(key);
+  std::vector<FileDescriptor> dirs;
+  ZS_ASSIGN_OR_RETURN(WalkEnd end, OpenParentDirectories(root_, key, /*create=*/false, &dirs));
+  if (end == WalkEnd::kMissing) return Status::Ok();
+  const std::string leaf(segments.back());
+  if (::unlinkat(dirs.back().get(), leaf.c_str(), 0) != 0) {
     if (errno == ENOENT) return Status::Ok();
-    return StorageError("removing " + path.string() + ": " + ErrnoMessage(errno));
+    return StorageError("removing " + path + ": " + ErrnoMessage(errno));
   }
   // Keys have no directories: remove the ones this emptied, up to the root, as object stores
-  // would show it. rmdir fails harmlessly on a directory that is not empty.
-  std::filesystem::path dir = path.parent_path();
-  for (size_t depth = std::count(key.begin(), key.end(), '/'); depth > 0; --depth) {
-    if (::rmdir(dir.c_str()) != 0) break;
-    dir = dir.parent_path();
+  // would show it. Removing a directory that is not empty fails harmlessly.
+  for (size_t i = dirs.size() - 1; i > 0; --i) {
+    const std::string name(segments[i - 1]);
+    if (::unlinkat(dirs[i - 1].get(), name.c_str(), AT_REMOVEDIR) != 0) break;
   }
   return Status::Ok();
 }

@@ -1,6 +1,12 @@
 // FileStore: a store over a local directory. Reads are positioned reads (pread) completed inline on
-// the calling thread; Put writes a temporary file and renames it into place, so readers never see a
-// partial value.
+// the calling thread; Put writes a temporary file ("<key>.zstmp.<pid>.<n>", removed again when the
+// write fails) and renames it into place, so readers never see a partial value.
+//
+// Symbolic links: reads follow them (a dataset assembled from links reads as usual). Writes and
+// removals never do below the root: Put and Delete open each directory of the key with O_NOFOLLOW
+// relative to the one above and fail with a kStorage error naming the link, so a link planted in
+// the store cannot redirect a write outside it; a link at the key itself is replaced, not followed.
+// The root path itself may be a link.
 #pragma once
 
 #include <string>

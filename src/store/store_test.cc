@@ -145,6 +145,73 @@ INSTANTIATE_TEST_SUITE_P(
                           [](const std::string&) { return std::make_shared<MemoryStore>(); }}),
     [](const auto& param_info) { return param_info.param.name; });
 
+// Links planted below a FileStore's root: writes and removals never go through them; reads do.
+class FileStoreLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = std::filesystem::temp_directory_path() /
+            ("zarrstream_link_test_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(base_);
+    std::filesystem::create_directories(base_ / "root");
+    std::filesystem::create_directories(base_ / "outside");
+    store_ = std::make_shared<FileStore>((base_ / "root").string());
+  }
+  void TearDown() override { std::filesystem::remove_all(base_); }
+
+  std::string Contents(const std::filesystem::path& path) {
+    ByteBuffer out;
+    auto file = std::make_shared<FileStore>(path.parent_path().string());
+    EXPECT_TRUE(file->ReadInto(path.filename().string(), ByteRange::Full(), &out).ok());
+    return std::string(out.view());
+  }
+
+  std::filesystem::path base_;
+  std::shared_ptr<FileStore> store_;
+};
+
+TEST_F(FileStoreLinkTest, ALinkAtTheKeyIsReplacedNotWrittenThrough) {
+  ASSERT_TRUE(std::make_shared<FileStore>((base_ / "outside").string())
+                  ->Put("precious", Bytes("precious"))
+                  .ok());
+  std::filesystem::create_directories(base_ / "root" / "a");
+  std::filesystem::create_symlink(base_ / "outside" / "precious", base_ / "root" / "a" / "k");
+  EXPECT_EQ(store_->ReadAll("a/k")->view(), "precious");  // reads follow links
+  ASSERT_TRUE(store_->Put("a/k", Bytes("new")).ok());
+  EXPECT_FALSE(std::filesystem::is_symlink(base_ / "root" / "a" / "k"));
+  EXPECT_EQ(store_->ReadAll("a/k")->view(), "new");
+  EXPECT_EQ(Contents(base_ / "outside" / "precious"), "precious");
+}
+
+TEST_F(FileStoreLinkTest, ALinkedDirectoryRefusesWritesAndRemovals) {
+  ASSERT_TRUE(std::make_shared<FileStore>((base_ / "outside").string())
+                  ->Put("c/0", Bytes("precious"))
+                  .ok());
+  std::filesystem::create_symlink(base_ / "outside", base_ / "root" / "arr");
+  for (Status s : {store_->Put("arr/c/1", Bytes("x")), store_->Delete("arr/c/0")}) {
+    EXPECT_EQ(s.code(), ErrorCode::kStorage) << s.ToString();
+    EXPECT_NE(s.message().find((base_ / "root" / "arr").string() + " is a symbolic link"),
+              std::string::npos)
+        << s.ToString();
+  }
+  EXPECT_FALSE(std::filesystem::exists(base_ / "outside" / "c" / "1"));
+  EXPECT_EQ(Contents(base_ / "outside" / "c" / "0"), "precious");
+  // Listing names the link's keys by the link, not by where it points.
+  auto keys = store_->List("arr");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  ASSERT_EQ(keys->size(), 1u);
+  EXPECT_EQ((*keys)[0].key, "arr/c/0");
+}
+
+TEST_F(FileStoreLinkTest, TheRootItselfMayBeALink) {
+  std::filesystem::create_symlink(base_ / "outside", base_ / "linked-root");
+  FileStore linked((base_ / "linked-root").string());
+  ASSERT_TRUE(linked.Put("x/y", Bytes("ok")).ok());
+  EXPECT_EQ(Contents(base_ / "outside" / "x" / "y"), "ok");
+  ASSERT_TRUE(linked.Delete("x/y").ok());
+  EXPECT_FALSE(std::filesystem::exists(base_ / "outside" / "x"));  // emptied directory pruned
+}
+
 TEST(StoreRegistryTest, PlainPathsAndFileUrlsOpenFileStores) {
   auto a = OpenStore("/tmp/some/dir");
   ASSERT_TRUE(a.ok());
