@@ -371,3 +371,190 @@ def test_rechunk_killed_midway_resumes_to_the_same_result(tmp_path):
     # beside it, which readers ignore.
     data_files = {k: v for k, v in stored_files(dst).items() if ".zstmp." not in k}
     assert data_files == stored_files(fresh)
+
+
+def start_rechunk_and_wait_for_progress(args, state: Path):
+    """Starts `zarrstream rechunk ARGS` and returns the process once it has recorded finished
+    slabs (it must still be running: the job is large enough)."""
+    import subprocess
+    import time
+
+    from conftest import CLI
+
+    proc = subprocess.Popen([str(CLI), "rechunk", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if state.exists() and json.loads(state.read_text() or "{}").get("done"):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    return proc
+
+
+def slow_source(tmp_path: Path):
+    """A source that rechunks slowly (gzip:9 on one thread, 96 slabs)."""
+    src = tmp_path / "src.zarr"
+    nt, ny, nx = 96, 256, 512
+    arr = zarr.create_array(str(src), shape=(nt, ny, nx), dtype="float32", chunks=(1, ny, nx),
+                            dimension_names=("time", "y", "x"), compressors=[ZstdCodec(level=1)])
+    for t in range(0, nt, 8):
+        arr[t:t + 8] = field((8, ny, nx), t)
+    return src, arr
+
+
+def test_rechunk_interrupted_by_sigint_saves_progress_and_resumes_to_the_same_result(tmp_path):
+    """Ctrl-C: no new slab starts, the ones in flight finish, the progress is saved and the
+    command says so and exits with 130; the rerun finishes and equals an uninterrupted run, and
+    nothing half-written is left behind."""
+    import signal
+
+    src, arr = slow_source(tmp_path)
+    dst = tmp_path / "dst.zarr"
+    opts = ["--chunks", "time=1,y=64", "--codec", "gzip:9", "--threads", "1"]
+    state = dst / ".zarrstream-rechunk" / "part-0-of-1.json"
+    proc = start_rechunk_and_wait_for_progress([src, dst, *opts], state)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)  # a generous bound on finishing the slab in flight
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "progress saved" in err and str(dst) in err, err
+    assert "rerun the same command" in err, err
+    record = json.loads(state.read_text())
+    assert record["complete"] is False and record["done"], record
+    assert not [k for k in stored_files(dst) if ".zstmp." in k], "a temporary object was left"
+
+    resumed = rechunk(src, dst, *opts)
+    assert "already done, skipped" in resumed.stdout and "complete" in resumed.stdout
+    assert not state.exists()
+    fresh = tmp_path / "fresh.zarr"
+    rechunk(src, fresh, *opts)
+    np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[...], arr[...])
+    assert stored_files(dst) == stored_files(fresh)
+
+
+# Runs in a user and mount namespace of its own (unshare --user --map-root-user --mount): mounts a
+# small tmpfs, rechunks onto it until the disk is full, copies what is there out, makes room
+# (remount with a larger size) and reruns; reports the runs as JSON. Arguments: a JSON object.
+DISK_FULL_DRIVER = r"""
+import json, shutil, subprocess, sys
+job = json.loads(sys.argv[1])
+report = {}
+def mount(options):
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", job["mount"]],
+                          capture_output=True, text=True)
+    return proc.returncode == 0, proc.stderr.strip()
+ok, why = mount("size=" + job["small"])
+if not ok:
+    report["mount_error"] = why
+else:
+    dst = job["mount"] + "/dst.zarr"
+    def run():
+        proc = subprocess.run([job["cli"], "rechunk", job["src"], dst, *job["options"]],
+                              capture_output=True, text=True, timeout=300)
+        return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+    report["full"] = run()
+    shutil.copytree(dst, job["after_full"])
+    ok, why = mount("remount,size=" + job["large"])
+    report["remount_error"] = None if ok else why
+    report["resumed"] = run()
+    shutil.copytree(dst, job["after_resume"])
+print(json.dumps(report))
+"""
+
+
+def disk_full_source(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """16 time steps that compress to almost nothing, then 16 of random bits (~128 KB each, stored
+    as they are): a small disk fills up part way through."""
+    ny, nx = 128, 250
+    values = np.full((32, ny, nx), 7, dtype=np.int32)  # not the fill value 0: stored
+    values[16:] = np.random.default_rng(5).integers(-2**31, 2**31 - 1, (16, ny, nx), dtype=np.int32)
+    src = tmp_path / "src.zarr"
+    zarr.create_array(str(src), shape=values.shape, dtype=values.dtype, chunks=(8, ny, nx),
+                      dimension_names=("time", "y", "x"),
+                      compressors=[ZstdCodec(level=1)])[...] = values
+    return src, values
+
+
+def test_rechunk_on_a_full_disk_fails_clearly_and_resumes_to_the_same_result(tmp_path):
+    """A real ENOSPC (a 1 MiB tmpfs in a user+mount namespace) or, where namespaces are not
+    allowed, EFBIG from RLIMIT_FSIZE: the command fails naming the destination object, leaves no
+    torn or temporary object (zarr-python reads every chunk there), keeps its progress, and once
+    there is room a rerun finishes with exactly what an uninterrupted run writes."""
+    import resource
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import CLI
+
+    src, values = disk_full_source(tmp_path)
+    opts = ["--chunks", "time=1", "--codec", "zstd:1", "--threads", "1"]
+    fresh = tmp_path / "fresh.zarr"
+    rechunk(src, fresh, *opts)
+
+    unshare = shutil.which("unshare")
+    mount_dir = tmp_path / "small-disk"
+    mount_dir.mkdir()
+    job = {"cli": str(CLI), "src": str(src), "options": opts, "mount": str(mount_dir),
+           "small": "1m", "large": "64m", "after_full": str(tmp_path / "after-full.zarr"),
+           "after_resume": str(tmp_path / "after-resume.zarr")}
+    report, why_not = None, ""
+    if unshare:
+        proc = subprocess.run([unshare, "--user", "--map-root-user", "--mount", sys.executable,
+                               "-c", DISK_FULL_DRIVER, json.dumps(job)],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode == 0:
+            report = json.loads(proc.stdout)
+            if "mount_error" in report:
+                why_not, report = f"mounting a tmpfs: {report['mount_error']}", None
+        else:
+            why_not = f"unshare failed: {proc.stderr.strip()}"
+    else:
+        why_not = "no unshare command"
+
+    if report is not None:
+        full, resumed = report["full"], report["resumed"]
+        assert report["remount_error"] is None, report["remount_error"]
+        after_full, dst = Path(job["after_full"]), Path(job["after_resume"])
+        assert "No space left on device" in full["stderr"], full["stderr"]
+        dst_shown = str(mount_dir / "dst.zarr")
+    else:
+        # No namespaces here: a per-file size limit fails the first large object with EFBIG
+        # (SIGXFSZ stays ignored, as Python leaves it, so the write returns the error).
+        print(f"disk-full test: no tmpfs ({why_not}); using RLIMIT_FSIZE instead")
+        dst = tmp_path / "dst.zarr"
+        limit = 64 * 1024
+
+        def limit_file_size():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        proc = subprocess.run([str(CLI), "rechunk", str(src), str(dst), *opts],
+                              capture_output=True, text=True, timeout=300,
+                              preexec_fn=limit_file_size, restore_signals=False)
+        full = {"returncode": proc.returncode, "stderr": proc.stderr}
+        assert "File too large" in full["stderr"], full["stderr"]
+        after_full = tmp_path / "after-full.zarr"
+        shutil.copytree(dst, after_full)
+        resumed = {"returncode": 0, **vars(rechunk(src, dst, *opts))}
+        dst_shown = str(dst)
+
+    # The failure names the object it could not write, in the destination, and the slab.
+    assert full["returncode"] == 1, full
+    # Slabs of 8 steps (a source chunk each): the first two compress to nothing, the third fails.
+    assert f"writing slab (16,0,0) of the array at {dst_shown} (2 of 4)" in full["stderr"], \
+        full["stderr"]
+    assert f"{dst_shown}/c/" in full["stderr"], full["stderr"]
+    # Nothing torn: no temporary left, every stored chunk decodes to the source's values.
+    written = stored_files(after_full)
+    assert not [k for k in written if ".zstmp." in k], sorted(written)
+    chunks = sorted(int(k.split("/")[1]) for k in written if k.startswith("c/"))
+    assert 16 <= len(chunks) < 32, chunks  # the compressible half fit, the rest did not
+    out = zarr.open_array(str(after_full), mode="r")
+    for t in chunks:
+        np.testing.assert_array_equal(out[t], values[t], err_msg=f"time {t}")
+    state = json.loads((after_full / ".zarrstream-rechunk" / "part-0-of-1.json").read_text())
+    assert state["complete"] is False and state["done"], state
+
+    assert resumed["returncode"] == 0, resumed
+    assert "already done, skipped" in resumed["stdout"], resumed["stdout"]
+    assert stored_files(dst) == stored_files(fresh)

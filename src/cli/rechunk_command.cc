@@ -1,9 +1,12 @@
 #include "cli/rechunk_command.h"
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/progress_bar.h"
+#include "store/curl_transport.h"
 #include "tools/rechunk.h"
 #include "util/format.h"
 
@@ -21,6 +24,23 @@ uint64_t PeakResidentBytes() {
   }
   std::fclose(status);
   return kib * 1024;
+}
+
+// Set by SIGINT or SIGTERM: the rechunk stops starting slabs, finishes the ones in flight and
+// saves its progress. The handler is installed with SA_RESETHAND, so a second signal ends the
+// process at once (what it wrote is still consistent: objects are replaced atomically).
+std::atomic<bool> interrupt_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+
+extern "C" void RequestInterrupt(int /*signal*/) { interrupt_requested.store(true); }
+
+void InstallInterruptHandlers() {
+  struct sigaction action {};
+  action.sa_handler = RequestInterrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
 }
 
 Status ParseArgs(RechunkCommandOptions& args) {
@@ -62,12 +82,22 @@ int RunRechunk(RechunkCommandOptions& args) {
   }
   ProgressBar bar(label);
   args.job.on_progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
+  args.job.interrupt = &interrupt_requested;
+  InstallInterruptHandlers();
   const auto start = std::chrono::steady_clock::now();
   auto report = tools::Rechunk(args.job);
   bar.Finish();
   if (!report.ok()) {
     std::cerr << "zarrstream rechunk: " << report.status().ToString() << "\n";
+    if (interrupt_requested.load()) return 130;
     return 1;
+  }
+  if (report->interrupted) {
+    std::cerr << "zarrstream rechunk: interrupted; "
+              << (report->slabs_total - report->slabs_resumed - report->slabs_written)
+              << " slab(s) of " << report->slabs_total << " left to do, progress saved in "
+              << RedactUrl(args.job.dest_url) << "; rerun the same command to finish\n";
+    return 130;  // 128 + SIGINT, as shells report an interrupted command
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -83,7 +113,7 @@ int RunRechunk(RechunkCommandOptions& args) {
   }
   std::printf("\n");
   if (report->job_complete) {
-    std::printf("complete: %s\n", args.job.dest_url.c_str());
+    std::printf("complete: %s\n", RedactUrl(args.job.dest_url).c_str());
   } else {
     std::printf("this part is done; the last part to finish consolidates the metadata\n");
   }

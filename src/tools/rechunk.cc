@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "array/array_state.h"
+#include "store/curl_transport.h"
 #include "store/store_registry.h"
 #include "tools/rechunk_sources.h"
 #include "util/byte_buffer.h"
@@ -529,23 +530,31 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
   std::mutex report_mutex;
   uint64_t done_bytes = 0;
   auto last_save = std::chrono::steady_clock::now();
+  std::atomic<size_t> not_started{0};  // slabs skipped because of an interrupt
   ThreadPool* pool = arrays.empty() ? nullptr : arrays.front().state().pool.get();
   Status status = ParallelFor(
       pool, work.size(),
       [&](size_t i) -> Status {
+        if (options.interrupt != nullptr && options.interrupt->load(std::memory_order_relaxed)) {
+          not_started.fetch_add(1, std::memory_order_relaxed);
+          return Status::Ok();  // the rerun does it
+        }
         const auto [a, s] = work[i];
         const OutputPlan& plan = plans[a];
         std::vector<uint64_t> start, shape;
         SlabRegion(plan, s, &start, &shape);
         const uint64_t bytes = Product(shape) * DataTypeSize(plan.spec.dtype);
-        std::string where = "slab " + FormatIndex(start) + " of array '" + plan.source.path +
-                            "' (" + std::to_string(s) + " of " + std::to_string(plan.slab_count) +
-                            ")";
+        const std::string array = plan.source.path.empty()
+                                      ? "the array at " + RedactUrl(options.dest_url)
+                                      : "array '" + plan.source.path + "'";
+        std::string where = "slab " + FormatIndex(start) + " of " + array + " (" +
+                            std::to_string(s) + " of " + std::to_string(plan.slab_count) + ")";
         ByteBuffer buffer(bytes);
         ZS_RETURN_IF_ERROR_CTX(ReadSlab(plan, start, shape, buffer.data()), "reading " + where);
         ZS_RETURN_IF_ERROR_CTX(arrays[a].Write(start, shape, buffer.data()), "writing " + where);
         progress.MarkDone(plan.first_slab + s);
         std::lock_guard<std::mutex> lock(report_mutex);
+        ++report.slabs_written;
         report.output_bytes += bytes;
         report.source_bytes_decoded += SourceBytesTouched(plan, start, shape);
         done_bytes += bytes;
@@ -559,10 +568,19 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
         return Status::Ok();
       },
       in_flight);
-  // Save what finished even when a slab failed, so the rerun resumes after it.
-  ZS_RETURN_IF_ERROR(WriteState(*dest_store, options.part_index, options.part_count, plan_json,
-                                progress, status.ok()));
-  ZS_RETURN_IF_ERROR(status);
+  report.interrupted = not_started.load() > 0;
+  // Save what finished even when a slab failed, so the rerun resumes after it. When that fails
+  // too (a full disk fails both), the slab's error is the one to report; the record of an
+  // earlier save stays in place (records are replaced atomically), so less is skipped on rerun.
+  Status saved = WriteState(*dest_store, options.part_index, options.part_count, plan_json,
+                            progress, status.ok() && !report.interrupted);
+  if (!status.ok()) {
+    if (saved.ok()) return status;
+    return Status(status.code(), status.message() + " (saving the progress record failed too: " +
+                                     saved.message() + ")");
+  }
+  ZS_RETURN_IF_ERROR(saved);
+  if (report.interrupted) return report;
 
   // The last part to finish consolidates the metadata and removes the progress records.
   for (uint32_t p = 0; p < options.part_count; ++p) {

@@ -23,6 +23,7 @@
 // re-decoding source chunks (reported as read amplification) for memory.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -82,24 +83,33 @@ struct RechunkOptions {
   // Called after each slab with the bytes done and total for this part (decoded output bytes),
   // from worker threads, one call at a time.
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> on_progress;
+  // When not null and it becomes true (it may be set from a signal handler: it is lock-free), no
+  // further slab starts; the slabs in flight finish, the progress record is saved and Rechunk
+  // returns a report with `interrupted` set. A rerun with the same options resumes. Must outlive
+  // the Rechunk call.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 struct RechunkReport {
   size_t arrays = 0;                  // output arrays (data arrays and coordinates)
   size_t slabs_total = 0;             // this part's slabs
   size_t slabs_resumed = 0;           // found finished by an earlier run and skipped
+  size_t slabs_written = 0;           // written by this run
   uint64_t output_bytes = 0;          // decoded bytes this run wrote
   uint64_t source_bytes_decoded = 0;  // decoded source-chunk bytes this run's reads touched
   // Data in flight at most: slab buffers plus per-thread codec scratch (see the overview).
   uint64_t memory_bound_bytes = 0;
   bool job_complete = false;  // every part finished; metadata consolidated
+  bool interrupted = false;   // stopped early by RechunkOptions::interrupt; progress saved
   // Source bytes decoded per output byte (1.0 when slabs cover source chunks exactly).
   double read_amplification() const {
     return output_bytes ? static_cast<double>(source_bytes_decoded) / output_bytes : 0.0;
   }
 };
 
-// Runs this part of the rechunk job. Errors name the source or destination array and the slab.
+// Runs this part of the rechunk job. Errors name the source or destination array and the slab
+// (and the stored object, for a failed write such as a full disk); the progress of the slabs that
+// finished is saved before an error returns, so a rerun with the same options resumes after them.
 Result<RechunkReport> Rechunk(const RechunkOptions& options);
 
 }  // namespace zarrstream::tools
