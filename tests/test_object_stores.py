@@ -389,7 +389,7 @@ def test_s3_store_conformance(s3_env, monkeypatch):
         store.read("g/a/c/0/0", [("from", 0, 0)])
     store.delete("g/a/c/0/0")  # deleting a missing key succeeds
     store.delete("never/stored")
-    for bad in ("../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b"):
+    for bad in ("../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b", "a\0b"):
         with pytest.raises(zarrstream.InvalidArgumentError):
             store.put(bad, b"x")
         with pytest.raises(zarrstream.InvalidArgumentError):

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/curl_transport.h"
 #include "util/format.h"
 #include "zarrstream/loader.h"
 
@@ -303,7 +304,9 @@ int RunBench(const BenchCommandOptions& o) {
   const double step_s = o.train_step_ms / 1e3;
   const double waiting_fraction =
       batches > 1 && step_s > 0 ? wait_s / (wait_s + step_s * static_cast<double>(batches - 1)) : 0;
-  nlohmann::json report = {{"url", o.url},
+  // Reports and traces are shared: the URL without a user:password it may carry.
+  const std::string shown_url = RedactUrl(o.url);
+  nlohmann::json report = {{"url", shown_url},
                            {"batches", batches},
                            {"measured_samples", samples},
                            {"epochs", o.epochs},
@@ -349,7 +352,7 @@ int RunBench(const BenchCommandOptions& o) {
   std::printf(
       "%s: %llu batches of up to %llu samples over %llu epoch(s); rates over the %llu "
       "samples after the first batch\n",
-      o.url.c_str(), static_cast<unsigned long long>(batches),
+      shown_url.c_str(), static_cast<unsigned long long>(batches),
       static_cast<unsigned long long>(o.batch_size), static_cast<unsigned long long>(o.epochs),
       static_cast<unsigned long long>(samples));
   std::printf("  start-up (open + first batch)  %.3f s\n", startup_s);

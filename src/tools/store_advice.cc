@@ -6,6 +6,7 @@
 #include "codec/sharding_codec.h"
 #include "gpu/gpu_decoder.h"
 #include "loader/channel_spec.h"
+#include "store/curl_transport.h"
 #include "util/format.h"
 #include "zarrstream/array.h"
 #include "zarrstream/loader.h"
@@ -56,7 +57,9 @@ std::string DestinationFor(std::string_view url) {
 
 Result<nlohmann::json> StoreAdvice(std::string_view url) {
   nlohmann::json report;
-  report["url"] = std::string(url);
+  // The report is printed and shared: the URL without a user:password it may carry.
+  const std::string shown = RedactUrl(url);
+  report["url"] = shown;
   std::vector<ArrayFacts> arrays;
   uint64_t open_requests = 0;
   if (Result<Group> group = Group::Open(url); group.ok()) {
@@ -75,7 +78,7 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
     open_requests = 1;
     arrays.push_back({"", std::move(*array), std::nullopt, std::nullopt});
   } else {
-    return std::move(group).status().WithContext("doctor: opening " + std::string(url));
+    return std::move(group).status().WithContext("doctor: opening " + shown);
   }
   report["open_requests"] = open_requests;
   const bool gpu = GpuBatchesUnavailableReason().empty();
@@ -190,8 +193,7 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
                           !large_kind.arrays.empty() || (gpu && !cpu_kind.arrays.empty()) ||
                           (!levels_kind.arrays.empty() && field_bytes >= kSmallChunkBytes));
   if (needs_rechunk) {
-    std::vector<std::string> command = {"zarrstream", "rechunk", std::string(url),
-                                        DestinationFor(url)};
+    std::vector<std::string> command = {"zarrstream", "rechunk", shown, DestinationFor(shown)};
     if (gpu) {
       command.push_back("--gpu-friendly");
     } else if (field_bytes >= kSmallChunkBytes || level_name.empty()) {

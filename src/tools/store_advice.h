@@ -22,7 +22,8 @@ namespace zarrstream::tools {
 // "chunk_bytes" (decoded), "time_steps_per_chunk", "levels_per_chunk" (or null), "gpu_decodable"}],
 // "findings":
 // [{"severity" ("warning"|"info"), "array" (or null), "message"}], "rechunk_command" (null when the
-// layout already suits)}.
+// layout already suits)}. The report and errors show `url` without the user:password it may carry
+// (the suggested rechunk command too: the user adds them back).
 Result<nlohmann::json> StoreAdvice(std::string_view url);
 
 }  // namespace zarrstream::tools
