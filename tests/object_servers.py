@@ -11,7 +11,8 @@
 - :class:`FaultProxy`: an HTTP/1.1 reverse proxy (asyncio, in a thread of the test process) in
   front of either server. It counts requests, can add latency, and injects faults into the first
   attempt of each distinct request: 503, 429 with Retry-After, connection resets, stalls, slow
-  bodies and truncated bodies.
+  bodies and truncated bodies; and into every attempt for chosen paths (an object that fails for
+  good: 500 or any other fault).
 
 A missing server binary fails the test with the command that installs it: these tests must run in
 CI (``make test`` installs nginx through scripts/install-deps.sh and moto from requirements-dev.txt).
@@ -268,7 +269,7 @@ class MotoS3:
 # ---------------------------------------------------------------------------------------------
 # The fault-injecting proxy.
 
-FAULTS = ("503", "429", "reset", "stall", "slow", "truncate")
+FAULTS = ("500", "503", "429", "reset", "stall", "slow", "truncate")
 
 
 @dataclass
@@ -288,6 +289,8 @@ class FaultProxy:
     faults: the faults to inject, in rotation, into the first attempt of each distinct request
     (method, path, Range); the retry of that request passes through. Empty: no faults.
     latency: seconds added before every response (the benchmark's round trip).
+    broken: path suffix -> fault injected into every attempt of every request whose path ends
+    with it (a permanent failure of those objects), whatever `faults` says.
     """
 
     upstream_port: int
@@ -296,6 +299,7 @@ class FaultProxy:
     retry_after_seconds: int = 1
     stall_seconds: float = 30.0
     every_attempt: bool = False  # inject into every attempt, not just the first
+    broken: dict[str, str] = field(default_factory=dict)
     log: list[ProxiedRequest] = field(default_factory=list)
 
     def __post_init__(self):
@@ -312,9 +316,11 @@ class FaultProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def configure(self, faults=(), latency: float | None = None) -> None:
+    def configure(self, faults=(), latency: float | None = None,
+                  broken: dict[str, str] | None = None) -> None:
         with self._lock:
             self.faults = tuple(faults)
+            self.broken = dict(broken or {})
             if latency is not None:
                 self.latency = latency
             self._seen.clear()
@@ -352,6 +358,9 @@ class FaultProxy:
 
     def _choose_fault(self, method: str, path: str, headers: dict[str, str]) -> str | None:
         with self._lock:
+            for suffix, fault in self.broken.items():
+                if path.endswith(suffix):
+                    return fault
             if not self.faults:
                 return None
             identity = (method, path, headers.get("range", ""))
@@ -410,6 +419,11 @@ class FaultProxy:
                     self.log.append(entry)
                 if self.latency:
                     await asyncio.sleep(self.latency)
+                if entry.fault == "500":
+                    entry.status = 500
+                    self._send(client_writer, 500, [("Content-Length", "6")], b"broken")
+                    await client_writer.drain()
+                    continue
                 if entry.fault == "503":
                     entry.status = 503
                     self._send(client_writer, 503, [("Content-Length", "11")], b"unavailable")

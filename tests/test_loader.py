@@ -456,6 +456,98 @@ def test_over_http_with_transient_faults_batches_are_unchanged(era5, tmp_path):
         server.stop()
 
 
+def drain_in_thread(loader, deadline_s: float):
+    """Iterates `loader` on a thread; returns (origins of the batches it gave, the exception that
+    ended it or None). Fails when the epoch neither ends nor fails within the generous deadline."""
+    import threading
+
+    got, failure = [], []
+
+    def run():
+        try:
+            for batch in loader:
+                got.append(batch)
+        except BaseException as e:  # noqa: BLE001 (handed to the test)
+            failure.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    assert not thread.is_alive(), f"the epoch neither ended nor failed within {deadline_s} s"
+    return got, (failure[0] if failure else None)
+
+
+# The geopotential chunk of time 14..20, level 250, latitude 4..7 (as corrupt_copy breaks it).
+BROKEN_CHUNK = "geopotential/c/2/0/1/0"
+
+
+def test_over_http_a_chunk_failing_for_good_is_a_clear_error_or_a_counted_skip(era5, tmp_path,
+                                                                               monkeypatch):
+    """One chunk answers HTTP 500 to every attempt: with the default retry budget the epoch ends in
+    a StorageError naming the store, the array and the chunk; with on_error='skip' its samples are
+    counted and every other batch equals the local loader's."""
+    from object_servers import FaultProxy, Nginx
+
+    path, _ = era5
+    server = Nginx(path.parent, tmp_path / "nginx")
+    proxy = FaultProxy(server.port)
+    url = f"{proxy.url}/{path.name}"
+    try:
+        proxy.configure(broken={BROKEN_CHUNK: "500"})
+        loader = zarrstream.Loader(url, ["geopotential"], batch_size=4, shuffle="none", prefetch=1)
+        # The default policy gives up after 8 attempts (backoff up to 5 s): well inside 120 s.
+        got, error = drain_in_thread(loader, deadline_s=120)
+        assert isinstance(error, zarrstream.StorageError), repr(error)
+        message = str(error)
+        assert url in message and BROKEN_CHUNK in message and "HTTP 500" in message, message
+        assert "gave up after 8 attempts" in message, message
+        # Batches before the broken chunk's first sample (time 14) came through.
+        assert [int(t) for b in got for t in b["origin"][:, 0]] == list(range(len(got) * 4))
+        attempts = [q for q in proxy.requests() if q.path.endswith(BROKEN_CHUNK)]
+        assert len(attempts) >= 8 and all(q.status == 500 for q in attempts)
+
+        # Skipping: a short retry budget keeps the test quick (each skipped batch gives up anew).
+        monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "2")
+        monkeypatch.setenv("ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS", "10")
+        kwargs = dict(variables=["geopotential"], batch_size=4, shuffle="exact", seed=3)
+        skipping = zarrstream.Loader(url, on_error="skip", **kwargs)
+        remote, error = drain_in_thread(skipping, deadline_s=120)
+        assert error is None, repr(error)
+        local = {int(b["origin"][i, 0]): b["input"][i]
+                 for b in zarrstream.Loader(path, **kwargs) for i in range(len(b["origin"]))}
+        kept = [int(t) for b in remote for t in b["origin"][:, 0]]
+        assert sorted(kept) == [t for t in range(NT) if not 14 <= t <= 20]
+        assert skipping.stats()["skipped_samples"] == 7
+        for b in remote:
+            for i, t in enumerate(b["origin"][:, 0].tolist()):
+                assert torch.equal(b["input"][i], local[t]), f"sample at time {t}"
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+def test_over_http_a_server_gone_mid_run_is_a_clear_error_in_bounded_time(era5, tmp_path):
+    """The server stops after the loader opened the dataset: the next reads are refused, retried
+    with the default policy, and the epoch ends in a StorageError naming the store, the array and
+    the chunk rather than hanging."""
+    from object_servers import FaultProxy, Nginx
+
+    path, _ = era5
+    server = Nginx(path.parent, tmp_path / "nginx")
+    proxy = FaultProxy(server.port)
+    url = f"{proxy.url}/{path.name}"
+    try:
+        loader = zarrstream.Loader(url, ["2m_temperature"], batch_size=4, shuffle="none")
+    finally:
+        proxy.stop()  # nothing listens on its port any more
+        server.stop()
+    got, error = drain_in_thread(loader, deadline_s=120)
+    assert got == [] and isinstance(error, zarrstream.StorageError), repr(error)
+    message = str(error)
+    assert f"{url}/2m_temperature/c/" in message and "2m_temperature" in message, message
+    assert "gave up after 8 attempts" in message and "connect" in message.lower(), message
+
+
 @pytest.mark.parametrize("layout", ["v3-sharded", "wb2"])
 def test_synth_layouts_match_zarr_python(tmp_path, layout):
     """Sharded (inner chunks read from shards) and Zarr v2 blosc stores as `zarrstream synth`
