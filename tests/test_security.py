@@ -207,6 +207,18 @@ def test_credentials_never_appear_in_errors_reports_or_traces(tmp_path, secret_e
         assert_no_credentials(bench_json.read_text(), "bench --json")
         assert shown in bench.stdout
 
+        # The Python API: what arrays, groups and a loader show, record and checkpoint.
+        group = zarrstream.open_group(url)
+        assert group.url == shown
+        name = next(iter(group))
+        loader = zarrstream.Loader(url, batch_size=2)
+        batch = next(iter(loader))
+        assert_no_credentials(" ".join([repr(group), repr(group[name]), group[name].url,
+                                        repr(loader), json.dumps(loader.stats(), default=str),
+                                        json.dumps(loader.timeline(), default=str),
+                                        json.dumps(loader.state_dict(), default=str),
+                                        repr(sorted(batch))]), "the Python API")
+
         # Errors: a missing dataset over HTTP with a password, from every command and the API;
         # an S3 store nobody answers, signed with the environment's keys and session token.
         missing = f"{base}/missing.zarr"
