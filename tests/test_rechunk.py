@@ -475,11 +475,13 @@ def disk_full_source(tmp_path: Path) -> tuple[Path, np.ndarray]:
     return src, values
 
 
-def test_rechunk_on_a_full_disk_fails_clearly_and_resumes_to_the_same_result(tmp_path):
+@pytest.mark.parametrize("steps_per_object", [1, 4], ids=["chunks", "shards"])
+def test_rechunk_on_a_full_disk_fails_clearly_and_resumes_to_the_same_result(tmp_path,
+                                                                            steps_per_object):
     """A real ENOSPC (a 1 MiB tmpfs in a user+mount namespace) or, where namespaces are not
     allowed, EFBIG from RLIMIT_FSIZE: the command fails naming the destination object, leaves no
-    torn or temporary object (zarr-python reads every chunk there), keeps its progress, and once
-    there is room a rerun finishes with exactly what an uninterrupted run writes."""
+    torn or temporary object (zarr-python reads every chunk or shard there), keeps its progress,
+    and once there is room a rerun finishes with exactly what an uninterrupted run writes."""
     import resource
     import shutil
     import subprocess
@@ -489,6 +491,8 @@ def test_rechunk_on_a_full_disk_fails_clearly_and_resumes_to_the_same_result(tmp
 
     src, values = disk_full_source(tmp_path)
     opts = ["--chunks", "time=1", "--codec", "zstd:1", "--threads", "1"]
+    if steps_per_object > 1:
+        opts += ["--shard", f"time={steps_per_object}"]
     fresh = tmp_path / "fresh.zarr"
     rechunk(src, fresh, *opts)
 
@@ -547,11 +551,13 @@ def test_rechunk_on_a_full_disk_fails_clearly_and_resumes_to_the_same_result(tmp
     # Nothing torn: no temporary left, every stored chunk decodes to the source's values.
     written = stored_files(after_full)
     assert not [k for k in written if ".zstmp." in k], sorted(written)
-    chunks = sorted(int(k.split("/")[1]) for k in written if k.startswith("c/"))
-    assert 16 <= len(chunks) < 32, chunks  # the compressible half fit, the rest did not
+    objects = sorted(int(k.split("/")[1]) for k in written if k.startswith("c/"))
+    half = 16 // steps_per_object
+    assert half <= len(objects) < 2 * half, objects  # the compressible half fit, not the rest
     out = zarr.open_array(str(after_full), mode="r")
-    for t in chunks:
-        np.testing.assert_array_equal(out[t], values[t], err_msg=f"time {t}")
+    for k in objects:
+        steps = slice(k * steps_per_object, (k + 1) * steps_per_object)
+        np.testing.assert_array_equal(out[steps], values[steps], err_msg=f"object c/{k}/0/0")
     state = json.loads((after_full / ".zarrstream-rechunk" / "part-0-of-1.json").read_text())
     assert state["complete"] is False and state["done"], state
 
