@@ -82,8 +82,9 @@ enum class WalkEnd { kOpened, kMissing };
 // with O_NOFOLLOW relative to the one above, so no symbolic link below the root is followed: a
 // link planted in the store (a chunk directory pointing elsewhere) cannot redirect a write or a
 // removal outside it. The root itself is the caller's path and may be a link. With `create`,
-// missing directories (the root included) are made; without, a missing one ends the walk with
-// kMissing. `dirs` receives the root and every directory opened, in order.
+// missing directories (the root included) are made, and kMissing means one was removed again
+// meanwhile (walk again); without, a missing one ends the walk with kMissing. `dirs` receives the
+// root and every directory opened, in order.
 Result<WalkEnd> OpenParentDirectories(const std::string& root, std::string_view key, bool create,
                                       std::vector<FileDescriptor>* dirs) {
   dirs->clear();
@@ -95,7 +96,7 @@ Result<WalkEnd> OpenParentDirectories(const std::string& root, std::string_view 
     top = FileDescriptor(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
   if (top.get() < 0) {
-    if (errno == ENOENT && !create) return WalkEnd::kMissing;
+    if (errno == ENOENT) return WalkEnd::kMissing;
     return StorageError("opening " + root + ": " + ErrnoMessage(errno));
   }
   dirs->push_back(std::move(top));
@@ -110,6 +111,8 @@ Result<WalkEnd> OpenParentDirectories(const std::string& root, std::string_view 
     int fd = ::openat(parent, name.c_str(), kFlags);
     if (fd < 0 && errno == ENOENT && create) {
       if (::mkdirat(parent, name.c_str(), 0755) != 0 && errno != EEXIST) {
+        // The parent was removed under us (a concurrent Delete prunes emptied directories).
+        if (errno == ENOENT) return WalkEnd::kMissing;
         return StorageError("creating " + path + ": " + ErrnoMessage(errno));
       }
       fd = ::openat(parent, name.c_str(), kFlags);
@@ -123,7 +126,7 @@ Result<WalkEnd> OpenParentDirectories(const std::string& root, std::string_view 
                             "store root " +
                             root);
       }
-      if (err == ENOENT && !create) return WalkEnd::kMissing;
+      if (err == ENOENT) return WalkEnd::kMissing;  // with `create`: removed since made
       return StorageError("opening " + path + ": " + ErrnoMessage(err));
     }
     dirs->push_back(FileDescriptor(fd));
@@ -241,7 +244,11 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
   // A concurrent Delete may remove a directory between its creation and the open (Delete prunes
   // directories it empties): walk again then.
   for (int attempt = 0; attempt < 8 && fd.get() < 0; ++attempt) {
-    ZS_RETURN_IF_ERROR(OpenParentDirectories(root_, key, /*create=*/true, &dirs).status());
+    ZS_ASSIGN_OR_RETURN(WalkEnd end, OpenParentDirectories(root_, key, /*create=*/true, &dirs));
+    if (end == WalkEnd::kMissing) {
+      open_error = ENOENT;
+      continue;
+    }
     fd = FileDescriptor(::openat(dirs.back().get(), tmp_name.c_str(),
                                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
     open_error = fd.get() < 0 ? errno : 0;

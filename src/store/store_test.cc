@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "store/file_store.h"
 #include "store/memory_store.h"
@@ -145,8 +148,9 @@ INSTANTIATE_TEST_SUITE_P(
                           [](const std::string&) { return std::make_shared<MemoryStore>(); }}),
     [](const auto& param_info) { return param_info.param.name; });
 
-// Links planted below a FileStore's root: writes and removals never go through them; reads do.
-class FileStoreLinkTest : public ::testing::Test {
+// FileStore beyond the conformance suite: links planted below the root (writes and removals never
+// go through them; reads do) and writers racing removals that prune directories.
+class FileStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     base_ = std::filesystem::temp_directory_path() /
@@ -170,7 +174,7 @@ class FileStoreLinkTest : public ::testing::Test {
   std::shared_ptr<FileStore> store_;
 };
 
-TEST_F(FileStoreLinkTest, ALinkAtTheKeyIsReplacedNotWrittenThrough) {
+TEST_F(FileStoreTest, ALinkAtTheKeyIsReplacedNotWrittenThrough) {
   ASSERT_TRUE(std::make_shared<FileStore>((base_ / "outside").string())
                   ->Put("precious", Bytes("precious"))
                   .ok());
@@ -183,7 +187,7 @@ TEST_F(FileStoreLinkTest, ALinkAtTheKeyIsReplacedNotWrittenThrough) {
   EXPECT_EQ(Contents(base_ / "outside" / "precious"), "precious");
 }
 
-TEST_F(FileStoreLinkTest, ALinkedDirectoryRefusesWritesAndRemovals) {
+TEST_F(FileStoreTest, ALinkedDirectoryRefusesWritesAndRemovals) {
   ASSERT_TRUE(std::make_shared<FileStore>((base_ / "outside").string())
                   ->Put("c/0", Bytes("precious"))
                   .ok());
@@ -203,13 +207,37 @@ TEST_F(FileStoreLinkTest, ALinkedDirectoryRefusesWritesAndRemovals) {
   EXPECT_EQ((*keys)[0].key, "arr/c/0");
 }
 
-TEST_F(FileStoreLinkTest, TheRootItselfMayBeALink) {
+TEST_F(FileStoreTest, TheRootItselfMayBeALink) {
   std::filesystem::create_symlink(base_ / "outside", base_ / "linked-root");
   FileStore linked((base_ / "linked-root").string());
   ASSERT_TRUE(linked.Put("x/y", Bytes("ok")).ok());
   EXPECT_EQ(Contents(base_ / "outside" / "x" / "y"), "ok");
   ASSERT_TRUE(linked.Delete("x/y").ok());
   EXPECT_FALSE(std::filesystem::exists(base_ / "outside" / "x"));  // emptied directory pruned
+}
+
+TEST_F(FileStoreTest, PutsRacingDeletesThatPruneTheirDirectoryAllSucceed) {
+  // Each Delete removes the directories it empties, the ones the other threads are writing into.
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string key = "a/b/c/k" + std::to_string(t);
+      for (int i = 0; i < 300; ++i) {
+        if (Status s = store_->Put(key, Bytes("v")); !s.ok()) {
+          ADD_FAILURE() << s.ToString();
+          ++failures;
+        }
+        if (Status s = store_->Delete(key); !s.ok()) {
+          ADD_FAILURE() << s.ToString();
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_FALSE(std::filesystem::exists(base_ / "root" / "a"));
 }
 
 TEST(StoreRegistryTest, PlainPathsAndFileUrlsOpenFileStores) {
