@@ -29,7 +29,9 @@ pinned copy) and ``zarr-python`` (zarr 3's async reads per step, then a copy). L
     python3 bench/gpu_bench.py --cold --tools disk,zarrstream-gpu,tensorstore
 
 Needs an NVIDIA GPU, torch with CUDA; tensorstore and zarr rows are skipped (with the reason) when
-those are not installed.
+those are not installed. ``dali``: NVIDIA DALI's external_source fed by zarr-python reads, the NCAR
+hackathon's configuration (run_dali); skipped, with the reason, without DALI (PyPI:
+nvidia-dali-cuda130, a 199 MB wheel).
 """
 
 from __future__ import annotations
@@ -272,6 +274,53 @@ def run_zarr_python(store: Path, variables, args, torch, origins) -> dict:
                  torch, before=(lambda: evict(store)) if args.cold else None)
 
 
+def run_dali(store: Path, variables, args, torch, origins) -> dict:
+    """NVIDIA DALI fed by zarr-python, as the NCAR/NOAA hackathon built it (2025,
+    pangeo-data/ncar-hackathon-xarray-on-gpus: era5_dataloader.py's SeqZarrSource and pipeline, and
+    the xarray.dev write-up's ExternalSource example): a Pipeline(batch_size=B, num_threads=2,
+    prefetch_queue_depth=2, device_id=0) whose fn.external_source(device="gpu", batch=True) calls
+    back for each batch; the callback reads each variable's steps of the batch with one zarr-python
+    orthogonal read (decoding on the CPU; the hackathon's GPU-buffer variant needs CuPy) and stacks
+    them into [B, C, lat, lon]; DALI copies it to the GPU and DALIGenericIterator hands it to torch.
+    Under --cold the batches DALI prefetched during the warm-up batch were read before the eviction."""
+    import zarr
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    group = zarr.open_group(str(store), mode="r")
+    arrays = {v: group[v] for v in variables}
+    channels = channel_reads(store, variables)
+    ny, nx = arrays[variables[0]].shape[-2:]
+    # DALI copies what the callback returns (no_copy=False), so one host buffer serves every batch.
+    host = np.empty((args.batch, len(channels), ny, nx), dtype=np.float32)
+    first = {v: [c for c, (name, _) in enumerate(channels) if name == v][0] for v in variables}
+    total = args.batches + 1  # the warm-up batch and the timed ones
+
+    def source(i: int) -> np.ndarray:
+        if i >= total:
+            raise StopIteration
+        steps = np.asarray(origins[i % len(origins)], dtype=np.int64)
+        for v in variables:
+            values = arrays[v].oindex[steps]
+            n = values.shape[1] if values.ndim == 4 else 1
+            host[:, first[v]:first[v] + n] = values.reshape(len(steps), n, ny, nx)
+        return host
+
+    @pipeline_def(batch_size=args.batch, num_threads=2, prefetch_queue_depth=2, device_id=0)
+    def pipeline():
+        return fn.external_source(source=source, batch=True, device="gpu", dtype=types.FLOAT)
+
+    pipe = pipeline()
+    pipe.build()
+    batches = iter(DALIGenericIterator([pipe], ["input"]))
+    holder = {}
+
+    def one(_: int) -> None:
+        holder["last"] = next(batches)[0]["input"]  # held until the next: as a training step would
+
+    return timed(one, args.batches, host.nbytes, torch, before=(lambda: evict(store)) if args.cold else None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "zarrstream-gpu-bench")
@@ -281,7 +330,7 @@ def main() -> None:
     parser.add_argument("--prefetch", type=int, default=3)
     parser.add_argument("--wave-gb", type=float, default=1.0, help="Loader(gpu_wave_bytes) in GiB")
     parser.add_argument("--layouts", default="v3-zstd,wb2")
-    parser.add_argument("--tools", default="zarrstream-gpu,zarrstream-cpu,tensorstore,zarr-python")
+    parser.add_argument("--tools", default="zarrstream-gpu,zarrstream-cpu,tensorstore,zarr-python,dali")
     parser.add_argument("--quick", action="store_true", help="8 steps, batch 4, 4 batches, v3-zstd")
     parser.add_argument("--cold", action="store_true",
                         help="from the disk: the page cache dropped before each tool, one epoch")
@@ -328,6 +377,8 @@ def main() -> None:
                     row = run_tensorstore(store, variables, args, torch, origins)
                 elif tool == "zarr-python":
                     row = run_zarr_python(store, variables, args, torch, origins)
+                elif tool == "dali":
+                    row = run_dali(store, variables, args, torch, origins)
                 else:
                     raise ValueError(f"unknown tool {tool}")
             except ImportError as e:
