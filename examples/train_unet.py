@@ -296,9 +296,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     at = (epoch, first_batch)
 
     log: dict[str, Any] = {"rank": rank, "world_size": world, "device": str(device), "channels": len(source.channels),
-                           "loader": "synthetic" if args.synthetic else args.loader,
-                           "stream_priority": args.stream_priority if device.type == "cuda" else None,
-                           "steps": [], "origins": []}
+                           "loader": "synthetic" if args.synthetic else args.loader, "steps": [], "origins": []}
     waits: list[float] = []
     step_times: list[float] = []
     samples = 0
@@ -306,13 +304,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter()
     killed = False
     stop = bool(args.steps) and global_step >= args.steps
-    if device.type == "cuda" and args.stream_priority == "high":
-        # The model's kernels and the loader's decoding share the GPU. On a high-priority stream
-        # the model's blocks are scheduled ahead of the loader's (which runs at the default, lowest
-        # priority) whenever both wait for SMs, so decoding fills the gaps the model leaves.
-        stream = torch.cuda.Stream(device, priority=-100)  # clamped to the device's highest
-        stream.wait_stream(torch.cuda.current_stream())  # the model and optimiser are ready
-        torch.cuda.set_stream(stream)
     while epoch < epochs and not stop:
         batches = source.epoch(epoch)
         for batch_in_epoch in range(first_batch, source.batches_per_epoch):
@@ -428,8 +419,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--loader", choices=("zarrstream", "dataloader"), default="zarrstream")
     p.add_argument("--synthetic", action="store_true", help="random batches: the training ceiling")
     p.add_argument("--shuffle", default="block", help="zarrstream's epoch order: exact, block or none")
-    p.add_argument("--stream-priority", choices=("high", "default"), default="high",
-                   help="CUDA stream priority of the training step (high: ahead of the loader's GPU decoding)")
     p.add_argument("--prefetch", type=int, default=2,
                    help="batches prepared ahead (on a GPU each takes GPU memory: 7 GB at 0.25°, batch 16, 43 channels)")
     p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="DataLoader workers")
