@@ -171,3 +171,19 @@ def test_bad_input_gets_a_clear_error(dataset, tmp_path):
     assert no_checkpoint.returncode == 2 and "--resume needs --checkpoint" in no_checkpoint.stderr
     bad_split = run_example(dataset, tmp_path, "--select", "time", check=False)
     assert bad_split.returncode == 2 and "expected DIM=START:STOP" in bad_split.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
+    """On a GPU the example trains from the loader's GPU batches; the loader's order does not
+    depend on the device, so the samples are the CPU run's."""
+    cpu = tmp_path / "cpu.json"
+    run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu)
+    gpu = tmp_path / "gpu.json"
+    proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", gpu, "--device", "cuda")
+    log = json.loads(gpu.read_text())
+    assert log["device"].startswith("cuda"), proc.stdout
+    assert log["origins"] == json.loads(cpu.read_text())["origins"]
+    assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
+    stats = log["loader_stats"]
+    assert stats["gpu_decoded_chunks"] > 0 and stats["gpu_rejected_chunks"] == 0, stats
