@@ -34,6 +34,15 @@ Needs an NVIDIA GPU, torch with CUDA; tensorstore and zarr rows are skipped (wit
 those are not installed. ``dali``: NVIDIA DALI's external_source fed by zarr-python reads, the NCAR
 hackathon's configuration (run_dali); skipped, with the reason, without DALI (PyPI:
 nvidia-dali-cuda130, a 199 MB wheel).
+
+``zarr-python-gpu``: zarr-python 3 with GPU buffers (``zarr.config.enable_gpu()``, CuPy), the same
+reads as ``zarr-python`` landing as CuPy arrays, handed to torch by DLPack. ``kvikio``: the same
+with KvikIO's ``kvikio.zarr.GDSStore`` (cuFile reads into GPU memory: GPUDirect Storage where the
+machine has it, else KvikIO's POSIX compat mode). Neither decodes on the GPU: zarr-python 3.1's
+codecs decode on the CPU (run_zarr_gpu_buffers says what crosses PCIe). Both are checked against
+the batch zarr-python reads on the CPU and skipped, with the reason, without CuPy or KvikIO
+(``scripts/offline-kit.sh --with-kvikio`` carries KvikIO). A peer that fails is an error row (the
+exception), not the end of the run; the zarrstream rows still stop it.
 """
 
 from __future__ import annotations
@@ -46,10 +55,19 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+
+TOOLS = ("disk", "zarrstream-gpu", "zarrstream-cpu", "tensorstore", "zarr-python", "dali",
+         "zarr-python-gpu", "kvikio")
+
+
+class Skip(Exception):
+    """A peer that cannot run on this machine (a package or the GPU missing): its row says why."""
 
 
 def find_cli() -> str:
@@ -329,6 +347,145 @@ def run_dali(store: Path, variables, args, torch, origins) -> dict:
     return timed(one, args.batches, host.nbytes, torch, before=(lambda: evict(store)) if args.cold else None)
 
 
+def expected_batch(store: Path, variables, steps) -> np.ndarray:
+    """The batch [steps, channels, lat, lon] as zarr-python reads it into host memory (CPU buffers,
+    whatever the configuration says): what a checked row must have put on the GPU."""
+    import zarr
+
+    channels = channel_reads(store, variables)
+    group = zarr.open_group(str(store), mode="r")
+    arrays = {v: group[v] for v in variables}
+    ny, nx = arrays[variables[0]].shape[-2:]
+    first = {v: [c for c, (name, _) in enumerate(channels) if name == v][0] for v in variables}
+    out = np.empty((len(steps), len(channels), ny, nx), dtype=np.float32)
+
+    def read(s: int, t: int, v: str) -> None:
+        values = np.asarray(arrays[v][int(t)])
+        n = values.shape[0] if values.ndim == 3 else 1
+        out[s, first[v]:first[v] + n] = values.reshape(n, ny, nx)
+
+    with zarr.config.set({"buffer": "zarr.buffer.cpu.Buffer", "ndbuffer": "zarr.buffer.cpu.NDBuffer"}):
+        with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+            list(pool.map(lambda a: read(*a), [(s, t, v) for s, t in enumerate(steps) for v in variables]))
+    return out
+
+
+def check_batch(got, want: np.ndarray) -> None:
+    """Raises (an error row) unless the GPU batch `got` (a torch tensor) equals `want`, NaN for NaN."""
+    host = got.cpu().numpy()
+    if host.shape != want.shape:
+        raise AssertionError(f"batch shape {host.shape}, expected {want.shape}")
+    if not np.array_equal(host, want, equal_nan=True):
+        differ = int(np.count_nonzero((host != want) & ~(np.isnan(host) & np.isnan(want))))
+        raise AssertionError(f"{differ} of {want.size} values differ from zarr-python's CPU read")
+
+
+def run_zarr_gpu_buffers(store: Path, variables, args, torch, origins, gds: bool) -> dict:
+    """zarr-python 3 reading into GPU memory the documented way (user guide, "Using GPUs with Zarr":
+    ``zarr.config.enable_gpu()``, which sets ``buffer``/``ndbuffer`` to ``zarr.buffer.gpu.Buffer``/
+    ``NDBuffer``; indexing then returns CuPy arrays), with the zarr-python row's reads: one read per
+    time step and variable, all of a batch in flight on one thread per core; each CuPy result goes
+    to torch by DLPack and is copied into the [B, C, lat, lon] batch on the GPU.
+
+    What that mode does in zarr 3.1.6 (its source; the user guide says as much: "Data will still
+    be read into or copied to host (CPU) memory for encoding and decoding"): the store's bytes
+    become a GPU Buffer (LocalStore reads into host memory, Buffer.from_bytes copies them to the
+    GPU: compressed bytes cross PCIe); every codec (zstd, blosc, gzip, crc32c) decodes on the CPU
+    (zarr.core.buffer.cpu.as_numpy_array_wrapper: the compressed bytes are copied back to the host,
+    numcodecs decodes, the decoded bytes are copied to the GPU again); only the bytes codec's
+    dtype view, the assembly into the output NDBuffer and the result are on the GPU. nvCOMP zstd
+    decoding (zarr.codecs.gpu.NvcompZstdCodec, needing nvCOMP's Python bindings: PyPI
+    nvidia-nvcomp-cu12, for CUDA 13 nvidia-nvcomp-cu13) is zarr-python pull request #2863, not
+    in 3.1.6. A Zarr v2 array (the ``wb2`` layout) hands its CuPy bytes to numcodecs, which
+    cannot take them: an error row, as it is for users.
+
+    gds=True is KvikIO's documented integration for zarr-python 3 (KvikIO's docs, "Zarr": open the
+    store as ``kvikio.zarr.GDSStore(root=...)`` under ``zarr.config.enable_gpu()``): a LocalStore
+    whose reads go through kvikio.CuFile.pread into a GPU buffer (GPUDirect Storage when the
+    machine has it, else KvikIO's compat mode: POSIX reads and a bounce buffer); decoding is as
+    above, so compressed bytes go to the GPU, back to the host to be decoded and up again.
+    KvikIO 26.10 has no nvCOMP codecs for zarr-python 3 (its old kvikio.zarr nvCOMP codecs were
+    for zarr-python 2). PyPI: kvikio-cu13 (0.7 MB) and libkvikio-cu13 (3.2 MB), which load
+    rapids-logger (0.3 MB), cuda-pathfinder, the cuFile library (nvidia-cufile) and CuPy for CUDA
+    13 (>= 14.0.1); a PyTorch (CUDA 13) + CuPy 14 image has all but rapids-logger, so the kvikio
+    row needs about 4 MB more, which ``scripts/offline-kit.sh --with-kvikio`` carries.
+
+    The last timed batch is checked against expected_batch (an error row if it differs)."""
+    try:
+        import cupy as cp
+    except ImportError as e:
+        raise Skip(f"not installed: cupy ({e})") from e
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            raise Skip("CuPy sees no GPU")
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        raise Skip(f"CuPy sees no GPU ({e})") from e
+    import zarr
+
+    if not hasattr(zarr.config, "enable_gpu"):
+        raise Skip(f"zarr {zarr.__version__} has no GPU buffers (zarr-python 3 has)")
+    note = f"zarr {zarr.__version__} GPU buffers (CuPy {cp.__version__}); decoded on the CPU"
+    if gds:
+        try:
+            import kvikio
+            import kvikio.defaults
+            from kvikio.zarr import GDSStore
+        except Exception as e:  # ImportError, or a library kvikio loads at import (cuFile)
+            raise Skip(f"kvikio not importable ({type(e).__name__}: {e}); the kit carries it with "
+                       "scripts/offline-kit.sh --with-kvikio") from e
+        root = GDSStore(root=str(store), read_only=True)
+        try:
+            mode = "compat mode (POSIX reads)" if kvikio.defaults.is_compat_mode_preferred() else "GDS"
+        except Exception:  # an older KvikIO
+            mode = "mode unknown"
+        note = f"kvikio {kvikio.__version__} GDSStore, cuFile {mode}; " + note
+    else:
+        root = str(store)
+
+    # LocalStore's bytes are host bytes, which zarr's GPU Buffer copies (saying so once per run).
+    warnings.filterwarnings("ignore", message="Creating a zarr.buffer.gpu.Buffer with an array that "
+                            "does not support the __cuda_array_interface__")
+    group = zarr.open_group(root, mode="r")
+    channels = channel_reads(store, variables)
+    arrays = {v: group[v] for v in variables}
+    ny, nx = arrays[variables[0]].shape[-2:]
+    first = {v: [c for c, (name, _) in enumerate(channels) if name == v][0] for v in variables}
+    dev = torch.empty((args.batch, len(channels), ny, nx), dtype=torch.float32, device="cuda")
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count())
+    last = {}
+
+    def read(s: int, t: int, v: str) -> None:
+        values = arrays[v][int(t)]
+        if not isinstance(values, cp.ndarray):
+            raise TypeError(f"zarr returned {type(values).__name__}, not a CuPy array: GPU buffers "
+                            "are not in effect")
+        n = values.shape[0] if values.ndim == 3 else 1
+        dev[s, first[v]:first[v] + n].copy_(torch.from_dlpack(values).view(n, ny, nx))
+
+    def one(i: int) -> None:
+        steps = origins[i % len(origins)]
+        list(pool.map(lambda a: read(*a), [(s, t, v) for s, t in enumerate(steps) for v in variables]))
+        torch.cuda.synchronize()
+        last["steps"] = steps
+
+    try:
+        with zarr.config.enable_gpu():
+            out = timed(one, args.batches if args.cold else max(2, args.batches // 4), dev.numel() * 4,
+                        torch, before=(lambda: evict(store)) if args.cold else None)
+        check_batch(dev, expected_batch(store, variables, last["steps"]))
+    except ValueError as e:
+        if (store / "zarr.json").exists():
+            raise
+        raise ValueError(f"Zarr v2 array: zarr {zarr.__version__} hands CuPy bytes to numcodecs, "
+                         f"which fails: {e}") from e
+    finally:
+        pool.shutdown()
+        cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+    out["status"] = note + "; last batch checked"
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "zarrstream-gpu-bench")
@@ -338,12 +495,16 @@ def main() -> None:
     parser.add_argument("--prefetch", type=int, default=3)
     parser.add_argument("--wave-gb", type=float, default=1.0, help="Loader(gpu_wave_bytes) in GiB")
     parser.add_argument("--layouts", default="v3-zstd,wb2")
-    parser.add_argument("--tools", default="zarrstream-gpu,zarrstream-cpu,tensorstore,zarr-python,dali")
+    parser.add_argument("--tools", default=",".join(t for t in TOOLS if t != "disk"),
+                        help=f"comma-separated, of: {', '.join(TOOLS)}")
     parser.add_argument("--quick", action="store_true", help="8 steps, batch 4, 4 batches, v3-zstd")
     parser.add_argument("--cold", action="store_true",
                         help="from the disk: the page cache dropped before each tool, one epoch")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    unknown = [t for t in args.tools.split(",") if t not in TOOLS]
+    if unknown:
+        parser.error(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(TOOLS)}")
     if args.quick:
         args.steps, args.batch, args.batches, args.layouts = 8, 4, 4, "v3-zstd"
     if args.cold:
@@ -387,10 +548,18 @@ def main() -> None:
                     row = run_zarr_python(store, variables, args, torch, origins)
                 elif tool == "dali":
                     row = run_dali(store, variables, args, torch, origins)
-                else:
-                    raise ValueError(f"unknown tool {tool}")
+                elif tool == "zarr-python-gpu":
+                    row = run_zarr_gpu_buffers(store, variables, args, torch, origins, gds=False)
+                elif tool == "kvikio":
+                    row = run_zarr_gpu_buffers(store, variables, args, torch, origins, gds=True)
+            except Skip as e:
+                row = {"skipped": str(e)}
             except ImportError as e:
-                row = {"skipped": f"not installed: {e.name}"}
+                row = {"skipped": f"not installed: {e.name or e}"}
+            except Exception as e:  # a peer's failure is its row; zarrstream's and the disk's end the run
+                if tool.startswith("zarrstream") or tool == "disk":
+                    raise
+                row = {"error": f"{type(e).__name__}: {e}"}
             rows[tool] = row
             torch.cuda.empty_cache()
         best = rows.get("zarrstream-gpu", {}).get("gb_per_s")
@@ -404,6 +573,11 @@ def main() -> None:
         for tool, row in rows.items():
             if "skipped" in row:
                 print(f"{tool:<16}{'-':>8}{'':>8}{'':>8}  {row['skipped']}")
+                continue
+            if "error" in row:  # its first line (the JSON has all of it)
+                message = row["error"].splitlines()[0] if row["error"] else ""
+                print(f"{tool:<16}{'error':>8}{'':>8}{'':>8}  "
+                      f"{message[:200] + ('...' if len(message) > 200 else '')}")
                 continue
             if tool == "disk":
                 print(f"{tool:<16}{'':>8}{'':>8}{'':>8}  raw read of every file, cold: "

@@ -2,7 +2,9 @@
 # Gathers what a GPU machine with no network needs to build and test zarrstream, into .deps/
 # (ignored by git; docs/gpu-machines.md). Run it on a Debian bookworm machine with apt and PyPI:
 #
-#   scripts/offline-kit.sh [PYTHON_VERSION]      # the offline machine's Python, default 3.12
+#   scripts/offline-kit.sh [--with-kvikio] [PYTHON_VERSION]
+#
+# PYTHON_VERSION is the offline machine's Python, default 3.12.
 #
 # .deps/debs/   the Debian packages of the C and C++ libraries (headers, pkg-config files, and
 #               the runtimes an Ubuntu or Debian image may lack); scripts/offline-build.sh unpacks
@@ -11,10 +13,24 @@
 # .deps/wheels/ PyPI wheels for that Python of the packages the tests and benchmarks import that
 #               CUDA/PyTorch images usually lack (zarr-python and its codecs, xbatcher and Dask,
 #               nvCOMP). Versions follow requirements-dev.txt where it pins them.
+#               With --with-kvikio also KvikIO for CUDA 13 (bench/gpu_bench.py's kvikio row):
+#               kvikio-cu13 and libkvikio-cu13 and rapids-logger, the one library they load that a
+#               PyTorch + CuPy image lacks (CuPy 14 brings cuda-pathfinder, PyTorch's CUDA 13
+#               wheels nvidia-cufile): about 4 MB more (the kit: about 50 MiB, within the 64 MiB
+#               sent with the repository to a GPU machine); left out by default, as nothing but
+#               that benchmark row needs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python_version="${1:-3.12}"
+with_kvikio=0
+python_version=3.12
+for arg in "$@"; do
+  case "$arg" in
+    --with-kvikio) with_kvikio=1 ;;
+    -*) echo "offline-kit: unknown option $arg (known: --with-kvikio)" >&2; exit 2 ;;
+    *) python_version=$arg ;;
+  esac
+done
 debs=.deps/debs
 wheels=.deps/wheels
 rm -rf "$debs" "$wheels"
@@ -49,6 +65,10 @@ requirements=(
   # The GPU codecs (nvCOMP's batched API, loaded at run time).
   nvidia-libnvcomp-cu13==6.0.0.12
 )
+if [ "$with_kvikio" = 1 ]; then
+  # kvikio.zarr.GDSStore (cuFile reads into GPU memory) for zarr-python 3.
+  requirements+=(kvikio-cu13==26.10.0 libkvikio-cu13==26.10.0 rapids-logger==0.3.0)
+fi
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
