@@ -1,16 +1,23 @@
-"""Reading a Zarr array over HTTP with added latency: zarrstream vs tensorstore vs zarr-python.
+"""Reading a Zarr array from an HTTP server with an object store's latency: zarrstream vs peers.
 
-nginx (Debian) serves a zarr-python-written store on loopback; the fault proxy of the tests
-(tests/object_servers.py) sits in front of it and delays every response by --latency-ms, standing
-in for an object store's round trip. Each reader reads the whole array once per repetition (after
-a warm-up read); reported are throughput of decoded bytes and HTTP requests per stored chunk (from
-the proxy's log). Peers: tensorstore's http kvstore, zarr-python through obstore's HTTPStore and
-through fsspec's HTTPFileSystem (aiohttp).
+nginx (Debian) serves a zarr-python-written store on loopback, one worker process per core, and
+holds every response for --latency-ms before sending it (the echo module's non-blocking
+echo_sleep: requests wait concurrently, as they do at S3 or GCS, and no proxy process sits in the
+way). Two kinds of measurement, in the same run:
 
-The proxy is Python (asyncio, one thread): on a small machine it, not the readers, may bound the
-throughput; --latency-ms 0 shows that ceiling. Run:
+- the server's saturated throughput: wrk (Debian) fetching the stored chunks round robin over
+  many keep-alive connections, nothing decoded: the most any reader could get from this server on
+  this machine (wrk shares the machine's cores with nginx, as the readers do);
+- each reader reading the whole array, once to warm up and then --repeat times, each in its own
+  child process (so one reader's thread pools and connections never serve another's).
 
-    .venv/bin/python bench/object_store_bench.py [--latency-ms 20] [--chunks 64] [--repeat 3]
+Reported per reader: stored and decoded MB/s (best repetition), the share of the server's
+saturated throughput, the ratio to zarrstream, HTTP requests per stored chunk (nginx's access
+log), and the reader's CPU seconds (user + system, all its threads) per stored GB. Peers: tensorstore's http kvstore, zarr-python 3 through obstore's HTTPStore and
+through fsspec's HTTPFileSystem (aiohttp), each with its default concurrency and, as
+"...-tuned" rows, with its concurrency limit raised to zarrstream's per-host limit.
+
+    python bench/object_store_bench.py [--latency-ms 20] [--chunks 512] [--repeat 3] [--json]
 """
 
 from __future__ import annotations
@@ -18,6 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,20 +37,28 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from object_servers import FaultProxy, Nginx  # noqa: E402
+from object_servers import Nginx  # noqa: E402
+
+TUNED_CONCURRENCY = 64  # zarrstream's default requests in flight per host
 
 
 def make_store(root: Path, chunks: int, side: int) -> Path:
+    """An ERA5-like field per time step, one zstd chunk per step (zarr-python's default codec)."""
     import zarr
 
     path = root / "bench.zarr"
     rng = np.random.default_rng(0)
-    base = np.linspace(0, 50, side * side, dtype=np.float32).reshape(side, side)
+    y, x = np.meshgrid(np.linspace(0, 3, side), np.linspace(0, 6, side), indexing="ij")
+    base = (280 + 20 * np.sin(y) * np.cos(x)).astype(np.float32)
     a = zarr.create_array(path, shape=(chunks, side, side), chunks=(1, side, side),
                           dtype="float32", zarr_format=3)
     for t in range(chunks):
-        a[t] = base + rng.normal(0, 1, (side, side)).astype(np.float32).round(1)
+        a[t] = base + rng.normal(0, 1, (side, side)).astype(np.float32).round(2)
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers (each runs in a child process: `object_store_bench.py --child NAME URL`).
 
 
 def read_zarrstream(url: str):
@@ -48,100 +67,220 @@ def read_zarrstream(url: str):
     return zarrstream.open_array(url).read()
 
 
-def read_tensorstore(url: str):
-    import tensorstore as ts
+def tensorstore_reader(concurrency: int | None):
+    def read(url: str):
+        import tensorstore as ts
 
-    arr = ts.open({"driver": "zarr3", "kvstore": url + "/"}).result()
-    return arr.read().result()
+        spec = {"driver": "zarr3", "kvstore": url + "/"}
+        if concurrency is not None:
+            spec["context"] = {"http_request_concurrency": {"limit": concurrency}}
+        return ts.open(spec).result().read().result()
 
-
-def read_zarr_obstore(url: str):
-    import obstore.store
-    import zarr
-    from zarr.storage import ObjectStore
-
-    http = obstore.store.HTTPStore.from_url(url, client_options={"allow_http": True})
-    store = ObjectStore(http, read_only=True)
-    return zarr.open_array(store, mode="r")[...]
+    return read
 
 
-def read_zarr_fsspec(url: str):
-    import zarr
+def zarr_obstore_reader(concurrency: int | None):
+    def read(url: str):
+        import obstore.store
+        import zarr
+        from zarr.storage import ObjectStore
 
-    return zarr.open_array(url, mode="r")[...]
+        if concurrency is not None:
+            zarr.config.set({"async.concurrency": concurrency})
+        http = obstore.store.HTTPStore.from_url(url, client_options={"allow_http": True})
+        return zarr.open_array(ObjectStore(http, read_only=True), mode="r")[...]
+
+    return read
+
+
+def zarr_fsspec_reader(concurrency: int | None):
+    def read(url: str):
+        import zarr
+
+        if concurrency is not None:
+            zarr.config.set({"async.concurrency": concurrency})
+        return zarr.open_array(url, mode="r")[...]
+
+    return read
 
 
 READERS = {
     "zarrstream": read_zarrstream,
-    "tensorstore": read_tensorstore,
-    "zarr-python+obstore": read_zarr_obstore,
-    "zarr-python+fsspec": read_zarr_fsspec,
+    "tensorstore": tensorstore_reader(None),
+    "tensorstore-tuned": tensorstore_reader(TUNED_CONCURRENCY),
+    "zarr-python+obstore": zarr_obstore_reader(None),
+    "zarr-python+obstore-tuned": zarr_obstore_reader(TUNED_CONCURRENCY),
+    "zarr-python+fsspec": zarr_fsspec_reader(None),
+    "zarr-python+fsspec-tuned": zarr_fsspec_reader(TUNED_CONCURRENCY),
 }
+
+
+def child(name: str, url: str, repeat: int, expected_path: str) -> None:
+    """Reads the array once to warm up, checks it, then `repeat` timed reads; prints JSON."""
+    reader = READERS[name]
+    try:
+        got = np.asarray(reader(url))
+    except Exception as e:  # a peer that cannot read the store is reported, not fatal
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        return
+    expected = np.load(expected_path)
+    if not np.array_equal(got, expected):
+        print(json.dumps({"error": "read values differ from the stored array"}))
+        return
+    print("warm", flush=True)  # the parent clears the access log here
+    sys.stdin.readline()
+    times = []
+    cpu_start = resource.getrusage(resource.RUSAGE_SELF)
+    for _ in range(repeat):
+        start = time.perf_counter()
+        reader(url)
+        times.append(time.perf_counter() - start)
+    cpu_end = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
+    print(json.dumps({"times": times, "cpu_s_per_read": cpu / repeat}))
+
+
+def run_reader(name: str, url: str, repeat: int, expected_path: Path, nginx: Nginx) -> dict:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", name, url, "--repeat", str(repeat),
+         "--expected", str(expected_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if line.strip() == "warm":
+        nginx.clear_log()
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+    proc.wait()
+    if not line:
+        return {"error": f"child exited with status {proc.returncode}"}
+    result = json.loads(line)
+    if "times" in result:
+        result["requests"] = len(nginx.requests()) / repeat
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The server's saturated throughput.
+
+WRK_SCRIPT = """
+local paths = {%s}
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", paths[(n %% #paths) + 1])
+end
+"""
+
+
+def saturate(url: str, paths: list[str], connections: list[int], seconds: int,
+             threads: int, workdir: Path) -> list[dict]:
+    """wrk over `paths` at each connection count; requests per second for each."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise SystemExit("wrk is not installed: run scripts/install-deps.sh (Debian package 'wrk')")
+    script = workdir / "chunks.lua"
+    script.write_text(WRK_SCRIPT % ", ".join(f'"{p}"' for p in paths))
+    out = []
+    for c in connections:
+        text = subprocess.run(
+            [wrk, "-t", str(min(threads, c)), "-c", str(c), "-d", f"{seconds}s", "-s", str(script),
+             url], capture_output=True, text=True, check=True).stdout
+        rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+        errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+        if errors:
+            raise SystemExit(f"wrk got {errors.group(1)} error responses from nginx:\n{text}")
+        out.append({"connections": c, "requests_per_s": rate})
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--chunks", type=int, default=64, help="stored chunks (one per time step)")
-    parser.add_argument("--side", type=int, default=256, help="chunk side (float32 side x side)")
+    parser.add_argument("--chunks", type=int, default=512, help="stored chunks (one per time step)")
+    parser.add_argument("--side", type=int, default=512, help="chunk side (float32 side x side)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--readers", default=",".join(READERS))
+    parser.add_argument("--server-workers", type=int, default=os.cpu_count(),
+                        help="nginx worker processes (default: one per core)")
+    parser.add_argument("--wrk-connections", default="64,256",
+                        help="connection counts wrk saturates the server with (best is reported)")
+    parser.add_argument("--wrk-seconds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--expected", help=argparse.SUPPRESS)
+    parser.add_argument("url", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args.child, args.url, args.repeat, args.expected)
+        return
+    unknown = set(args.readers.split(",")) - set(READERS)
+    if unknown:
+        parser.error(f"unknown readers {sorted(unknown)}; known: {', '.join(READERS)}")
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         path = make_store(tmp / "data", args.chunks, args.side)
         expected = read_zarrstream(str(path))
-        stored = sum(p.stat().st_size for p in (path / "c").rglob("*") if p.is_file())
-        nginx = Nginx(tmp / "data", tmp / "nginx")
-        proxy = FaultProxy(nginx.port, latency=args.latency_ms / 1000)
-        url = f"{proxy.url}/bench.zarr"
-        results = []
+        expected_path = tmp / "expected.npy"
+        np.save(expected_path, expected)
+        chunk_files = sorted(p for p in (path / "c").rglob("*") if p.is_file())
+        stored = sum(p.stat().st_size for p in chunk_files)
+        nginx = Nginx(tmp / "data", tmp / "nginx", latency_ms=args.latency_ms,
+                      workers=args.server_workers)
+        url = f"{nginx.url}/bench.zarr"
         try:
+            paths = ["/" + p.relative_to(tmp / "data").as_posix() for p in chunk_files]
+            connections = [int(c) for c in args.wrk_connections.split(",")]
+            server = saturate(nginx.url, paths, connections, args.wrk_seconds,
+                              threads=max(1, min(4, os.cpu_count() // 2)), workdir=tmp)
+            nginx.clear_log()
+            results = []
             for name in args.readers.split(","):
-                reader = READERS[name]
-                try:
-                    got = reader(url)  # warm-up (and connection set-up)
-                except Exception as e:  # a peer that cannot read the store is reported, not fatal
-                    results.append({"reader": name, "error": f"{type(e).__name__}: {e}"})
-                    continue
-                np.testing.assert_array_equal(np.asarray(got), expected)
-                times = []
-                proxy.configure(latency=args.latency_ms / 1000)
-                for _ in range(args.repeat):
-                    start = time.perf_counter()
-                    reader(url)
-                    times.append(time.perf_counter() - start)
-                requests = len(proxy.requests()) / args.repeat
-                best = min(times)
-                results.append({
-                    "reader": name,
-                    "best_s": round(best, 3),
-                    "median_s": round(sorted(times)[len(times) // 2], 3),
-                    "decoded_MB_per_s": round(expected.nbytes / best / 1e6, 1),
-                    "stored_MB_per_s": round(stored / best / 1e6, 1),
-                    "requests": requests,
-                    "requests_per_chunk": round(requests / args.chunks, 2),
-                })
+                r = run_reader(name, url, args.repeat, expected_path, nginx)
+                results.append({"reader": name, **r})
         finally:
-            proxy.stop()
             nginx.stop()
 
-    setup = {"latency_ms": args.latency_ms, "chunks": args.chunks,
+    mean_chunk = stored / len(chunk_files)
+    saturated = max(s["requests_per_s"] for s in server) * mean_chunk
+    for s in server:
+        s["stored_MB_per_s"] = round(s["requests_per_s"] * mean_chunk / 1e6, 1)
+    for r in results:
+        if "times" not in r:
+            continue
+        best = min(r.pop("times"))
+        r["best_s"] = round(best, 3)
+        r["stored_MB_per_s"] = round(stored / best / 1e6, 1)
+        r["decoded_MB_per_s"] = round(expected.nbytes / best / 1e6, 1)
+        r["of_saturated"] = round(stored / best / saturated, 3)
+        r["requests_per_chunk"] = round(r.pop("requests") / len(chunk_files), 3)
+        r["cpu_s_per_GB_stored"] = round(r.pop("cpu_s_per_read") / (stored / 1e9), 2)
+    ours = next((r for r in results if r["reader"] == "zarrstream" and "best_s" in r), None)
+    for r in results:
+        if ours is not None and "best_s" in r:
+            r["zarrstream_ratio"] = round(r["best_s"] / ours["best_s"], 2)
+
+    setup = {"latency_ms": args.latency_ms, "chunks": len(chunk_files),
              "chunk_bytes": args.side * args.side * 4, "stored_bytes": stored,
-             "cpus": os.cpu_count()}
+             "server_workers": args.server_workers, "cpus": os.cpu_count()}
     if args.json:
-        print(json.dumps({"setup": setup, "results": results}, indent=2))
+        print(json.dumps({"setup": setup, "server": server, "results": results}, indent=2))
         return
     print(f"setup: {setup}")
-    print(f"{'reader':24} {'best s':>8} {'median s':>9} {'decoded MB/s':>13} {'req/chunk':>10}")
+    for s in server:
+        print(f"server saturated by wrk, {s['connections']} connections: "
+              f"{s['requests_per_s']:.0f} requests/s = {s['stored_MB_per_s']} MB/s stored")
+    print(f"{'reader':28} {'best s':>7} {'stored MB/s':>12} {'decoded MB/s':>13} "
+          f"{'of server':>10} {'zarrstream x':>13} {'req/chunk':>10} {'CPU s/GB':>9}")
     for r in results:
         if "error" in r:
-            print(f"{r['reader']:24} error: {r['error'][:100]}")
+            print(f"{r['reader']:28} error: {r['error'][:100]}")
         else:
-            print(f"{r['reader']:24} {r['best_s']:>8} {r['median_s']:>9} "
-                  f"{r['decoded_MB_per_s']:>13} {r['requests_per_chunk']:>10}")
+            print(f"{r['reader']:28} {r['best_s']:>7} {r['stored_MB_per_s']:>12} "
+                  f"{r['decoded_MB_per_s']:>13} {r['of_saturated']:>10.0%} "
+                  f"{r['zarrstream_ratio']:>13} {r['requests_per_chunk']:>10} "
+                  f"{r['cpu_s_per_GB_stored']:>9}")
 
 
 if __name__ == "__main__":

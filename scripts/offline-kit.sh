@@ -2,7 +2,7 @@
 # Gathers what a GPU machine with no network needs to build and test zarrstream, into .deps/
 # (ignored by git; docs/gpu-machines.md). Run it on a Debian bookworm machine with apt and PyPI:
 #
-#   scripts/offline-kit.sh [--with-kvikio] [PYTHON_VERSION]
+#   scripts/offline-kit.sh [--with-kvikio] [--with-object-stores] [PYTHON_VERSION]
 #
 # PYTHON_VERSION is the offline machine's Python, default 3.12.
 #
@@ -19,15 +19,22 @@
 #               wheels nvidia-cufile): about 4 MB more (the kit: about 50 MiB, within the 64 MiB
 #               sent with the repository to a GPU machine); left out by default, as nothing but
 #               that benchmark row needs it.
+# --with-object-stores adds what bench/object_store_bench.py needs: nginx with its echo module and
+#               wrk (Debian packages, with the LuaJIT runtime wrk loads) to .deps/debs, and
+#               zarr-python's remote stores (obstore; fsspec with aiohttp and what it imports) to
+#               .deps/wheels: about 10 MB more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_kvikio=0
+with_object_stores=0
 python_version=3.12
 for arg in "$@"; do
   case "$arg" in
     --with-kvikio) with_kvikio=1 ;;
-    -*) echo "offline-kit: unknown option $arg (known: --with-kvikio)" >&2; exit 2 ;;
+    --with-object-stores) with_object_stores=1 ;;
+    -*) echo "offline-kit: unknown option $arg (known: --with-kvikio, --with-object-stores)" >&2
+        exit 2 ;;
     *) python_version=$arg ;;
   esac
 done
@@ -47,6 +54,10 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
 )
+if [ "$with_object_stores" = 1 ]; then
+  # The loopback HTTP server with an object store's latency, and the load generator.
+  packages+=(nginx libnginx-mod-http-echo wrk libluajit-5.1-2)
+fi
 (cd "$debs" && apt-get download "${packages[@]}" 2>&1 | grep -v "^W: Download is performed unsandboxed" || true)
 for p in "${packages[@]}"; do
   ls "$debs/${p}"_*.deb >/dev/null 2>&1 || { echo "offline-kit: apt did not download $p" >&2; exit 1; }
@@ -68,6 +79,12 @@ requirements=(
 if [ "$with_kvikio" = 1 ]; then
   # kvikio.zarr.GDSStore (cuFile reads into GPU memory) for zarr-python 3.
   requirements+=(kvikio-cu13==26.10.0 libkvikio-cu13==26.10.0 rapids-logger==0.3.0)
+fi
+if [ "$with_object_stores" = 1 ]; then
+  # zarr-python's remote stores, the object-store benchmark's peers.
+  requirements+=("obstore==$(pinned obstore)" "fsspec==$(pinned fsspec)" "aiohttp==$(pinned aiohttp)"
+    aiohappyeyeballs==2.7.1 aiosignal==1.4.0 attrs==26.1.0 frozenlist==1.8.0 multidict==7.2.1
+    propcache==0.5.4 yarl==1.25.1 idna==3.20)
 fi
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \

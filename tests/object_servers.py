@@ -2,7 +2,10 @@
 
 - :class:`Nginx`: Debian's nginx serving a directory over HTTP, as the current user, from a
   generated config on a free port; its access log records every request (method, path, Range,
-  status) for request-count assertions.
+  status) for request-count assertions. With ``latency_ms`` every response waits that long first
+  (the echo module's non-blocking ``echo_sleep``, Debian package ``libnginx-mod-http-echo``): an
+  object store's round trip without a proxy in the way, so nginx's worker processes, not a Python
+  thread, bound the throughput.
 - :class:`MotoS3`: moto's S3 server (PyPI ``moto[server]``) in its own process, with an IAM user
   whose keys sign requests. moto checks SigV4 signatures only once IAM authentication is switched on
   (``INITIAL_NO_AUTH_ACTION_COUNT``, set at run time through ``/moto-api/reset-auth``): fixtures
@@ -88,9 +91,17 @@ class LoggedRequest:
 
 
 class Nginx:
-    """nginx serving `root` at http://127.0.0.1:<port>/."""
+    """nginx serving `root` at http://127.0.0.1:<port>/.
 
-    def __init__(self, root: Path, workdir: Path):
+    `latency_ms`: delay before every response, whole milliseconds (requests wait concurrently, as
+    at an object store).
+    `workers`: nginx worker processes; more than one runs a master process (which, started as
+    root, keeps its workers as root so they read what the tests wrote). `log_requests`: write the
+    access log that :meth:`requests` reads (a benchmark may turn it off).
+    """
+
+    def __init__(self, root: Path, workdir: Path, *, latency_ms: float = 0, workers: int = 1,
+                 log_requests: bool = True):
         self.root = Path(root)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -99,16 +110,35 @@ class Nginx:
         conf = self.workdir / "nginx.conf"
         tmp = self.workdir / "tmp"
         tmp.mkdir(exist_ok=True)
-        # master_process off: one process that never switches user, so it runs as whoever starts
-        # it and reads files only that user can read.
+        preamble = ""
+        files = f"root {self.root};"
+        location = f"location / {{ {files} }}"
+        if latency_ms > 0:
+            # Where Debian puts it beside the binary (/usr/sbin/nginx, /usr/lib/nginx/modules).
+            echo_module = (Path(nginx_binary()).resolve().parent.parent /
+                           "lib/nginx/modules/ngx_http_echo_module.so")
+            if not echo_module.exists():
+                pytest.fail("nginx's echo module is not installed: run scripts/install-deps.sh "
+                            "(Debian package 'libnginx-mod-http-echo')")
+            preamble += f"load_module {echo_module};\n"
+            location = (f"location / {{ echo_sleep {round(latency_ms) / 1000:g}; echo_exec @files; }}\n"
+                        f"        location @files {{ {files} }}")
+        if workers > 1:
+            # A master process and its workers; as root, the workers stay root (not nobody).
+            preamble += f"master_process on;\nworker_processes {workers};\n"
+            if os.geteuid() == 0:
+                preamble += "user root;\n"
+        else:
+            # One process that never switches user, so it runs as whoever starts it and reads
+            # files only that user can read.
+            preamble += "master_process off;\nworker_processes 1;\n"
+        access_log = f"access_log {self.log_path} requests;" if log_requests else "access_log off;"
         conf.write_text(
             f"""
-daemon off;
-master_process off;
-worker_processes 1;
+{preamble}daemon off;
 pid {self.workdir}/nginx.pid;
 error_log {self.workdir}/error.log warn;
-events {{ worker_connections 1024; }}
+events {{ worker_connections 4096; }}
 http {{
     access_log off;
     client_body_temp_path {tmp}/body;
@@ -120,9 +150,9 @@ http {{
     keepalive_requests 100000;
     sendfile on;
     server {{
-        listen 127.0.0.1:{self.port};
-        access_log {self.log_path} requests;
-        location / {{ root {self.root}; }}
+        listen 127.0.0.1:{self.port} backlog=4096;
+        {access_log}
+        {location}
         location /private/ {{ return 403; }}
     }}
 }}

@@ -479,6 +479,10 @@ void IoLoop::StartAttempt(Transfer* t) {
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+  // Bodies are whole chunks (often MBs): a 512 KiB receive buffer takes them in fewer socket reads
+  // and callbacks than libcurl's 16 KiB (measured on loopback with 1 MiB chunks: ~15 % less
+  // system time per GB).
+  curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 512L * 1024);
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   // Responses are compressed chunks; asking servers for gzip would only waste their CPU.
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
