@@ -591,7 +591,9 @@ def test_block_shuffle_decodes_each_step_about_once(tmp_path):
         return 2 * stats["bytes_decoded"] / stats["bytes_used"]
 
     exact, block = decoded_per_used("exact"), decoded_per_used("block")
-    assert exact > 1.45
+    # How many inputs are still cached when they come back as targets depends a little on how far
+    # the pipeline has read ahead (timing): exact measured 1.44-1.50 over runs.
+    assert exact > 1.4
     assert block < 1.3
 
 

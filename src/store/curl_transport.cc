@@ -120,6 +120,10 @@ std::string FormatSeconds(Clock::duration d) {
 // ---------------------------------------------------------------------------------------------
 // Configuration.
 
+size_t DefaultIoThreads() {
+  return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 2, 8);
+}
+
 Result<TransportOptions> TransportOptions::FromEnvironment() {
   TransportOptions o;
   ZS_ASSIGN_OR_RETURN(o.io_threads, EnvInteger("ZARRSTREAM_HTTP_IO_THREADS", o.io_threads, 1, 64));
@@ -343,13 +347,17 @@ Status FailureStatus(const Transfer& t, std::string_view what) {
 
 // One I/O thread with its libcurl multi handle.
 struct IoLoop {
-  IoLoop(CurlTransport::Impl* transport, const TransportOptions& options) : impl(transport) {
+  IoLoop(CurlTransport::Impl* transport, const TransportOptions& options)
+      : impl(transport), max_idle_easies(options.max_in_flight) {
     multi = curl_multi_init();
     // Keep enough idle connections that a burst's connections are all reused by the next burst.
     curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(options.max_in_flight));
     thread = std::thread([this] { Run(); });
   }
-  ~IoLoop() { curl_multi_cleanup(multi); }
+  ~IoLoop() {
+    for (CURL* easy : idle_easies) curl_easy_cleanup(easy);
+    curl_multi_cleanup(multi);
+  }
 
   void Enqueue(Transfer* t) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -366,6 +374,8 @@ struct IoLoop {
   }
 
   void Run();
+  // An easy handle with the options every attempt shares, from the pool or new.
+  CURL* TakeEasyHandle();
   void StartAttempt(Transfer* t);
   void EndAttempt(Transfer* t, CURLcode code);
   void CleanupAttempt(Transfer* t);
@@ -382,6 +392,10 @@ struct IoLoop {
   bool stop = false;
   std::atomic<size_t> active{0};
   std::vector<Transfer*> running;  // owned by the loop thread
+  // Easy handles of ended attempts, reused by later ones (owned by the loop thread).
+  const size_t max_idle_easies;
+  std::vector<CURL*> idle_easies;
+  std::string idle_easies_ca;  // ZARRSTREAM_CA_BUNDLE when they were made
 };
 
 size_t IoLoop::OnHeader(char* data, size_t size, size_t count, void* user) {
@@ -435,6 +449,41 @@ size_t IoLoop::OnUpload(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+CURL* IoLoop::TakeEasyHandle() {
+  // Handles are configured once with the CA bundle of the time; a new one empties the pool.
+  const char* ca_env = std::getenv("ZARRSTREAM_CA_BUNDLE");
+  const std::string ca = ca_env != nullptr ? ca_env : "";
+  if (ca != idle_easies_ca) {
+    for (CURL* easy : idle_easies) curl_easy_cleanup(easy);
+    idle_easies.clear();
+    idle_easies_ca = ca;
+  }
+  if (!idle_easies.empty()) {
+    // An earlier attempt's handle, not reset: its receive buffer stays allocated (and touched).
+    CURL* easy = idle_easies.back();
+    idle_easies.pop_back();
+    return easy;
+  }
+  CURL* easy = curl_easy_init();
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &IoLoop::OnHeader);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &IoLoop::OnBody);
+  curl_easy_setopt(easy, CURLOPT_READFUNCTION, &IoLoop::OnUpload);
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  // Bodies are whole chunks (often MBs): a 64 KiB receive buffer takes them in fewer socket reads
+  // and callbacks than libcurl's 16 KiB. Larger ones measured worse: libcurl allocates the buffer
+  // for each transfer, and above malloc's mmap threshold (128 KiB) that means fresh pages, i.e.
+  // page faults, every time.
+  curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 64L * 1024);
+  // No CURLOPT_ACCEPT_ENCODING: responses are compressed chunks, and asking servers for gzip would
+  // only waste their CPU.
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  if (!ca.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, ca.c_str());
+  return easy;
+}
+
 void IoLoop::StartAttempt(Transfer* t) {
   const Clock::time_point now = Clock::now();
   const bool is_retry = t->attempts > 0;
@@ -459,7 +508,7 @@ void IoLoop::StartAttempt(Transfer* t) {
     }
     extra = std::move(signed_headers).value();
   }
-  CURL* easy = curl_easy_init();
+  CURL* easy = TakeEasyHandle();
   t->easy = easy;
   for (const std::string& h : t->request.headers) {
     t->header_list = curl_slist_append(t->header_list, h.c_str());
@@ -468,33 +517,23 @@ void IoLoop::StartAttempt(Transfer* t) {
   // No "Expect: 100-continue" round trip before a PUT body.
   t->header_list = curl_slist_append(t->header_list, "Expect:");
 
+  // Every option an earlier attempt on this handle may have set is set again here.
   curl_easy_setopt(easy, CURLOPT_URL, t->request.url.c_str());
   curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
-  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->header_list);
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error_buffer);
-  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &IoLoop::OnHeader);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &IoLoop::OnBody);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
-  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
-  // Bodies are whole chunks (often MBs): a 512 KiB receive buffer takes them in fewer socket reads
-  // and callbacks than libcurl's 16 KiB (measured on loopback with 1 MiB chunks: ~15 % less
-  // system time per GB).
-  curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 512L * 1024);
-  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-  // Responses are compressed chunks; asking servers for gzip would only waste their CPU.
+  curl_easy_setopt(easy, CURLOPT_READDATA, t);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(t->request.policy.connect_timeout.count()));
-  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME,
                    static_cast<long>(t->request.policy.stall_timeout.count()));
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t->deadline() - now);
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left.count())));
-  if (const char* ca = std::getenv("ZARRSTREAM_CA_BUNDLE"); ca != nullptr && *ca != '\0') {
-    curl_easy_setopt(easy, CURLOPT_CAINFO, ca);
-  }
+  // HTTPGET also clears NOBODY and UPLOAD.
+  curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, nullptr);
   const std::string& method = t->request.method;
   if (method == "HEAD") {
     curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
@@ -502,8 +541,6 @@ void IoLoop::StartAttempt(Transfer* t) {
     curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE,
                      static_cast<curl_off_t>(t->request.body.size()));
-    curl_easy_setopt(easy, CURLOPT_READFUNCTION, &IoLoop::OnUpload);
-    curl_easy_setopt(easy, CURLOPT_READDATA, t);
   } else if (method != "GET") {
     curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
@@ -514,7 +551,11 @@ void IoLoop::StartAttempt(Transfer* t) {
 void IoLoop::CleanupAttempt(Transfer* t) {
   if (t->easy != nullptr) {
     curl_multi_remove_handle(multi, t->easy);
-    curl_easy_cleanup(t->easy);
+    if (idle_easies.size() < max_idle_easies) {
+      idle_easies.push_back(t->easy);
+    } else {
+      curl_easy_cleanup(t->easy);
+    }
     t->easy = nullptr;
   }
   curl_slist_free_all(t->header_list);

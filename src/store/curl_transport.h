@@ -39,13 +39,19 @@
 
 namespace zarrstream {
 
+// Half the cores, at least 2 and at most 8: what the default I/O threads are.
+size_t DefaultIoThreads();
+
 struct TransportOptions {
-  // I/O threads, each with its own libcurl multi handle. Two keep hundreds of transfers busy.
-  size_t io_threads = 2;
+  // I/O threads, each with its own libcurl multi handle. Each receives bodies at a few GB/s at most
+  // (socket reads and the copy out of libcurl's buffer), so bandwidth, not the number of
+  // transfers, sets how many: on 16 cores, 8 read 1 MiB chunks ~2.4x faster than 2 did.
+  size_t io_threads = DefaultIoThreads();
   // Requests in flight at once across every host (the rest wait in the queue).
   size_t max_in_flight = 256;
   // Requests in flight at once to one host (scheme://host:port), i.e. its HTTP/1.1 connections.
-  size_t max_in_flight_per_host = 64;
+  // Object stores serve hundreds of connections; with 20 ms of latency 256 read 1.6x more than 64.
+  size_t max_in_flight_per_host = 256;
 
   // Reads ZARRSTREAM_HTTP_IO_THREADS, ZARRSTREAM_HTTP_MAX_IN_FLIGHT and
   // ZARRSTREAM_HTTP_MAX_PER_HOST over the defaults; a malformed value is a kConfig error.

@@ -2,6 +2,8 @@
 //
 // Used for compressed chunk bytes and decode scratch space. A buffer is reused across chunks:
 // Resize only reallocates when the capacity grows, so a worker's steady state makes no allocations.
+// Large buffers' memory comes from, and returns to, the block cache (util/block_cache.h), so
+// buffers made and dropped per chunk reuse pages already touched.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,9 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
+
+#include "util/block_cache.h"
 
 namespace zarrstream {
 
@@ -20,8 +25,22 @@ class ByteBuffer {
   ByteBuffer(const void* data, size_t size) { Assign(data, size); }
   static ByteBuffer FromString(std::string_view s) { return ByteBuffer(s.data(), s.size()); }
 
-  ByteBuffer(ByteBuffer&&) noexcept = default;
-  ByteBuffer& operator=(ByteBuffer&&) noexcept = default;
+  ~ByteBuffer() { internal::FreeBlock(data_, block_bytes_); }
+  ByteBuffer(ByteBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        capacity_(std::exchange(other.capacity_, 0)),
+        block_bytes_(std::exchange(other.block_bytes_, 0)) {}
+  ByteBuffer& operator=(ByteBuffer&& other) noexcept {
+    if (this != &other) {
+      internal::FreeBlock(data_, block_bytes_);
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      capacity_ = std::exchange(other.capacity_, 0);
+      block_bytes_ = std::exchange(other.block_bytes_, 0);
+    }
+    return *this;
+  }
   ByteBuffer(const ByteBuffer& other) { Assign(other.data(), other.size()); }
   ByteBuffer& operator=(const ByteBuffer& other) {
     if (this != &other) Assign(other.data(), other.size());
@@ -34,21 +53,30 @@ class ByteBuffer {
     if (size > capacity_) Reserve(size);
     size_ = size;
   }
+  // Makes room for `capacity` bytes; capacity() is then exactly that (the block behind it may be
+  // larger).
   void Reserve(size_t capacity) {
     if (capacity <= capacity_) return;
-    std::unique_ptr<std::byte[]> fresh(new std::byte[capacity]);
-    if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
-    data_ = std::move(fresh);
+    if (capacity <= block_bytes_) {  // a cached block larger than asked for already has room
+      capacity_ = capacity;
+      return;
+    }
+    size_t block_bytes = 0;
+    std::byte* fresh = internal::AllocateBlock(capacity, block_bytes);
+    if (size_ > 0) std::memcpy(fresh, data_, size_);
+    internal::FreeBlock(data_, block_bytes_);
+    data_ = fresh;
     capacity_ = capacity;
+    block_bytes_ = block_bytes;
   }
   void Assign(const void* data, size_t size) {
     Resize(size);
-    if (size > 0) std::memcpy(data_.get(), data, size);
+    if (size > 0) std::memcpy(data_, data, size);
   }
   void Clear() { size_ = 0; }
 
-  std::byte* data() { return data_.get(); }
-  const std::byte* data() const { return data_.get(); }
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
   bool empty() const { return size_ == 0; }
@@ -58,9 +86,10 @@ class ByteBuffer {
   std::string_view view() const { return {reinterpret_cast<const char*>(data()), size_}; }
 
  private:
-  std::unique_ptr<std::byte[]> data_;
+  std::byte* data_ = nullptr;  // owned: from internal::AllocateBlock
   size_t size_ = 0;
   size_t capacity_ = 0;
+  size_t block_bytes_ = 0;  // the block's size, for FreeBlock
 };
 
 inline std::string_view AsStringView(std::span<const std::byte> bytes) {
