@@ -16,8 +16,7 @@
 #               With --with-kvikio also KvikIO for CUDA 13 (bench/gpu_bench.py's kvikio row):
 #               kvikio-cu13 and libkvikio-cu13 and rapids-logger, the one library they load that a
 #               PyTorch + CuPy image lacks (CuPy 14 brings cuda-pathfinder, PyTorch's CUDA 13
-#               wheels nvidia-cufile): about 4 MB more (the kit: about 50 MiB, within the 64 MiB
-#               sent with the repository to a GPU machine); left out by default, as nothing but
+#               wheels nvidia-cufile): about 4 MB more; left out by default, as nothing but
 #               that benchmark row needs it.
 # --with-object-stores adds what bench/object_store_bench.py needs: nginx with its echo module and
 #               wrk (Debian packages, with the LuaJIT runtime wrk loads) to .deps/debs, and
