@@ -4,6 +4,7 @@
 #   1. builds with nvcc: from .deps/ (scripts/offline-build.sh) when it is there, else `make build`;
 #   2. the environment report (`zarrstream doctor`): GPU, nvCOMP, GPU codecs;
 #   3. every GPU test: the C++ ones (*Gpu*) and the Python ones (pytest -m gpu), none skipped;
+#      those needing JAX (pytest -m jax) as a step of their own, left out where JAX is absent;
 #   4. compute-sanitizer memcheck, racecheck and synccheck over the C++ GPU tests;
 #   5. the GPU benchmark, short (bench/gpu_bench.py --quick; the full one: docs/benchmarks.md);
 # then prints one line per step and fails if any step failed.
@@ -33,10 +34,10 @@ step() {  # step NAME COMMAND...: runs it, records PASS/FAIL
   if "$@"; then summary+=("PASS  $name"); else summary+=("FAIL  $name"); failed=1; fi
 }
 
-gpu_python_tests() {
+gpu_python_tests() {  # gpu_python_tests MARKER_EXPRESSION
   local log
   log=$(mktemp)
-  "$python" -m pytest -q -rs -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$log" | tail -15
+  "$python" -m pytest -q -rs -m "$1" tests/ -p no:cacheprovider 2>&1 | tee "$log" | tail -15
   local status=${PIPESTATUS[0]}
   # A GPU machine must run them, not skip them.
   if grep -qE "GPU tests SKIPPED|[0-9]+ skipped" "$log"; then
@@ -49,7 +50,13 @@ gpu_python_tests() {
 
 step "doctor" zarrstream doctor
 step "C++ GPU tests" "$tests" --gtest_filter="$gpu_filter" --gtest_brief=1
-step "Python GPU tests" gpu_python_tests
+step "Python GPU tests" gpu_python_tests "gpu and not jax"
+# The JAX consumer needs JAX with its CUDA plugin, which GPU images seldom have.
+if "$python" -c "import jax" 2>/dev/null; then
+  step "JAX consumer" gpu_python_tests jax
+else
+  summary+=("SKIP  JAX consumer (jax is not installed)")
+fi
 # API errors off: the driver tests provoke some on purpose (double registration, ...). racecheck
 # covers zarrstream's kernels (zs_*): nvCOMP's inflate kernel reports shared-memory hazards of
 # its own (nvCOMP 6.0.0) that are not ours to fix; memcheck and synccheck cover every kernel.

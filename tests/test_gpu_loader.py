@@ -248,3 +248,33 @@ def test_dlpack_batches_feed_cupy_on_its_stream(stores):
     assert len(copies) == len(want) > 3
     for got, expected in zip(copies, want):
         assert np.array_equal(cupy.asnumpy(got).view(np.uint32), expected.numpy().view(np.uint32))
+
+
+@pytest.mark.gpu
+@pytest.mark.jax
+def test_dlpack_batches_feed_jax(stores, monkeypatch):
+    """output="dlpack": JAX imports the GPU batches (jax.dlpack.from_dlpack, which names its own
+    stream in __dlpack__) onto its GPU, bit for bit the CPU loader's batches. make gpu-test runs it
+    as its own step where JAX is installed."""
+    # JAX would otherwise take 75 % of the GPU's memory at its first use, before the loader's.
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    import jax.dlpack
+
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    assert gpus, f"JAX sees no GPU here (its devices: {jax.devices()})"
+    path = stores[0]
+    names = ["zstd_f32", "gzip_f64"]
+    cpu = zarrstream.Loader(path, names, batch_size=2, seed=4, prefetch=1)
+    gpu = zarrstream.Loader(path, names, batch_size=2, seed=4, prefetch=1, device="cuda",
+                            output="dlpack")
+    got = []
+    for batch in gpu:
+        x = jax.dlpack.from_dlpack(batch["input"])
+        assert x.devices() == {gpus[0]} and x.shape == batch["input"].shape
+        got.append(np.asarray(x))
+        del x, batch
+    want = [b["input"].numpy() for b in cpu]
+    assert len(got) == len(want) > 3
+    for g, w in zip(got, want):
+        assert np.array_equal(g.view(np.uint32), w.view(np.uint32))
