@@ -43,8 +43,9 @@ if not CLI.exists() and shutil.which("zarrstream"):
     CLI = Path(shutil.which("zarrstream"))
 
 
-def run_cli(*args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+def run_cli(*args, timeout=300, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -310,8 +310,21 @@ def test_doctor_reports_the_environment():
         assert report["gpu"] is None and report["gpu_unavailable_reason"]
         assert report["gpu_batches"] is False and report["gpu_batches_unavailable_reason"]
         assert report["nvcomp_version"] is None and report["gpu_codecs"] == []
+    # Remote reads: half the cores (2 to 8) I/O threads by default, the environment over them.
+    assert report["http"] == {"io_threads": min(8, max(2, os.cpu_count() // 2)),
+                              "max_in_flight": 256, "max_in_flight_per_host": 256}
+    assert report["buffer_cache_bytes"] == 256 << 20
     text = run_cli("doctor")
     assert text.returncode == 0 and "gpu:" in text.stdout and "libraries:" in text.stdout
+    assert "remote reads: " in text.stdout
+    env = dict(os.environ, ZARRSTREAM_HTTP_IO_THREADS="3", ZARRSTREAM_HTTP_MAX_PER_HOST="32",
+               ZARRSTREAM_BUFFER_CACHE_MB="0")
+    tuned = json.loads(run_cli("doctor", "--json", env=env).stdout)
+    assert tuned["http"]["io_threads"] == 3 and tuned["http"]["max_in_flight_per_host"] == 32
+    assert tuned["buffer_cache_bytes"] == 0
+    env["ZARRSTREAM_HTTP_IO_THREADS"] = "many"
+    bad = json.loads(run_cli("doctor", "--json", env=env).stdout)
+    assert "ZARRSTREAM_HTTP_IO_THREADS" in bad["http"]["error"]
 
 
 def test_doctor_on_a_store_names_its_layout_problems_and_the_rechunk_that_fixes_them(tmp_path):

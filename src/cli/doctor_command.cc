@@ -108,6 +108,17 @@ int RunDoctor(const std::string& url, bool json) {
               cpu["cores"].get<unsigned>(),
               features.empty() ? " no SIMD extensions" : features.c_str(),
               FormatBytes(report["memory_bytes"].get<double>()).c_str());
+  const nlohmann::json& http = report["http"];
+  if (http.contains("error")) {
+    std::printf("remote reads: %s\n", http["error"].get<std::string>().c_str());
+  } else {
+    std::printf(
+        "remote reads: %zu I/O threads, %zu requests in flight, %zu per host; buffer cache "
+        "%s\n",
+        http["io_threads"].get<size_t>(), http["max_in_flight"].get<size_t>(),
+        http["max_in_flight_per_host"].get<size_t>(),
+        FormatBytes(report["buffer_cache_bytes"].get<double>()).c_str());
+  }
   std::printf("libraries:");
   std::string separator = " ";
   for (const auto& [name, version] : report["libraries"].items()) {

@@ -19,6 +19,8 @@
 #include "gpu/gpu_decoder.h"
 #include "gpu/gpu_kernels.h"
 #include "gpu/nvcomp.h"
+#include "store/curl_transport.h"
+#include "util/block_cache.h"
 #include "util/nvtx_range.h"
 #include "zarrstream/loader.h"
 
@@ -106,6 +108,16 @@ nlohmann::json EnvironmentReport() {
   report["memory_bytes"] = pages > 0 && page_size > 0
                                ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
                                : 0;
+  // What remote reads will use (the environment over the defaults); a malformed setting is
+  // reported as the error opening a remote store would raise.
+  if (Result<TransportOptions> http = TransportOptions::FromEnvironment(); http.ok()) {
+    report["http"] = {{"io_threads", http->io_threads},
+                      {"max_in_flight", http->max_in_flight},
+                      {"max_in_flight_per_host", http->max_in_flight_per_host}};
+  } else {
+    report["http"] = {{"error", http.status().ToString()}};
+  }
+  report["buffer_cache_bytes"] = internal::BlockCacheLimitBytes();
   const unsigned lz4 = static_cast<unsigned>(LZ4_versionNumber());
   report["libraries"] = {
       {"zstd", ZSTD_versionString()},

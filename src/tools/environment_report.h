@@ -12,7 +12,9 @@ namespace zarrstream::tools {
 // "nvcomp_library", "nvcomp_unavailable_reason", "gpu_batches" (a Loader can use device cuda),
 // "gpu_batches_unavailable_reason", "gpu_codecs" (the codecs nvCOMP decodes for it), "gds"
 // (cufile_library: found; used: false, the loader stages reads in pinned memory), "nvtx" (the
-// loader's stages emit NVTX ranges), "cpu" (model, cores, features), "memory_bytes",
+// loader's stages emit NVTX ranges), "cpu" (model, cores, features), "memory_bytes", "http"
+// (io_threads / max_in_flight / max_in_flight_per_host remote reads use, or the error a
+// malformed ZARRSTREAM_HTTP_* setting makes), "buffer_cache_bytes" (util/block_cache.h's limit),
 // "libraries" (name → version)}. Unset reasons are null.
 nlohmann::json EnvironmentReport();
 

@@ -52,6 +52,8 @@ class BlockCache {
     delete[] block;
   }
 
+  size_t limit() const { return limit_; }
+
   size_t cached() {
     std::lock_guard lock(mu_);
     return cached_;
@@ -90,5 +92,7 @@ void FreeBlock(std::byte* block, size_t block_bytes) {
 }
 
 size_t CachedBlockBytes() { return Cache().cached(); }
+
+size_t BlockCacheLimitBytes() { return Cache().limit(); }
 
 }  // namespace zarrstream::internal

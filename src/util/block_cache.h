@@ -31,4 +31,7 @@ void FreeBlock(std::byte* block, size_t block_bytes);
 // Bytes held in the cache now (for tests and stats).
 size_t CachedBlockBytes();
 
+// The most the cache holds (ZARRSTREAM_BUFFER_CACHE_MB, read once).
+size_t BlockCacheLimitBytes();
+
 }  // namespace zarrstream::internal
