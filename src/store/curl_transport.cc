@@ -431,11 +431,11 @@ size_t IoLoop::OnBody(char* data, size_t size, size_t count, void* user) {
     t->body_out =
         (success && t->request.body_sink != nullptr) ? t->request.body_sink : &t->response.body;
     t->body_out->Clear();
-    if (t->content_length) t->body_out->Reserve(*t->content_length);
+    if (t->content_length) t->body_out->ReserveReusable(*t->content_length);
   }
   ByteBuffer& out = *t->body_out;
   const size_t old = out.size();
-  if (old + n > out.capacity()) out.Reserve(std::max(old + n, out.capacity() * 2));
+  if (old + n > out.capacity()) out.ReserveReusable(std::max(old + n, out.capacity() * 2));
   out.Resize(old + n);
   std::memcpy(out.data() + old, data, n);
   return n;

@@ -7,6 +7,8 @@
 // and bounded what each I/O thread could receive. Blocks taken from here were touched before, so
 // receiving into them is a plain copy.
 //
+// ByteBuffer::ReserveReusable allocates from here (the HTTP transport's response bodies); other
+// buffers use new[] as before, so bounded-memory work (rechunk's slabs) is not held up by it.
 // Blocks below kMinCachedBlockBytes come from operator new[] and go straight back. A cached block
 // is handed out for a request of n bytes when its size is within [n, n + n/4]. The cache holds at
 // most ZARRSTREAM_BUFFER_CACHE_MB MiB (read once; default 256, 0 turns it off); a block freed

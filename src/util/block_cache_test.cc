@@ -13,15 +13,22 @@ namespace {
 using internal::CachedBlockBytes;
 using internal::kMinCachedBlockBytes;
 
+ByteBuffer Reusable(size_t size) {
+  ByteBuffer b;
+  b.ReserveReusable(size);
+  b.Resize(size);
+  return b;
+}
+
 TEST(BlockCacheTest, AFreedLargeBufferIsReusedForASimilarSize) {
   const void* first = nullptr;
   {
-    ByteBuffer a(1 << 20);
+    ByteBuffer a = Reusable(1 << 20);
     std::memset(a.data(), 7, a.size());
     first = a.data();
   }
   // Slightly smaller (within a quarter): the same block, already touched.
-  ByteBuffer b(1000000);
+  ByteBuffer b = Reusable(1000000);
   EXPECT_EQ(b.data(), first);
   EXPECT_EQ(b.capacity(), 1000000u);  // what was asked, not the block's size
   // Growing within the block keeps it.
@@ -32,20 +39,22 @@ TEST(BlockCacheTest, AFreedLargeBufferIsReusedForASimilarSize) {
 TEST(BlockCacheTest, ABlockMuchLargerThanAskedIsNotHandedOut) {
   const void* big = nullptr;
   {
-    ByteBuffer a(8 << 20);
+    ByteBuffer a = Reusable(8 << 20);
     big = a.data();
   }
-  ByteBuffer small(1 << 20);
+  ByteBuffer small = Reusable(1 << 20);
   EXPECT_NE(small.data(), big);
-  ByteBuffer again(8 << 20);
+  ByteBuffer again = Reusable(8 << 20);
   EXPECT_EQ(again.data(), big);
 }
 
-TEST(BlockCacheTest, SmallBuffersAreNotCached) {
+TEST(BlockCacheTest, SmallAndOrdinaryBuffersAreNotCached) {
   const size_t before = CachedBlockBytes();
-  { ByteBuffer a(kMinCachedBlockBytes - 1); }
+  { ByteBuffer a = Reusable(kMinCachedBlockBytes - 1); }
   EXPECT_EQ(CachedBlockBytes(), before);
-  { ByteBuffer a(kMinCachedBlockBytes); }
+  { ByteBuffer a(4 << 20); }  // not ReserveReusable: plain new[] and delete[]
+  EXPECT_EQ(CachedBlockBytes(), before);
+  { ByteBuffer a = Reusable(kMinCachedBlockBytes); }
   EXPECT_GE(CachedBlockBytes(), before + kMinCachedBlockBytes);
 }
 
@@ -53,14 +62,14 @@ TEST(BlockCacheTest, TheCacheHoldsAtMostItsLimit) {
   // The default limit is 256 MiB: freeing 320 MiB of buffers keeps at most that much.
   {
     std::vector<ByteBuffer> buffers;
-    for (int i = 0; i < 320; ++i) buffers.emplace_back(size_t{1} << 20);
+    for (int i = 0; i < 320; ++i) buffers.push_back(Reusable(size_t{1} << 20));
   }
   EXPECT_LE(CachedBlockBytes(), size_t{256} << 20);
   EXPECT_GE(CachedBlockBytes(), size_t{200} << 20);
 }
 
 TEST(BlockCacheTest, MovesHandOverTheBlock) {
-  ByteBuffer a(1 << 20);
+  ByteBuffer a = Reusable(1 << 20);
   a.data()[0] = std::byte{42};
   const std::byte* p = a.data();
   ByteBuffer b(std::move(a));

@@ -25,19 +25,21 @@ class ByteBuffer {
   ByteBuffer(const void* data, size_t size) { Assign(data, size); }
   static ByteBuffer FromString(std::string_view s) { return ByteBuffer(s.data(), s.size()); }
 
-  ~ByteBuffer() { internal::FreeBlock(data_, block_bytes_); }
+  ~ByteBuffer() { Free(); }
   ByteBuffer(ByteBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)),
         size_(std::exchange(other.size_, 0)),
         capacity_(std::exchange(other.capacity_, 0)),
-        block_bytes_(std::exchange(other.block_bytes_, 0)) {}
+        block_bytes_(std::exchange(other.block_bytes_, 0)),
+        cached_block_(std::exchange(other.cached_block_, false)) {}
   ByteBuffer& operator=(ByteBuffer&& other) noexcept {
     if (this != &other) {
-      internal::FreeBlock(data_, block_bytes_);
+      Free();
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
       capacity_ = std::exchange(other.capacity_, 0);
       block_bytes_ = std::exchange(other.block_bytes_, 0);
+      cached_block_ = std::exchange(other.cached_block_, false);
     }
     return *this;
   }
@@ -53,22 +55,10 @@ class ByteBuffer {
     if (size > capacity_) Reserve(size);
     size_ = size;
   }
-  // Makes room for `capacity` bytes; capacity() is then exactly that (the block behind it may be
-  // larger).
-  void Reserve(size_t capacity) {
-    if (capacity <= capacity_) return;
-    if (capacity <= block_bytes_) {  // a cached block larger than asked for already has room
-      capacity_ = capacity;
-      return;
-    }
-    size_t block_bytes = 0;
-    std::byte* fresh = internal::AllocateBlock(capacity, block_bytes);
-    if (size_ > 0) std::memcpy(fresh, data_, size_);
-    internal::FreeBlock(data_, block_bytes_);
-    data_ = fresh;
-    capacity_ = capacity;
-    block_bytes_ = block_bytes;
-  }
+  // Makes room for `capacity` bytes; capacity() is then exactly that.
+  void Reserve(size_t capacity) { Grow(capacity, false); }
+  // Reserve, with the memory from the block cache (and back to it when the buffer lets it go).
+  void ReserveReusable(size_t capacity) { Grow(capacity, true); }
   void Assign(const void* data, size_t size) {
     Resize(size);
     if (size > 0) std::memcpy(data_, data, size);
@@ -86,10 +76,35 @@ class ByteBuffer {
   std::string_view view() const { return {reinterpret_cast<const char*>(data()), size_}; }
 
  private:
-  std::byte* data_ = nullptr;  // owned: from internal::AllocateBlock
+  void Grow(size_t capacity, bool reusable) {
+    if (capacity <= capacity_) return;
+    if (capacity <= block_bytes_) {  // a cached block larger than asked for already has room
+      capacity_ = capacity;
+      return;
+    }
+    size_t block_bytes = capacity;
+    std::byte* fresh =
+        reusable ? internal::AllocateBlock(capacity, block_bytes) : new std::byte[capacity];
+    if (size_ > 0) std::memcpy(fresh, data_, size_);
+    Free();
+    data_ = fresh;
+    capacity_ = capacity;
+    block_bytes_ = block_bytes;
+    cached_block_ = reusable;
+  }
+  void Free() {
+    if (cached_block_) {
+      internal::FreeBlock(data_, block_bytes_);
+    } else {
+      delete[] data_;
+    }
+  }
+
+  std::byte* data_ = nullptr;  // owned: new[], or the block cache's when cached_block_
   size_t size_ = 0;
   size_t capacity_ = 0;
-  size_t block_bytes_ = 0;  // the block's size, for FreeBlock
+  size_t block_bytes_ = 0;  // the memory's size (at least capacity_)
+  bool cached_block_ = false;
 };
 
 inline std::string_view AsStringView(std::span<const std::byte> bytes) {
