@@ -39,8 +39,8 @@ nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle
   std::vector<size_t> shape(tensor.shape.begin(), tensor.shape.end());
   const int32_t device_type =
       device == BatchDevice::kCuda ? nb::device::cuda::value : nb::device::cpu::value;
-  nb::ndarray<nb::array_api> array(tensor.data.data(), shape.size(), shape.data(), owner,
-                                   nullptr, dtype, device_type, 0);
+  nb::ndarray<nb::array_api> array(tensor.data.data(), shape.size(), shape.data(), owner, nullptr,
+                                   dtype, device_type, 0);
   return nb::cast(array, nb::rv_policy::reference);
 }
 
@@ -68,9 +68,11 @@ nb::object NextBatch(Loader& loader) {
   }
   out["origin"] = Export(b.origins(), nb::dtype<int64_t>(), owner);
   nb::dict shapes;  // the arrays' shapes (a DLPack object does not say them)
-  for (const auto& [key, tensor] : {std::pair{"input", &b.input()}, {"target", &b.target()},
+  for (const auto& [key, tensor] : {std::pair{"input", &b.input()},
+                                    {"target", &b.target()},
                                     {"input_mask", &b.input_mask()},
-                                    {"target_mask", &b.target_mask()}, {"origin", &b.origins()}}) {
+                                    {"target_mask", &b.target_mask()},
+                                    {"origin", &b.origins()}}) {
     if (out.contains(key)) shapes[key] = nb::tuple(nb::cast(tensor->shape));
   }
   out["shapes"] = shapes;
@@ -91,6 +93,9 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["cache_hits"] = s.cache_hits;
   d["missing_chunks"] = s.missing_chunks;
   d["requests"] = s.requests;
+  d["retries"] = s.retries;
+  d["failed_requests"] = s.failed_requests;
+  d["request_latency_us_log2"] = s.request_latency_histogram;
   d["bytes_read"] = s.bytes_read;
   d["bytes_decoded"] = s.bytes_decoded;
   d["bytes_used"] = s.bytes_used;

@@ -442,7 +442,8 @@ def test_over_http_with_transient_faults_batches_are_unchanged(era5, tmp_path):
     try:
         proxy.configure(faults=("503", "reset", "truncate"))
         kwargs = dict(variables=VARS, target_offset={"time": 1}, batch_size=4, seed=8)
-        remote = list(zarrstream.Loader(f"{proxy.url}/{path.name}", **kwargs))
+        remote_loader = zarrstream.Loader(f"{proxy.url}/{path.name}", **kwargs)
+        remote = list(remote_loader)
         local = list(zarrstream.Loader(path, **kwargs))
         assert len(remote) == len(local)
         for r, l in zip(remote, local):
@@ -451,6 +452,11 @@ def test_over_http_with_transient_faults_batches_are_unchanged(era5, tmp_path):
             assert torch.equal(r["target"].nan_to_num(), l["target"].nan_to_num())
         faulted = [q for q in proxy.requests() if q.fault]
         assert faulted, "the proxy injected no faults"
+        stats = remote_loader.stats()
+        # The retries show in the loader's stats; each attempt's latency is binned.
+        assert stats["retries"] > 0 and stats["failed_requests"] >= stats["retries"]
+        assert sum(stats["request_latency_us_log2"]) >= stats["requests"] + stats["retries"]
+        assert zarrstream.Loader(path, **kwargs).stats()["request_latency_us_log2"] == []
     finally:
         proxy.stop()
         server.stop()

@@ -259,6 +259,13 @@ struct LoaderStats {
   // holds shorter ones; the last everything longer).
   static constexpr size_t kWaitBuckets = 32;
   std::vector<uint64_t> wait_histogram = std::vector<uint64_t>(kWaitBuckets, 0);
+  // Remote stores (http, s3, gs), counted since the loader opened the dataset (opening it
+  // included): HTTP attempts that were retries, attempts that failed (a transport error or an
+  // error status, retried or not), and each attempt's latency: bucket b counts attempts that took
+  // [2^b, 2^(b+1)) microseconds. Zero and empty for local stores.
+  uint64_t retries = 0;
+  uint64_t failed_requests = 0;
+  std::vector<uint64_t> request_latency_histogram;
   // Chunk-grid read amplification of the epoch order, estimated at open (SamplePlan): chunk
   // reads per epoch over distinct chunks, for the configured shuffle and for "exact".
   double estimated_read_amplification = 0;

@@ -46,6 +46,8 @@
 #include "loader/gpu_assembly.h"
 #include "loader/read_plan.h"
 #include "loader/sample_plan.h"
+#include "store/http_store.h"
+#include "store/store_metrics.h"
 #include "util/format.h"
 #include "util/nvtx_range.h"
 #include "util/thread_pool.h"
@@ -1285,6 +1287,19 @@ LoaderStats Loader::stats() const {
   st.gpu_scatter_seconds = static_cast<double>(s.counters.gpu_scatter_ns) * 1e-9;
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;
+  std::set<const Store*> stores;
+  for (const internal::ArrayState* array : s.geometry.arrays) stores.insert(array->store.get());
+  for (const Store* store : stores) {
+    const StoreMetrics* metrics = MetricsOf(*store);
+    if (metrics == nullptr) continue;
+    const StoreMetricsSnapshot m = metrics->Snapshot();
+    st.retries += m.retries;
+    st.failed_requests += m.failed_requests;
+    st.request_latency_histogram.resize(m.latency_us_log2.size(), 0);
+    for (size_t b = 0; b < m.latency_us_log2.size(); ++b) {
+      st.request_latency_histogram[b] += m.latency_us_log2[b];
+    }
+  }
   return st;
 }
 
