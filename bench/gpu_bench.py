@@ -245,6 +245,11 @@ def channel_reads(store: Path, variables):
     return channels
 
 
+def first_channels(channels, variables) -> dict:
+    """variable -> index of its first channel in `channels` (a variable's levels are contiguous)."""
+    return {v: [c for c, (name, _) in enumerate(channels) if name == v][0] for v in variables}
+
+
 def run_tensorstore(store: Path, variables, args, torch, origins) -> dict:
     import tensorstore as ts
 
@@ -282,13 +287,13 @@ def run_zarr_python(store: Path, variables, args, torch, origins) -> dict:
     ny, nx = arrays[variables[0]].shape[-2:]
     host = torch.empty((args.batch, len(channels), ny, nx), dtype=torch.float32).pin_memory()
     dev = torch.empty_like(host, device="cuda")
+    first = first_channels(channels, variables)
     pool = ThreadPoolExecutor(max_workers=os.cpu_count())
 
     def read(s: int, t: int, v: str) -> None:
         values = arrays[v][int(t)]
-        first = [c for c, (name, _) in enumerate(channels) if name == v][0]
         n = values.shape[0] if values.ndim == 3 else 1
-        host[s, first:first + n].numpy()[...] = values.reshape(n, ny, nx)
+        host[s, first[v]:first[v] + n].numpy()[...] = values.reshape(n, ny, nx)
 
     def one(i: int) -> None:
         steps = origins[i % len(origins)]
@@ -319,7 +324,7 @@ def run_dali(store: Path, variables, args, torch, origins) -> dict:
     ny, nx = arrays[variables[0]].shape[-2:]
     # DALI copies what the callback returns (no_copy=False), so one host buffer serves every batch.
     host = np.empty((args.batch, len(channels), ny, nx), dtype=np.float32)
-    first = {v: [c for c, (name, _) in enumerate(channels) if name == v][0] for v in variables}
+    first = first_channels(channels, variables)
     total = args.batches + 1  # the warm-up batch and the timed ones
 
     def source(i: int) -> np.ndarray:
@@ -356,7 +361,7 @@ def expected_batch(store: Path, variables, steps) -> np.ndarray:
     group = zarr.open_group(str(store), mode="r")
     arrays = {v: group[v] for v in variables}
     ny, nx = arrays[variables[0]].shape[-2:]
-    first = {v: [c for c, (name, _) in enumerate(channels) if name == v][0] for v in variables}
+    first = first_channels(channels, variables)
     out = np.empty((len(steps), len(channels), ny, nx), dtype=np.float32)
 
     def read(s: int, t: int, v: str) -> None:
@@ -449,7 +454,7 @@ def run_zarr_gpu_buffers(store: Path, variables, args, torch, origins, gds: bool
     channels = channel_reads(store, variables)
     arrays = {v: group[v] for v in variables}
     ny, nx = arrays[variables[0]].shape[-2:]
-    first = {v: [c for c, (name, _) in enumerate(channels) if name == v][0] for v in variables}
+    first = first_channels(channels, variables)
     dev = torch.empty((args.batch, len(channels), ny, nx), dtype=torch.float32, device="cuda")
     pool = ThreadPoolExecutor(max_workers=os.cpu_count())
     last = {}

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string>
 
 namespace zarrstream::internal {
 namespace {

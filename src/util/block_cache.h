@@ -14,7 +14,7 @@
 // most ZARRSTREAM_BUFFER_CACHE_MB MiB (read once; default 256, 0 turns it off); a block freed
 // beyond that is released.
 //
-// Threads: both functions may be called from any thread (one mutex; a call per stored object).
+// Threads: every function may be called from any thread (one mutex; a call per stored object).
 #pragma once
 
 #include <cstddef>

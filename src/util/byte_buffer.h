@@ -2,8 +2,9 @@
 //
 // Used for compressed chunk bytes and decode scratch space. A buffer is reused across chunks:
 // Resize only reallocates when the capacity grows, so a worker's steady state makes no allocations.
-// Large buffers' memory comes from, and returns to, the block cache (util/block_cache.h), so
-// buffers made and dropped per chunk reuse pages already touched.
+// Memory grown with ReserveReusable comes from, and returns to, the block cache
+// (util/block_cache.h), so buffers made and dropped per chunk (remote reads' response bodies)
+// reuse pages already touched; other growth uses new[].
 #pragma once
 
 #include <cstddef>
