@@ -114,6 +114,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["wait_histogram_us_log2"] = s.wait_histogram;
   d["estimated_read_amplification"] = s.estimated_read_amplification;
   d["estimated_read_amplification_exact"] = s.estimated_read_amplification_exact;
+  d["block_chunks"] = s.block_chunks;
   return d;
 }
 

@@ -593,6 +593,9 @@ def test_block_shuffle_decodes_each_step_about_once(tmp_path):
         origins = [t for batch in loader for t in batch["origin"][:, 0].tolist()]
         assert sorted(origins) == list(range(95))
         stats = loader.stats()
+        # The loader's block size is reported (0: not a block shuffle); 4 steps per block fill
+        # three quarters of the cache with the 4 blocks in play.
+        assert stats["block_chunks"] == (4 if shuffle == "block" else 0)
         # Used bytes count each step twice (input and target): 2 means each decode served one use.
         return 2 * stats["bytes_decoded"] / stats["bytes_used"]
 

@@ -111,8 +111,10 @@ struct LoaderOptions {
   // Epoch order: "none", "exact" (global permutation) or "block" (chunk-aware block shuffle;
   // `block_chunks` chunks per block along each sampled dimension, `block_window` blocks
   // interleaved). Deterministic for (seed, epoch), identical on every rank. block_chunks 0: the
-  // largest block (up to 8 chunks) whose `block_window` blocks in play fit in three quarters of
-  // the chunk cache, so each chunk is decoded about once per epoch.
+  // largest block (up to 8 chunks) whose samples still share decoded chunks: on the CPU, the
+  // `block_window` blocks in play fit in three quarters of the chunk cache, so each chunk is
+  // decoded about once per epoch; with GPU batches (no chunk cache), the `block_window` blocks
+  // hold at most `batch_size` samples, so a block's shared chunks are decoded once per batch.
   std::string shuffle = "exact";
   uint64_t seed = 0;
   uint64_t block_chunks = 0;
@@ -270,6 +272,9 @@ struct LoaderStats {
   // reads per epoch over distinct chunks, for the configured shuffle and for "exact".
   double estimated_read_amplification = 0;
   double estimated_read_amplification_exact = 0;
+  // Shuffle "block": the chunks per block in use (the option, or the loader's choice for
+  // block_chunks 0); 0 for the other orders.
+  uint64_t block_chunks = 0;
 };
 
 class Loader {

@@ -316,6 +316,7 @@ int RunBench(const BenchCommandOptions& o) {
                            {"delivered_bytes_per_second", static_cast<double>(bytes) / elapsed},
                            {"read_amplification", amplification},
                            {"estimated_read_amplification", stats.estimated_read_amplification},
+                           {"block_chunks", stats.block_chunks},
                            {"train_step_ms", o.train_step_ms},
                            {"waiting_fraction", waiting_fraction},
                            {"device", o.device},

@@ -33,7 +33,6 @@
 #include <numeric>
 #include <set>
 #include <thread>
-#include <tuple>
 
 #include "array/chunk_reader.h"
 #include "gpu/cuda_driver.h"
@@ -1017,47 +1016,6 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
 
 using internal::LoaderState;
 
-namespace {
-
-// block_chunks for shuffle "block" when the options leave it to the loader (0): the largest block,
-// up to 8 chunks per sampled dimension, whose `block_window` blocks in play fit in three quarters
-// of the chunk cache, so that a chunk decoded for one sample of a block is still cached when the
-// block's other samples (overlapping windows, the target of the previous step) need it. A block of
-// S chunks along a dimension of chunk extent c spans S·c + footprint - 1 indices, where footprint
-// is the window plus the target reach; one sample's decoded bytes cover `footprint` of them.
-uint64_t AutoBlockChunks(const LoaderGeometry& g, const std::vector<SampledDim>& dims,
-                         const LoaderOptions& options) {
-  // One sample's distinct fields: (channel source, step) pairs of its inputs and targets.
-  std::set<std::tuple<const internal::ArrayState*, uint64_t, uint64_t>> fields;
-  uint64_t sample_bytes = 0;
-  for (const std::vector<Slab>* slabs : {&g.input_slabs, &g.target_slabs}) {
-    for (const Slab& slab : *slabs) {
-      const Channel& channel = g.channels[slab.channel];
-      const internal::ArrayState* array = g.arrays[g.channel_array[slab.channel]];
-      if (fields.emplace(array, channel.level_index, slab.step).second) {
-        sample_bytes += g.slab_elements * DataTypeSize(array->metadata.data_type);
-      }
-    }
-  }
-  const uint64_t cache = CacheBytes(options);
-  const double budget = 0.75 * static_cast<double>(cache);
-  const uint64_t window = std::max<uint64_t>(options.block_window, 1);
-  uint64_t chosen = 1;
-  for (uint64_t chunks = 2; chunks <= 8; ++chunks) {
-    double block_bytes = static_cast<double>(sample_bytes);
-    for (const SampledDim& dim : dims) {
-      const uint64_t footprint = dim.window + dim.reach;
-      block_bytes *=
-          static_cast<double>(chunks * dim.chunk + footprint - 1) / static_cast<double>(footprint);
-    }
-    if (static_cast<double>(window) * block_bytes > budget) break;
-    chosen = chunks;
-  }
-  return chosen;
-}
-
-}  // namespace
-
 Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) {
   ZS_RETURN_IF_ERROR(ParseBatchDType(BatchDTypeName(options.dtype)).status());
   const CudaDriver* pin = nullptr;
@@ -1095,9 +1053,10 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   plan_options.rank = options.rank;
   plan_options.drop_last = options.drop_last;
   const std::vector<SampledDim> plan_dims = geometry.PlanDims();
-  plan_options.block_chunks = options.block_chunks != 0
-                                  ? options.block_chunks
-                                  : AutoBlockChunks(geometry, plan_dims, options);
+  plan_options.block_chunks =
+      options.block_chunks != 0
+          ? options.block_chunks
+          : AutoBlockChunks(geometry, plan_dims, options, CacheBytes(options));
   plan_options.block_window = options.block_window;
   auto plan = SamplePlan::Create(plan_dims, plan_options);
   if (!plan.ok())
@@ -1287,6 +1246,7 @@ LoaderStats Loader::stats() const {
   st.gpu_scatter_seconds = static_cast<double>(s.counters.gpu_scatter_ns) * 1e-9;
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;
+  if (s.plan.options().shuffle == ShuffleMode::kBlock) st.block_chunks = s.plan.options().block_chunks;
   std::set<const Store*> stores;
   for (const internal::ArrayState* array : s.geometry.arrays) stores.insert(array->store.get());
   for (const Store* store : stores) {

@@ -98,6 +98,44 @@ TEST(ReadPlanTest, ChunksSharedBySamplesAndLevelsAreReadOnce) {
   EXPECT_EQ(plan.bytes_used, uint64_t{2} * 4 * kLat * kLon * sizeof(float));
 }
 
+// Block sizes the loader picks for shuffle "block": CPU batches size blocks by the chunk cache,
+// GPU batches by the batch (the plan reads a chunk once per batch; GPU batches have no cache).
+TEST(ReadPlanTest, AutoBlockChunksFollowsWhereDecodedChunksAreShared) {
+  auto dataset = Dataset::Open(Era5LikeUrl());
+  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+  LoaderOptions options;
+  options.variables = {"t2m"};  // one time step per chunk
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  options.block_window = 2;
+  auto geometry = MakeLoaderGeometry(*dataset, options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  const std::vector<SampledDim> dims = geometry->PlanDims();
+  // One sample reads two steps of 3 x 4 doubles (96 bytes each).
+  const uint64_t step_bytes = kLat * kLon * sizeof(double);
+  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, /*cache_bytes=*/1), 1U);
+  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, uint64_t{1} << 30), 8U);
+  // Blocks of 3 steps span 4 steps: two blocks in play hold 8 steps, 0.75 of a 11-step cache.
+  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, 11 * step_bytes), 3U);
+
+  options.device = BatchDevice::kCuda;  // the cache size no longer matters
+  for (uint64_t cache : {uint64_t{1}, uint64_t{1} << 30}) {
+    options.batch_size = 8;  // 2 blocks of 4 samples
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 4U);
+    options.batch_size = 9;
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 4U);
+    options.batch_size = 3;  // not even two blocks of 2 fit: single steps
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 1U);
+    options.batch_size = 64;
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 8U);
+  }
+  // Origins every second step: a block of 4 chunks holds 2 samples.
+  options.stride = {{"time", 2}};
+  auto strided = MakeLoaderGeometry(*dataset, options);
+  ASSERT_TRUE(strided.ok()) << strided.status().ToString();
+  options.batch_size = 8;
+  EXPECT_EQ(AutoBlockChunks(*strided, strided->PlanDims(), options, 1), 8U);
+}
 TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
   LoaderOptions options;
   options.variables = {"t2m", "temperature@850,1000"};

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "loader/channel_stats.h"
@@ -399,6 +401,54 @@ BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) 
     }
   }
   return plan;
+}
+
+uint64_t AutoBlockChunks(const LoaderGeometry& g, const std::vector<SampledDim>& dims,
+                         const LoaderOptions& options, uint64_t cache_bytes) {
+  constexpr uint64_t kMaxBlockChunks = 8;
+  const uint64_t window = std::max<uint64_t>(options.block_window, 1);
+  uint64_t chosen = 1;
+  if (options.device == BatchDevice::kCuda) {
+    for (uint64_t chunks = 2; chunks <= kMaxBlockChunks; ++chunks) {
+      // A block spans at least one stride (SamplePlan), and holds one origin per stride.
+      uint64_t group_samples = window;
+      for (const SampledDim& dim : dims) {
+        const uint64_t stride = std::max<uint64_t>(dim.stride.value_or(dim.window), 1);
+        const uint64_t span = std::max(chunks, (stride + dim.chunk - 1) / dim.chunk) * dim.chunk;
+        group_samples *= (span + stride - 1) / stride;
+      }
+      if (group_samples > options.batch_size) break;
+      chosen = chunks;
+    }
+    return chosen;
+  }
+  // A block of S chunks along a dimension of chunk extent c spans S·c + footprint - 1 indices,
+  // where footprint is the window plus the target reach; one sample's decoded bytes cover
+  // `footprint` of them. One sample's distinct fields: (channel source, step) pairs of its inputs
+  // and targets.
+  std::set<std::tuple<const internal::ArrayState*, uint64_t, uint64_t>> fields;
+  uint64_t sample_bytes = 0;
+  for (const std::vector<Slab>* slabs : {&g.input_slabs, &g.target_slabs}) {
+    for (const Slab& slab : *slabs) {
+      const Channel& channel = g.channels[slab.channel];
+      const internal::ArrayState* array = g.arrays[g.channel_array[slab.channel]];
+      if (fields.emplace(array, channel.level_index, slab.step).second) {
+        sample_bytes += g.slab_elements * DataTypeSize(array->metadata.data_type);
+      }
+    }
+  }
+  const double budget = 0.75 * static_cast<double>(cache_bytes);
+  for (uint64_t chunks = 2; chunks <= kMaxBlockChunks; ++chunks) {
+    double block_bytes = static_cast<double>(sample_bytes);
+    for (const SampledDim& dim : dims) {
+      const uint64_t footprint = dim.window + dim.reach;
+      block_bytes *=
+          static_cast<double>(chunks * dim.chunk + footprint - 1) / static_cast<double>(footprint);
+    }
+    if (static_cast<double>(window) * block_bytes > budget) break;
+    chosen = chunks;
+  }
+  return chosen;
 }
 
 }  // namespace zarrstream

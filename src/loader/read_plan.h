@@ -109,4 +109,18 @@ struct BatchReadPlan {
 
 BatchReadPlan PlanBatchReads(const LoaderGeometry& geometry, const SampleBatch& batch);
 
+// Chunks per block along each sampled dimension for shuffle "block" when the options leave it to
+// the loader (block_chunks 0): the largest block, up to 8 chunks, whose samples can share decoded
+// chunks (overlapping windows; one step's target is the next step's input). Where that sharing
+// happens decides the size:
+// - CPU batches share through the chunk cache (`cache_bytes`): the `block_window` blocks in play
+//   fit in three quarters of it, so a chunk decoded for one sample of a block is still cached when
+//   the block's other samples need it.
+// - GPU batches (options.device kCuda) do not use the chunk cache; they share within a batch, whose
+//   plan reads each chunk once. The `block_window` blocks of a group (which the epoch order
+//   interleaves into consecutive samples) hold at most `batch_size` samples, so a group falls in
+//   one or two batches and its shared chunks are decoded once there.
+uint64_t AutoBlockChunks(const LoaderGeometry& geometry, const std::vector<SampledDim>& dims,
+                         const LoaderOptions& options, uint64_t cache_bytes);
+
 }  // namespace zarrstream
