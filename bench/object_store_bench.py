@@ -15,7 +15,9 @@ Reported per reader: stored and decoded MB/s (best repetition), the share of the
 saturated throughput, the ratio to zarrstream, HTTP requests per stored chunk (nginx's access
 log), and the reader's CPU seconds (user + system, all its threads) per stored GB. Peers: tensorstore's http kvstore, zarr-python 3 through obstore's HTTPStore and
 through fsspec's HTTPFileSystem (aiohttp), each with its default concurrency and, as
-"...-tuned" rows, with its concurrency limit raised to zarrstream's per-host limit.
+"...-tuned" rows, with its concurrency limit raised to zarrstream's per-host limit. Where a CUDA
+device is present, "zarrstream-gpu" reads the array into GPU memory through the loader's GPU
+batches: nvCOMP decodes, so the reader's CPU only receives (the product's path to training).
 
     python bench/object_store_bench.py [--latency-ms 20] [--chunks 512] [--repeat 3] [--json]
 """
@@ -51,7 +53,8 @@ def make_store(root: Path, chunks: int, side: int) -> Path:
     y, x = np.meshgrid(np.linspace(0, 3, side), np.linspace(0, 6, side), indexing="ij")
     base = (280 + 20 * np.sin(y) * np.cos(x)).astype(np.float32)
     a = zarr.create_array(path, shape=(chunks, side, side), chunks=(1, side, side),
-                          dtype="float32", zarr_format=3)
+                          dtype="float32", zarr_format=3,
+                          dimension_names=["time", "latitude", "longitude"])
     for t in range(chunks):
         a[t] = base + rng.normal(0, 1, (side, side)).astype(np.float32).round(2)
     return path
@@ -65,6 +68,24 @@ def read_zarrstream(url: str):
     import zarrstream
 
     return zarrstream.open_array(url).read()
+
+
+def read_zarrstream_gpu(url: str):
+    """The array into GPU memory through the loader's GPU batches: nvCOMP decodes the chunks
+    (the CPU only receives them), batches of 64 time steps copied into one tensor."""
+    import torch
+    import zarrstream
+
+    loader = zarrstream.Loader(url, batch_size=64, shuffle="none", device="cuda", gpu_batches=True,
+                               prefetch=4)
+    out = None
+    for batch in loader:
+        x, first = batch["input"][:, 0], int(batch["origin"][0, 0])  # shuffle "none": in order
+        if out is None:
+            out = torch.empty((loader.num_samples, *x.shape[1:]), dtype=x.dtype, device="cuda")
+        out[first:first + len(x)] = x
+    torch.cuda.synchronize()
+    return out
 
 
 def tensorstore_reader(concurrency: int | None):
@@ -106,6 +127,7 @@ def zarr_fsspec_reader(concurrency: int | None):
 
 READERS = {
     "zarrstream": read_zarrstream,
+    "zarrstream-gpu": read_zarrstream_gpu,
     "tensorstore": tensorstore_reader(None),
     "tensorstore-tuned": tensorstore_reader(TUNED_CONCURRENCY),
     "zarr-python+obstore": zarr_obstore_reader(None),
@@ -115,11 +137,22 @@ READERS = {
 }
 
 
+def default_readers() -> list[str]:
+    try:
+        import torch
+
+        gpu = torch.cuda.is_available()
+    except ImportError:
+        gpu = False
+    return [name for name in READERS if gpu or name != "zarrstream-gpu"]
+
+
 def child(name: str, url: str, repeat: int, expected_path: str) -> None:
     """Reads the array once to warm up, checks it, then `repeat` timed reads; prints JSON."""
     reader = READERS[name]
     try:
-        got = np.asarray(reader(url))
+        got = reader(url)
+        got = got.cpu().numpy() if hasattr(got, "cpu") else np.asarray(got)
     except Exception as e:  # a peer that cannot read the store is reported, not fatal
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
         return
@@ -200,7 +233,8 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=512, help="stored chunks (one per time step)")
     parser.add_argument("--side", type=int, default=512, help="chunk side (float32 side x side)")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--readers", default=",".join(READERS))
+    parser.add_argument("--readers", default=",".join(default_readers()),
+                        help="default: every reader (zarrstream-gpu where a CUDA device is present)")
     parser.add_argument("--server-workers", type=int, default=os.cpu_count(),
                         help="nginx worker processes (default: one per core)")
     parser.add_argument("--wrk-connections", default="64,256",
