@@ -33,14 +33,15 @@ nb::dlpack::dtype DLDType(BatchDType dtype) {
 }
 
 // A DLPack producer (an object with __dlpack__ and __dlpack_device__) over `tensor`, owned by
-// `owner` (no copy), in host memory or on CUDA device 0.
+// `owner` (no copy), in host memory or on CUDA device `cuda_device`.
 nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle owner,
-                  BatchDevice device = BatchDevice::kCpu) {
+                  BatchDevice device = BatchDevice::kCpu, int cuda_device = 0) {
   std::vector<size_t> shape(tensor.shape.begin(), tensor.shape.end());
   const int32_t device_type =
       device == BatchDevice::kCuda ? nb::device::cuda::value : nb::device::cpu::value;
   nb::ndarray<nb::array_api> array(tensor.data.data(), shape.size(), shape.data(), owner, nullptr,
-                                   dtype, device_type, 0);
+                                   dtype, device_type,
+                                   device == BatchDevice::kCuda ? cuda_device : 0);
   return nb::cast(array, nb::rv_policy::reference);
 }
 
@@ -58,13 +59,14 @@ nb::object NextBatch(Loader& loader) {
   nb::dict out;
   const nb::dlpack::dtype dtype = DLDType(b.dtype());
   const BatchDevice device = b.device();
-  out["input"] = Export(b.input(), dtype, owner, device);
-  if (!b.target().shape.empty()) out["target"] = Export(b.target(), dtype, owner, device);
+  const int gpu = b.cuda_device();
+  out["input"] = Export(b.input(), dtype, owner, device, gpu);
+  if (!b.target().shape.empty()) out["target"] = Export(b.target(), dtype, owner, device, gpu);
   if (!b.input_mask().shape.empty()) {
-    out["input_mask"] = Export(b.input_mask(), nb::dtype<bool>(), owner, device);
+    out["input_mask"] = Export(b.input_mask(), nb::dtype<bool>(), owner, device, gpu);
   }
   if (!b.target_mask().shape.empty()) {
-    out["target_mask"] = Export(b.target_mask(), nb::dtype<bool>(), owner, device);
+    out["target_mask"] = Export(b.target_mask(), nb::dtype<bool>(), owner, device, gpu);
   }
   out["origin"] = Export(b.origins(), nb::dtype<int64_t>(), owner);
   nb::dict shapes;  // the arrays' shapes (a DLPack object does not say them)
@@ -135,6 +137,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("shuffle", &LoaderOptions::shuffle)
       .def_rw("seed", &LoaderOptions::seed)
       .def_rw("block_chunks", &LoaderOptions::block_chunks)
+      .def_rw("cuda_device", &LoaderOptions::cuda_device)
       .def_rw("block_window", &LoaderOptions::block_window)
       .def_rw("batch_size", &LoaderOptions::batch_size)
       .def_rw("world_size", &LoaderOptions::world_size)

@@ -218,6 +218,31 @@ def test_block_shuffle_shares_steps_within_gpu_batches(tmp_path):
     assert shared < 0.7 and shared < 0.8 * unshared, (shared, unshared)
 
 
+def test_gpu_batches_on_the_device_asked_for(stores):
+    """device="cuda:N" (a data-parallel rank's device): the batches live on device N and equal the
+    CPU loader's; "cuda" is torch's current device; a device the machine lacks is a clear error."""
+    count = torch.cuda.device_count()
+    path = stores[0]
+    with pytest.raises(zarrstream.ConfigError, match=f"cuda:{count}.*this machine has {count}"):
+        zarrstream.Loader(path, "zstd_f32", device=f"cuda:{count}", gpu_batches=True)
+    if count < 2:
+        pytest.skip(f"GPU test: a second device is needed, this machine has {count}")
+    names = _variables(path)
+    common = dict(target_offset={"time": 1}, batch_size=3, seed=6)
+    last = count - 1
+    cpu = zarrstream.Loader(path, names, **common)
+    gpu = zarrstream.Loader(path, names, device=f"cuda:{last}", gpu_batches=True, **common)
+    batch = next(iter(gpu))
+    assert batch["input"].device == torch.device("cuda", last)
+    _assert_same_batches(cpu, gpu)
+    with torch.cuda.device(last):
+        current = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, **common)
+    assert next(iter(current))["input"].device == torch.device("cuda", last)
+    arrays = next(iter(zarrstream.Loader(path, names, device=f"cuda:{last}", output="dlpack", **common)))
+    assert arrays["input"].device == f"cuda:{last}"
+    assert arrays["input"].__dlpack_device__() == (2, last)  # kDLCUDA, the device
+
+
 def _corrupt(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     (dst / "zstd_f32" / "c" / "5" / "1" / "1").write_bytes(b"\x28\xb5\x2f\xfd not a zstd frame")

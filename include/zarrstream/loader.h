@@ -77,8 +77,8 @@ size_t BatchDTypeSize(BatchDType dtype);
 // their absence an error at Open.
 enum class PinMemory : uint8_t { kAuto, kOn, kOff };
 
-// Where batches are made. kCpu: host memory (pinned per PinMemory). kCuda: device 0's memory (see
-// "GPU batches" below).
+// Where batches are made. kCpu: host memory (pinned per PinMemory). kCuda: the memory of the CUDA
+// device LoaderOptions::cuda_device (see "GPU batches" below).
 enum class BatchDevice : uint8_t { kCpu, kCuda };
 std::string_view BatchDeviceName(BatchDevice device);  // "cpu", "cuda"
 // Why a Loader with device kCuda cannot open on this machine (no driver or GPU, or a build
@@ -140,6 +140,8 @@ struct LoaderOptions {
   bool skip_bad_samples = false;
 
   BatchDevice device = BatchDevice::kCpu;
+  // GPU batches: the CUDA device they are made on (cuda:N; each data-parallel rank its own).
+  int cuda_device = 0;
   // GPU batches: the decoded bytes of one wave (one copy to the GPU, one nvCOMP call per codec, one
   // scatter launch), at least one chunk; 0: 1 GiB. Larger waves give nvCOMP more chunks per call
   // and take more GPU memory: about 5× this per batch in flight (staging, decoded chunks, nvCOMP's
@@ -185,8 +187,9 @@ class Batch {
   uint64_t epoch() const { return epoch_; }
   uint64_t index() const { return index_; }  // within this rank's epoch
   // Where input, target and the masks live (origins are always in host memory): with kCuda their
-  // data are device addresses of device 0.
+  // data are device addresses of CUDA device cuda_device().
   BatchDevice device() const { return device_; }
+  int cuda_device() const { return cuda_device_; }
   size_t size() const { return sample_ids_.size(); }
   // The last num_padding() samples repeat earlier ones (equal batch counts per rank).
   uint64_t num_padding() const { return num_padding_; }
@@ -219,6 +222,7 @@ class Batch {
   std::vector<uint64_t> sample_ids_;
   BatchDType dtype_ = BatchDType::kFloat32;
   BatchDevice device_ = BatchDevice::kCpu;
+  int cuda_device_ = 0;
   BatchTensor input_, target_, input_mask_, target_mask_, origins_;
   // The buffers behind the tensors, returned to the loader's pool on destruction.
   std::shared_ptr<void> storage_;

@@ -85,17 +85,18 @@ class BatchArray:
     gone.
     """
 
-    __slots__ = ("_array", "_core", "_gpu", "shape")
+    __slots__ = ("_array", "_core", "_gpu", "_cuda_device", "shape")
 
-    def __init__(self, array: Any, shape: tuple[int, ...], core: Any, gpu: bool) -> None:
+    def __init__(self, array: Any, shape: tuple[int, ...], core: Any, cuda_device: int | None) -> None:
         self._array = array
         self._core = core
-        self._gpu = gpu
+        self._gpu = cuda_device is not None
+        self._cuda_device = cuda_device
         self.shape = shape
 
     @property
     def device(self) -> str:
-        return "cuda:0" if self._gpu else "cpu"
+        return f"cuda:{self._cuda_device}" if self._gpu else "cpu"
 
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
@@ -129,7 +130,9 @@ class Loader:
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
     identical remaining batches.
 
-    ``device="cuda"`` makes batches on the GPU: chunks cross PCIe compressed, nvCOMP decodes them
+    ``device="cuda"`` (torch's current device) or ``"cuda:N"`` makes batches on that GPU (under
+    ``torchrun``, each rank on the device it set with ``torch.cuda.set_device``): chunks cross PCIe
+    compressed, nvCOMP decodes them
     (zstd, gzip, zlib, lz4, blosc-lz4/zstd; other codecs decode on the CPU) and CUDA kernels
     assemble, cast and normalise them into the batch, with values identical to ``device="cpu"``;
     ``"origin"`` stays on the CPU. Where this build or machine cannot (``gpu_decode_status``
@@ -249,10 +252,17 @@ class Loader:
                 + (f": {unavailable}" if unavailable else ""))
         self._gpu_batches = (self._device_type == "cuda" and not unavailable
                              and gpu_batches is not False)
+        # "cuda" without an index is torch's current device (what torch.cuda.set_device chose,
+        # as data-parallel ranks do), or device 0 without torch.
+        if self._device_type == "cuda" and device_index is None:
+            device_index = (torch.cuda.current_device()
+                            if torch is not None and torch.cuda.is_available() else 0)
+        self._cuda_device = device_index
+        if self._device_type == "cuda" and torch is not None:
+            self._device = torch.device("cuda", device_index)
         if self._gpu_batches:
-            if device_index not in (None, 0):
-                raise ValueError(f"device={device!r}: GPU batches are made on cuda:0")
             o.device = "cuda"
+            o.cuda_device = int(device_index)
             o.gpu_wave_bytes = int(gpu_wave_bytes)
         self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when
@@ -322,7 +332,8 @@ class Loader:
 
     def _to_dlpack(self, batch: dict[str, Any]) -> dict[str, Any]:
         # The same keys as the torch batches.
-        return {key: BatchArray(batch[key], shape, self._core, self._gpu_batches and key != "origin")
+        return {key: BatchArray(batch[key], shape, self._core,
+                                self._cuda_device if self._gpu_batches and key != "origin" else None)
                 for key, shape in batch["shapes"].items()}
 
     def _to_torch(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -330,7 +341,7 @@ class Loader:
         if self._gpu_batches:
             # Complete on arrival; the loader reuses a batch's memory only after the work queued on
             # this stream before the batch was released.
-            stream = torch.cuda.current_stream().cuda_stream
+            stream = torch.cuda.current_stream(self._device).cuda_stream
             if stream != self._consumer_stream:
                 self._core.set_consumer_stream(stream)
                 self._consumer_stream = stream

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace zarrstream {
 
@@ -88,13 +90,16 @@ bool Resolve(void* library, const char* symbol, Fn* fn) {
 }  // namespace
 
 struct LoadedDriver {
-  CudaDriver* driver = nullptr;
-  std::string reason;  // why `driver` is null
+  CudaDriver* driver = nullptr;  // device 0's
+  std::string reason;            // why `driver` is null
 };
 
 class CudaDriverLoader {
  public:
   static LoadedDriver Load();
+  // The instance for device `ordinal` (< count): retains its primary context for the process.
+  static Result<CudaDriver*> MakeForDevice(const CudaDriver::Api& api, int ordinal, int count,
+                                           int version);
 };
 
 template <typename Call>
@@ -168,26 +173,38 @@ LoadedDriver CudaDriverLoader::Load() {
                                            : "no CUDA device";
     return loaded;
   }
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  result = api.cuDeviceGet(&device, 0);
-  if (result == kCudaSuccess) result = api.cuDevicePrimaryCtxRetain(&context, device);
-  if (result != kCudaSuccess) {
-    loaded.reason = DriverError(api, "cuDevicePrimaryCtxRetain", result).message();
-    return loaded;
-  }
   int version = 0;
   (void)api.cuDriverGetVersion(&version);
+  Result<CudaDriver*> driver = MakeForDevice(api, 0, count, version);
+  if (!driver.ok()) {
+    loaded.reason = driver.status().message();
+    return loaded;
+  }
+  loaded.driver = *driver;
+  return loaded;
+}
+
+Result<CudaDriver*> CudaDriverLoader::MakeForDevice(const CudaDriver::Api& api, int ordinal,
+                                                    int count, int version) {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUresult result = api.cuDeviceGet(&device, ordinal);
+  if (result == kCudaSuccess) result = api.cuDevicePrimaryCtxRetain(&context, device);
+  if (result != kCudaSuccess) {
+    return DriverError(api, "cuDevicePrimaryCtxRetain", result)
+        .WithContext("CUDA device " + std::to_string(ordinal));
+  }
   int multiprocessors = 0;
   (void)api.cuDeviceGetAttribute(&multiprocessors, kAttributeMultiprocessorCount, device);
   // Lives for the process: the primary context stays retained and the library loaded.
-  loaded.driver = new CudaDriver();
-  loaded.driver->api_ = &api;
-  loaded.driver->context_ = context;
-  loaded.driver->device_count_ = count;
-  loaded.driver->driver_version_ = version;
-  loaded.driver->multiprocessor_count_ = multiprocessors;
-  return loaded;
+  auto* driver = new CudaDriver();
+  driver->api_ = &api;
+  driver->context_ = context;
+  driver->ordinal_ = ordinal;
+  driver->device_count_ = count;
+  driver->driver_version_ = version;
+  driver->multiprocessor_count_ = multiprocessors;
+  return driver;
 }
 
 namespace {
@@ -200,6 +217,29 @@ const LoadedDriver& Instance() {
 }  // namespace
 
 const CudaDriver* CudaDriver::Get() { return Instance().driver; }
+
+Result<const CudaDriver*> CudaDriver::ForDevice(int ordinal) {
+  const CudaDriver* first = Get();
+  if (first == nullptr) return CudaError("no CUDA: " + UnavailableReason());
+  if (ordinal < 0 || ordinal >= first->device_count()) {
+    return CudaError("CUDA device " + std::to_string(ordinal) +
+                     " does not exist: this machine has " + std::to_string(first->device_count()) +
+                     " (cuda:0 to cuda:" + std::to_string(first->device_count() - 1) + ")");
+  }
+  if (ordinal == 0) return first;
+  static std::mutex mutex;
+  static std::vector<const CudaDriver*> drivers;  // by ordinal; each lives for the process
+  std::lock_guard lock(mutex);
+  drivers.resize(static_cast<size_t>(first->device_count()), nullptr);
+  const CudaDriver*& driver = drivers[static_cast<size_t>(ordinal)];
+  if (driver == nullptr) {
+    ZS_ASSIGN_OR_RETURN(CudaDriver * made,
+                        CudaDriverLoader::MakeForDevice(*first->api_, ordinal, first->device_count_,
+                                                        first->driver_version_));
+    driver = made;
+  }
+  return driver;
+}
 
 std::string CudaDriver::UnavailableReason() { return Instance().reason; }
 

@@ -6,9 +6,12 @@
 // Only the few entry points used are declared here (the driver's C ABI is stable); nothing
 // includes cuda.h.
 //
-// Threads: every member is thread-safe. CudaDriver::Get() loads and initialises the driver once
-// per process. Host registrations are made in device 0's primary context with the PORTABLE flag,
-// so the memory is page-locked for every context and device (PyTorch's included).
+// An instance is bound to one device (its primary context, the one the CUDA runtime and PyTorch
+// use): CudaDriver::Get() is device 0's, ForDevice(n) device n's.
+//
+// Threads: every member is thread-safe. The driver is loaded and initialised once per process, an
+// instance made once per device and kept for the process. Host registrations are made with the
+// PORTABLE flag, so the memory is page-locked for every context and device (PyTorch's included).
 #pragma once
 
 #include <cstddef>
@@ -26,6 +29,12 @@ class CudaDriver {
   // says why ("libcuda.so.1 not found", "no CUDA device", the driver's error).
   static const CudaDriver* Get();
   static std::string UnavailableReason();
+  // Device `ordinal`'s instance; kCuda errors when the driver is unavailable or no such device
+  // exists (the message says how many there are).
+  static Result<const CudaDriver*> ForDevice(int ordinal);
+
+  // The device this instance works on.
+  int ordinal() const { return ordinal_; }
 
   int device_count() const { return device_count_; }
   // "NVIDIA H100 80GB HBM3" for device `ordinal`, and its memory in bytes.
@@ -41,7 +50,7 @@ class CudaDriver {
   // Whether `data` lies in page-locked host memory (registered or allocated pinned).
   bool IsPageLocked(const void* data) const;
 
-  // Device 0's memory, streams, events, copies and kernels: what the GPU path is built on. Device
+  // The device's memory, streams, events, copies and kernels: what the GPU path is built on. Device
   // addresses are CUdeviceptr values; streams, events, modules and functions are the driver's
   // handles (CUstream, CUevent, CUmodule, CUfunction). Copies and launches are asynchronous on
   // `stream`; host memory they read or write must stay allocated (and, to overlap, page-locked)
@@ -65,9 +74,9 @@ class CudaDriver {
   Result<void*> GetFunction(void* module, const char* name) const;
   Status Launch(void* function, const uint32_t grid[3], uint32_t block_x, void* stream,
                 void** arguments) const;
-  // Streaming multiprocessors of device 0 (sizes kernel grids).
+  // Streaming multiprocessors of the device (sizes kernel grids).
   int multiprocessor_count() const { return multiprocessor_count_; }
-  // Runs `call` with device 0's primary context current on this thread: for libraries that use
+  // Runs `call` with the device's primary context current on this thread: for libraries that use
   // the CUDA runtime (nvCOMP), which then finds the same context.
   Status InContext(const std::function<Status()>& call) const;
 
@@ -76,12 +85,13 @@ class CudaDriver {
  private:
   friend class CudaDriverLoader;  // cuda_driver.cc: loads the library and makes the instance
   CudaDriver() = default;
-  // Runs `call` with device 0's primary context current on this thread.
+  // Runs `call` with the device's primary context current on this thread.
   template <typename Call>
   Status WithContext(const Call& call) const;
 
   const Api* api_ = nullptr;
-  void* context_ = nullptr;  // CUcontext of device 0's primary context, retained for the process
+  void* context_ = nullptr;  // CUcontext of the device's primary context, retained for the process
+  int ordinal_ = 0;
   int device_count_ = 0;
   int driver_version_ = 0;
   int multiprocessor_count_ = 0;

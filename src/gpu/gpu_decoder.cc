@@ -561,8 +561,7 @@ Status GpuDecodeWorkspace::Decode() {
 
 Status GpuDecodeWorkspace::Unshuffle(const std::vector<gpu_abi::UnshuffleDescriptor>& blocks) {
   if (blocks.empty()) return Status::Ok();
-  const GpuKernels* kernels = GpuKernels::Get();
-  if (kernels == nullptr) return CudaError("no CUDA kernels: " + GpuKernels::UnavailableReason());
+  ZS_ASSIGN_OR_RETURN(const GpuKernels* kernels, GpuKernels::ForDevice(driver_));
   uint64_t max_bytes = 0;
   for (const auto& b : blocks) max_bytes = std::max<uint64_t>(max_bytes, b.bytes);
   ZS_ASSIGN_OR_RETURN(const uint64_t descriptors,
@@ -589,8 +588,9 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
   }
   ZS_ASSIGN_OR_RETURN(const uint64_t device_arguments,
                       Upload(std::as_bytes(std::span<const uint64_t>(arguments))));
-  ZS_ASSIGN_OR_RETURN(const size_t temp_bytes,
-                      nvcomp_->TempBytes(compression, n, max_decoded, total_decoded, stream_));
+  ZS_ASSIGN_OR_RETURN(
+      const size_t temp_bytes,
+      nvcomp_->TempBytes(*driver_, compression, n, max_decoded, total_decoded, stream_));
   if (temp_bytes > temp_capacity_) {
     // The scratch may still be in use by the previous group's decode.
     ZS_RETURN_IF_ERROR(Synchronize());
@@ -604,8 +604,8 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
   auto* statuses = reinterpret_cast<int32_t*>(results_.device) + results_offset;
   auto* sizes =
       reinterpret_cast<uint64_t*>(results_.device + SizesOffset(results_total)) + results_offset;
-  return nvcomp_->DecompressAsync(compression, args, args + n, args + 2 * n, sizes, n, temp_,
-                                  temp_capacity_, args + 3 * n, statuses, stream_);
+  return nvcomp_->DecompressAsync(*driver_, compression, args, args + n, args + 2 * n, sizes, n,
+                                  temp_, temp_capacity_, args + 3 * n, statuses, stream_);
 }
 
 }  // namespace zarrstream

@@ -1,6 +1,9 @@
 #include "gpu/gpu_kernels.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "gpu/cuda_driver.h"
 
@@ -19,11 +22,12 @@ constexpr uint64_t kMaxGridY = 65535;
 // x spreads one descriptor's work over blocks of which each thread does at least
 // `items_per_thread`; y covers the descriptors. The whole grid stays near 64 blocks per
 // multiprocessor, enough to hide memory latency without idle blocks.
-void GridFor(uint32_t count, uint64_t max_items, uint64_t items_per_thread, uint32_t grid[3]) {
+void GridFor(const CudaDriver& driver, uint32_t count, uint64_t max_items,
+             uint64_t items_per_thread, uint32_t grid[3]) {
   const uint64_t y = std::clamp<uint64_t>(count, 1, kMaxGridY);
   uint64_t x =
       (max_items + kThreadsPerBlock * items_per_thread - 1) / (kThreadsPerBlock * items_per_thread);
-  const auto sms = static_cast<uint64_t>(std::max(CudaDriver::Get()->multiprocessor_count(), 1));
+  const auto sms = static_cast<uint64_t>(std::max(driver.multiprocessor_count(), 1));
   x = std::clamp<uint64_t>(x, 1, std::max<uint64_t>(1, sms * 64 / y));
   grid[0] = static_cast<uint32_t>(x);
   grid[1] = static_cast<uint32_t>(y);
@@ -39,10 +43,9 @@ struct LoadedKernels {
 
 class GpuKernelsLoader {
  public:
-  static LoadedKernels Load() {
+  static LoadedKernels Load(const CudaDriver* driver) {
     LoadedKernels loaded;
 #if defined(ZARRSTREAM_GPU_KERNELS)
-    const CudaDriver* driver = CudaDriver::Get();
     if (driver == nullptr) {
       loaded.reason = CudaDriver::UnavailableReason();
       return loaded;
@@ -59,9 +62,11 @@ class GpuKernelsLoader {
       return loaded;
     }
     loaded.kernels = new GpuKernels();  // lives for the process, as the module stays loaded
+    loaded.kernels->driver_ = driver;
     loaded.kernels->scatter_ = *scatter;
     loaded.kernels->unshuffle_ = *unshuffle;
 #else
+    (void)driver;
     loaded.reason =
         "this build of zarrstream has no CUDA kernels (nvcc was not found when it "
         "was built)";
@@ -73,7 +78,7 @@ class GpuKernelsLoader {
 namespace {
 
 const LoadedKernels& Instance() {
-  static const LoadedKernels loaded = GpuKernelsLoader::Load();
+  static const LoadedKernels loaded = GpuKernelsLoader::Load(CudaDriver::Get());
   return loaded;
 }
 
@@ -81,6 +86,23 @@ const LoadedKernels& Instance() {
 
 const GpuKernels* GpuKernels::Get() { return Instance().kernels; }
 std::string GpuKernels::UnavailableReason() { return Instance().reason; }
+
+Result<const GpuKernels*> GpuKernels::ForDevice(const CudaDriver* driver) {
+  if (driver == nullptr || driver->ordinal() == 0) {
+    if (Get() == nullptr) return CudaError("no CUDA kernels: " + UnavailableReason());
+    return Get();
+  }
+  static std::mutex mutex;
+  static std::map<int, LoadedKernels> by_device;  // devices other than 0; kept for the process
+  std::lock_guard lock(mutex);
+  auto [it, made] = by_device.try_emplace(driver->ordinal());
+  if (made) it->second = GpuKernelsLoader::Load(driver);
+  if (it->second.kernels == nullptr) {
+    return CudaError("no CUDA kernels on device " + std::to_string(driver->ordinal()) + ": " +
+                     it->second.reason);
+  }
+  return it->second.kernels;
+}
 
 bool GpuKernels::Compiled() {
 #if defined(ZARRSTREAM_GPU_KERNELS)
@@ -94,18 +116,18 @@ Status GpuKernels::Scatter(uint64_t descriptors, uint32_t count, uint64_t max_el
                            void* stream) const {
   if (count == 0) return Status::Ok();
   uint32_t grid[3];
-  GridFor(count, max_elements, 4, grid);
+  GridFor(*driver_, count, max_elements, 4, grid);
   void* arguments[] = {&descriptors, &count};
-  return CudaDriver::Get()->Launch(scatter_, grid, kThreadsPerBlock, stream, arguments);
+  return driver_->Launch(scatter_, grid, kThreadsPerBlock, stream, arguments);
 }
 
 Status GpuKernels::Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_bytes,
                              void* stream) const {
   if (count == 0) return Status::Ok();
   uint32_t grid[3];
-  GridFor(count, max_bytes, 8, grid);
+  GridFor(*driver_, count, max_bytes, 8, grid);
   void* arguments[] = {&descriptors, &count};
-  return CudaDriver::Get()->Launch(unshuffle_, grid, kThreadsPerBlock, stream, arguments);
+  return driver_->Launch(unshuffle_, grid, kThreadsPerBlock, stream, arguments);
 }
 
 }  // namespace zarrstream

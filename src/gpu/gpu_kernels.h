@@ -2,7 +2,8 @@
 // nvcc is present at build time, and loaded through the CUDA driver at first use. Each call is one
 // launch over all of a batch's descriptors (kernel_abi.h), queued on the caller's stream.
 //
-// Threads: thread-safe. The descriptor arrays are device memory that must stay valid until the
+// Threads: thread-safe. Launches go to the device the kernels were loaded on, on the caller's
+// stream (of that device). The descriptor arrays are device memory that must stay valid until the
 // stream passes the launch.
 #pragma once
 
@@ -13,12 +14,17 @@
 
 namespace zarrstream {
 
+class CudaDriver;
+
 class GpuKernels {
  public:
-  // The loaded kernels, or null; UnavailableReason() says why (no driver or device, or a build
-  // without nvcc).
+  // The kernels loaded on device 0, or null; UnavailableReason() says why (no driver or device,
+  // or a build without nvcc).
   static const GpuKernels* Get();
   static std::string UnavailableReason();
+  // The kernels loaded on `driver`'s device (once per device, kept for the process); kCuda errors
+  // say why they cannot be.
+  static Result<const GpuKernels*> ForDevice(const CudaDriver* driver);
   // Whether this build carries the kernels at all.
   static bool Compiled();
 
@@ -30,8 +36,9 @@ class GpuKernels {
  private:
   friend class GpuKernelsLoader;  // gpu_kernels.cc
   GpuKernels() = default;
-  void* scatter_ = nullptr;    // CUfunction
-  void* unshuffle_ = nullptr;  // CUfunction
+  const CudaDriver* driver_ = nullptr;  // the device the module is loaded on
+  void* scatter_ = nullptr;             // CUfunction
+  void* unshuffle_ = nullptr;           // CUfunction
 };
 
 }  // namespace zarrstream

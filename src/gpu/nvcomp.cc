@@ -165,11 +165,12 @@ const Nvcomp* Nvcomp::Get() { return Instance().nvcomp; }
 
 std::string Nvcomp::UnavailableReason() { return Instance().reason; }
 
-Result<size_t> Nvcomp::TempBytes(GpuCompression compression, size_t chunks, size_t max_chunk_bytes,
-                                 size_t total_bytes, void* stream) const {
+Result<size_t> Nvcomp::TempBytes(const CudaDriver& driver, GpuCompression compression,
+                                 size_t chunks, size_t max_chunk_bytes, size_t total_bytes,
+                                 void* stream) const {
   size_t bytes = 0;
   const auto index = static_cast<size_t>(compression);
-  ZS_RETURN_IF_ERROR(CudaDriver::Get()->InContext([&] {
+  ZS_RETURN_IF_ERROR(driver.InContext([&] {
     const NvcompStatus status = api_->temp_size[index](chunks, max_chunk_bytes, DecompressOptions{},
                                                        &bytes, total_bytes, stream);
     return status == kNvcompSuccess ? Status::Ok()
@@ -178,14 +179,14 @@ Result<size_t> Nvcomp::TempBytes(GpuCompression compression, size_t chunks, size
   return bytes;
 }
 
-Status Nvcomp::DecompressAsync(GpuCompression compression, const uint64_t* compressed,
-                               const uint64_t* compressed_bytes, const uint64_t* output_bytes,
-                               uint64_t* decoded_bytes, size_t chunks, uint64_t temp,
-                               size_t temp_bytes, const uint64_t* outputs, int32_t* statuses,
-                               void* stream) const {
+Status Nvcomp::DecompressAsync(const CudaDriver& driver, GpuCompression compression,
+                               const uint64_t* compressed, const uint64_t* compressed_bytes,
+                               const uint64_t* output_bytes, uint64_t* decoded_bytes, size_t chunks,
+                               uint64_t temp, size_t temp_bytes, const uint64_t* outputs,
+                               int32_t* statuses, void* stream) const {
   static_assert(sizeof(uint64_t) == sizeof(void*) && sizeof(uint64_t) == sizeof(size_t));
   const auto index = static_cast<size_t>(compression);
-  return CudaDriver::Get()->InContext([&] {
+  return driver.InContext([&] {
     const NvcompStatus status = api_->decompress[index](
         reinterpret_cast<const void* const*>(compressed),
         reinterpret_cast<const size_t*>(compressed_bytes),

@@ -20,6 +20,8 @@
 
 namespace zarrstream {
 
+class CudaDriver;
+
 // The compressed formats nvCOMP decodes for zarrstream: zstd frames, raw LZ4 blocks, raw deflate
 // streams and gzip members.
 enum class GpuCompression : uint8_t { kZstd, kLz4, kDeflate, kGzip };
@@ -36,19 +38,21 @@ class Nvcomp {
   const std::string& library() const { return library_; }
 
   // Device scratch bytes a DecompressAsync call of `chunks` chunks needs, each decoding to at
-  // most `max_chunk_bytes`, `total_bytes` in all.
-  Result<size_t> TempBytes(GpuCompression compression, size_t chunks, size_t max_chunk_bytes,
-                           size_t total_bytes, void* stream) const;
+  // most `max_chunk_bytes`, `total_bytes` in all. Both calls run in `driver`'s device's context;
+  // `stream` belongs to that device.
+  Result<size_t> TempBytes(const CudaDriver& driver, GpuCompression compression, size_t chunks,
+                           size_t max_chunk_bytes, size_t total_bytes, void* stream) const;
 
   // Queues the decode of `chunks` chunks on `stream`. Every pointer argument is a device array of
   // `chunks` entries: the compressed chunks and their sizes, the output buffers and their sizes,
   // and what the call sets: each chunk's decoded size and nvcompStatus_t (0: success). The
   // returned status is the call's; chunks fail through `statuses`. Input and output buffers must
   // be 16-byte aligned.
-  Status DecompressAsync(GpuCompression compression, const uint64_t* compressed,
-                         const uint64_t* compressed_bytes, const uint64_t* output_bytes,
-                         uint64_t* decoded_bytes, size_t chunks, uint64_t temp, size_t temp_bytes,
-                         const uint64_t* outputs, int32_t* statuses, void* stream) const;
+  Status DecompressAsync(const CudaDriver& driver, GpuCompression compression,
+                         const uint64_t* compressed, const uint64_t* compressed_bytes,
+                         const uint64_t* output_bytes, uint64_t* decoded_bytes, size_t chunks,
+                         uint64_t temp, size_t temp_bytes, const uint64_t* outputs,
+                         int32_t* statuses, void* stream) const;
 
   // "nvcompErrorCannotDecompress" for a status value.
   static std::string StatusName(int32_t status);

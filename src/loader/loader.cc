@@ -197,6 +197,7 @@ struct BatchAccess {
   static std::vector<uint64_t>& sample_ids(Batch& b) { return b.sample_ids_; }
   static BatchDType& dtype(Batch& b) { return b.dtype_; }
   static BatchDevice& device(Batch& b) { return b.device_; }
+  static int& cuda_device(Batch& b) { return b.cuda_device_; }
   static BatchTensor& input(Batch& b) { return b.input_; }
   static BatchTensor& target(Batch& b) { return b.target_; }
   static BatchTensor& input_mask(Batch& b) { return b.input_mask_; }
@@ -536,6 +537,7 @@ Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> LoaderState::A
   BatchAccess::storage(b) = both;
   LayOutTensors(b, reinterpret_cast<std::byte*>(device.first.address), samples);
   BatchAccess::device(b) = BatchDevice::kCuda;
+  BatchAccess::cuda_device(b) = options.cuda_device;
   SetOrigins(b, static_cast<std::byte*>(host.get()), samples);
   return std::make_pair(std::move(batch), device.first);
 }
@@ -1025,8 +1027,13 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
     if (std::string reason = GpuBatchesUnavailableReason(); !reason.empty()) {
       return ConfigError("device is cuda, but batches cannot be made on a GPU here: " + reason);
     }
-    gpu->driver = CudaDriver::Get();
-    gpu->kernels = GpuKernels::Get();
+    Result<const CudaDriver*> driver = CudaDriver::ForDevice(options.cuda_device);
+    if (!driver.ok()) {
+      return ConfigError("device is cuda:" + std::to_string(options.cuda_device) + ", but " +
+                         driver.status().message());
+    }
+    gpu->driver = *driver;
+    ZS_ASSIGN_OR_RETURN(gpu->kernels, GpuKernels::ForDevice(gpu->driver));
     gpu->nvcomp = Nvcomp::Get();
     gpu->nvcomp_status =
         gpu->nvcomp != nullptr
@@ -1246,7 +1253,8 @@ LoaderStats Loader::stats() const {
   st.gpu_scatter_seconds = static_cast<double>(s.counters.gpu_scatter_ns) * 1e-9;
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;
-  if (s.plan.options().shuffle == ShuffleMode::kBlock) st.block_chunks = s.plan.options().block_chunks;
+  if (s.plan.options().shuffle == ShuffleMode::kBlock)
+    st.block_chunks = s.plan.options().block_chunks;
   std::set<const Store*> stores;
   for (const internal::ArrayState* array : s.geometry.arrays) stores.insert(array->store.get());
   for (const Store* store : stores) {
