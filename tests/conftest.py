@@ -292,4 +292,11 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter):
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if "gpu" in r.keywords]
     if skipped:
-        terminalreporter.write_line(f"{len(skipped)} GPU tests SKIPPED: no CUDA device here", yellow=True)
+        reasons: dict[str, int] = {}
+        for report in skipped:
+            # longrepr of a skip: (file, line, "Skipped: <reason>")
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reason = reason.removeprefix("Skipped: ").removeprefix("GPU test: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
+        for reason, count in reasons.items():
+            terminalreporter.write_line(f"{count} GPU tests SKIPPED: {reason}", yellow=True)
