@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -242,8 +243,12 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
   FileDescriptor fd;
   int open_error = 0;
   // A concurrent Delete may remove a directory between its creation and the open (Delete prunes
-  // directories it empties): walk again then.
-  for (int attempt = 0; attempt < 8 && fd.get() < 0; ++attempt) {
+  // directories it empties): walk again then, yielding to the deleter. Deletes of keys beside this
+  // one can win that race several times in a row on a busy machine (8 attempts were not always
+  // enough with 4 threads on 2 cores); once the temporary file exists its directory stays.
+  constexpr int kAttempts = 256;
+  for (int attempt = 0; attempt < kAttempts && fd.get() < 0; ++attempt) {
+    if (attempt > 0) std::this_thread::yield();
     ZS_ASSIGN_OR_RETURN(WalkEnd end, OpenParentDirectories(root_, key, /*create=*/true, &dirs));
     if (end == WalkEnd::kMissing) {
       open_error = ENOENT;
