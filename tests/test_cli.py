@@ -310,8 +310,8 @@ def test_doctor_reports_the_environment():
         assert report["gpu"] is None and report["gpu_unavailable_reason"]
         assert report["gpu_batches"] is False and report["gpu_batches_unavailable_reason"]
         assert report["nvcomp_version"] is None and report["gpu_codecs"] == []
-    # Remote reads: half the cores (2 to 8) I/O threads by default, the environment over them.
-    assert report["http"] == {"io_threads": min(8, max(2, os.cpu_count() // 2)),
+    # Remote reads: three quarters of the cores (2 to 16) I/O threads by default, the environment over them.
+    assert report["http"] == {"io_threads": min(16, max(2, os.cpu_count() * 3 // 4)),
                               "max_in_flight": 256, "max_in_flight_per_host": 256}
     assert report["buffer_cache_bytes"] == 256 << 20
     text = run_cli("doctor")

@@ -121,7 +121,7 @@ std::string FormatSeconds(Clock::duration d) {
 // Configuration.
 
 size_t DefaultIoThreads() {
-  return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 2, 8);
+  return std::clamp<size_t>(std::thread::hardware_concurrency() * 3 / 4, 2, 16);
 }
 
 Result<TransportOptions> TransportOptions::FromEnvironment() {
