@@ -123,7 +123,7 @@ nb::dict StatsDict(const LoaderStats& s) {
 }  // namespace
 
 void RegisterLoaderBindings(nb::module_& m) {
-  m.def("gpu_batches_unavailable_reason", &GpuBatchesUnavailableReason);
+  m.def("gpu_batches_unavailable_reason", &GpuBatchesUnavailableReason, "cuda_device"_a = 0);
   nb::class_<LoaderOptions>(m, "LoaderOptions")
       .def(nb::init<>())
       .def_rw("variables", &LoaderOptions::variables)

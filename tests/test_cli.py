@@ -266,7 +266,7 @@ def test_bench_errors_name_what_is_wrong(tmp_path):
     assert proc.returncode == 2 and "--device tpu: expected cpu or cuda" in proc.stderr
     if zarrstream._zarrstream.gpu_batches_unavailable_reason():
         proc = run_cli("bench", store, "--device", "cuda")
-        assert proc.returncode == 1 and "batches cannot be made on a GPU here" in proc.stderr
+        assert proc.returncode == 1 and "batches cannot be made on that GPU here" in proc.stderr
 
 
 @pytest.mark.gpu

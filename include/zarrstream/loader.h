@@ -81,9 +81,10 @@ enum class PinMemory : uint8_t { kAuto, kOn, kOff };
 // device LoaderOptions::cuda_device (see "GPU batches" below).
 enum class BatchDevice : uint8_t { kCpu, kCuda };
 std::string_view BatchDeviceName(BatchDevice device);  // "cpu", "cuda"
-// Why a Loader with device kCuda cannot open on this machine (no driver or GPU, or a build
-// without nvcc), or "" when it can.
-std::string GpuBatchesUnavailableReason();
+// Why a Loader with device kCuda cannot make batches on CUDA device `cuda_device` here (no driver,
+// no such device, a build without nvcc, kernels that do not load), or "" when it can. Makes that
+// device's context, and no other's.
+std::string GpuBatchesUnavailableReason(int cuda_device = 0);
 
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");

@@ -237,10 +237,22 @@ class Loader:
         o.pin_memory = None if pin_memory is None else bool(pin_memory)
         o.record_timeline = bool(timeline)
         self._device_type, device_index = _parse_device(device)
-        self._device = torch.device(device) if torch is not None else None
+        # "cuda" without an index is torch's current device (what torch.cuda.set_device chose,
+        # as data-parallel ranks do), or device 0 without torch.
+        if self._device_type == "cuda" and device_index is None:
+            device_index = (torch.cuda.current_device()
+                            if torch is not None and torch.cuda.is_available() else 0)
+        self._cuda_device = device_index
+        self._device = None if torch is None else (
+            torch.device("cuda", device_index) if self._device_type == "cuda" else torch.device("cpu"))
         # device="cuda": batches are made on the GPU where this build and machine can (nvCOMP
         # decodes, kernels assemble); else pinned host batches are copied there (by torch).
-        unavailable = _zarrstream.gpu_batches_unavailable_reason()
+        unavailable = (_zarrstream.gpu_batches_unavailable_reason(device_index)
+                       if self._device_type == "cuda" else "")
+        if (self._device_type == "cuda" and torch is not None and torch.cuda.is_available()
+                and device_index >= torch.cuda.device_count()):
+            raise ConfigError(f"device={device!r}: no such GPU, this machine has "
+                              f"{torch.cuda.device_count()} (cuda:0 to cuda:{torch.cuda.device_count() - 1})")
         if output == "dlpack" and self._device_type == "cuda":
             if gpu_batches is False or unavailable:
                 raise ConfigError(
@@ -252,14 +264,6 @@ class Loader:
                 + (f": {unavailable}" if unavailable else ""))
         self._gpu_batches = (self._device_type == "cuda" and not unavailable
                              and gpu_batches is not False)
-        # "cuda" without an index is torch's current device (what torch.cuda.set_device chose,
-        # as data-parallel ranks do), or device 0 without torch.
-        if self._device_type == "cuda" and device_index is None:
-            device_index = (torch.cuda.current_device()
-                            if torch is not None and torch.cuda.is_available() else 0)
-        self._cuda_device = device_index
-        if self._device_type == "cuda" and torch is not None:
-            self._device = torch.device("cuda", device_index)
         if self._gpu_batches:
             o.device = "cuda"
             o.cuda_device = int(device_index)
@@ -368,7 +372,7 @@ class Loader:
         """How batches are made: on the CPU, or on the GPU with nvCOMP (its version) or without
         it (why: then chunks decode on the CPU and cross decoded)."""
         if self._device_type == "cuda" and not self._gpu_batches:
-            why = _zarrstream.gpu_batches_unavailable_reason() or "gpu_batches=False"
+            why = _zarrstream.gpu_batches_unavailable_reason(self._cuda_device) or "gpu_batches=False"
             return f"batches are made on the CPU and copied to the GPU ({why})"
         return self._core.gpu_decode_status
 

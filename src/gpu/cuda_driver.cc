@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -89,17 +91,19 @@ bool Resolve(void* library, const char* symbol, Fn* fn) {
 
 }  // namespace
 
+// The driver library, initialised; no device's context is made until a device is asked for.
 struct LoadedDriver {
-  CudaDriver* driver = nullptr;  // device 0's
-  std::string reason;            // why `driver` is null
+  const CudaDriver::Api* api = nullptr;  // null: unavailable
+  int device_count = 0;
+  int version = 0;
+  std::string reason;  // why `api` is null
 };
 
 class CudaDriverLoader {
  public:
   static LoadedDriver Load();
   // The instance for device `ordinal` (< count): retains its primary context for the process.
-  static Result<CudaDriver*> MakeForDevice(const CudaDriver::Api& api, int ordinal, int count,
-                                           int version);
+  static Result<const CudaDriver*> MakeForDevice(const LoadedDriver& loaded, int ordinal);
 };
 
 template <typename Call>
@@ -173,19 +177,14 @@ LoadedDriver CudaDriverLoader::Load() {
                                            : "no CUDA device";
     return loaded;
   }
-  int version = 0;
-  (void)api.cuDriverGetVersion(&version);
-  Result<CudaDriver*> driver = MakeForDevice(api, 0, count, version);
-  if (!driver.ok()) {
-    loaded.reason = driver.status().message();
-    return loaded;
-  }
-  loaded.driver = *driver;
+  (void)api.cuDriverGetVersion(&loaded.version);
+  loaded.device_count = count;
+  loaded.api = &api;
   return loaded;
 }
 
-Result<CudaDriver*> CudaDriverLoader::MakeForDevice(const CudaDriver::Api& api, int ordinal,
-                                                    int count, int version) {
+Result<const CudaDriver*> CudaDriverLoader::MakeForDevice(const LoadedDriver& loaded, int ordinal) {
+  const CudaDriver::Api& api = *loaded.api;
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUresult result = api.cuDeviceGet(&device, ordinal);
@@ -201,8 +200,8 @@ Result<CudaDriver*> CudaDriverLoader::MakeForDevice(const CudaDriver::Api& api, 
   driver->api_ = &api;
   driver->context_ = context;
   driver->ordinal_ = ordinal;
-  driver->device_count_ = count;
-  driver->driver_version_ = version;
+  driver->device_count_ = loaded.device_count;
+  driver->driver_version_ = loaded.version;
   driver->multiprocessor_count_ = multiprocessors;
   return driver;
 }
@@ -216,32 +215,40 @@ const LoadedDriver& Instance() {
 
 }  // namespace
 
-const CudaDriver* CudaDriver::Get() { return Instance().driver; }
+bool CudaDriver::Present() { return Instance().api != nullptr; }
+
+const CudaDriver* CudaDriver::Get() {
+  Result<const CudaDriver*> first = ForDevice(0);
+  return first.ok() ? *first : nullptr;
+}
 
 Result<const CudaDriver*> CudaDriver::ForDevice(int ordinal) {
-  const CudaDriver* first = Get();
-  if (first == nullptr) return CudaError("no CUDA: " + UnavailableReason());
-  if (ordinal < 0 || ordinal >= first->device_count()) {
+  const LoadedDriver& loaded = Instance();
+  if (loaded.api == nullptr) return CudaError(loaded.reason);
+  if (ordinal < 0 || ordinal >= loaded.device_count) {
     return CudaError("CUDA device " + std::to_string(ordinal) +
-                     " does not exist: this machine has " + std::to_string(first->device_count()) +
-                     " (cuda:0 to cuda:" + std::to_string(first->device_count() - 1) + ")");
+                     " does not exist: this machine has " + std::to_string(loaded.device_count) +
+                     " (cuda:0 to cuda:" + std::to_string(loaded.device_count - 1) + ")");
   }
-  if (ordinal == 0) return first;
+  // One instance per device, made at first use (a data-parallel rank never touches the other
+  // ranks' devices: each context takes GPU memory) and kept for the process.
+  static const std::unique_ptr<std::atomic<const CudaDriver*>[]> made(
+      new std::atomic<const CudaDriver*>[static_cast<size_t>(loaded.device_count)]());
+  std::atomic<const CudaDriver*>& slot = made[static_cast<size_t>(ordinal)];
+  if (const CudaDriver* driver = slot.load(std::memory_order_acquire)) return driver;
   static std::mutex mutex;
-  static std::vector<const CudaDriver*> drivers;  // by ordinal; each lives for the process
   std::lock_guard lock(mutex);
-  drivers.resize(static_cast<size_t>(first->device_count()), nullptr);
-  const CudaDriver*& driver = drivers[static_cast<size_t>(ordinal)];
-  if (driver == nullptr) {
-    ZS_ASSIGN_OR_RETURN(CudaDriver * made,
-                        CudaDriverLoader::MakeForDevice(*first->api_, ordinal, first->device_count_,
-                                                        first->driver_version_));
-    driver = made;
-  }
+  if (const CudaDriver* driver = slot.load(std::memory_order_relaxed)) return driver;
+  ZS_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriverLoader::MakeForDevice(loaded, ordinal));
+  slot.store(driver, std::memory_order_release);
   return driver;
 }
 
-std::string CudaDriver::UnavailableReason() { return Instance().reason; }
+std::string CudaDriver::UnavailableReason() {
+  if (!Present()) return Instance().reason;
+  Result<const CudaDriver*> first = ForDevice(0);
+  return first.ok() ? std::string() : first.status().message();
+}
 
 Result<std::string> CudaDriver::DeviceName(int ordinal) const {
   CUdevice device = 0;

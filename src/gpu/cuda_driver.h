@@ -10,8 +10,9 @@
 // use): CudaDriver::Get() is device 0's, ForDevice(n) device n's.
 //
 // Threads: every member is thread-safe. The driver is loaded and initialised once per process, an
-// instance made once per device and kept for the process. Host registrations are made with the
-// PORTABLE flag, so the memory is page-locked for every context and device (PyTorch's included).
+// instance made once per device, when first asked for, and kept for the process. Host registrations
+// are made with the PORTABLE flag, so the memory is page-locked for every context and device
+// (PyTorch's included).
 #pragma once
 
 #include <cstddef>
@@ -25,12 +26,16 @@ namespace zarrstream {
 
 class CudaDriver {
  public:
-  // The loaded, initialised driver with at least one device, or null; UnavailableReason() then
-  // says why ("libcuda.so.1 not found", "no CUDA device", the driver's error).
+  // Whether the driver loaded and initialised with at least one device (no context is made);
+  // UnavailableReason() otherwise says why ("libcuda.so.1 not found", "no CUDA device", the
+  // driver's error).
+  static bool Present();
+  // Device 0's instance, or null; UnavailableReason() then says why.
   static const CudaDriver* Get();
   static std::string UnavailableReason();
-  // Device `ordinal`'s instance; kCuda errors when the driver is unavailable or no such device
-  // exists (the message says how many there are).
+  // Device `ordinal`'s instance, made (its primary context retained) at the first call for that
+  // device only; kCuda errors when the driver is unavailable or no such device exists (the
+  // message says how many there are).
   static Result<const CudaDriver*> ForDevice(int ordinal);
 
   // The device this instance works on.

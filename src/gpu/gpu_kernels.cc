@@ -75,25 +75,20 @@ class GpuKernelsLoader {
   }
 };
 
-namespace {
-
-const LoadedKernels& Instance() {
-  static const LoadedKernels loaded = GpuKernelsLoader::Load(CudaDriver::Get());
-  return loaded;
+const GpuKernels* GpuKernels::Get() {
+  Result<const GpuKernels*> kernels = ForDevice(CudaDriver::Get());
+  return kernels.ok() ? *kernels : nullptr;
 }
 
-}  // namespace
-
-const GpuKernels* GpuKernels::Get() { return Instance().kernels; }
-std::string GpuKernels::UnavailableReason() { return Instance().reason; }
+std::string GpuKernels::UnavailableReason() {
+  Result<const GpuKernels*> kernels = ForDevice(CudaDriver::Get());
+  return kernels.ok() ? std::string() : kernels.status().message();
+}
 
 Result<const GpuKernels*> GpuKernels::ForDevice(const CudaDriver* driver) {
-  if (driver == nullptr || driver->ordinal() == 0) {
-    if (Get() == nullptr) return CudaError("no CUDA kernels: " + UnavailableReason());
-    return Get();
-  }
+  if (driver == nullptr) return CudaError("no CUDA kernels: " + CudaDriver::UnavailableReason());
   static std::mutex mutex;
-  static std::map<int, LoadedKernels> by_device;  // devices other than 0; kept for the process
+  static std::map<int, LoadedKernels> by_device;  // loaded once per device, kept for the process
   std::lock_guard lock(mutex);
   auto [it, made] = by_device.try_emplace(driver->ordinal());
   if (made) it->second = GpuKernelsLoader::Load(driver);

@@ -18,13 +18,12 @@ class CudaDriver;
 
 class GpuKernels {
  public:
-  // The kernels loaded on device 0, or null; UnavailableReason() says why (no driver or device,
-  // or a build without nvcc).
+  // The kernels loaded on `driver`'s device (once per device, kept for the process); kCuda errors
+  // say why they cannot be (no driver or device, a build without nvcc, the module's error).
+  static Result<const GpuKernels*> ForDevice(const CudaDriver* driver);
+  // The same for device 0, or null with the reason.
   static const GpuKernels* Get();
   static std::string UnavailableReason();
-  // The kernels loaded on `driver`'s device (once per device, kept for the process); kCuda errors
-  // say why they cannot be.
-  static Result<const GpuKernels*> ForDevice(const CudaDriver* driver);
   // Whether this build carries the kernels at all.
   static bool Compiled();
 

@@ -96,7 +96,7 @@ class NvcompLoader {
  public:
   static LoadedNvcomp Load() {
     LoadedNvcomp loaded;
-    if (CudaDriver::Get() == nullptr) {
+    if (!CudaDriver::Present()) {
       loaded.reason = "no CUDA driver: " + CudaDriver::UnavailableReason();
       return loaded;
     }

@@ -84,10 +84,11 @@ std::string_view BatchDeviceName(BatchDevice device) {
   return device == BatchDevice::kCuda ? "cuda" : "cpu";
 }
 
-std::string GpuBatchesUnavailableReason() {
-  if (CudaDriver::Get() == nullptr) return CudaDriver::UnavailableReason();
-  if (GpuKernels::Get() == nullptr) return GpuKernels::UnavailableReason();
-  return "";
+std::string GpuBatchesUnavailableReason(int cuda_device) {
+  Result<const CudaDriver*> driver = CudaDriver::ForDevice(cuda_device);
+  if (!driver.ok()) return driver.status().message();
+  Result<const GpuKernels*> kernels = GpuKernels::ForDevice(*driver);
+  return kernels.ok() ? std::string() : kernels.status().message();
 }
 
 namespace {
@@ -1024,16 +1025,12 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   std::unique_ptr<internal::GpuLoaderState> gpu;
   if (options.device == BatchDevice::kCuda) {
     gpu = std::make_unique<internal::GpuLoaderState>();
-    if (std::string reason = GpuBatchesUnavailableReason(); !reason.empty()) {
-      return ConfigError("device is cuda, but batches cannot be made on a GPU here: " + reason);
+    if (std::string reason = GpuBatchesUnavailableReason(options.cuda_device); !reason.empty()) {
+      return ConfigError("device is cuda:" + std::to_string(options.cuda_device) +
+                         ", but batches cannot be made on that GPU here: " + reason);
     }
-    Result<const CudaDriver*> driver = CudaDriver::ForDevice(options.cuda_device);
-    if (!driver.ok()) {
-      return ConfigError("device is cuda:" + std::to_string(options.cuda_device) + ", but " +
-                         driver.status().message());
-    }
-    gpu->driver = *driver;
-    ZS_ASSIGN_OR_RETURN(gpu->kernels, GpuKernels::ForDevice(gpu->driver));
+    gpu->driver = *CudaDriver::ForDevice(options.cuda_device);
+    gpu->kernels = *GpuKernels::ForDevice(gpu->driver);
     gpu->nvcomp = Nvcomp::Get();
     gpu->nvcomp_status =
         gpu->nvcomp != nullptr
