@@ -141,7 +141,8 @@ struct LoaderOptions {
   bool skip_bad_samples = false;
 
   BatchDevice device = BatchDevice::kCpu;
-  // GPU batches: the CUDA device they are made on (cuda:N; each data-parallel rank its own).
+  // The CUDA device (cuda:N; each data-parallel rank its own) GPU batches are made on, or host
+  // batches are pinned through (pinned memory serves every device; only this one gets a context).
   int cuda_device = 0;
   // GPU batches: the decoded bytes of one wave (one copy to the GPU, one nvCOMP call per codec, one
   // scatter launch), at least one chunk; 0: 1 GiB. Larger waves give nvCOMP more chunks per call

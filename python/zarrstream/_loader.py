@@ -264,9 +264,10 @@ class Loader:
                 + (f": {unavailable}" if unavailable else ""))
         self._gpu_batches = (self._device_type == "cuda" and not unavailable
                              and gpu_batches is not False)
+        if self._device_type == "cuda":
+            o.cuda_device = int(device_index)
         if self._gpu_batches:
             o.device = "cuda"
-            o.cuda_device = int(device_index)
             o.gpu_wave_bytes = int(gpu_wave_bytes)
         self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when

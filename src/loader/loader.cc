@@ -1038,10 +1038,13 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
             : "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
   }
   if (options.pin_memory != PinMemory::kOff && !gpu) {
-    pin = CudaDriver::Get();
+    // Page-locked through the GPU the batches go to (PORTABLE: for every device alike), so that
+    // no other device gets a context.
+    Result<const CudaDriver*> driver = CudaDriver::ForDevice(options.cuda_device);
+    pin = driver.ok() ? *driver : nullptr;
     if (pin == nullptr && options.pin_memory == PinMemory::kOn) {
       return ConfigError("pin_memory is on, but batches cannot be page-locked: " +
-                         CudaDriver::UnavailableReason());
+                         driver.status().message());
     }
   }
   OpenOptions open_options;
