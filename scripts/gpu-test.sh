@@ -4,7 +4,8 @@
 #   1. builds with nvcc: from .deps/ (scripts/offline-build.sh) when it is there, else `make build`;
 #   2. the environment report (`zarrstream doctor`): GPU, nvCOMP, GPU codecs;
 #   3. every GPU test: the C++ ones (*Gpu*) and the Python ones (pytest -m gpu), none skipped;
-#      those needing JAX (pytest -m jax) as a step of their own, left out where JAX is absent;
+#      those needing JAX (pytest -m jax) or two GPUs (pytest -m multi_gpu) as steps of their own,
+#      left out where JAX is absent or the machine has one GPU;
 #   4. compute-sanitizer memcheck, racecheck and synccheck over the C++ GPU tests;
 #   5. the GPU benchmark, short (bench/gpu_bench.py --quick; the full one: docs/benchmarks.md);
 # then prints one line per step and fails if any step failed.
@@ -50,7 +51,14 @@ gpu_python_tests() {  # gpu_python_tests MARKER_EXPRESSION
 
 step "doctor" zarrstream doctor
 step "C++ GPU tests" "$tests" --gtest_filter="$gpu_filter" --gtest_brief=1
-step "Python GPU tests" gpu_python_tests "gpu and not jax"
+step "Python GPU tests" gpu_python_tests "gpu and not jax and not multi_gpu"
+# Batches on a second GPU (data-parallel ranks): where the machine has two or more.
+gpus=$("$python" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [ "${gpus:-0}" -ge 2 ]; then
+  step "multi-GPU tests ($gpus GPUs)" gpu_python_tests multi_gpu
+else
+  summary+=("SKIP  multi-GPU tests (this machine has ${gpus:-0} GPU)")
+fi
 # The JAX consumer needs JAX with its CUDA plugin, which GPU images seldom have.
 if "$python" -c "import jax" 2>/dev/null; then
   step "JAX consumer" gpu_python_tests jax

@@ -218,30 +218,44 @@ def test_block_shuffle_shares_steps_within_gpu_batches(tmp_path):
     assert shared < 0.7 and shared < 0.8 * unshared, (shared, unshared)
 
 
-def test_gpu_batches_on_the_device_asked_for(stores):
-    """device="cuda:N" (a data-parallel rank's device): the batches live on device N and equal the
-    CPU loader's; "cuda" is torch's current device; a device the machine lacks is a clear error."""
+def test_gpu_batches_on_the_current_device_and_a_missing_one_is_an_error(stores):
+    """device="cuda" is torch's current device; an index the machine lacks is a clear error, from
+    torch's count or (no torch: DLPack output) the CUDA driver's."""
     count = torch.cuda.device_count()
     path = stores[0]
-    for output in ("torch", "dlpack"):  # torch's count, or the CUDA driver's
+    for output in ("torch", "dlpack"):
         with pytest.raises(zarrstream.ConfigError, match=f"this machine has {count} .cuda:0 to"):
             zarrstream.Loader(path, "zstd_f32", device=f"cuda:{count}", output=output)
+    current = torch.cuda.current_device()
+    batch = next(iter(zarrstream.Loader(path, "zstd_f32", device="cuda", gpu_batches=True, batch_size=2)))
+    assert batch["input"].device == torch.device("cuda", current)
+    arrays = next(iter(zarrstream.Loader(path, "zstd_f32", device=f"cuda:{current}", output="dlpack",
+                                         batch_size=2)))
+    assert arrays["input"].device == f"cuda:{current}"
+    assert arrays["input"].__dlpack_device__() == (2, current)  # kDLCUDA, the device
+
+
+@pytest.mark.multi_gpu
+def test_gpu_batches_on_another_device_equal_the_cpu_loaders(stores):
+    """device="cuda:N" (a data-parallel rank's device): the batches live on device N and equal the
+    CPU loader's; "cuda" under torch.cuda.device(N) is N too."""
+    count = torch.cuda.device_count()
     if count < 2:
         pytest.skip(f"GPU test: a second device is needed, this machine has {count}")
+    path = stores[0]
     names = _variables(path)
     common = dict(target_offset={"time": 1}, batch_size=3, seed=6)
     last = count - 1
     cpu = zarrstream.Loader(path, names, **common)
     gpu = zarrstream.Loader(path, names, device=f"cuda:{last}", gpu_batches=True, **common)
-    batch = next(iter(gpu))
-    assert batch["input"].device == torch.device("cuda", last)
+    assert next(iter(gpu))["input"].device == torch.device("cuda", last)
     _assert_same_batches(cpu, gpu)
     with torch.cuda.device(last):
         current = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, **common)
     assert next(iter(current))["input"].device == torch.device("cuda", last)
     arrays = next(iter(zarrstream.Loader(path, names, device=f"cuda:{last}", output="dlpack", **common)))
     assert arrays["input"].device == f"cuda:{last}"
-    assert arrays["input"].__dlpack_device__() == (2, last)  # kDLCUDA, the device
+    assert arrays["input"].__dlpack_device__() == (2, last)
 
 
 def _corrupt(src: Path, dst: Path) -> Path:
