@@ -166,7 +166,8 @@ def default_readers() -> list[str]:
 def child(name: str, url: str, repeat: int, expected_path: str) -> None:
     """Reads the array once to warm up, checks it, then `repeat` timed reads; prints JSON."""
     reader = READERS[name]
-    if isinstance(reader, type):
+    stateful = isinstance(reader, type)  # a class: its instance keeps a pipeline between reads
+    if stateful:
         reader = reader()
     try:
         got = reader(url)
@@ -181,7 +182,7 @@ def child(name: str, url: str, repeat: int, expected_path: str) -> None:
     print("warm", flush=True)  # the parent clears the access log here
     sys.stdin.readline()
     untimed = 0
-    if isinstance(READERS[name], type):
+    if stateful:
         # A reader that keeps its pipeline running (the loader) read ahead into the next epoch
         # while this process compared the values: one more untimed read takes that head start,
         # so the timed reads are steady ones (each gets the read-ahead the one before made).

@@ -85,22 +85,21 @@ class BatchArray:
     gone.
     """
 
-    __slots__ = ("_array", "_core", "_gpu", "_cuda_device", "shape")
+    __slots__ = ("_array", "_core", "_cuda_device", "shape")
 
     def __init__(self, array: Any, shape: tuple[int, ...], core: Any, cuda_device: int | None) -> None:
         self._array = array
         self._core = core
-        self._gpu = cuda_device is not None
-        self._cuda_device = cuda_device
+        self._cuda_device = cuda_device  # None: host memory
         self.shape = shape
 
     @property
     def device(self) -> str:
-        return f"cuda:{self._cuda_device}" if self._gpu else "cpu"
+        return "cpu" if self._cuda_device is None else f"cuda:{self._cuda_device}"
 
     def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        if self._gpu and stream != -1:
+        if self._cuda_device is not None and stream != -1:
             stream = 1 if stream is None else int(stream)
             if stream == 0:
                 raise BufferError("__dlpack__(stream=0) is ambiguous in DLPack: pass 1 (legacy "
