@@ -138,9 +138,11 @@ class ZarrstreamBatches(Batches):
         self.loader = zarrstream.Loader(
             args.store, args.variables, target_offset={"time": 1}, select=args.select,
             batch_size=args.batch_size, shuffle=args.shuffle, block_chunks=args.block_chunks, seed=args.seed,
-            normalize=args.stats, nan=0.0, device=str(device), prefetch=args.prefetch, drop_last=True)
+            normalize=args.stats, nan=0.0, device=str(device), prefetch=args.prefetch, drop_last=True,
+            gpu_decode=args.gpu_decode, gpu_wave_bytes=args.gpu_wave_mb << 20, num_threads=args.loader_threads)
         self.channels = self.loader.channels
         self.batches_per_epoch = len(self.loader)
+        self.gpu_decode_status = self.loader.gpu_decode_status
         self.resumed = False
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
@@ -356,6 +358,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "waiting_fraction": float(np.sum(measured_waits)) / measured_time if measured_time > 0 else 0.0,
         "final_loss": loss_value,
         "loader_stats": source.stats(),
+        "gpu_decode": getattr(source, "gpu_decode_status", ""),
     })
     # The epoch's iterator may be suspended mid-epoch (--stop-after, --steps): end it and the
     # loader before the process group goes.
@@ -397,6 +400,10 @@ def summary(log: dict[str, Any]) -> str:
                      f"({stats['bytes_decoded'] / used:.2f} per byte used), {stats['cache_hits']} cache hits, "
                      f"{stats['requests']} requests; read+decode {stats['read_decode_seconds']:.2f} s, "
                      f"assemble {stats['assemble_seconds']:.2f} s (loader threads, overlapping training)")
+        if stats["bytes_to_gpu"]:
+            lines.append(f"  GPU batches ({log.get('gpu_decode', '')}): {stats['gpu_decoded_chunks']} chunks decoded on the GPU, "
+                         f"{stats['bytes_to_gpu'] / 1e6:.1f} MB copied there; read {stats['gpu_read_seconds']:.2f} s, "
+                         f"copy + decode {stats['gpu_decode_seconds']:.2f} s, scatter {stats['gpu_scatter_seconds']:.2f} s")
     return "\n".join(lines)
 
 
@@ -423,6 +430,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="time chunks per block of the block shuffle (0: the loader's choice)")
     p.add_argument("--prefetch", type=int, default=2,
                    help="batches prepared ahead (on a GPU each takes GPU memory: 7 GB at 0.25°, batch 16, 43 channels)")
+    p.add_argument("--gpu-decode", action=argparse.BooleanOptionalAction, default=True,
+                   help="GPU batches: nvCOMP decodes the chunks (default), or (--no-gpu-decode) the loader's "
+                        "CPU threads do and they cross decoded, leaving the GPU to the model")
+    p.add_argument("--loader-threads", type=int, default=0,
+                   help="zarrstream's worker threads (0: one per core; fewer leave cores to the training loop)")
+    p.add_argument("--gpu-wave-mb", type=int, default=0,
+                   help="GPU batches: decoded MiB per wave (0: the loader's 1024); less takes less GPU memory")
     p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="DataLoader workers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", help="checkpoint file (written at the end and every --checkpoint-every steps)")

@@ -167,6 +167,7 @@ void RegisterLoaderBindings(nb::module_& m) {
             o.device = name == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
           })
       .def_rw("gpu_wave_bytes", &LoaderOptions::gpu_wave_bytes)
+      .def_rw("gpu_decode", &LoaderOptions::gpu_decode)
       .def_rw("normalize", &LoaderOptions::normalize)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
       .def_rw("nan_fill", &LoaderOptions::nan_fill)
@@ -214,6 +215,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_prop_ro("sample_dims", &Loader::sample_dims)
       .def_prop_ro("spatial_dims", &Loader::spatial_dims)
       .def_prop_ro("pinned", &Loader::pinned)
+      .def_prop_ro("num_threads", &Loader::num_threads)
       .def("set_consumer_stream", &Loader::SetConsumerStream, "stream"_a)
       .def_prop_ro("gpu_decode_status", &Loader::gpu_decode_status)
       .def_prop_ro("input_shape", &Loader::input_shape)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from zarr.codecs import BloscCodec, ZstdCodec
 
 import zarrstream
 
-from conftest import chunk_files, make_compressible, make_data, run_cli
+from conftest import CLI, chunk_files, make_compressible, make_data, run_cli
 
 
 
@@ -264,6 +265,8 @@ def test_bench_errors_name_what_is_wrong(tmp_path):
     assert proc.returncode == 2 and "expected DIM=N, got 'time'" in proc.stderr
     proc = run_cli("bench", store, "--device", "tpu")
     assert proc.returncode == 2 and "--device tpu: expected cpu or cuda" in proc.stderr
+    proc = run_cli("bench", store, "--cpu-decode")
+    assert proc.returncode == 2 and "--cpu-decode: needs --device cuda" in proc.stderr
     if zarrstream._zarrstream.gpu_batches_unavailable_reason():
         proc = run_cli("bench", store, "--device", "cuda")
         assert proc.returncode == 1 and "batches cannot be made on that GPU here" in proc.stderr
@@ -279,6 +282,28 @@ def test_bench_on_the_gpu_reports_the_gpu_stages(tmp_path):
     assert report["device"] == "cuda" and "nvCOMP" in report["gpu_decode"]
     assert report["gpu_decoded_chunks"] > 0 and report["bytes_to_gpu"] > 0
     assert report["stages"]["gpu_decode_seconds"] > 0
+    # --cpu-decode: the same batches, every chunk decoded by the worker threads.
+    proc = run_cli("bench", store, "--device", "cuda", "--batch-size", "2", "--cpu-decode",
+                   "--json", tmp_path / "c.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["gpu_decode"] == "chunks decode on the CPU: gpu_decode is off"
+    assert report["gpu_decoded_chunks"] == 0 and report["gpu_rejected_chunks"] == 0
+    assert report["chunks_decoded"] > 0 and report["bytes_to_gpu"] > 0
+
+
+def test_doctor_counts_the_cores_this_process_may_use():
+    # As under taskset or a job scheduler's CPU binding: one core of the machine's.
+    one = {min(os.sched_getaffinity(0))}
+    proc = subprocess.run([str(CLI), "doctor"], capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: os.sched_setaffinity(0, one))
+    assert proc.returncode == 0, proc.stderr
+    if os.cpu_count() > 1:
+        assert f"{os.cpu_count()} cores (1 usable by this process)" in proc.stdout
+    proc = subprocess.run([str(CLI), "doctor", "--json"], capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: os.sched_setaffinity(0, one))
+    report = json.loads(proc.stdout)
+    assert report["cpu"]["usable_cores"] == 1 and report["cpu"]["cores"] == os.cpu_count()
 
 
 def test_doctor_reports_the_environment():
@@ -292,6 +317,7 @@ def test_doctor_reports_the_environment():
     assert report["nvtx"] == report["cuda_compiled"]
     assert report["gds"]["used"] is False and isinstance(report["gds"]["cufile_library"], bool)
     assert report["cpu"]["cores"] == os.cpu_count() and report["memory_bytes"] > 0
+    assert report["cpu"]["usable_cores"] == len(os.sched_getaffinity(0))
     assert set(report["libraries"]) == {"zstd", "lz4", "blosc", "libdeflate", "zlib", "bzip2", "curl", "openssl"}
     assert all(v.split(".")[0].isdigit() for v in report["libraries"].values())
     try:

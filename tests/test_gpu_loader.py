@@ -156,6 +156,23 @@ def test_gpu_batches_equal_cpu_batches_for_every_codec(stores, dtype):
         assert stats["bytes_to_gpu"] > 0
 
 
+def test_chunks_decoded_by_the_cpu_make_the_same_gpu_batches(stores):
+    # gpu_decode=False: the worker threads decode every compressed chunk; stored (uncompressed)
+    # chunks still cross as they are.
+    for path in stores:
+        names = _variables(path)
+        common = dict(target_offset={"time": 1}, batch_size=3, seed=5, dtype="float32")
+        cpu = zarrstream.Loader(path, names, **common)
+        gpu = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, gpu_decode=False,
+                                prefetch=2, **common)
+        assert gpu.gpu_decode_status == "chunks decode on the CPU: gpu_decode is off"
+        _assert_same_batches(cpu, gpu)
+        stats = gpu.stats()
+        # Rejected chunks would be ones read for the GPU and again for the CPU.
+        assert stats["gpu_decoded_chunks"] == 0 and stats["gpu_rejected_chunks"] == 0
+        assert stats["bytes_to_gpu"] > 0 and stats["chunks_decoded"] > 0
+
+
 def test_normalised_batches_with_nan_fill_and_masks_equal_the_cpu(stores, tmp_path):
     path = stores[0]
     names = _variables(path)

@@ -431,6 +431,39 @@ def test_two_real_ranks_with_torch_distributed(era5, tmp_path):
     assert not set(a) & set(b)
 
 
+THREADS_SCRIPT = """
+import json, os, sys
+import zarrstream
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as taskset or a scheduler would
+loader = zarrstream.Loader(sys.argv[1], "2m_temperature", batch_size=2)
+print("THREADS", json.dumps([loader.num_threads, len(os.sched_getaffinity(0))]))
+"""
+
+
+def test_worker_threads_follow_the_cores_this_process_may_use(era5, tmp_path, monkeypatch):
+    path, _ = era5
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert zarrstream.Loader(path, "2m_temperature", batch_size=2).num_threads == cores
+    assert zarrstream.Loader(path, "2m_temperature", batch_size=2, num_threads=3).num_threads == 3
+    # torchrun's ranks on one machine share its cores; an explicit count is kept as it is.
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert zarrstream.Loader(path, "2m_temperature", batch_size=2).num_threads == max(1, cores // 2)
+    assert zarrstream.Loader(path, "2m_temperature", batch_size=2, num_threads=5).num_threads == 5
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "two")
+    with pytest.raises(zarrstream.ConfigError, match="LOCAL_WORLD_SIZE='two'"):
+        zarrstream.Loader(path, "2m_temperature", batch_size=2)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    # A process pinned to one core starts one worker, not one per core of the machine.
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("THREADS"))
+    assert json.loads(line.split(" ", 1)[1]) == [1, 1]
+
+
 def test_over_http_with_transient_faults_batches_are_unchanged(era5, tmp_path):
     """nginx serves the fixture; a proxy fails the first attempt of requests (503, reset,
     truncated body): the store retries, and every batch equals the local loader's."""

@@ -187,3 +187,13 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
     stats = log["loader_stats"]
     assert stats["gpu_decoded_chunks"] > 0 and stats["gpu_rejected_chunks"] == 0, stats
+    assert "GPU batches (nvCOMP" in proc.stdout, proc.stdout
+    # --no-gpu-decode: the same samples from chunks the loader's CPU threads decoded.
+    cpu_decoded = tmp_path / "cpu-decoded.json"
+    proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu_decoded, "--device", "cuda",
+                       "--no-gpu-decode", "--gpu-wave-mb", 1)
+    log = json.loads(cpu_decoded.read_text())
+    assert log["origins"] == json.loads(cpu.read_text())["origins"]
+    assert log["gpu_decode"] == "chunks decode on the CPU: gpu_decode is off"
+    assert log["loader_stats"]["gpu_decoded_chunks"] == 0 and log["loader_stats"]["bytes_to_gpu"] > 0
+    assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10

@@ -28,9 +28,10 @@ struct GroupState;
 }  // namespace internal
 
 struct OpenOptions {
-  // Threads decoding chunks of one read. 0: a process-wide pool of hardware_concurrency() threads,
-  // shared by every array opened with 0 (so many open arrays never multiply threads). Otherwise the
-  // array (and, for a group, every array opened from it) gets a pool of its own of this size.
+  // Threads decoding chunks of one read. 0: a process-wide pool of one thread per core this process
+  // may run on (its CPU affinity), shared by every array opened with 0 (so many open arrays never
+  // multiply threads). Otherwise the array (and, for a group, every array opened from it) gets a
+  // pool of its own of this size.
   size_t num_threads = 0;
   // A chunk that is not stored reads as the fill value (the Zarr spec). When true it is a kNotFound
   // error naming the chunk instead, for users who must know that every chunk was written.

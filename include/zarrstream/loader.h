@@ -33,11 +33,11 @@
 // blosc with lz4 or zstd inside, whose frames are parsed on the CPU and unshuffled by a kernel;
 // with crc32c; unsharded or a shard's inner chunks), and one kernel launch per wave converts,
 // normalises and scatters every box into the batch: identical values to the CPU path. Chunks of
-// other chains (bitshuffle, blosclz, transposed, ...), and all chunks where nvCOMP is not
-// installed, decode on the CPU and cross decoded; a chunk the GPU rejects is decoded again on the
-// CPU, so that its error names it. The chunk cache is not used. A batch is complete when Next
-// returns it; its device buffers are reused only after the work queued on the consumer's stream
-// (SetConsumerStream) before the batch was released.
+// other chains (bitshuffle, blosclz, transposed, ...), and all compressed chunks where nvCOMP is
+// not installed or `gpu_decode` is off, decode on the CPU and cross decoded; a chunk the GPU
+// rejects is decoded again on the CPU, so that its error names it. The chunk cache is not used. A
+// batch is complete when Next returns it; its device buffers are reused only after the work queued
+// on the consumer's stream (SetConsumerStream) before the batch was released.
 //
 // Threads and ownership. A Loader is used from one thread at a time (the training loop); its own
 // threads (`num_threads` workers, plus up to `prefetch` coordinating threads that only plan and
@@ -149,10 +149,16 @@ struct LoaderOptions {
   // and take more GPU memory: about 5× this per batch in flight (staging, decoded chunks, nvCOMP's
   // scratch).
   uint64_t gpu_wave_bytes = 0;
+  // GPU batches: nvCOMP decodes the chunks it can (true), or the worker threads decode every
+  // compressed chunk into pinned memory and it crosses decoded, so that the GPU only copies and
+  // assembles (false): for training steps that keep the GPU busy, where decoding there would take
+  // time from the step, on machines with cores to spare. Batches are identical either way.
+  bool gpu_decode = true;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;
-  // Worker threads reading, decoding and assembling (0: the machine's hardware threads).
+  // Worker threads reading, decoding and assembling (0: one per core this process may run on, its
+  // CPU affinity; the Python front divides those among torchrun's local ranks).
   size_t num_threads = 0;
   // Decoded chunks kept for reuse by later samples (overlapping windows, block shuffle, chunks
   // shared by input and target); 0 picks 1/64 of the machine's memory, from 256 MiB to 1 GiB.
@@ -325,6 +331,8 @@ class Loader {
   const LoaderOptions& options() const;
   // Whether batch buffers are page-locked for the GPU (see PinMemory).
   bool pinned() const;
+  // The worker threads (LoaderOptions::num_threads, or what 0 chose).
+  size_t num_threads() const;
   // GPU batches: the stream (a CUstream / cudaStream_t; 0 or 1 the legacy default stream, 2 the
   // per-thread default, as DLPack numbers them) on which the consumer uses the batches it
   // releases from now on. Thread-safe.

@@ -52,6 +52,21 @@ def _default_rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def _default_num_threads() -> int:
+    """Worker threads when the caller leaves it to the loader: the cores this process may run on,
+    shared among the ranks torchrun started on this machine (LOCAL_WORLD_SIZE), so that N ranks
+    do not start N threads per core between them; 0 (one per core) for a single process."""
+    value = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    try:
+        local_ranks = int(value)
+    except ValueError:
+        raise ConfigError(f"LOCAL_WORLD_SIZE={value!r}: expected the number of ranks on this machine "
+                          "(torchrun sets it)") from None
+    if local_ranks <= 1:
+        return 0
+    return max(1, len(os.sched_getaffinity(0)) // local_ranks)
+
+
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
     if value is None:
         return []
@@ -139,6 +154,9 @@ class Loader:
     current stream. ``gpu_batches=False`` keeps that host path with ``device="cuda"``; ``True``
     makes GPU batches required. ``gpu_wave_bytes`` (0: 1 GiB) is how many decoded bytes go
     through the GPU at once: more gives nvCOMP more chunks per call and takes more GPU memory.
+    ``gpu_decode=False`` has the worker threads decode every compressed chunk instead, which then
+    crosses decoded (the GPU only copies and assembles, with the same values): for training steps
+    that keep the GPU busy, on machines with cores to spare.
     ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
     it, ``False`` never pins.
 
@@ -178,6 +196,7 @@ class Loader:
         pin_memory: bool | None = None,
         gpu_batches: bool | None = None,
         gpu_wave_bytes: int = 0,
+        gpu_decode: bool = True,
         timeline: bool = False,
         output: str = "torch",
     ) -> None:
@@ -230,7 +249,7 @@ class Loader:
             raise ValueError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
         o.skip_bad_samples = on_error == "skip"
         o.prefetch = int(prefetch)
-        o.num_threads = int(num_threads)
+        o.num_threads = int(num_threads) if num_threads else _default_num_threads()
         o.cache_bytes = int(cache_bytes)
         o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
         o.pin_memory = None if pin_memory is None else bool(pin_memory)
@@ -268,6 +287,7 @@ class Loader:
         if self._gpu_batches:
             o.device = "cuda"
             o.gpu_wave_bytes = int(gpu_wave_bytes)
+            o.gpu_decode = bool(gpu_decode)
         self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.
@@ -375,6 +395,12 @@ class Loader:
             why = _zarrstream.gpu_batches_unavailable_reason(self._cuda_device) or "gpu_batches=False"
             return f"batches are made on the CPU and copied to the GPU ({why})"
         return self._core.gpu_decode_status
+
+    @property
+    def num_threads(self) -> int:
+        """The loader's worker threads: ``num_threads``, or by default one per core this process may
+        run on, divided among torchrun's ranks on this machine (``LOCAL_WORLD_SIZE``)."""
+        return self._core.num_threads
 
     @property
     def pinned(self) -> bool:

@@ -117,6 +117,12 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.device = o.device == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
   options.pin_memory = PinMemory::kOff;
   options.gpu_wave_bytes = o.gpu_wave_mb << 20;
+  if (o.cpu_decode && options.device != BatchDevice::kCuda) {
+    return InvalidArgumentError(
+        "--cpu-decode: needs --device cuda (batches on the CPU are always "
+        "decoded there)");
+  }
+  options.gpu_decode = !o.cpu_decode;
   options.record_timeline = !o.trace.empty();
   return options;
 }
@@ -239,6 +245,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
       ->capture_default_str();
   command->add_option("--gpu-wave-mb", options->gpu_wave_mb,
                       "With --device cuda: decoded MiB per GPU wave (default 1024)");
+  command->add_flag("--cpu-decode", options->cpu_decode,
+                    "With --device cuda: the worker threads decode every chunk, which crosses "
+                    "decoded (leaves the GPU to the training step)");
   command->add_option("--json", options->json, "Write the report as JSON here");
   command->add_option("--plot", options->plot,
                       "Draw each batch's wait vs step timeline and the wait histogram here (PNG; "

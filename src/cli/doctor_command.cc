@@ -104,9 +104,12 @@ int RunDoctor(const std::string& url, bool json) {
   for (const auto& [name, present] : cpu["features"].items()) {
     if (present.get<bool>()) features += " " + name;
   }
-  std::printf("cpu: %s, %u cores,%s; memory %s\n", cpu["model"].get<std::string>().c_str(),
-              cpu["cores"].get<unsigned>(),
-              features.empty() ? " no SIMD extensions" : features.c_str(),
+  const unsigned cores = cpu["cores"].get<unsigned>();
+  const unsigned usable = cpu["usable_cores"].get<unsigned>();
+  const std::string usable_note =
+      usable < cores ? " (" + std::to_string(usable) + " usable by this process)" : "";
+  std::printf("cpu: %s, %u cores%s,%s; memory %s\n", cpu["model"].get<std::string>().c_str(), cores,
+              usable_note.c_str(), features.empty() ? " no SIMD extensions" : features.c_str(),
               FormatBytes(report["memory_bytes"].get<double>()).c_str());
   const nlohmann::json& http = report["http"];
   if (http.contains("error")) {

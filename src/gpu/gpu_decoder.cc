@@ -561,12 +561,14 @@ Status GpuDecodeWorkspace::Decode() {
 
 Status GpuDecodeWorkspace::Unshuffle(const std::vector<gpu_abi::UnshuffleDescriptor>& blocks) {
   if (blocks.empty()) return Status::Ok();
-  ZS_ASSIGN_OR_RETURN(const GpuKernels* kernels, GpuKernels::ForDevice(driver_));
+  if (kernels_ == nullptr) {
+    ZS_ASSIGN_OR_RETURN(kernels_, GpuKernels::ForDevice(driver_));
+  }
   uint64_t max_bytes = 0;
   for (const auto& b : blocks) max_bytes = std::max<uint64_t>(max_bytes, b.bytes);
   ZS_ASSIGN_OR_RETURN(const uint64_t descriptors,
                       Upload(std::as_bytes(std::span<const gpu_abi::UnshuffleDescriptor>(blocks))));
-  return kernels->Unshuffle(descriptors, static_cast<uint32_t>(blocks.size()), max_bytes, stream_);
+  return kernels_->Unshuffle(descriptors, static_cast<uint32_t>(blocks.size()), max_bytes, stream_);
 }
 
 Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,

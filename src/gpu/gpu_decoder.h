@@ -41,6 +41,7 @@
 namespace zarrstream {
 
 class CudaDriver;
+class GpuKernels;
 
 // One compressed (or stored) stream of a chunk and where its decoded bytes go in the chunk.
 struct GpuStream {
@@ -184,6 +185,7 @@ class GpuDecodeWorkspace {
 
   const CudaDriver* driver_;
   const Nvcomp* nvcomp_;
+  const GpuKernels* kernels_ = nullptr;  // the driver's device's, found at the first unshuffle
   void* stream_ = nullptr;
   Mirror staging_;  // host-decoded chunks, then staged payloads
   Mirror uploads_;  // Upload's bytes (nvCOMP's arguments, descriptors)

@@ -89,7 +89,7 @@ struct ChannelStatsFile {
 struct ChannelStatsOptions {
   // Label selections on the channels' dimensions (not on levels: those are part of the channels).
   std::vector<LabelSelection> select;
-  // Threads reading and reducing blocks; 0: std::thread::hardware_concurrency(). The pass owns
+  // Threads reading and reducing blocks; 0: one per usable core (UsableCores()). The pass owns
   // its pool for its duration.
   size_t num_threads = 0;
   // Called on the calling thread as blocks complete, with the bytes of the selection read so far

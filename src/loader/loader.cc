@@ -84,11 +84,26 @@ std::string_view BatchDeviceName(BatchDevice device) {
   return device == BatchDevice::kCuda ? "cuda" : "cpu";
 }
 
+namespace {
+
+// What GPU batches on one device are made with: its driver instance and kernels.
+struct GpuDevice {
+  const CudaDriver* driver;
+  const GpuKernels* kernels;
+};
+
+// Device `cuda_device`'s (making its context), or why GPU batches cannot be made there.
+Result<GpuDevice> OpenGpuDevice(int cuda_device) {
+  ZS_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::ForDevice(cuda_device));
+  ZS_ASSIGN_OR_RETURN(const GpuKernels* kernels, GpuKernels::ForDevice(driver));
+  return GpuDevice{driver, kernels};
+}
+
+}  // namespace
+
 std::string GpuBatchesUnavailableReason(int cuda_device) {
-  Result<const CudaDriver*> driver = CudaDriver::ForDevice(cuda_device);
-  if (!driver.ok()) return driver.status().message();
-  Result<const GpuKernels*> kernels = GpuKernels::ForDevice(*driver);
-  return kernels.ok() ? std::string() : kernels.status().message();
+  Result<GpuDevice> device = OpenGpuDevice(cuda_device);
+  return device.ok() ? std::string() : device.status().message();
 }
 
 namespace {
@@ -230,7 +245,7 @@ struct LoaderCounters {
 struct GpuLoaderState {
   const CudaDriver* driver = nullptr;
   const GpuKernels* kernels = nullptr;
-  const Nvcomp* nvcomp = nullptr;  // null: every chunk decodes on the CPU
+  const Nvcomp* nvcomp = nullptr;  // null: compressed chunks decode on the CPU
   std::string nvcomp_status;
   std::vector<std::optional<GpuChunkCodec>> codecs;  // per LoaderGeometry::arrays
   uint64_t max_chunk_bytes = 0;                      // the largest decoded chunk of any array
@@ -408,7 +423,35 @@ struct LoaderState {
   // A GPU batch: tensors in a device block (the first of the pair), origins in host memory.
   Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> AllocateGpuBatch(
       size_t samples) const;
+
+  // Where a planned copy lands in batch `b` (host or device memory alike): its slab's first
+  // element, its NaN mask (null without fill_nan), the channel's transform and slab strides.
+  struct CopyTarget {
+    std::byte* slab = nullptr;
+    uint8_t* mask = nullptr;
+    SlabTransform transform;
+    const DimArray* strides = nullptr;
+  };
+  CopyTarget TargetOf(Batch& b, const PlannedCopy& copy) const;
 };
+
+LoaderState::CopyTarget LoaderState::TargetOf(Batch& b, const PlannedCopy& copy) const {
+  const LoaderGeometry& g = geometry;
+  const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
+  const uint64_t channels = copy.target ? g.target_slabs.size() : g.input_slabs.size();
+  const uint64_t slab_index = copy.sample * channels + slab.out_channel;
+  const BatchTensor& out = copy.target ? BatchAccess::target(b) : BatchAccess::input(b);
+  CopyTarget target;
+  target.slab = out.data.data() + slab_index * g.slab_elements * BatchDTypeSize(options.dtype);
+  if (options.fill_nan) {
+    const BatchTensor& m = copy.target ? BatchAccess::target_mask(b) : BatchAccess::input_mask(b);
+    target.mask = reinterpret_cast<uint8_t*>(m.data.data()) + slab_index * g.slab_elements;
+  }
+  target.transform = SlabTransform{g.mean[slab.channel], g.inv_std[slab.channel], options.fill_nan,
+                                   options.nan_fill};
+  target.strides = &slab_strides[slab.channel];
+  return target;
+}
 
 // The batches of an epoch from `first` on, produced by coordinating threads and handed out in
 // order (see the overview); past the epoch's last batch it goes on into the next epoch, whose
@@ -675,8 +718,6 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
   Batch& b = *batch;
   FinishPlanning(b, epoch, index, samples, reads, plan_stage);
 
-  const size_t element = BatchDTypeSize(options.dtype);
-  const uint64_t slab_bytes = g.slab_elements * element;
   std::vector<uint8_t> bad(samples.size(), 0);
   Status first_error;
 
@@ -685,21 +726,9 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
     const PlannedChunk& chunk = reads.chunks[k];
     const internal::ArrayState& array = *g.arrays[chunk.array];
     for (const PlannedCopy& copy : chunk.copies) {
-      const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
-      const BatchTensor& out = copy.target ? BatchAccess::target(b) : BatchAccess::input(b);
-      const uint64_t channels = copy.target ? g.target_slabs.size() : g.input_slabs.size();
-      const uint64_t slab_index = copy.sample * channels + slab.out_channel;
-      SlabTransform transform{g.mean[slab.channel], g.inv_std[slab.channel], options.fill_nan,
-                              options.nan_fill};
-      uint8_t* mask = nullptr;
-      if (options.fill_nan) {
-        const BatchTensor& m =
-            copy.target ? BatchAccess::target_mask(b) : BatchAccess::input_mask(b);
-        mask = reinterpret_cast<uint8_t*>(m.data.data()) + slab_index * g.slab_elements;
-      }
-      AssembleCopy(bytes, array.metadata.data_type, chunk_shapes[chunk.array], copy,
-                   out.data.data() + slab_index * slab_bytes, options.dtype,
-                   slab_strides[slab.channel], transform, mask);
+      const CopyTarget to = TargetOf(b, copy);
+      AssembleCopy(bytes, array.metadata.data_type, chunk_shapes[chunk.array], copy, to.slab,
+                   options.dtype, *to.strides, to.transform, to.mask);
     }
   };
   // On the pool only: this coordinating thread waits and does not add to the thread budget.
@@ -834,8 +863,6 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
   const uint64_t decoded_before = w.chunks_decoded();
   // The previous consumer of this batch's memory must be done with it.
   Status status = gs.driver->StreamWaitEvent(w.stream(), block.released);
-  const size_t element = BatchDTypeSize(options.dtype);
-  const uint64_t slab_bytes = g.slab_elements * element;
   std::vector<uint8_t> bad(samples.size(), 0);
   Status first_error;
   auto fail = [&](size_t k, Status error) {
@@ -955,22 +982,11 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
       }
       counters.bytes_decoded += ReadChunkBytes(array);
       for (const PlannedCopy& copy : chunk.copies) {
-        const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
-        const BatchTensor& out = copy.target ? BatchAccess::target(b) : BatchAccess::input(b);
-        const uint64_t channels = copy.target ? g.target_slabs.size() : g.input_slabs.size();
-        const uint64_t slab_index = copy.sample * channels + slab.out_channel;
-        SlabTransform transform{g.mean[slab.channel], g.inv_std[slab.channel], options.fill_nan,
-                                options.nan_fill};
-        uint64_t mask = 0;
-        if (options.fill_nan) {
-          const BatchTensor& m =
-              copy.target ? BatchAccess::target_mask(b) : BatchAccess::input_mask(b);
-          mask = reinterpret_cast<uint64_t>(m.data.data()) + slab_index * g.slab_elements;
-        }
-        copies.push_back(MakeCopyDescriptor(
-            source, array.metadata.data_type, chunk_shapes[chunk.array], copy,
-            reinterpret_cast<uint64_t>(out.data.data()) + slab_index * slab_bytes, options.dtype,
-            slab_strides[slab.channel], transform, mask, swap, fill));
+        const CopyTarget to = TargetOf(b, copy);
+        copies.push_back(
+            MakeCopyDescriptor(source, array.metadata.data_type, chunk_shapes[chunk.array], copy,
+                               reinterpret_cast<uint64_t>(to.slab), options.dtype, *to.strides,
+                               to.transform, reinterpret_cast<uint64_t>(to.mask), swap, fill));
         max_elements = std::max(max_elements, copies.back().elements);
       }
     }
@@ -1025,17 +1041,21 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   std::unique_ptr<internal::GpuLoaderState> gpu;
   if (options.device == BatchDevice::kCuda) {
     gpu = std::make_unique<internal::GpuLoaderState>();
-    if (std::string reason = GpuBatchesUnavailableReason(options.cuda_device); !reason.empty()) {
-      return ConfigError("device is cuda:" + std::to_string(options.cuda_device) +
-                         ", but batches cannot be made on that GPU here: " + reason);
+    Result<GpuDevice> device = OpenGpuDevice(options.cuda_device);
+    if (!device.ok()) {
+      return ConfigError(
+          "device is cuda:" + std::to_string(options.cuda_device) +
+          ", but batches cannot be made on that GPU here: " + device.status().message());
     }
-    gpu->driver = *CudaDriver::ForDevice(options.cuda_device);
-    gpu->kernels = *GpuKernels::ForDevice(gpu->driver);
-    gpu->nvcomp = Nvcomp::Get();
-    gpu->nvcomp_status =
-        gpu->nvcomp != nullptr
-            ? "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")"
-            : "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
+    gpu->driver = device->driver;
+    gpu->kernels = device->kernels;
+    if (!options.gpu_decode) {
+      gpu->nvcomp_status = "chunks decode on the CPU: gpu_decode is off";
+    } else if ((gpu->nvcomp = Nvcomp::Get()) != nullptr) {
+      gpu->nvcomp_status = "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")";
+    } else {
+      gpu->nvcomp_status = "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
+    }
   }
   if (options.pin_memory != PinMemory::kOff && !gpu) {
     // Page-locked through the GPU the batches go to (PORTABLE: for every device alike), so that
@@ -1120,7 +1140,11 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
       const CodecChain& chain = array->chain->sharding() != nullptr
                                     ? array->chain->sharding()->inner_chain()
                                     : *array->chain;
-      gpu->codecs.push_back(PlanGpuDecode(chain));
+      // Without nvCOMP the GPU takes only chunks it copies as they are; the CPU decodes the rest
+      // (staging them would read them twice: once for the GPU to reject, once for the CPU).
+      std::optional<GpuChunkCodec> codec = PlanGpuDecode(chain);
+      if (codec && gpu->nvcomp == nullptr && (codec->compression || codec->blosc)) codec.reset();
+      gpu->codecs.push_back(std::move(codec));
       gpu->max_chunk_bytes = std::max(gpu->max_chunk_bytes, ReadChunkBytes(*array));
       gpu->any_blosc |= gpu->codecs.back() && gpu->codecs.back()->blosc;
     }
@@ -1203,6 +1227,7 @@ const std::vector<std::string>& Loader::spatial_dims() const {
 }
 const LoaderOptions& Loader::options() const { return state_->options; }
 bool Loader::pinned() const { return state_->batch_memory->pinned(); }
+size_t Loader::num_threads() const { return state_->pool->num_threads(); }
 
 void Loader::SetConsumerStream(uintptr_t stream) {
   if (state_->gpu) state_->gpu->batches->SetConsumerStream(stream);

@@ -15,6 +15,8 @@
 #include <random>
 #include <thread>
 
+#include "util/thread_pool.h"
+
 namespace zarrstream {
 
 namespace {
@@ -120,9 +122,7 @@ std::string FormatSeconds(Clock::duration d) {
 // ---------------------------------------------------------------------------------------------
 // Configuration.
 
-size_t DefaultIoThreads() {
-  return std::clamp<size_t>(std::thread::hardware_concurrency() * 3 / 4, 2, 16);
-}
+size_t DefaultIoThreads() { return std::clamp<size_t>(UsableCores() * 3 / 4, 2, 16); }
 
 Result<TransportOptions> TransportOptions::FromEnvironment() {
   TransportOptions o;

@@ -22,6 +22,7 @@
 #include "store/curl_transport.h"
 #include "util/block_cache.h"
 #include "util/nvtx_range.h"
+#include "util/thread_pool.h"
 #include "zarrstream/loader.h"
 
 namespace zarrstream::tools {
@@ -104,6 +105,7 @@ nlohmann::json EnvironmentReport() {
   const long page_size = sysconf(_SC_PAGESIZE);
   report["cpu"] = {{"model", CpuModel()},
                    {"cores", std::thread::hardware_concurrency()},
+                   {"usable_cores", UsableCores()},
                    {"features", CpuFeatures()}};
   report["memory_bytes"] = pages > 0 && page_size > 0
                                ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)

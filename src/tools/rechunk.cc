@@ -417,7 +417,7 @@ Status ApplyGpuFriendlyPreset(const SourceLayout& layout, RechunkOptions* option
 }
 
 Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout) {
-  const size_t threads = options.threads ? options.threads : std::thread::hardware_concurrency();
+  const size_t threads = options.threads ? options.threads : UsableCores();
   const uint64_t slab_budget = std::max<uint64_t>(options.memory_limit_bytes / 4, 1);
   std::vector<OutputPlan> plans;
   uint64_t next_slab = 0;

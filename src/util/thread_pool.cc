@@ -1,10 +1,25 @@
 #include "util/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
 
 namespace zarrstream {
+
+size_t UsableCores() {
+  // A set big enough for any machine's CPU numbers (glibc's cpu_set_t stops at 1024).
+  const size_t cpus = std::max<size_t>(std::thread::hardware_concurrency(), 1024) * 4;
+  cpu_set_t* set = CPU_ALLOC(cpus);
+  if (set != nullptr) {
+    const size_t bytes = CPU_ALLOC_SIZE(cpus);
+    const int count = sched_getaffinity(0, bytes, set) == 0 ? CPU_COUNT_S(bytes, set) : 0;
+    CPU_FREE(set);
+    if (count > 0) return static_cast<size_t>(count);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 namespace {
 
@@ -14,7 +29,7 @@ thread_local const ThreadPool* current_pool = nullptr;
 }  // namespace
 
 ThreadPool::ThreadPool(size_t num_threads) {
-  if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (num_threads == 0) num_threads = UsableCores();
   workers_.reserve(num_threads);
   for (size_t i = 0; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }

@@ -21,9 +21,13 @@
 
 namespace zarrstream {
 
+// The cores this process may run on (its CPU affinity, which taskset, cpusets and job schedulers
+// narrow), at least 1: what "one thread per core" means everywhere in zarrstream. Thread-safe.
+size_t UsableCores();
+
 class ThreadPool {
  public:
-  // Starts `num_threads` workers (0 means std::thread::hardware_concurrency()).
+  // Starts `num_threads` workers (0 means UsableCores()).
   explicit ThreadPool(size_t num_threads = 0);
   // Runs every task already submitted, then joins the workers.
   ~ThreadPool();
