@@ -143,6 +143,7 @@ class ZarrstreamBatches(Batches):
         self.channels = self.loader.channels
         self.batches_per_epoch = len(self.loader)
         self.gpu_decode_status = self.loader.gpu_decode_status
+        self.num_threads = self.loader.num_threads
         self.resumed = False
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
@@ -359,6 +360,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "final_loss": loss_value,
         "loader_stats": source.stats(),
         "gpu_decode": getattr(source, "gpu_decode_status", ""),
+        "loader_threads": getattr(source, "num_threads", 0),
     })
     # The epoch's iterator may be suspended mid-epoch (--stop-after, --steps): end it and the
     # loader before the process group goes.

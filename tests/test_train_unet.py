@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -58,6 +59,7 @@ def test_single_process_run_trains_and_reports(dataset, tmp_path):
     assert 0 < log["final_loss"] < 10
     assert 0 <= log["waiting_fraction"] <= 1 and log["samples_per_second"] > 0
     assert log["loader_stats"]["bytes_decoded"] > 0
+    assert log["loader_threads"] == len(os.sched_getaffinity(0))
     assert "zarrstream on cpu x1" in proc.stdout and "samples/s" in proc.stdout
 
 
@@ -83,6 +85,8 @@ def test_two_ranks_with_torchrun_read_disjoint_shards_and_resume(dataset, tmp_pa
     first, rest = rank_logs("first"), rank_logs("rest")
     assert [log["rank"] for log in first + rest] == [0, 1, 0, 1]
     assert all(log["world_size"] == 2 and math.isfinite(log["final_loss"]) for log in first + rest)
+    # The two ranks on this machine share its cores rather than each starting one thread per core.
+    assert all(log["loader_threads"] == max(1, len(os.sched_getaffinity(0)) // 2) for log in first + rest)
     origins = [a["origins"] + b["origins"] for a, b in zip(first, rest)]
     assert [[row[0] for row in rank] for rank in origins] == [[0, 0, 0, 1, 1, 1]] * 2
     for epoch in (0, 1):
