@@ -173,6 +173,25 @@ def test_chunks_decoded_by_the_cpu_make_the_same_gpu_batches(stores):
         assert stats["bytes_to_gpu"] > 0 and stats["chunks_decoded"] > 0
 
 
+def test_running_out_of_gpu_memory_says_what_the_loader_holds(tmp_path):
+    # Batches larger than any GPU: 2 samples of a 100,000 x 100,000 float32 field, input and
+    # target, 160 GB (the store holds metadata only: every chunk is the fill value).
+    path = tmp_path / "huge.zarr"
+    g = zarr.open_group(str(path), mode="w", zarr_format=3)
+    t = g.create_array("time", shape=(4,), chunks=(4,), dtype="int64", dimension_names=["time"])
+    t[...] = 6 * np.arange(4)
+    t.attrs.update({"units": "hours since 1979-01-01", "calendar": "proleptic_gregorian"})
+    g.create_array("t2m", shape=(4, 100_000, 100_000), chunks=(1, 10_000, 10_000), dtype="float32",
+                   fill_value=0, dimension_names=DIMS)
+    loader = zarrstream.Loader(path, "t2m", target_offset={"time": 1}, batch_size=2, device="cuda",
+                               gpu_batches=True, prefetch=1)
+    with pytest.raises(zarrstream.CudaError) as error:
+        next(iter(loader))
+    message = str(error.value)
+    assert "of GPU memory on cuda:" in message and " free of " in message, message
+    assert "up to 3 batches of 160.0 GB" in message and "gpu_decode off" in message, message
+
+
 def test_normalised_batches_with_nan_fill_and_masks_equal_the_cpu(stores, tmp_path):
     path = stores[0]
     names = _variables(path)

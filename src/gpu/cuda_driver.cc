@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "util/format.h"
+
 namespace zarrstream {
 
 namespace {
@@ -47,6 +49,7 @@ struct CudaDriver::Api {
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*cuMemGetInfo)(size_t*, size_t*) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
   CUresult (*cuStreamDestroy)(CUstream) = nullptr;
@@ -142,6 +145,7 @@ LoadedDriver CudaDriverLoader::Load() {
       Resolve(library, "cuGetErrorString", &api.cuGetErrorString) &&
       Resolve(library, "cuDeviceGetAttribute", &api.cuDeviceGetAttribute) &&
       Resolve(library, "cuMemAlloc_v2", &api.cuMemAlloc) &&
+      Resolve(library, "cuMemGetInfo_v2", &api.cuMemGetInfo) &&
       Resolve(library, "cuMemFree_v2", &api.cuMemFree) &&
       Resolve(library, "cuStreamCreate", &api.cuStreamCreate) &&
       Resolve(library, "cuStreamDestroy_v2", &api.cuStreamDestroy) &&
@@ -318,10 +322,21 @@ Result<uint64_t> CudaDriver::AllocateDevice(size_t bytes) const {
   CUdeviceptr address = 0;
   Status status = ZS_CUDA_CALL(cuMemAlloc, &address, bytes);
   if (!status.ok()) {
-    return std::move(status).WithContext("allocating " + std::to_string(bytes) +
-                                         " bytes of GPU memory");
+    std::string context = "allocating " + FormatBytes(static_cast<double>(bytes)) +
+                          " of GPU memory on cuda:" + std::to_string(ordinal_);
+    if (Result<MemoryInfo> memory = DeviceMemory(); memory.ok()) {
+      context += " (" + FormatBytes(static_cast<double>(memory->free_bytes)) + " free of " +
+                 FormatBytes(static_cast<double>(memory->total_bytes)) + ")";
+    }
+    return std::move(status).WithContext(context);
   }
   return uint64_t{address};
+}
+
+Result<CudaDriver::MemoryInfo> CudaDriver::DeviceMemory() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  ZS_RETURN_IF_ERROR(ZS_CUDA_CALL(cuMemGetInfo, &free_bytes, &total_bytes));
+  return MemoryInfo{free_bytes, total_bytes};
 }
 
 void CudaDriver::FreeDevice(uint64_t address) const {

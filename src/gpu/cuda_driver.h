@@ -60,8 +60,15 @@ class CudaDriver {
   // handles (CUstream, CUevent, CUmodule, CUfunction). Copies and launches are asynchronous on
   // `stream`; host memory they read or write must stay allocated (and, to overlap, page-locked)
   // until the stream passes them. Errors are kCuda and name the call.
+  // A failed allocation says how much was asked for and how much the device has free.
   Result<uint64_t> AllocateDevice(size_t bytes) const;
   void FreeDevice(uint64_t address) const;
+  // The device's free and total memory now (every process's allocations counted).
+  struct MemoryInfo {
+    uint64_t free_bytes = 0;
+    uint64_t total_bytes = 0;
+  };
+  Result<MemoryInfo> DeviceMemory() const;
   Result<void*> CreateStream() const;  // non-blocking: no implicit order with the default stream
   void DestroyStream(void* stream) const;
   Status SynchronizeStream(void* stream) const;

@@ -410,6 +410,8 @@ struct LoaderState {
   // moved on to another epoch).
   Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index);
   Result<std::shared_ptr<Batch>> ProduceOnGpu(const SamplePlan& epoch_plan, uint64_t index);
+  // `error`, and where the GPU ran out of memory, what this loader holds there and what lowers it.
+  Status ExplainGpuMemory(Status error) const;
   Result<std::shared_ptr<Batch>> AllocateBatch(size_t samples) const;
   // The batch tensors (input, target, masks) at `base`, in the layout of the offsets above.
   void LayOutTensors(Batch& b, std::byte* base, size_t samples) const;
@@ -707,8 +709,32 @@ Status LoaderState::BatchError(Status error, const std::vector<uint8_t>& bad,
                                       ")");
 }
 
+Status LoaderState::ExplainGpuMemory(Status error) const {
+  if (error.code() != ErrorCode::kCuda ||
+      error.message().find("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY") == std::string::npos) {
+    return error;
+  }
+  const uint64_t wave = options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
+  const bool decodes = gpu->nvcomp != nullptr;
+  return Status(
+      error.code(),
+      error.message() + ". This loader's GPU memory: up to " +
+          std::to_string(options.prefetch + 2) + " batches of " +
+          FormatBytes(static_cast<double>(gpu->batch_bytes)) +
+          ", and a decode workspace of up to " + (decodes ? "about 5 times" : "about once") +
+          " gpu_wave_bytes (" + FormatBytes(static_cast<double>(wave)) + ") for each of the " +
+          std::to_string(NumCoordinators(options)) +
+          " batches in flight; a smaller prefetch, batch_size or gpu_wave_bytes takes less" +
+          (decodes ? ", and so does gpu_decode off (the CPU decodes; one wave per workspace)"
+                   : ""));
+}
+
 Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan, uint64_t index) {
-  if (gpu) return ProduceOnGpu(epoch_plan, index);
+  if (gpu) {
+    Result<std::shared_ptr<Batch>> batch = ProduceOnGpu(epoch_plan, index);
+    if (!batch.ok()) return ExplainGpuMemory(batch.status());
+    return batch;
+  }
   const uint64_t epoch = epoch_plan.epoch();
   StageSpan plan_stage(timeline, "plan", epoch, index);
   const LoaderGeometry& g = geometry;
