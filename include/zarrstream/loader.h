@@ -158,7 +158,7 @@ struct LoaderOptions {
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;
   // Worker threads reading, decoding and assembling (0: one per core this process may run on, its
-  // CPU affinity; the Python front divides those among torchrun's local ranks).
+  // CPU affinity, divided among the ranks on this machine: LOCAL_WORLD_SIZE, as torchrun sets it).
   size_t num_threads = 0;
   // Decoded chunks kept for reuse by later samples (overlapping windows, block shuffle, chunks
   // shared by input and target); 0 picks 1/64 of the machine's memory, from 256 MiB to 1 GiB.

@@ -52,21 +52,6 @@ def _default_rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def _default_num_threads() -> int:
-    """Worker threads when the caller leaves it to the loader: the cores this process may run on,
-    shared among the ranks torchrun started on this machine (LOCAL_WORLD_SIZE), so that N ranks
-    do not start N threads per core between them; 0 (one per core) for a single process."""
-    value = os.environ.get("LOCAL_WORLD_SIZE", "1")
-    try:
-        local_ranks = int(value)
-    except ValueError:
-        raise ConfigError(f"LOCAL_WORLD_SIZE={value!r}: expected the number of ranks on this machine "
-                          "(torchrun sets it)") from None
-    if local_ranks <= 1:
-        return 0
-    return max(1, len(os.sched_getaffinity(0)) // local_ranks)
-
-
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
     if value is None:
         return []
@@ -249,7 +234,7 @@ class Loader:
             raise ValueError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
         o.skip_bad_samples = on_error == "skip"
         o.prefetch = int(prefetch)
-        o.num_threads = int(num_threads) if num_threads else _default_num_threads()
+        o.num_threads = int(num_threads)
         o.cache_bytes = int(cache_bytes)
         o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
         o.pin_memory = None if pin_memory is None else bool(pin_memory)

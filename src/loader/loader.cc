@@ -1119,7 +1119,11 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
                                              std::move(*plan));
   LoaderState& s = *state;
   const LoaderGeometry& g = s.geometry;
-  s.pool = std::make_shared<ThreadPool>(options.num_threads);
+  size_t threads = options.num_threads;
+  if (threads == 0) {
+    ZS_ASSIGN_OR_RETURN(threads, CoresPerLocalRank());
+  }
+  s.pool = std::make_shared<ThreadPool>(threads);
   for (const internal::ArrayState* array : g.arrays)
     s.chunk_shapes.push_back(array->read_chunk_shape);
   // Slab strides: C order over the spatial dims; 0 on the time and level dims.

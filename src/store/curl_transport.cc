@@ -122,9 +122,13 @@ std::string FormatSeconds(Clock::duration d) {
 // ---------------------------------------------------------------------------------------------
 // Configuration.
 
-size_t DefaultIoThreads() { return std::clamp<size_t>(UsableCores() * 3 / 4, 2, 16); }
+size_t DefaultIoThreads() {
+  Result<size_t> cores = CoresPerLocalRank();
+  return std::clamp<size_t>((cores.ok() ? *cores : UsableCores()) * 3 / 4, 2, 16);
+}
 
 Result<TransportOptions> TransportOptions::FromEnvironment() {
+  ZS_RETURN_IF_ERROR(CoresPerLocalRank().status());  // the I/O threads' default is a share of it
   TransportOptions o;
   ZS_ASSIGN_OR_RETURN(o.io_threads, EnvInteger("ZARRSTREAM_HTTP_IO_THREADS", o.io_threads, 1, 64));
   ZS_ASSIGN_OR_RETURN(o.max_in_flight,

@@ -39,7 +39,8 @@
 
 namespace zarrstream {
 
-// Three quarters of the cores, at least 2 and at most 16: what the default I/O threads are.
+// Three quarters of this process's share of the cores (CoresPerLocalRank), at least 2 and at most
+// 16: what the default I/O threads are.
 size_t DefaultIoThreads();
 
 struct TransportOptions {

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <cstdlib>
 #include <memory>
+#include <string>
+#include <string_view>
 
 namespace zarrstream {
 
@@ -19,6 +23,19 @@ size_t UsableCores() {
     if (count > 0) return static_cast<size_t>(count);
   }
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Result<size_t> CoresPerLocalRank() {
+  const char* value = std::getenv("LOCAL_WORLD_SIZE");
+  if (value == nullptr || *value == '\0') return UsableCores();
+  const std::string_view text(value);
+  size_t ranks = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+  if (error != std::errc() || end != text.data() + text.size() || ranks == 0) {
+    return ConfigError("LOCAL_WORLD_SIZE='" + std::string(text) +
+                       "': expected the number of ranks on this machine (torchrun sets it)");
+  }
+  return std::max<size_t>(1, UsableCores() / ranks);
 }
 
 namespace {

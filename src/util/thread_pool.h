@@ -24,6 +24,11 @@ namespace zarrstream {
 // The cores this process may run on (its CPU affinity, which taskset, cpusets and job schedulers
 // narrow), at least 1: what "one thread per core" means everywhere in zarrstream. Thread-safe.
 size_t UsableCores();
+// UsableCores() shared among the processes a launcher started on this machine for one job
+// (LOCAL_WORLD_SIZE, as torchrun sets it; one when unset), at least 1: the default thread budget of
+// a data loader and its remote reads, so that N ranks do not run N threads per core between them.
+// A LOCAL_WORLD_SIZE that is not a positive number is a kConfig error naming it.
+Result<size_t> CoresPerLocalRank();
 
 class ThreadPool {
  public:

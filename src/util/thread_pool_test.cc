@@ -1,15 +1,46 @@
 #include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace zarrstream {
 namespace {
+
+TEST(UsableCoresTest, CountsTheAffinityAndDefaultPoolsFollowIt) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(UsableCores(), static_cast<size_t>(CPU_COUNT(&set)));
+  EXPECT_EQ(ThreadPool().num_threads(), UsableCores());
+}
+
+TEST(UsableCoresTest, LocalRanksShareTheCores) {
+  const size_t cores = UsableCores();
+  unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(CoresPerLocalRank().value(), cores);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  EXPECT_EQ(CoresPerLocalRank().value(), std::max<size_t>(1, cores / 2));
+  setenv("LOCAL_WORLD_SIZE", "100000", 1);
+  EXPECT_EQ(CoresPerLocalRank().value(), 1u);
+  for (const char* bad : {"two", "0", "-1", "2x"}) {
+    setenv("LOCAL_WORLD_SIZE", bad, 1);
+    const Result<size_t> cores_per_rank = CoresPerLocalRank();
+    ASSERT_FALSE(cores_per_rank.ok()) << bad;
+    EXPECT_EQ(cores_per_rank.status().code(), ErrorCode::kConfig);
+    EXPECT_NE(cores_per_rank.status().message().find("LOCAL_WORLD_SIZE='" + std::string(bad) + "'"),
+              std::string::npos);
+  }
+  unsetenv("LOCAL_WORLD_SIZE");
+}
 
 TEST(ParallelForTest, RunsEveryIndexOnce) {
   ThreadPool pool(4);
