@@ -304,6 +304,10 @@ def test_doctor_counts_the_cores_this_process_may_use():
                           preexec_fn=lambda: os.sched_setaffinity(0, one))
     report = json.loads(proc.stdout)
     assert report["cpu"]["usable_cores"] == 1 and report["cpu"]["cores"] == os.cpu_count()
+    # Remote reads' threads are a share of the machine among torchrun's ranks: a LOCAL_WORLD_SIZE
+    # that is not a number is named.
+    proc = run_cli("doctor", "--json", env=dict(os.environ, LOCAL_WORLD_SIZE="two"))
+    assert "LOCAL_WORLD_SIZE='two'" in json.loads(proc.stdout)["http"]["error"]
 
 
 def test_doctor_reports_the_environment():
