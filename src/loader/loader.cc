@@ -1174,7 +1174,7 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
       // (staging them would read them twice: once for the GPU to reject, once for the CPU).
       std::optional<GpuChunkCodec> codec = PlanGpuDecode(chain);
       if (codec && gpu->nvcomp == nullptr && (codec->compression || codec->blosc)) codec.reset();
-      gpu->codecs.push_back(std::move(codec));
+      gpu->codecs.push_back(codec);
       gpu->max_chunk_bytes = std::max(gpu->max_chunk_bytes, ReadChunkBytes(*array));
       gpu->any_blosc |= gpu->codecs.back() && gpu->codecs.back()->blosc;
     }
