@@ -306,6 +306,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     loss_value = float("nan")
     start = time.perf_counter()
     killed = False
+    peak_gpu_used = 0  # bytes in use on the device (every allocator's, the loader's included)
     stop = bool(args.steps) and global_step >= args.steps
     while epoch < epochs and not stop:
         batches = source.epoch(epoch)
@@ -323,6 +324,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             optimizer.step()
             loss_value = loss.item()  # synchronises: the step's compute is done
             step_time = time.perf_counter() - t0
+            if device.type == "cuda":
+                free, total = torch.cuda.mem_get_info(device)
+                peak_gpu_used = max(peak_gpu_used, total - free)
             global_step += 1
             samples += batch["input"].shape[0]
             waits.append(waited)
@@ -361,6 +365,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "loader_stats": source.stats(),
         "gpu_decode": getattr(source, "gpu_decode_status", ""),
         "loader_threads": getattr(source, "num_threads", 0),
+        "gpu_memory": {"peak_used_bytes": peak_gpu_used,
+                       "total_bytes": torch.cuda.mem_get_info(device)[1],
+                       "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
+        if device.type == "cuda" else None,
     })
     # The epoch's iterator may be suspended mid-epoch (--stop-after, --steps): end it and the
     # loader before the process group goes.
@@ -402,10 +410,15 @@ def summary(log: dict[str, Any]) -> str:
                      f"({stats['bytes_decoded'] / used:.2f} per byte used), {stats['cache_hits']} cache hits, "
                      f"{stats['requests']} requests; read+decode {stats['read_decode_seconds']:.2f} s, "
                      f"assemble {stats['assemble_seconds']:.2f} s (loader threads, overlapping training)")
-        if stats["bytes_to_gpu"]:
+        if stats.get("bytes_to_gpu"):
             lines.append(f"  GPU batches ({log.get('gpu_decode', '')}): {stats['gpu_decoded_chunks']} chunks decoded on the GPU, "
                          f"{stats['bytes_to_gpu'] / 1e6:.1f} MB copied there; read {stats['gpu_read_seconds']:.2f} s, "
                          f"copy + decode {stats['gpu_decode_seconds']:.2f} s, scatter {stats['gpu_scatter_seconds']:.2f} s")
+    memory = log.get("gpu_memory")
+    if memory:
+        lines.append(f"  GPU memory: at most {memory['peak_used_bytes'] / 1e9:.1f} of {memory['total_bytes'] / 1e9:.1f} GB "
+                     f"in use; PyTorch reserved at most {memory['torch_peak_reserved_bytes'] / 1e9:.1f} GB, the rest is "
+                     "the loader's batches and workspaces, CUDA contexts and other processes")
     return "\n".join(lines)
 
 

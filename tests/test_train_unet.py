@@ -60,6 +60,7 @@ def test_single_process_run_trains_and_reports(dataset, tmp_path):
     assert 0 <= log["waiting_fraction"] <= 1 and log["samples_per_second"] > 0
     assert log["loader_stats"]["bytes_decoded"] > 0
     assert log["loader_threads"] == len(os.sched_getaffinity(0))
+    assert log["gpu_memory"] is None and "GPU memory" not in proc.stdout
     assert "zarrstream on cpu x1" in proc.stdout and "samples/s" in proc.stdout
 
 
@@ -192,6 +193,9 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     stats = log["loader_stats"]
     assert stats["gpu_decoded_chunks"] > 0 and stats["gpu_rejected_chunks"] == 0, stats
     assert "GPU batches (nvCOMP" in proc.stdout, proc.stdout
+    memory = log["gpu_memory"]
+    assert 0 < memory["torch_peak_reserved_bytes"] < memory["peak_used_bytes"] <= memory["total_bytes"], memory
+    assert "GPU memory: at most" in proc.stdout
     # --no-gpu-decode: the same samples from chunks the loader's CPU threads decoded.
     cpu_decoded = tmp_path / "cpu-decoded.json"
     proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu_decoded, "--device", "cuda",
