@@ -205,3 +205,29 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     assert log["gpu_decode"] == "chunks decode on the CPU: gpu_decode is off"
     assert log["loader_stats"]["gpu_decoded_chunks"] == 0 and log["loader_stats"]["bytes_to_gpu"] > 0
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
+
+
+MATRIX = Path(__file__).resolve().parent.parent / "bench" / "train_matrix.py"
+
+
+def test_the_training_matrix_compares_runs_with_the_ceiling_and_reports_failures(dataset, tmp_path):
+    store, stats = dataset
+    common = f"--variables {VARIABLES} --base-width 8 --depth 2 --batch-size 4 --device cpu --steps 3"
+    proc = subprocess.run(
+        [sys.executable, str(MATRIX), "--stats", str(stats), "--store", f"small={store}", "--common", common,
+         "--run", "ceiling=small:--synthetic", "--run", "zarrstream, prefetch 1=small:--prefetch 1",
+         "--run", "broken=small:--select time", "--json", str(tmp_path / "m.json")],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = [l for l in proc.stdout.splitlines() if l.startswith("| ")]
+    assert rows[0].startswith("| run | samples/s | of the ceiling") and len(rows) == 5  # header, rule, 3 runs
+    assert rows[2].startswith("| ceiling |") and "| 100 % |" in rows[2]
+    assert rows[3].startswith("| zarrstream, prefetch 1 |") and " % |" in rows[3]
+    assert rows[4].startswith("| broken | failed: exit 2:") and "DIM=START:STOP" in rows[4]
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert [r["name"] for r in report["runs"]] == ["ceiling", "zarrstream, prefetch 1", "broken"]
+    assert report["ceiling"] == report["runs"][0]["log"]["samples_per_second"] > 0
+    assert report["runs"][1]["log"]["loader"] == "zarrstream" and report["runs"][1]["log"]["samples"] == 12
+    bad = subprocess.run([sys.executable, str(MATRIX), "--stats", str(stats), "--run", "x=nowhere:"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "no --store named 'nowhere'" in bad.stderr

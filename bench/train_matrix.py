@@ -1,0 +1,121 @@
+"""Training runs side by side: examples/train_unet.py once per configuration, on the same machine
+in one go, with one table of what each run trained at, against the ceiling (`--synthetic`) of the
+same invocation.
+
+A run is ``NAME=STORE:ARGS``: the run's name in the table, the store it reads (a key of
+``--store KEY=PATH``) and its own train_unet.py arguments; ``--common`` arguments go to every run.
+The first run with ``--synthetic`` is the ceiling the others are compared with. A run that fails
+(a GPU out of memory, say) is a row saying so, and the next run goes on.
+
+    python3 bench/train_matrix.py --stats stats.json \\
+        --store zstd=era5-v3-zstd.zarr --store gf=era5-gpu-friendly.zarr \\
+        --common "--batch-size 16 --device cuda --epochs 12 --stop-after 60" \\
+        --run "ceiling=zstd:--synthetic" \\
+        --run "zstd, prefetch 2=zstd:--prefetch 2" \\
+        --run "gpu-friendly, prefetch 2, CPU decode=gf:--prefetch 2 --no-gpu-decode" \\
+        --json matrix.json
+
+Prints a Markdown table (samples/s, share of the ceiling, time waiting for batches, the loader's
+GPU decode time, peak GPU memory) and, with ``--json``, writes every run's train_unet log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_unet.py"
+
+
+def parse_run(text: str, stores: dict[str, str]) -> tuple[str, str, list[str]]:
+    """(name, store path, arguments) of ``NAME=STORE:ARGS``."""
+    name, sep, rest = text.partition("=")
+    key, sep2, args = rest.partition(":")
+    if not sep or not sep2 or not name.strip():
+        raise SystemExit(f"--run {text!r}: expected NAME=STORE:ARGS")
+    if key not in stores:
+        raise SystemExit(f"--run {text!r}: no --store named {key!r} (have: {', '.join(stores) or 'none'})")
+    return name.strip(), stores[key], shlex.split(args)
+
+
+def run_one(store: str, args: list[str], stats: str, common: list[str], timeout: float) -> dict[str, Any]:
+    """The run's train_unet log, or {"error": ...} when it failed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = Path(tmp) / "log.json"
+        cmd = [sys.executable, str(EXAMPLE), store, "--stats", stats, *common, *args, "--json-out", str(log_path)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": f"did not finish in {timeout:.0f} s"}
+        if proc.returncode != 0 or not log_path.exists():
+            lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
+            return {"error": f"exit {proc.returncode}: {lines[-1] if lines else 'no output'}"}
+        return json.loads(log_path.read_text())
+
+
+def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None) -> str:
+    out = ["| run | samples/s | of the ceiling | waiting | GPU decode, s | chunks decoded on the GPU | "
+           "peak GPU memory, GB |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, log in rows:
+        if "error" in log:
+            out.append(f"| {name} | failed: {log['error']} | | | | | |")
+            continue
+        rate = log["samples_per_second"]
+        share = f"{100 * rate / ceiling:.0f} %" if ceiling else ""
+        stats = log.get("loader_stats") or {}
+        memory = log.get("gpu_memory") or {}
+        decode = f"{stats['gpu_decode_seconds']:.1f}" if stats.get("bytes_to_gpu") else ""
+        chunks = str(stats["gpu_decoded_chunks"]) if stats.get("bytes_to_gpu") else ""
+        peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
+        out.append(f"| {name} | {rate:.1f} | {share} | {100 * log['waiting_fraction']:.1f} % | {decode} | "
+                   f"{chunks} | {peak} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stats", required=True, help="normalisation file from `zarrstream stats`")
+    p.add_argument("--store", action="append", default=[], metavar="KEY=PATH", help="a store runs name by KEY")
+    p.add_argument("--run", action="append", default=[], metavar="NAME=STORE:ARGS", help="one run (repeatable)")
+    p.add_argument("--common", default="", help="train_unet.py arguments every run gets")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
+    p.add_argument("--json", help="write every run's log here")
+    args = p.parse_args(argv)
+
+    stores: dict[str, str] = {}
+    for item in args.store:
+        key, sep, path = item.partition("=")
+        if not sep or not key or not path:
+            raise SystemExit(f"--store {item!r}: expected KEY=PATH")
+        stores[key] = path
+    runs = [parse_run(r, stores) for r in args.run]
+    if not runs:
+        raise SystemExit("no --run given")
+    common = shlex.split(args.common)
+
+    rows: list[tuple[str, dict[str, Any]]] = []
+    ceiling = None
+    for name, store, run_args in runs:
+        log = run_one(store, run_args, args.stats, common, args.timeout)
+        rows.append((name, log))
+        if ceiling is None and "--synthetic" in run_args and "error" not in log:
+            ceiling = log["samples_per_second"]
+        state = log["error"] if "error" in log else f"{log['samples_per_second']:.1f} samples/s"
+        print(f"{name}: {state}", flush=True)
+    print()
+    print(table(rows, ceiling))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"common": common, "ceiling": ceiling,
+                                               "runs": [{"name": n, "log": l} for n, l in rows]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
