@@ -13,6 +13,15 @@
 // stored bytes). The outermost bytes->bytes codec also decodes the payload with only a bound on its
 // size, the path a codec behind a variable-size one takes: it must not allocate past the bound
 // (the fuzzer's RSS limit catches a decoder that trusts a size from a header instead).
+//
+// Chains the GPU path decodes (gpu/gpu_decoder.h: PlanGpuDecode) are also read the GPU path's way,
+// worked out on the CPU (CheckGpuReading): the streams GpuChunkCodec::Parse finds must lie inside
+// the stored bytes and tile the chunk, and where the GPU path would produce a chunk it must be
+// the CPU decoder's chunk, which the CPU decoder accepted.
+#include <libdeflate.h>
+#include <lz4.h>
+#include <zstd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +35,7 @@
 #include "codec/codec_registry.h"
 #include "codec/decoded_size.h"
 #include "fuzz/fuzz_check.h"
+#include "gpu/gpu_decoder.h"
 #include "metadata/v2_metadata.h"
 
 namespace zarrstream::fuzz {
@@ -143,6 +153,122 @@ void CheckDecodeError(const Status& status, const char* where) {
   if (!status.ok() && status.code() != ErrorCode::kCorruptChunk) FuzzFail(where, status);
 }
 
+// `payload` decompressed by the CPU library of `compression` into exactly `out`, as nvCOMP decodes
+// a valid stream; false where it does not fill `out` exactly (nvCOMP reports such a stream, or its
+// size differs, and the loader then decodes the chunk on the CPU). gzip's CRC-32 is verified here,
+// and zlib's Adler-32 by the caller, although the GPU path verifies neither (docs/loader.md says
+// so): damage only they catch is a known limit, not what this comparison looks for.
+bool DecompressExactly(GpuCompression compression, std::span<const std::byte> payload,
+                       std::span<std::byte> out) {
+  switch (compression) {
+    case GpuCompression::kZstd: {
+      const size_t n = ZSTD_decompress(out.data(), out.size(), payload.data(), payload.size());
+      return !ZSTD_isError(n) && n == out.size();
+    }
+    case GpuCompression::kLz4: {
+      if (payload.size() > INT32_MAX || out.size() > INT32_MAX) return false;
+      const int n = LZ4_decompress_safe(
+          reinterpret_cast<const char*>(payload.data()), reinterpret_cast<char*>(out.data()),
+          static_cast<int>(payload.size()), static_cast<int>(out.size()));
+      return n >= 0 && static_cast<size_t>(n) == out.size();
+    }
+    case GpuCompression::kGzip:
+    case GpuCompression::kDeflate: {
+      // The whole payload: bytes after the stream are where zlib's Adler-32 should have been.
+      libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+      size_t in = 0, n = 0;
+      const libdeflate_result r =
+          compression == GpuCompression::kGzip
+              ? libdeflate_gzip_decompress_ex(d, payload.data(), payload.size(), out.data(),
+                                              out.size(), &in, &n)
+              : libdeflate_deflate_decompress_ex(d, payload.data(), payload.size(), out.data(),
+                                                 out.size(), &in, &n);
+      libdeflate_free_decompressor(d);
+      return r == LIBDEFLATE_SUCCESS && n == out.size() && in == payload.size();
+    }
+  }
+  return false;
+}
+
+void CheckGpuReading(const CodecChain& chain, std::span<const std::byte> stored,
+                     const Status& cpu_status, std::span<const std::byte> cpu_chunk) {
+  const std::optional<GpuChunkCodec> plan = PlanGpuDecode(chain);
+  if (!plan) return;
+  const ChunkRepresentation& chunk = chain.decoded_representation();
+  if (plan->decoded_bytes != cpu_chunk.size()) FuzzFail("PlanGpuDecode: not the chain's size");
+  Result<GpuChunkParse> parse = plan->Parse(stored);
+  if (!parse.ok()) {
+    // Rejected before the GPU sees it: the loader decodes the chunk on the CPU.
+    if (parse.status().code() != ErrorCode::kCorruptChunk &&
+        parse.status().code() != ErrorCode::kUnsupported) {
+      FuzzFail("GpuChunkCodec::Parse", parse.status());
+    }
+    return;
+  }
+  // The streams lie inside the stored bytes and tile the chunk: nothing decoded twice, nothing
+  // left as whatever the GPU's memory held.
+  std::vector<std::pair<uint64_t, uint64_t>> tiles;
+  for (const GpuStream& s : parse->streams) {
+    if (s.payload.data() < stored.data() ||
+        s.payload.data() + s.payload.size() > stored.data() + stored.size()) {
+      FuzzFail("GpuChunkCodec::Parse: a stream outside the stored bytes");
+    }
+    tiles.emplace_back(s.output_offset, s.output_bytes);
+  }
+  std::ranges::sort(tiles);
+  uint64_t covered = 0;
+  for (const auto& [offset, bytes] : tiles) {
+    if (offset != covered) FuzzFail("GpuChunkCodec::Parse: streams overlap or leave a gap");
+    covered += bytes;
+  }
+  if (covered != plan->decoded_bytes)
+    FuzzFail("GpuChunkCodec::Parse: streams do not fill the chunk");
+
+  std::vector<std::byte> landing(plan->decoded_bytes);
+  for (const GpuStream& s : parse->streams) {
+    const std::span<std::byte> out = std::span(landing).subspan(s.output_offset, s.output_bytes);
+    if (!s.compression) {
+      if (s.payload.size() != s.output_bytes)
+        FuzzFail("GpuChunkCodec::Parse: a stored stream's size");
+      std::ranges::copy(s.payload, out.begin());
+    } else if (!DecompressExactly(*s.compression, s.payload, out)) {
+      return;  // rejected on the GPU: the loader decodes the chunk on the CPU
+    }
+    if (plan->framing == GpuChunkCodec::Framing::kZlib) {
+      // The Adler-32 (big-endian) follows the deflate stream that Payload kept.
+      const std::byte* trailer = s.payload.data() + s.payload.size();
+      uint32_t stored_adler = 0;
+      for (int k = 0; k < 4; ++k) {
+        stored_adler = stored_adler << 8 | static_cast<uint8_t>(trailer[k]);
+      }
+      if (libdeflate_adler32(1, out.data(), out.size()) != stored_adler) return;  // the known limit
+    }
+  }
+  std::vector<std::byte> decoded = landing;
+  if (const uint64_t typesize = parse->unshuffle_typesize; typesize != 0) {  // as zs_unshuffle
+    for (uint64_t at = 0; at < landing.size(); at += parse->block_bytes) {
+      const uint64_t bytes = std::min<uint64_t>(parse->block_bytes, landing.size() - at);
+      const uint64_t elements = bytes / typesize;
+      for (uint64_t i = 0; i < elements * typesize; ++i) {
+        decoded[at + i] = landing[at + (i % typesize) * elements + i / typesize];
+      }
+    }
+  }
+  if (plan->big_endian) {  // as the scatter kernel swaps each element (each part of a complex)
+    const bool complex =
+        chunk.data_type == DataType::kComplex64 || chunk.data_type == DataType::kComplex128;
+    const size_t unit = DataTypeSize(chunk.data_type) / (complex ? 2 : 1);
+    for (size_t at = 0; unit > 1 && at + unit <= decoded.size(); at += unit) {
+      std::reverse(decoded.begin() + static_cast<std::ptrdiff_t>(at),
+                   decoded.begin() + static_cast<std::ptrdiff_t>(at + unit));
+    }
+  }
+  if (!cpu_status.ok())
+    FuzzFail("the GPU path would decode a chunk the CPU decoder rejects", cpu_status);
+  if (!std::ranges::equal(decoded, cpu_chunk))
+    FuzzFail("the GPU path's chunk is not the CPU decoder's");
+}
+
 void DecodeOne(std::span<const uint8_t> input) {
   const uint8_t* header = input.data();
   auto type = ParseV2DataType(kDataTypes[header[1] % std::size(kDataTypes)]);
@@ -172,6 +298,7 @@ void DecodeOne(std::span<const uint8_t> input) {
   const Status status = (*chain)->Decode(payload, first.span(), &scratch);
   first.CheckGuard("CodecChain::Decode wrote past its output");
   CheckDecodeError(status, "CodecChain::Decode");
+  CheckGpuReading(**chain, payload, status, first.span());
   if (status.ok()) {
     // Scratch buffers are reused from chunk to chunk; a second decode must not see the first.
     GuardedBuffer second(num_bytes);

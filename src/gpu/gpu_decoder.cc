@@ -64,7 +64,9 @@ Result<std::span<const std::byte>> WithoutCrc32c(std::span<const std::byte> stor
 // declared content size (when present) is the chunk's, and whose blocks are no more than full
 // 128 KiB blocks of the chunk need. nvCOMP sizes its scratch from the chunk size and trusts the
 // frame's structure: a truncated or forged frame made it write past its scratch (compute-sanitizer
-// showed it), so such frames never reach it; the CPU decodes them and names the error.
+// showed it), so such frames never reach it; the CPU decodes them and names the error. A frame
+// with a content checksum is left to the CPU too (kUnsupported), which verifies it: nvCOMP does
+// not.
 Status CheckZstdFrame(std::span<const std::byte> payload, uint64_t decoded_bytes) {
   const size_t frame = ZSTD_findFrameCompressedSize(payload.data(), payload.size());
   if (ZSTD_isError(frame) || frame != payload.size()) {
@@ -76,6 +78,9 @@ Status CheckZstdFrame(std::span<const std::byte> payload, uint64_t decoded_bytes
   }
   // The frame header (RFC 8878 3.1.1.1): magic, descriptor, window, dictionary id, content size.
   const auto descriptor = static_cast<unsigned>(payload[4]);
+  if ((descriptor >> 2) & 1) {
+    return UnsupportedError("zstd: a frame with a content checksum (the CPU decoder verifies it)");
+  }
   const bool single_segment = (descriptor >> 5) & 1;
   static constexpr size_t kDictionaryIdBytes[4] = {0, 1, 2, 4};
   static constexpr size_t kContentSizeBytes[4] = {0, 2, 4, 8};
@@ -144,7 +149,7 @@ namespace {
 // of each block, then the blocks; a block is `typesize` streams of `block / typesize` bytes when
 // split (else one), each a 32-bit size and that many bytes: stored as they are when the size is the
 // stream's, else compressed. Flags: 0x1 byte shuffle, 0x2 the data stored whole after the header,
-// 0x4 bit shuffle, 0x10 blocks not split, bits 5-7 the codec (1 LZ4, 4 zstd).
+// 0x4 bit shuffle, 0x8 the delta filter, 0x10 blocks not split, bits 5-7 the codec (1 LZ4, 4 zstd).
 Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t decoded_bytes) {
   constexpr size_t kHeader = 16;
   if (frame.size() < kHeader) return CorruptChunkError("blosc: frame shorter than its header");
@@ -158,6 +163,18 @@ Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t deco
                              " bytes, not the chunk's " + std::to_string(decoded_bytes));
   }
   if (cbytes != frame.size()) return CorruptChunkError("blosc: the frame's size is not its length");
+  // What c-blosc (1.21, which the CPU path decodes with) refuses, refused here too: a frame the
+  // CPU calls corrupt must not decode on the GPU.
+  if (static_cast<unsigned>(frame[0]) != 2) {
+    return CorruptChunkError("blosc: format version " + std::to_string(static_cast<int>(frame[0])) +
+                             ", not 2");
+  }
+  if (nbytes > 0 && (typesize == 0 || blocksize == 0 || blocksize > nbytes)) {
+    return CorruptChunkError("blosc: bad type or block size");
+  }
+  if ((flags & 0x4) || (flags & 0x8)) {
+    return UnsupportedError("blosc: bit shuffle or the delta filter");
+  }
   GpuChunkParse parse;
   if (flags & 0x2) {  // stored whole
     if (frame.size() < kHeader + nbytes) return CorruptChunkError("blosc: stored data truncated");
@@ -165,8 +182,11 @@ Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t deco
     return parse;
   }
   const unsigned codec = flags >> 5;
-  if ((flags & 0x4) || (codec != 1 && codec != 4)) {
-    return UnsupportedError("blosc: bit shuffle, or an inner codec other than lz4 and zstd");
+  if (codec != 1 && codec != 4)
+    return UnsupportedError("blosc: an inner codec other than lz4, zstd");
+  if (static_cast<unsigned>(frame[1]) != 1) {  // lz4's and zstd's format version in blosc
+    return CorruptChunkError("blosc: inner codec format version " +
+                             std::to_string(static_cast<int>(frame[1])) + ", not 1");
   }
   if (typesize == 0 || blocksize == 0 || blocksize % typesize != 0) {
     return CorruptChunkError("blosc: bad type or block size");
@@ -251,6 +271,12 @@ std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain) {
     GpuChunkCodec::Framing framing;
     const std::string name = codecs[i].value("name", "");
     if (auto compression = CompressionOf(name, &framing)) {
+      // zstd with content checksums: the CPU decodes (and verifies) every frame.
+      const nlohmann::json config = codecs[i].value("configuration", nlohmann::json::object());
+      if (*compression == GpuCompression::kZstd && config.contains("checksum") &&
+          config["checksum"].is_boolean() && config["checksum"].get<bool>()) {
+        return std::nullopt;
+      }
       plan.compression = compression;
       plan.framing = framing;
       ++i;

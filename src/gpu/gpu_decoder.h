@@ -87,8 +87,8 @@ struct GpuChunkCodec {
 // The GPU decode of `chain` (an unsharded array's chain, or a sharded array's inner chain): set
 // when every codec has a GPU (or free) decoder: [bytes] then at most one of zstd, gzip, zlib, lz4,
 // or blosc with lz4/zstd inside and no or byte shuffle, then optionally crc32c. Null for anything
-// else (array→array codecs, bz2, blosc with blosclz, zlib or bitshuffle, ...), which the CPU
-// decodes.
+// else (array→array codecs, bz2, blosc with blosclz, zlib or bitshuffle, zstd with content
+// checksums, which nvCOMP does not verify, ...), which the CPU decodes.
 std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain);
 
 // The names of the codecs GPU decoding covers (for `zarrstream doctor`).

@@ -81,6 +81,9 @@ TEST(PlanGpuDecodeTest, BloscWithLz4OrZstdAndByteShuffle) {
 
 TEST(PlanGpuDecodeTest, LeavesOtherChainsToTheCpu) {
   EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), Zstd(), Gzip()})).has_value());
+  // zstd content checksums: nvCOMP does not verify them, the CPU decoder does.
+  EXPECT_FALSE(
+      PlanGpuDecode(*Chain({Bytes(), {"zstd", {{"level", 3}, {"checksum", true}}}})).has_value());
   EXPECT_FALSE(
       PlanGpuDecode(*Chain({{"transpose", {{"order", {1, 0}}}}, Bytes(), Zstd()})).has_value());
 }
@@ -199,6 +202,39 @@ TEST(GpuChunkCodecTest, BloscFramesParseIntoStreamsThatTileTheChunk) {
   }
 }
 
+// Blosc headers c-blosc (the CPU decoder) refuses are refused before the GPU too, so that no chunk
+// the CPU calls corrupt decodes on the GPU; flags the GPU path does not undo (the delta filter,
+// bit shuffle, on compressed or stored-whole frames) leave the chunk to the CPU. Inputs found by
+// fuzz/codec_decode_fuzzer.cc's comparison of the two paths.
+TEST(GpuChunkCodecTest, BloscHeadersTheCpuRefusesAreRefused) {
+  auto chain = Chain({Bytes(), Blosc()});
+  const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+  const std::vector<std::byte> good = Encode(*chain, testing::FieldBytes(kChunk.num_bytes()));
+  ASSERT_TRUE(codec.Parse(good).ok());
+  auto with = [&](size_t at, uint8_t value) {
+    std::vector<std::byte> frame = good;
+    frame[at] = std::byte{value};
+    return frame;
+  };
+  auto cpu_rejects = [&](const std::vector<std::byte>& frame) {
+    std::vector<std::byte> out(kChunk.num_bytes());
+    CodecScratch scratch;
+    return !chain->Decode(frame, out, &scratch).ok();
+  };
+  const std::vector<std::byte> corrupt[] = {
+      with(0, 1),                                    // format version 1
+      with(1, 2),                                    // lz4 format version 2
+      with(11, static_cast<uint8_t>(good[11]) + 1),  // a block larger than the chunk
+  };
+  for (const std::vector<std::byte>& frame : corrupt) {
+    EXPECT_EQ(codec.Parse(frame).status().code(), ErrorCode::kCorruptChunk);
+    EXPECT_TRUE(cpu_rejects(frame));
+  }
+  const uint8_t flags = static_cast<uint8_t>(good[2]);
+  EXPECT_EQ(codec.Parse(with(2, flags | 0x08)).status().code(), ErrorCode::kUnsupported);  // delta
+  EXPECT_EQ(codec.Parse(with(2, 0x02 | 0x04 | 0x08)).status().code(), ErrorCode::kUnsupported);
+}
+
 TEST(GpuChunkCodecTest, MalformedZstdFramesNeverReachTheGpu) {
   auto chain = Chain({Bytes(), Zstd()});
   const GpuChunkCodec codec = *PlanGpuDecode(*chain);
@@ -212,6 +248,12 @@ TEST(GpuChunkCodecTest, MalformedZstdFramesNeverReachTheGpu) {
   EXPECT_EQ(codec.Payload(trailing).status().code(), ErrorCode::kCorruptChunk);
   EXPECT_EQ(codec.Payload(testing::AsBytes("\x28\xb5\x2f\xfd not a zstd frame")).status().code(),
             ErrorCode::kCorruptChunk);
+  // A frame with a content checksum goes to the CPU, which verifies it (nvCOMP does not), even
+  // where the array's metadata does not announce checksums.
+  auto checksummed = Chain({Bytes(), {"zstd", {{"level", 3}, {"checksum", true}}}});
+  EXPECT_EQ(
+      codec.Payload(Encode(*checksummed, testing::FieldBytes(kChunk.num_bytes()))).status().code(),
+      ErrorCode::kUnsupported);
   // A frame of another chunk's size.
   auto small = Chain({Bytes(), Zstd()}, testing::Representation(DataType::kFloat32, {64}));
   EXPECT_EQ(codec.Payload(Encode(*small, testing::FieldBytes(256))).status().code(),
