@@ -122,11 +122,12 @@ Result<std::span<const std::byte>> GpuChunkCodec::Payload(std::span<const std::b
       stored = stored.subspan(4);
       break;
     case Framing::kZlib: {
-      // RFC 1950: CMF (deflate), FLG (no preset dictionary), checked; then deflate, then Adler-32.
+      // RFC 1950: CMF (deflate, a window of at most 32 KiB), FLG (no preset dictionary), checked;
+      // then deflate, then Adler-32.
       if (stored.size() < 6) return CorruptChunkError("zlib: stream too short");
       const auto cmf = static_cast<unsigned>(stored[0]);
       const auto flg = static_cast<unsigned>(stored[1]);
-      if ((cmf & 0x0F) != 8 || (cmf * 256 + flg) % 31 != 0 || (flg & 0x20) != 0) {
+      if ((cmf & 0x0F) != 8 || (cmf >> 4) > 7 || (cmf * 256 + flg) % 31 != 0 || (flg & 0x20) != 0) {
         return CorruptChunkError("zlib: not a zlib stream without a preset dictionary");
       }
       stored = stored.subspan(2, stored.size() - 6);
@@ -177,7 +178,9 @@ Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t deco
   }
   GpuChunkParse parse;
   if (flags & 0x2) {  // stored whole
-    if (frame.size() < kHeader + nbytes) return CorruptChunkError("blosc: stored data truncated");
+    if (frame.size() != kHeader + nbytes) {
+      return CorruptChunkError("blosc: the stored data is not the frame's size");
+    }
     parse.streams.push_back(GpuStream{std::nullopt, frame.subspan(kHeader, nbytes), 0, nbytes});
     return parse;
   }

@@ -117,6 +117,9 @@ TEST(GpuChunkCodecTest, PayloadChecksAndStripsTheFraming) {
   EXPECT_EQ(payload->size(), stored.size() - 6);  // header and Adler-32 off
   stored[0] = std::byte{0x79};                    // not deflate
   EXPECT_EQ(zlib.Payload(stored).status().code(), ErrorCode::kCorruptChunk);
+  stored[0] = std::byte{0x88};  // deflate with a 64 KiB window, which RFC 1950 does not allow
+  stored[1] = std::byte{0x98};  // (the header's check bits still right)
+  EXPECT_EQ(zlib.Payload(stored).status().code(), ErrorCode::kCorruptChunk);
 
   const GpuChunkCodec raw = *PlanGpuDecode(*Chain({Bytes()}));
   EXPECT_TRUE(raw.Payload(data).ok());
@@ -233,6 +236,16 @@ TEST(GpuChunkCodecTest, BloscHeadersTheCpuRefusesAreRefused) {
   const uint8_t flags = static_cast<uint8_t>(good[2]);
   EXPECT_EQ(codec.Parse(with(2, flags | 0x08)).status().code(), ErrorCode::kUnsupported);  // delta
   EXPECT_EQ(codec.Parse(with(2, 0x02 | 0x04 | 0x08)).status().code(), ErrorCode::kUnsupported);
+  // Stored whole (flag 0x2): exactly the chunk's bytes after the header, as c-blosc requires.
+  std::vector<std::byte> stored_whole(16 + 8, std::byte{7});
+  const uint8_t header[16] = {2, 1, 0x33, 1, 8, 0, 0, 0, 8, 0, 0, 0, 24, 0, 0, 0};
+  std::memcpy(stored_whole.data(), header, 16);
+  auto small = Chain({Bytes(), Blosc()}, testing::Representation(DataType::kUInt8, {8}));
+  const GpuChunkCodec small_codec = *PlanGpuDecode(*small);
+  EXPECT_TRUE(small_codec.Parse(stored_whole).ok());
+  stored_whole.push_back(std::byte{0});
+  stored_whole[12] = std::byte{25};  // the frame's size still its length, one byte too many
+  EXPECT_EQ(small_codec.Parse(stored_whole).status().code(), ErrorCode::kCorruptChunk);
 }
 
 TEST(GpuChunkCodecTest, MalformedZstdFramesNeverReachTheGpu) {
