@@ -202,6 +202,16 @@ def write_codec_seeds(out: Path) -> None:
                     dims = list(shape) + [0] * (3 - len(shape))
                     header = bytes([chain, type_index, len(shape), *dims, int(big), perm_index])
                     corpus.add(header + encode_chunk(chain, dtype, shape, big, order))
+    # Blosc frames of many blocks, a short last one, and split streams (the GPU path parses each
+    # block's streams itself): small block sizes on the largest chunks.
+    for chain, cname, shuffle in ((6, "lz4", numcodecs.Blosc.SHUFFLE),
+                                  (7, "zstd", numcodecs.Blosc.SHUFFLE)):
+        for type_index, dtype in enumerate(CODEC_DATA_TYPES):
+            for blocksize in (256, 1000, 4096):
+                data = sample(dtype, (16, 16, 16))
+                frame = numcodecs.Blosc(cname=cname, clevel=5, shuffle=shuffle,
+                                        blocksize=blocksize).encode(data)
+                corpus.add(bytes([chain, type_index, 3, 16, 16, 16, 0, 0]) + bytes(frame))
     print(f"seeds: {corpus.count} encoded chunks")
 
 
