@@ -5,7 +5,10 @@ same invocation.
 A run is ``NAME=STORE:ARGS``: the run's name in the table, the store it reads (a key of
 ``--store KEY=PATH``) and its own train_unet.py arguments; ``--common`` arguments go to every run.
 The first run with ``--synthetic`` is the ceiling the others are compared with. A run that fails
-(a GPU out of memory, say) is a row saying so, and the next run goes on.
+(a GPU out of memory, say) is a row saying so, and the next run goes on. ``--ranks N`` among a
+run's arguments starts it data-parallel under torchrun (N ranks on this machine, one GPU each on
+CUDA); its samples/s is the ranks' sum, and the ceiling it is compared with is then N times the
+single-process ceiling (perfect scaling).
 
     python3 bench/train_matrix.py --stats stats.json \\
         --store zstd=era5-v3-zstd.zarr --store gf=era5-gpu-friendly.zarr \\
@@ -13,6 +16,7 @@ The first run with ``--synthetic`` is the ceiling the others are compared with. 
         --run "ceiling=zstd:--synthetic" \\
         --run "zstd, prefetch 2=zstd:--prefetch 2" \\
         --run "gpu-friendly, prefetch 2, CPU decode=gf:--prefetch 2 --no-gpu-decode" \\
+        --run "gpu-friendly, 2 GPUs=gf:--prefetch 1 --ranks 2" \\
         --json matrix.json
 
 Prints a Markdown table (samples/s, share of the ceiling, time waiting for batches, the loader's
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,33 +38,61 @@ from typing import Any
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_unet.py"
 
 
-def parse_run(text: str, stores: dict[str, str]) -> tuple[str, str, list[str]]:
-    """(name, store path, arguments) of ``NAME=STORE:ARGS``."""
+def parse_run(text: str, stores: dict[str, str]) -> tuple[str, str, list[str], int]:
+    """(name, store path, train_unet arguments, ranks) of ``NAME=STORE:ARGS``."""
     name, sep, rest = text.partition("=")
-    key, sep2, args = rest.partition(":")
+    key, sep2, args_text = rest.partition(":")
     if not sep or not sep2 or not name.strip():
         raise SystemExit(f"--run {text!r}: expected NAME=STORE:ARGS")
     if key not in stores:
         raise SystemExit(f"--run {text!r}: no --store named {key!r} (have: {', '.join(stores) or 'none'})")
-    return name.strip(), stores[key], shlex.split(args)
+    args = shlex.split(args_text)
+    ranks = 1
+    if "--ranks" in args:
+        at = args.index("--ranks")
+        if at + 1 >= len(args) or not args[at + 1].isdigit() or int(args[at + 1]) < 1:
+            raise SystemExit(f"--run {text!r}: --ranks takes a number of ranks")
+        ranks = int(args[at + 1])
+        del args[at:at + 2]
+    return name.strip(), stores[key], args, ranks
 
 
-def run_one(store: str, args: list[str], stats: str, common: list[str], timeout: float) -> dict[str, Any]:
-    """The run's train_unet log, or {"error": ...} when it failed."""
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[str],
+            timeout: float) -> dict[str, Any]:
+    """The run's train_unet log (rank 0's, with every rank's under "ranks" and their summed rate),
+    or {"error": ...} when it failed."""
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "log.json"
-        cmd = [sys.executable, str(EXAMPLE), store, "--stats", stats, *common, *args, "--json-out", str(log_path)]
+        launcher = [sys.executable]
+        if ranks > 1:
+            launcher += ["-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
+                         "--master_addr", "127.0.0.1", "--master_port", str(free_port())]
+        cmd = [*launcher, str(EXAMPLE), store, "--stats", stats, *common, *args, "--json-out", str(log_path)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"error": f"did not finish in {timeout:.0f} s"}
-        if proc.returncode != 0 or not log_path.exists():
+        paths = [log_path] + [log_path.with_name(f"log.rank{r}.json") for r in range(1, ranks)]
+        if proc.returncode != 0 or not all(p.exists() for p in paths):
             lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
             return {"error": f"exit {proc.returncode}: {lines[-1] if lines else 'no output'}"}
-        return json.loads(log_path.read_text())
+        logs = [json.loads(p.read_text()) for p in paths]
+        log = dict(logs[0])
+        if ranks > 1:
+            log["ranks"] = logs
+            log["samples_per_second"] = sum(l["samples_per_second"] for l in logs)
+            log["waiting_fraction"] = max(l["waiting_fraction"] for l in logs)
+        return log
 
 
 def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None) -> str:
+    """Samples/s summed over ranks; waiting is the rank that waited most; GPU figures rank 0's."""
     out = ["| run | samples/s | of the ceiling | waiting | GPU decode, s | chunks decoded on the GPU | "
            "peak GPU memory, GB |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -68,7 +101,7 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None) -> str:
             out.append(f"| {name} | failed: {log['error']} | | | | | |")
             continue
         rate = log["samples_per_second"]
-        share = f"{100 * rate / ceiling:.0f} %" if ceiling else ""
+        share = f"{100 * rate / (ceiling * log['world_size']):.0f} %" if ceiling else ""
         stats = log.get("loader_stats") or {}
         memory = log.get("gpu_memory") or {}
         decode = f"{stats['gpu_decode_seconds']:.1f}" if stats.get("bytes_to_gpu") else ""
@@ -102,11 +135,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[tuple[str, dict[str, Any]]] = []
     ceiling = None
-    for name, store, run_args in runs:
-        log = run_one(store, run_args, args.stats, common, args.timeout)
+    for name, store, run_args, ranks in runs:
+        log = run_one(store, run_args, ranks, args.stats, common, args.timeout)
         rows.append((name, log))
         if ceiling is None and "--synthetic" in run_args and "error" not in log:
-            ceiling = log["samples_per_second"]
+            ceiling = log["samples_per_second"] / log["world_size"]  # one process's
         state = log["error"] if "error" in log else f"{log['samples_per_second']:.1f} samples/s"
         print(f"{name}: {state}", flush=True)
     print()

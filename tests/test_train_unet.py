@@ -216,18 +216,26 @@ def test_the_training_matrix_compares_runs_with_the_ceiling_and_reports_failures
     proc = subprocess.run(
         [sys.executable, str(MATRIX), "--stats", str(stats), "--store", f"small={store}", "--common", common,
          "--run", "ceiling=small:--synthetic", "--run", "zarrstream, prefetch 1=small:--prefetch 1",
-         "--run", "broken=small:--select time", "--json", str(tmp_path / "m.json")],
+         "--run", "broken=small:--select time", "--run", "two ranks=small:--prefetch 1 --ranks 2",
+         "--json", str(tmp_path / "m.json")],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = [l for l in proc.stdout.splitlines() if l.startswith("| ")]
-    assert rows[0].startswith("| run | samples/s | of the ceiling") and len(rows) == 5  # header, rule, 3 runs
+    assert rows[0].startswith("| run | samples/s | of the ceiling") and len(rows) == 6  # header, rule, 4 runs
     assert rows[2].startswith("| ceiling |") and "| 100 % |" in rows[2]
     assert rows[3].startswith("| zarrstream, prefetch 1 |") and " % |" in rows[3]
     assert rows[4].startswith("| broken | failed: exit 2:") and "DIM=START:STOP" in rows[4]
+    assert rows[5].startswith("| two ranks |") and " % |" in rows[5]
     report = json.loads((tmp_path / "m.json").read_text())
-    assert [r["name"] for r in report["runs"]] == ["ceiling", "zarrstream, prefetch 1", "broken"]
+    assert [r["name"] for r in report["runs"]] == ["ceiling", "zarrstream, prefetch 1", "broken", "two ranks"]
     assert report["ceiling"] == report["runs"][0]["log"]["samples_per_second"] > 0
     assert report["runs"][1]["log"]["loader"] == "zarrstream" and report["runs"][1]["log"]["samples"] == 12
+    # Data-parallel: both ranks' logs, their rates summed, each rank 3 steps of its own samples.
+    ddp = report["runs"][3]["log"]
+    assert ddp["world_size"] == 2 and [r["rank"] for r in ddp["ranks"]] == [0, 1]
+    assert ddp["samples_per_second"] == pytest.approx(sum(r["samples_per_second"] for r in ddp["ranks"]))
+    origins = [set(t for row in r["origins"] for t in row[1:]) for r in ddp["ranks"]]
+    assert all(len(o) == 12 for o in origins) and not origins[0] & origins[1]
     bad = subprocess.run([sys.executable, str(MATRIX), "--stats", str(stats), "--run", "x=nowhere:"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "no --store named 'nowhere'" in bad.stderr
