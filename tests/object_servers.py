@@ -175,10 +175,21 @@ http {{
         return f"http://127.0.0.1:{self.port}"
 
     def requests(self) -> list[LoggedRequest]:
+        """Every request logged so far. nginx logs a request after its response has gone out, so a
+        client can hold the response before the line is written: the log is read once it has
+        stopped growing for 0.2 s (at most 5 s)."""
         out = []
         if not self.log_path.exists():
             return out
-        for line in self.log_path.read_text().splitlines():
+        text = self.log_path.read_text()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            again = self.log_path.read_text()
+            if again == text:
+                break
+            text = again
+        for line in text.splitlines():
             method, path, status, rng = line.split(" ", 3)
             rng = rng.strip('"')
             out.append(LoggedRequest(method, path, "" if rng == "-" else rng, int(status)))
