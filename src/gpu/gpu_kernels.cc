@@ -43,13 +43,10 @@ struct LoadedKernels {
 
 class GpuKernelsLoader {
  public:
+  // `driver` is not null (ForDevice checks).
   static LoadedKernels Load(const CudaDriver* driver) {
     LoadedKernels loaded;
 #if defined(ZARRSTREAM_GPU_KERNELS)
-    if (driver == nullptr) {
-      loaded.reason = CudaDriver::UnavailableReason();
-      return loaded;
-    }
     Result<void*> module = driver->LoadModule(zarrstream_kernels_fatbin);
     if (!module.ok()) {
       loaded.reason = "loading zarrstream's kernels: " + module.status().message();
@@ -74,16 +71,6 @@ class GpuKernelsLoader {
     return loaded;
   }
 };
-
-const GpuKernels* GpuKernels::Get() {
-  Result<const GpuKernels*> kernels = ForDevice(CudaDriver::Get());
-  return kernels.ok() ? *kernels : nullptr;
-}
-
-std::string GpuKernels::UnavailableReason() {
-  Result<const GpuKernels*> kernels = ForDevice(CudaDriver::Get());
-  return kernels.ok() ? std::string() : kernels.status().message();
-}
 
 Result<const GpuKernels*> GpuKernels::ForDevice(const CudaDriver* driver) {
   if (driver == nullptr) return CudaError("no CUDA kernels: " + CudaDriver::UnavailableReason());

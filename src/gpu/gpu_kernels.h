@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "zarrstream/status.h"
 
@@ -21,9 +20,6 @@ class GpuKernels {
   // The kernels loaded on `driver`'s device (once per device, kept for the process); kCuda errors
   // say why they cannot be (no driver or device, a build without nvcc, the module's error).
   static Result<const GpuKernels*> ForDevice(const CudaDriver* driver);
-  // The same for device 0, or null with the reason.
-  static const GpuKernels* Get();
-  static std::string UnavailableReason();
   // Whether this build carries the kernels at all.
   static bool Compiled();
 
