@@ -80,8 +80,11 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
             return {"error": f"did not finish in {timeout:.0f} s"}
         paths = [log_path] + [log_path.with_name(f"log.rank{r}.json") for r in range(1, ranks)]
         if proc.returncode != 0 or not all(p.exists() for p in paths):
-            lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
-            return {"error": f"exit {proc.returncode}: {lines[-1] if lines else 'no output'}"}
+            # The error is stderr's last line (a traceback's exception); stdout holds progress.
+            errors = [l for l in proc.stderr.splitlines() if l.strip()]
+            lines = errors or [l for l in proc.stdout.splitlines() if l.strip()]
+            return {"error": f"exit {proc.returncode}: {lines[-1] if lines else 'no output'}",
+                    "stderr": errors[-40:]}
         logs = [json.loads(p.read_text()) for p in paths]
         log = dict(logs[0])
         if ranks > 1:

@@ -139,7 +139,8 @@ class ZarrstreamBatches(Batches):
             args.store, args.variables, target_offset={"time": 1}, select=args.select,
             batch_size=args.batch_size, shuffle=args.shuffle, block_chunks=args.block_chunks, seed=args.seed,
             normalize=args.stats, nan=0.0, device=str(device), prefetch=args.prefetch, drop_last=True,
-            gpu_decode=args.gpu_decode, gpu_wave_bytes=args.gpu_wave_mb << 20, num_threads=args.loader_threads)
+            gpu_decode=args.gpu_decode, cpu_decode_share=args.cpu_decode_share,
+            gpu_wave_bytes=args.gpu_wave_mb << 20, num_threads=args.loader_threads)
         self.channels = self.loader.channels
         self.batches_per_epoch = len(self.loader)
         self.gpu_decode_status = self.loader.gpu_decode_status
@@ -276,6 +277,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"{args.store}: not one full batch of {args.batch_size} samples per epoch on this rank "
                          f"(of {world}); use a smaller --batch-size or a longer --select")
     model = UNet(len(source.channels), width=args.base_width, depth=args.depth).to(device)
+    memory_format = torch.channels_last if args.channels_last and device.type == "cuda" else torch.contiguous_format
+    model = model.to(memory_format=memory_format)
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark and device.type == "cuda"
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
@@ -318,7 +322,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             waited = time.perf_counter() - t0
             model.train()
             with autocast:
-                loss = F.mse_loss(model(batch["input"]), batch["target"])
+                inputs = batch["input"].contiguous(memory_format=memory_format)
+                loss = F.mse_loss(model(inputs), batch["target"].contiguous(memory_format=memory_format))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -365,6 +370,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "loader_stats": source.stats(),
         "gpu_decode": getattr(source, "gpu_decode_status", ""),
         "loader_threads": getattr(source, "num_threads", 0),
+        "channels_last": memory_format == torch.channels_last,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "gpu_memory": {"peak_used_bytes": peak_gpu_used,
                        "total_bytes": torch.cuda.mem_get_info(device)[1],
                        "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
@@ -438,6 +445,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--base-width", type=int, default=32, help="channels of the first U-Net stage")
     p.add_argument("--depth", type=int, default=3, help="U-Net stages below the first")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+                   help="the model and its inputs in channels-last (NHWC) memory format on the GPU")
+    p.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=True,
+                   help="let cuDNN time its convolution algorithms for these fixed shapes (GPU)")
     p.add_argument("--loader", choices=("zarrstream", "dataloader"), default="zarrstream")
     p.add_argument("--synthetic", action="store_true", help="random batches: the training ceiling")
     p.add_argument("--shuffle", default="block", help="zarrstream's epoch order: exact, block or none")
@@ -448,6 +459,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu-decode", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU batches: nvCOMP decodes the chunks (default), or (--no-gpu-decode) the loader's "
                         "CPU threads do and they cross decoded, leaving the GPU to the model")
+    p.add_argument("--cpu-decode-share", type=float, default=0.0,
+                   help="GPU batches: the share (0 to 1) of nvCOMP's chunks the loader's CPU threads decode "
+                        "instead, so that both decode side by side")
     p.add_argument("--loader-threads", type=int, default=0,
                    help="zarrstream's worker threads (0: one per core; fewer leave cores to the training loop)")
     p.add_argument("--gpu-wave-mb", type=int, default=0,

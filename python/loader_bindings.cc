@@ -168,6 +168,7 @@ void RegisterLoaderBindings(nb::module_& m) {
           })
       .def_rw("gpu_wave_bytes", &LoaderOptions::gpu_wave_bytes)
       .def_rw("gpu_decode", &LoaderOptions::gpu_decode)
+      .def_rw("cpu_decode_share", &LoaderOptions::cpu_decode_share)
       .def_rw("normalize", &LoaderOptions::normalize)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
       .def_rw("nan_fill", &LoaderOptions::nan_fill)

@@ -267,6 +267,8 @@ def test_bench_errors_name_what_is_wrong(tmp_path):
     assert proc.returncode == 2 and "--device tpu: expected cpu or cuda" in proc.stderr
     proc = run_cli("bench", store, "--cpu-decode")
     assert proc.returncode == 2 and "--cpu-decode: needs --device cuda" in proc.stderr
+    proc = run_cli("bench", store, "--cpu-decode-share", "0.3")
+    assert proc.returncode == 2 and "--cpu-decode-share: needs --device cuda" in proc.stderr
     if zarrstream._zarrstream.gpu_batches_unavailable_reason():
         proc = run_cli("bench", store, "--device", "cuda")
         assert proc.returncode == 1 and "batches cannot be made on that GPU here" in proc.stderr
@@ -290,6 +292,13 @@ def test_bench_on_the_gpu_reports_the_gpu_stages(tmp_path):
     assert report["gpu_decode"] == "chunks decode on the CPU: gpu_decode is off"
     assert report["gpu_decoded_chunks"] == 0 and report["gpu_rejected_chunks"] == 0
     assert report["chunks_decoded"] > 0 and report["bytes_to_gpu"] > 0
+    # --cpu-decode-share: the worker threads decode a share of them, nvCOMP the rest.
+    proc = run_cli("bench", store, "--device", "cuda", "--batch-size", "2", "--cpu-decode-share", "0.5",
+                   "--json", tmp_path / "s.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "s.json").read_text())
+    assert "cpu_decode_share" in report["gpu_decode"]
+    assert report["gpu_decoded_chunks"] > 0 and report["chunks_decoded"] > 0
 
 
 def test_doctor_counts_the_cores_this_process_may_use():

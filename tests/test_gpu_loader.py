@@ -173,6 +173,27 @@ def test_chunks_decoded_by_the_cpu_make_the_same_gpu_batches(stores):
         assert stats["bytes_to_gpu"] > 0 and stats["chunks_decoded"] > 0
 
 
+def test_cpu_and_gpu_decoding_side_by_side_make_the_same_gpu_batches(stores):
+    # cpu_decode_share=0.5: the worker threads decode every other chunk nvCOMP could decode, in
+    # arrays nvCOMP decodes whole (big-endian ones too: bytes the CPU decoded are not swapped again).
+    for path, names in zip(stores, (["blosc_f32", "crc_be_f32", "gzip_f64", "zstd_f32"],
+                                    ["lz4_f32", "zlib_f32", "zstd_be_f8"])):
+        common = dict(target_offset={"time": 1}, batch_size=3, seed=7, dtype="float32")
+        cpu = zarrstream.Loader(path, names, **common)
+        both = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, cpu_decode_share=0.5,
+                                 prefetch=2, **common)
+        assert both.gpu_decode_status.endswith("; the worker threads decode 50 % of its chunks "
+                                               "(cpu_decode_share)"), both.gpu_decode_status
+        _assert_same_batches(cpu, both)
+        stats = both.stats()
+        # Per batch the CPU takes half of the chunks, rounded down, and nvCOMP the rest
+        # (chunks_decoded counts both).
+        on_gpu = stats["gpu_decoded_chunks"]
+        on_cpu = stats["chunks_decoded"] - on_gpu
+        assert on_cpu > 0 and 0 <= on_gpu - on_cpu <= 3 * len(both), stats
+        assert stats["gpu_rejected_chunks"] == 0
+
+
 def test_running_out_of_gpu_memory_says_what_the_loader_holds(tmp_path):
     # Batches larger than any GPU: 2 samples of a 100,000 x 100,000 float32 field, input and
     # target, 160 GB (the store holds metadata only: every chunk is the fill value).

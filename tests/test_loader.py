@@ -684,6 +684,13 @@ def test_gpu_batches_need_cuda_and_say_why_not(era5):
         zarrstream.Loader(path, ["2m_temperature"], device="cuda", gpu_batches=True)
 
 
+@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan")])
+def test_a_cpu_decode_share_outside_0_to_1_is_a_clear_error(era5, share):
+    path, _ = era5
+    with pytest.raises(zarrstream.ConfigError, match="cpu_decode_share is .*: expected a share from 0 to 1"):
+        zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share=share)
+
+
 def test_timeline_records_every_stage_of_every_batch(era5):
     path, _ = era5
     loader = zarrstream.Loader(path, ["2m_temperature"], target_offset={"time": 1}, batch_size=3, timeline=True)

@@ -180,14 +180,18 @@ def test_bad_input_gets_a_clear_error(dataset, tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
-    """On a GPU the example trains from the loader's GPU batches; the loader's order does not
-    depend on the device, so the samples are the CPU run's."""
+    """On a GPU the example trains from the loader's GPU batches; with the same shuffle blocks the
+    loader's order does not depend on the device, so the samples are the CPU run's. (By default the
+    block size does: GPU batches size blocks by the batch, CPU batches by the chunk cache.)"""
+    blocks = ("--block-chunks", 2)
     cpu = tmp_path / "cpu.json"
-    run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu)
+    run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu, *blocks)
     gpu = tmp_path / "gpu.json"
-    proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", gpu, "--device", "cuda")
+    proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", gpu, "--device", "cuda", *blocks,
+                       "--channels-last")
     log = json.loads(gpu.read_text())
     assert log["device"].startswith("cuda"), proc.stdout
+    assert log["channels_last"] and log["cudnn_benchmark"]
     assert log["origins"] == json.loads(cpu.read_text())["origins"]
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
     stats = log["loader_stats"]
@@ -199,7 +203,7 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     # --no-gpu-decode: the same samples from chunks the loader's CPU threads decoded.
     cpu_decoded = tmp_path / "cpu-decoded.json"
     proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu_decoded, "--device", "cuda",
-                       "--no-gpu-decode", "--gpu-wave-mb", 1)
+                       "--no-gpu-decode", "--gpu-wave-mb", 1, *blocks)
     log = json.loads(cpu_decoded.read_text())
     assert log["origins"] == json.loads(cpu.read_text())["origins"]
     assert log["gpu_decode"] == "chunks decode on the CPU: gpu_decode is off"

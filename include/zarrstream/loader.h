@@ -154,6 +154,11 @@ struct LoaderOptions {
   // assembles (false): for training steps that keep the GPU busy, where decoding there would take
   // time from the step, on machines with cores to spare. Batches are identical either way.
   bool gpu_decode = true;
+  // GPU batches with gpu_decode on: the share (0 to 1) of the chunks nvCOMP could decode that the
+  // worker threads decode instead, spread evenly over each batch, so that the CPU and the GPU
+  // decode side by side: for training steps that keep the GPU busy, where the CPU alone cannot
+  // keep up. 0: nvCOMP decodes all it can; 1: as gpu_decode off. Batches are identical either way.
+  double cpu_decode_share = 0;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;

@@ -141,7 +141,9 @@ class Loader:
     through the GPU at once: more gives nvCOMP more chunks per call and takes more GPU memory.
     ``gpu_decode=False`` has the worker threads decode every compressed chunk instead, which then
     crosses decoded (the GPU only copies and assembles, with the same values): for training steps
-    that keep the GPU busy, on machines with cores to spare.
+    that keep the GPU busy, on machines with cores to spare. ``cpu_decode_share`` (0 to 1) has
+    them decode that share of the chunks nvCOMP would, spread over each batch, so that the CPU
+    and the GPU decode side by side: for steps where neither alone keeps up.
     ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
     it, ``False`` never pins.
 
@@ -182,6 +184,7 @@ class Loader:
         gpu_batches: bool | None = None,
         gpu_wave_bytes: int = 0,
         gpu_decode: bool = True,
+        cpu_decode_share: float = 0.0,
         timeline: bool = False,
         output: str = "torch",
     ) -> None:
@@ -273,6 +276,7 @@ class Loader:
             o.device = "cuda"
             o.gpu_wave_bytes = int(gpu_wave_bytes)
             o.gpu_decode = bool(gpu_decode)
+        o.cpu_decode_share = float(cpu_decode_share)  # checked wherever it applies or not
         self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.

@@ -122,7 +122,11 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
         "--cpu-decode: needs --device cuda (batches on the CPU are always "
         "decoded there)");
   }
+  if (o.cpu_decode_share != 0 && options.device != BatchDevice::kCuda) {
+    return InvalidArgumentError("--cpu-decode-share: needs --device cuda");
+  }
   options.gpu_decode = !o.cpu_decode;
+  options.cpu_decode_share = o.cpu_decode_share;
   options.record_timeline = !o.trace.empty();
   return options;
 }
@@ -248,6 +252,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
   command->add_flag("--cpu-decode", options->cpu_decode,
                     "With --device cuda: the worker threads decode every chunk, which crosses "
                     "decoded (leaves the GPU to the training step)");
+  command->add_option("--cpu-decode-share", options->cpu_decode_share,
+                      "With --device cuda: the share (0 to 1) of the chunks nvCOMP would decode "
+                      "that the worker threads decode instead (the CPU and the GPU side by side)");
   command->add_option("--json", options->json, "Write the report as JSON here");
   command->add_option("--plot", options->plot,
                       "Draw each batch's wait vs step timeline and the wait histogram here (PNG; "

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -904,6 +905,18 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
     batch_decoded_bytes += ReadChunkBytes(*g.arrays[chunk.array]);
   }
   w.ExpectWaves(std::min(wave_limit + gs.max_chunk_bytes, batch_decoded_bytes), gs.any_blosc);
+  // Which chunks nvCOMP decodes: those of arrays it can, less cpu_decode_share of them, spread
+  // evenly over the batch, that the worker threads decode instead.
+  std::vector<uint8_t> on_gpu(reads.chunks.size(), 0);
+  const double cpu_share = options.cpu_decode_share;
+  uint64_t decodable = 0;
+  for (size_t k = 0; k < reads.chunks.size(); ++k) {
+    if (!gs.codecs[reads.chunks[k].array]) continue;
+    const bool to_cpu = static_cast<uint64_t>(static_cast<double>(decodable + 1) * cpu_share) >
+                        static_cast<uint64_t>(static_cast<double>(decodable) * cpu_share);
+    on_gpu[k] = to_cpu ? 0 : 1;
+    ++decodable;
+  }
 
   for (size_t begin = 0; status.ok() && begin < reads.chunks.size();) {
     StageSpan read_stage(timeline, "read", epoch, index);
@@ -915,7 +928,7 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
       const PlannedChunk& chunk = reads.chunks[end];
       const uint64_t bytes = ReadChunkBytes(*g.arrays[chunk.array]);
       wave_bytes += bytes;
-      if (!gs.codecs[chunk.array]) host_bytes += bytes;
+      if (!on_gpu[end]) host_bytes += bytes;
       ++end;
     }
     const size_t n = end - begin;
@@ -926,11 +939,11 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
       ChunkRead& read = wave[i];
       read.array = g.arrays[chunk.array];
       read.coords = chunk.coords;
-      const std::optional<GpuChunkCodec>& codec = gs.codecs[chunk.array];
-      if (!codec) {
+      if (!on_gpu[begin + i]) {
         read.out = w.HostOutput(i, ReadChunkBytes(*read.array));
         continue;
       }
+      const std::optional<GpuChunkCodec>& codec = gs.codecs[chunk.array];
       read.take_encoded = [&w, &codec, i](std::span<const std::byte> stored) {
         Result<GpuChunkParse> parse = codec->Parse(stored);
         if (parse.ok()) {
@@ -994,7 +1007,6 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
       }
       const PlannedChunk& chunk = reads.chunks[k];
       const internal::ArrayState& array = *g.arrays[chunk.array];
-      const std::optional<GpuChunkCodec>& codec = gs.codecs[chunk.array];
       std::span<const std::byte> fill;
       uint64_t source = 0;
       bool swap = false;
@@ -1004,7 +1016,8 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
         source = retried[i];
       } else {
         source = w.DeviceAddress(i);
-        swap = codec && codec->big_endian;  // staged bytes are as stored
+        // Bytes nvCOMP decoded are as stored; the CPU's are in this machine's order.
+        swap = on_gpu[k] && gs.codecs[chunk.array]->big_endian;
       }
       counters.bytes_decoded += ReadChunkBytes(array);
       for (const PlannedCopy& copy : chunk.copies) {
@@ -1079,6 +1092,11 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
       gpu->nvcomp_status = "chunks decode on the CPU: gpu_decode is off";
     } else if ((gpu->nvcomp = Nvcomp::Get()) != nullptr) {
       gpu->nvcomp_status = "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")";
+      if (options.cpu_decode_share > 0) {
+        gpu->nvcomp_status += "; the worker threads decode " +
+                              std::to_string(std::lround(100 * options.cpu_decode_share)) +
+                              " % of its chunks (cpu_decode_share)";
+      }
     } else {
       gpu->nvcomp_status = "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
     }
@@ -1092,6 +1110,10 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
       return ConfigError("pin_memory is on, but batches cannot be page-locked: " +
                          driver.status().message());
     }
+  }
+  if (!(options.cpu_decode_share >= 0 && options.cpu_decode_share <= 1)) {
+    return ConfigError("cpu_decode_share is " + std::to_string(options.cpu_decode_share) +
+                       ": expected a share from 0 to 1");
   }
   OpenOptions open_options;
   open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
