@@ -4,7 +4,9 @@ same invocation.
 
 A run is ``NAME=STORE:ARGS``: the run's name in the table, the store it reads (a key of
 ``--store KEY=PATH``) and its own train_unet.py arguments; ``--common`` arguments go to every run.
-The first run with ``--synthetic`` is the ceiling the others are compared with. A run that fails
+The first run with ``--synthetic`` is the ceiling the others are compared with, and the first
+with ``--loader dataloader`` the baseline (xbatcher + DataLoader) whose rate each row is a
+multiple of. A run that fails
 (a GPU out of memory, say) is a row saying so, and the next run goes on. ``--ranks N`` among a
 run's arguments starts it data-parallel under torchrun (N ranks on this machine, one GPU each on
 CUDA); its samples/s is the ranks' sum, and the ceiling it is compared with is then N times the
@@ -19,7 +21,7 @@ single-process ceiling (perfect scaling).
         --run "gpu-friendly, 2 GPUs=gf:--prefetch 1 --ranks 2" \\
         --json matrix.json
 
-Prints a Markdown table (samples/s, share of the ceiling, time waiting for batches, the loader's
+Prints a Markdown table (samples/s, share of the ceiling, multiple of the baseline, time waiting for batches, the loader's
 GPU decode time, peak GPU memory) and, with ``--json``, writes every run's train_unet log.
 """
 
@@ -55,6 +57,17 @@ def parse_run(text: str, stores: dict[str, str]) -> tuple[str, str, list[str], i
         ranks = int(args[at + 1])
         del args[at:at + 2]
     return name.strip(), stores[key], args, ranks
+
+
+def is_baseline(args: list[str]) -> bool:
+    """Whether train_unet.py arguments run the xbatcher + DataLoader baseline (the last --loader counts)."""
+    loader = "zarrstream"
+    for i, a in enumerate(args):
+        if a == "--loader" and i + 1 < len(args):
+            loader = args[i + 1]
+        elif a.startswith("--loader="):
+            loader = a.split("=", 1)[1]
+    return loader == "dataloader"
 
 
 def free_port() -> int:
@@ -94,23 +107,24 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
         return log
 
 
-def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None) -> str:
+def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baseline: float | None = None) -> str:
     """Samples/s summed over ranks; waiting is the rank that waited most; GPU figures rank 0's."""
-    out = ["| run | samples/s | of the ceiling | waiting | GPU decode, s | chunks decoded on the GPU | "
-           "peak GPU memory, GB |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| run | samples/s | of the ceiling | × the baseline | waiting | GPU decode, s | "
+           "chunks decoded on the GPU | peak GPU memory, GB |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, log in rows:
         if "error" in log:
-            out.append(f"| {name} | failed: {log['error']} | | | | | |")
+            out.append(f"| {name} | failed: {log['error']} | | | | | | |")
             continue
         rate = log["samples_per_second"]
         share = f"{100 * rate / (ceiling * log['world_size']):.0f} %" if ceiling else ""
+        times = f"{rate / baseline:.1f}×" if baseline else ""
         stats = log.get("loader_stats") or {}
         memory = log.get("gpu_memory") or {}
         decode = f"{stats['gpu_decode_seconds']:.1f}" if stats.get("bytes_to_gpu") else ""
         chunks = str(stats["gpu_decoded_chunks"]) if stats.get("bytes_to_gpu") else ""
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
-        out.append(f"| {name} | {rate:.1f} | {share} | {100 * log['waiting_fraction']:.1f} % | {decode} | "
+        out.append(f"| {name} | {rate:.1f} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % | {decode} | "
                    f"{chunks} | {peak} |")
     return "\n".join(out)
 
@@ -137,18 +151,20 @@ def main(argv: list[str] | None = None) -> int:
     common = shlex.split(args.common)
 
     rows: list[tuple[str, dict[str, Any]]] = []
-    ceiling = None
+    ceiling = baseline = None
     for name, store, run_args, ranks in runs:
         log = run_one(store, run_args, ranks, args.stats, common, args.timeout)
         rows.append((name, log))
         if ceiling is None and "--synthetic" in run_args and "error" not in log:
             ceiling = log["samples_per_second"] / log["world_size"]  # one process's
+        if baseline is None and is_baseline([*common, *run_args]) and "error" not in log:
+            baseline = log["samples_per_second"]
         state = log["error"] if "error" in log else f"{log['samples_per_second']:.1f} samples/s"
         print(f"{name}: {state}", flush=True)
     print()
-    print(table(rows, ceiling))
+    print(table(rows, ceiling, baseline))
     if args.json:
-        Path(args.json).write_text(json.dumps({"common": common, "ceiling": ceiling,
+        Path(args.json).write_text(json.dumps({"common": common, "ceiling": ceiling, "baseline": baseline,
                                                "runs": [{"name": n, "log": l} for n, l in rows]}, indent=1))
     return 0
 

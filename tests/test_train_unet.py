@@ -5,6 +5,7 @@ with exactly the weights, of the uninterrupted run; the baseline and the ceiling
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -61,6 +62,7 @@ def test_single_process_run_trains_and_reports(dataset, tmp_path):
     assert log["loader_stats"]["bytes_decoded"] > 0
     assert log["loader_threads"] == len(os.sched_getaffinity(0))
     assert log["gpu_memory"] is None and "GPU memory" not in proc.stdout
+    assert not log["channels_last"] and not log["cudnn_benchmark"]  # GPU-only settings
     assert "zarrstream on cpu x1" in proc.stdout and "samples/s" in proc.stdout
 
 
@@ -240,6 +242,29 @@ def test_the_training_matrix_compares_runs_with_the_ceiling_and_reports_failures
     assert ddp["samples_per_second"] == pytest.approx(sum(r["samples_per_second"] for r in ddp["ranks"]))
     origins = [set(t for row in r["origins"] for t in row[1:]) for r in ddp["ranks"]]
     assert all(len(o) == 12 for o in origins) and not origins[0] & origins[1]
+    assert report["baseline"] is None and "× |" not in proc.stdout  # no --loader dataloader run
     bad = subprocess.run([sys.executable, str(MATRIX), "--stats", str(stats), "--run", "x=nowhere:"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "no --store named 'nowhere'" in bad.stderr
+
+
+def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
+    spec = importlib.util.spec_from_file_location("train_matrix", MATRIX)
+    matrix = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix)
+    assert matrix.is_baseline(["--loader", "dataloader", "--workers", "16"])
+    assert matrix.is_baseline(["--loader=dataloader"])
+    assert not matrix.is_baseline(["--loader", "dataloader", "--loader", "zarrstream"])
+    assert not matrix.is_baseline(["--synthetic"])
+
+    def log(rate):
+        return {"samples_per_second": rate, "world_size": 1, "waiting_fraction": 0.01}
+
+    rows = [line for line in matrix.table([("ceiling", log(80.0)), ("zarrstream", log(68.0)),
+                                           ("baseline", log(4.0)), ("oom", {"error": "exit 1: out of memory"})],
+                                          ceiling=80.0, baseline=4.0).splitlines()]
+    assert rows[0].startswith("| run | samples/s | of the ceiling | × the baseline | waiting |")
+    assert rows[3].startswith("| zarrstream | 68.0 | 85 % | 17.0× | 1.0 % |")
+    assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
+    assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | |"
+    assert all(r.count("|") == rows[0].count("|") for r in rows[:5])
