@@ -23,7 +23,7 @@ then one copy), ``tensorstore`` (one read per time step and variable, all in fli
 pinned copy) and ``zarr-python`` (zarr 3's async reads per step, then a copy). Layouts: ``v3-zstd``
 (Zarr v3, zstd), ``wb2`` (Zarr v2, blosc lz4 shuffle, as WeatherBench2 stores it) and
 ``gpu-friendly`` (the v3-zstd store after ``zarrstream rechunk --gpu-friendly``: one field per
-inner chunk, levels sharded, blosc zstd-1 with byte shuffle).
+inner chunk, levels sharded, blosc with byte shuffle: lz4 since 2026-11-25, zstd-1 before).
 
     python3 bench/gpu_bench.py                       # 64 steps, batch 8, 24 batches, both layouts
     python3 bench/gpu_bench.py --quick               # a smoke run (make gpu-test)

@@ -187,7 +187,7 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
 
   // The rechunk that fixes what was found: one step per chunk; one level per chunk when a field is
   // big enough to be a chunk, else shards of several steps; on a GPU machine --gpu-friendly (one
-  // step and level per chunk, levels sharded together, blosc-zstd: measured fastest there).
+  // step and level per chunk, levels sharded together, blosc-lz4: measured fastest there).
   const bool needs_rechunk =
       !listed.empty() && (!steps_kind.arrays.empty() || !small_kind.arrays.empty() ||
                           !large_kind.arrays.empty() || (gpu && !cpu_kind.arrays.empty()) ||
