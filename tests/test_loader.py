@@ -687,7 +687,8 @@ def test_gpu_batches_need_cuda_and_say_why_not(era5):
 @pytest.mark.parametrize("share", [-0.1, 1.5, float("nan")])
 def test_a_cpu_decode_share_outside_0_to_1_is_a_clear_error(era5, share):
     path, _ = era5
-    with pytest.raises(zarrstream.ConfigError, match="cpu_decode_share is .*: expected a share from 0 to 1"):
+    expected = r"cpu_decode_share is (-0.1|1.5|nan): expected a share from 0 to 1"
+    with pytest.raises(zarrstream.ConfigError, match=expected):
         zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share=share)
 
 

@@ -33,6 +33,7 @@
 #include <new>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "array/chunk_reader.h"
@@ -1112,8 +1113,9 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
     }
   }
   if (!(options.cpu_decode_share >= 0 && options.cpu_decode_share <= 1)) {
-    return ConfigError("cpu_decode_share is " + std::to_string(options.cpu_decode_share) +
-                       ": expected a share from 0 to 1");
+    std::ostringstream share;
+    share << options.cpu_decode_share;
+    return ConfigError("cpu_decode_share is " + share.str() + ": expected a share from 0 to 1");
   }
   OpenOptions open_options;
   open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;

@@ -38,8 +38,8 @@ namespace zarrstream::tools {
 // measurements in docs/benchmarks.md ("GPU decode by codec and chunk size", "The GPU-friendly
 // codec for training"): blosc-lz4 with byte shuffle (nvCOMP decodes it faster than blosc-zstd
 // with no scratch memory, the CPU twice as fast, for 4-11 % more bytes), one 2-D field per
-// chunk, one time step per shard. Dimensions a dataset lacks are
-// skipped; options given explicitly win.
+// chunk, one time step per shard. Dimensions a dataset lacks are skipped; options given
+// explicitly win.
 inline constexpr const char* kGpuFriendlyChunks = "time=1,level=1,channel=1";
 inline constexpr const char* kGpuFriendlyShards = "level=all,channel=all";
 inline constexpr const char* kGpuFriendlyCodec = "blosc:lz4:5:shuffle";
