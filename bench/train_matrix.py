@@ -21,8 +21,12 @@ single-process ceiling (perfect scaling).
         --run "gpu-friendly, 2 GPUs=gf:--prefetch 1 --ranks 2" \\
         --json matrix.json
 
-Prints a Markdown table (samples/s, share of the ceiling, multiple of the baseline, time waiting for batches, the loader's
-GPU decode time, peak GPU memory) and, with ``--json``, writes every run's train_unet log.
+``--repeat N`` runs every configuration N times in turn (round robin) and shows the median run
+with the range of rates.
+
+Prints a Markdown table (samples/s, share of the ceiling, multiple of the baseline, time waiting
+for batches, the loader's GPU decode time, peak GPU memory) and, with ``--json``, writes every
+run's train_unet log.
 """
 
 from __future__ import annotations
@@ -107,6 +111,19 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
         return log
 
 
+def median_run(logs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median samples/s (the lower middle of an even count) among those that finished,
+    with every finished run's rate under "rates" and how many failed; the first error if none
+    finished."""
+    finished = sorted((l for l in logs if "error" not in l), key=lambda l: l["samples_per_second"])
+    if not finished:
+        return logs[0]
+    log = dict(finished[(len(finished) - 1) // 2])
+    log["rates"] = [l["samples_per_second"] for l in logs if "error" not in l]
+    log["failed_runs"] = len(logs) - len(finished)
+    return log
+
+
 def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baseline: float | None = None) -> str:
     """Samples/s summed over ranks; waiting is the rank that waited most; GPU figures rank 0's."""
     out = ["| run | samples/s | of the ceiling | × the baseline | waiting | GPU decode, s | "
@@ -117,6 +134,10 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
             out.append(f"| {name} | failed: {log['error']} | | | | | | |")
             continue
         rate = log["samples_per_second"]
+        rates = log.get("rates", [rate])
+        rate_cell = f"{rate:.1f}" if len(rates) < 2 else f"{rate:.1f} ({min(rates):.1f}–{max(rates):.1f})"
+        if log.get("failed_runs"):
+            rate_cell += f", {log['failed_runs']} failed"
         share = f"{100 * rate / (ceiling * log['world_size']):.0f} %" if ceiling else ""
         times = f"{rate / baseline:.1f}×" if baseline else ""
         stats = log.get("loader_stats") or {}
@@ -124,7 +145,7 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         decode = f"{stats['gpu_decode_seconds']:.1f}" if stats.get("bytes_to_gpu") else ""
         chunks = str(stats["gpu_decoded_chunks"]) if stats.get("bytes_to_gpu") else ""
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
-        out.append(f"| {name} | {rate:.1f} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % | {decode} | "
+        out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % | {decode} | "
                    f"{chunks} | {peak} |")
     return "\n".join(out)
 
@@ -136,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", action="append", default=[], metavar="NAME=STORE:ARGS", help="one run (repeatable)")
     p.add_argument("--common", default="", help="train_unet.py arguments every run gets")
     p.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run every configuration this many times, in turn (round robin); rows show the median")
     p.add_argument("--json", help="write every run's log here")
     args = p.parse_args(argv)
 
@@ -150,22 +173,35 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no --run given")
     common = shlex.split(args.common)
 
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat {args.repeat}: expected at least 1")
+
+    # Round robin, so that a drift of the machine (heat, page cache, a neighbour) spreads over
+    # every configuration rather than landing on one.
+    repeats: list[list[dict[str, Any]]] = [[] for _ in runs]
+    for round_index in range(args.repeat):
+        for i, (name, store, run_args, ranks) in enumerate(runs):
+            log = run_one(store, run_args, ranks, args.stats, common, args.timeout)
+            repeats[i].append(log)
+            state = log["error"] if "error" in log else f"{log['samples_per_second']:.1f} samples/s"
+            suffix = f" (round {round_index + 1} of {args.repeat})" if args.repeat > 1 else ""
+            print(f"{name}: {state}{suffix}", flush=True)
+
     rows: list[tuple[str, dict[str, Any]]] = []
     ceiling = baseline = None
-    for name, store, run_args, ranks in runs:
-        log = run_one(store, run_args, ranks, args.stats, common, args.timeout)
+    for (name, _, run_args, _), logs in zip(runs, repeats):
+        log = median_run(logs)
         rows.append((name, log))
         if ceiling is None and "--synthetic" in run_args and "error" not in log:
             ceiling = log["samples_per_second"] / log["world_size"]  # one process's
         if baseline is None and is_baseline([*common, *run_args]) and "error" not in log:
             baseline = log["samples_per_second"]
-        state = log["error"] if "error" in log else f"{log['samples_per_second']:.1f} samples/s"
-        print(f"{name}: {state}", flush=True)
     print()
     print(table(rows, ceiling, baseline))
     if args.json:
-        Path(args.json).write_text(json.dumps({"common": common, "ceiling": ceiling, "baseline": baseline,
-                                               "runs": [{"name": n, "log": l} for n, l in rows]}, indent=1))
+        report = {"common": common, "ceiling": ceiling, "baseline": baseline, "repeat": args.repeat,
+                  "runs": [{"name": n, "log": l, "repeats": logs} for (n, l), logs in zip(rows, repeats)]}
+        Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 
 

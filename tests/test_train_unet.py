@@ -268,3 +268,27 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
     assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | |"
     assert all(r.count("|") == rows[0].count("|") for r in rows[:5])
+
+
+def test_the_training_matrix_repeats_in_turn_and_shows_the_median(dataset, tmp_path):
+    store, stats = dataset
+    common = f"--variables {VARIABLES} --base-width 8 --depth 2 --batch-size 4 --device cpu --steps 2"
+    proc = subprocess.run(
+        [sys.executable, str(MATRIX), "--stats", str(stats), "--store", f"small={store}", "--common", common,
+         "--run", "ceiling=small:--synthetic", "--run", "zarrstream=small:--prefetch 1", "--repeat", "3",
+         "--json", str(tmp_path / "m.json")],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    progress = [l.split(":")[0] for l in proc.stdout.splitlines() if "(round " in l]
+    assert progress == ["ceiling", "zarrstream"] * 3  # in turn, not three of one then three of the other
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert report["repeat"] == 3
+    for run in report["runs"]:
+        rates = sorted(r["samples_per_second"] for r in run["repeats"])
+        assert len(rates) == 3 and run["log"]["samples_per_second"] == rates[1]
+        assert run["log"]["failed_runs"] == 0
+    row = next(l for l in proc.stdout.splitlines() if l.startswith("| zarrstream |"))
+    assert f"({min(rates):.1f}–{max(rates):.1f})" in row
+    bad = subprocess.run([sys.executable, str(MATRIX), "--stats", str(stats), "--store", f"small={store}",
+                          "--run", "x=small:", "--repeat", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--repeat 0: expected at least 1" in bad.stderr
