@@ -75,9 +75,13 @@ Result<std::vector<std::pair<std::string, uint64_t>>> ParseDimCounts(
   for (const std::string& item : SplitCommas(items)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return InvalidArgumentError(option + ": expected DIM=N, got '" + item + "'");
+      std::string message = option;
+      message.append(": expected DIM=N, got '").append(item).append("'");
+      return InvalidArgumentError(message);
     }
-    ZS_ASSIGN_OR_RETURN(uint64_t n, ParseCount(item.substr(eq + 1), option + " " + item));
+    std::string what = option;
+    what.append(" ").append(item);
+    ZS_ASSIGN_OR_RETURN(uint64_t n, ParseCount(item.substr(eq + 1), what));
     out.emplace_back(item.substr(0, eq), n);
   }
   return out;
@@ -191,6 +195,7 @@ Status RunPlot(const std::string& json_path, const std::string& png_path) {
   const std::string python = PythonInterpreter();
   std::vector<std::string> args = {python, "-m", "zarrstream.plot", json_path, png_path};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
