@@ -98,7 +98,8 @@ def test_writes_refuse_a_linked_directory_inside_the_destination(tmp_path):
     with pytest.raises(zarrstream.StorageError) as e:
         a[...] = 1
     message = str(e.value)
-    assert f"{dst}/c is a symbolic link" in message and "c/0/0" in message, message
+    # The chunks are written in parallel: the error names whichever met the link first.
+    assert f"{dst}/c is a symbolic link" in message and re.search(r"chunk 'c/[01]/[01]'", message), message
     assert not any(outside.iterdir()), "a chunk was written through the link"
 
 
