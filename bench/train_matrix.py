@@ -33,15 +33,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_unet.py"
+# A line saying why a run failed: an exception (a rank's under torchrun) or train_unet's "error:".
+EXCEPTION = re.compile(r"^(\[rank\d+\]:\s*)?([\w.]*(Error|Exception|Interrupt)|error):\s")
 
 
 def parse_run(text: str, stores: dict[str, str]) -> tuple[str, str, list[str], int]:
@@ -91,16 +97,27 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
             launcher += ["-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
                          "--master_addr", "127.0.0.1", "--master_port", str(free_port())]
         cmd = [*launcher, str(EXAMPLE), store, "--stats", stats, *common, *args, "--json-out", str(log_path)]
+        # Every process of the run (launcher, ranks, DataLoader workers) has the log's path, which
+        # is unique to the run, on its command line.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            return {"error": f"did not finish in {timeout:.0f} s"}
+            os.killpg(proc.pid, signal.SIGTERM)  # torchrun passes it on to its ranks
+            try:
+                proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+            left = stop_processes(str(log_path))
+            return {"error": f"did not finish in {timeout:.0f} s" + (f"; {left}" if left else "")}
+        left = stop_processes(str(log_path))  # ranks or workers a failed run left behind
         paths = [log_path] + [log_path.with_name(f"log.rank{r}.json") for r in range(1, ranks)]
         if proc.returncode != 0 or not all(p.exists() for p in paths):
-            # The error is stderr's last line (a traceback's exception); stdout holds progress.
-            errors = [l for l in proc.stderr.splitlines() if l.strip()]
-            lines = errors or [l for l in proc.stdout.splitlines() if l.strip()]
-            return {"error": f"exit {proc.returncode}: {lines[-1] if lines else 'no output'}",
+            errors = [l for l in stderr.splitlines() if l.strip()]
+            lines = errors or [l for l in stdout.splitlines() if l.strip()]
+            return {"error": f"exit {proc.returncode}: {error_line(lines)}" + (f"; {left}" if left else ""),
                     "stderr": errors[-40:]}
         logs = [json.loads(p.read_text()) for p in paths]
         log = dict(logs[0])
@@ -109,6 +126,45 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
             log["samples_per_second"] = sum(l["samples_per_second"] for l in logs)
             log["waiting_fraction"] = max(l["waiting_fraction"] for l in logs)
         return log
+
+
+def error_line(lines: list[str]) -> str:
+    """The line saying why a run failed: the last exception or error line (a rank's, where
+    torchrun's report of the failed ranks follows it), else the last line."""
+    for line in reversed(lines):
+        if EXCEPTION.match(line.strip()):
+            return line.strip()
+    return lines[-1].strip() if lines else "no output"
+
+
+def stop_processes(marker: str, wait: float = 60.0) -> str:
+    """Kills what is left of a run: every process with `marker` on its command line (Linux's
+    /proc), waiting until they are gone, as a process on a GPU gives its memory back only as it
+    exits. Returns "" or a note of those that outlived the wait."""
+    deadline = time.monotonic() + wait
+    while pids := processes_with(marker):
+        if time.monotonic() > deadline:
+            return f"processes {', '.join(map(str, pids))} of the run outlived SIGKILL for {wait:.0f} s"
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+    return ""
+
+
+def processes_with(marker: str) -> list[int]:
+    """Processes with `marker` among their command-line arguments, this one excepted."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if marker.encode() in arguments and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
 
 
 def median_run(logs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -190,10 +190,10 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu, *blocks)
     gpu = tmp_path / "gpu.json"
     proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", gpu, "--device", "cuda", *blocks,
-                       "--channels-last")
+                       "--channels-last", "--high-priority-stream")
     log = json.loads(gpu.read_text())
     assert log["device"].startswith("cuda"), proc.stdout
-    assert log["channels_last"] and log["cudnn_benchmark"]
+    assert log["channels_last"] and log["cudnn_benchmark"] and log["high_priority_stream"]
     assert log["origins"] == json.loads(cpu.read_text())["origins"]
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
     stats = log["loader_stats"]
@@ -211,6 +211,29 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     assert log["gpu_decode"] == "chunks decode on the CPU: gpu_decode is off"
     assert log["loader_stats"]["gpu_decoded_chunks"] == 0 and log["loader_stats"]["bytes_to_gpu"] > 0
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu
+def test_two_ranks_on_two_gpus_train_on_their_own_devices_from_disjoint_shards(dataset, tmp_path):
+    """torchrun with NCCL: each rank's loader makes GPU batches on that rank's device (LOCAL_RANK)
+    from its own shard; together the ranks see every sample of an epoch once."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"GPU test: two devices are needed, this machine has {torch.cuda.device_count()}")
+    launcher = (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                "--master_addr", "127.0.0.1", "--master_port", str(free_port()))
+    run_example(dataset, tmp_path, "--epochs", 2, "--device", "cuda", "--high-priority-stream",
+                "--json-out", tmp_path / "ddp.json", launcher=launcher)
+    logs = [json.loads((tmp_path / f"ddp{suffix}.json").read_text()) for suffix in ("", ".rank1")]
+    assert [log["device"] for log in logs] == ["cuda:0", "cuda:1"]
+    assert all(log["world_size"] == 2 and math.isfinite(log["final_loss"]) for log in logs)
+    assert all(log["loader_stats"]["gpu_decoded_chunks"] > 0 for log in logs)
+    for epoch in (0, 1):
+        shards = [[t for row in log["origins"] if row[0] == epoch for t in row[1:]] for log in logs]
+        assert [len(s) for s in shards] == [12, 12] and [len(set(s)) for s in shards] == [12, 12]
+        assert not set(shards[0]) & set(shards[1])
 
 
 MATRIX = Path(__file__).resolve().parent.parent / "bench" / "train_matrix.py"
@@ -268,6 +291,34 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
     assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | |"
     assert all(r.count("|") == rows[0].count("|") for r in rows[:5])
+    # A failed run's row quotes the exception, a rank's where torchrun's report follows it.
+    torchrun = ["Traceback (most recent call last):", '[rank1]:   File "train_unet.py", line 9, in <module>',
+                "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.",
+                "E1125 torch/distributed/elastic/multiprocessing/api.py failed (exitcode: 1)",
+                "=" * 60, "  rank      : 1 (local_rank: 1)", "=" * 60]
+    assert matrix.error_line(torchrun) == "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
+    assert matrix.error_line(["step 3", "error: no_such_variable: not in the store"]) == \
+        "error: no_such_variable: not in the store"
+    assert matrix.error_line(["usage: train_unet.py", "train_unet.py: error: bad --select"]) == \
+        "train_unet.py: error: bad --select"
+    assert matrix.error_line([]) == "no output"
+
+
+def test_a_run_that_overruns_its_time_is_stopped_with_all_its_processes(dataset, tmp_path):
+    """--timeout ends the run and its DataLoader workers, so that none of them holds memory (on a GPU,
+    until it exits) while the next run goes on."""
+    store, stats = dataset
+    common = "--variables 2m_temperature,geopotential --base-width 8 --depth 2 --batch-size 4 --device cpu"
+    proc = subprocess.run(
+        [sys.executable, str(MATRIX), "--stats", str(stats), "--store", f"small={store}", "--common", common,
+         "--run", "slow=small:--loader dataloader --workers 2 --epochs 1000", "--timeout", "8"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "| slow | failed: did not finish in 8 s |" in proc.stdout, proc.stdout
+    spec = importlib.util.spec_from_file_location("train_matrix", MATRIX)
+    matrix = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix)
+    assert matrix.processes_with(str(EXAMPLE)) == []
 
 
 def test_the_training_matrix_repeats_in_turn_and_shows_the_median(dataset, tmp_path):
