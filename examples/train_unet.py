@@ -228,6 +228,16 @@ class SyntheticBatches(Batches):
             yield self.batch
 
 
+def _share(text: str) -> float | str:
+    """'auto' or a number (the loader checks its range)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a share from 0 to 1, or auto") from None
+
+
 def _selection(text: str) -> tuple[str, tuple[str, str]]:
     """'time=1979-01-01:1979-01-07' → ('time', ('1979-01-01', '1979-01-07')); an empty bound is open."""
     dim, eq, bounds = text.partition("=")
@@ -381,6 +391,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "channels_last": memory_format == torch.channels_last,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "high_priority_stream": step_stream is not None,
+        "cpu_decode_share": args.cpu_decode_share,
         "gpu_memory": {"peak_used_bytes": peak_gpu_used,
                        "total_bytes": torch.cuda.mem_get_info(device)[1],
                        "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
@@ -433,6 +444,8 @@ def summary(log: dict[str, Any]) -> str:
             lines.append(f"  GPU batches ({log.get('gpu_decode', '')}): {stats['gpu_decoded_chunks']} chunks decoded on the GPU, "
                          f"{stats['bytes_to_gpu'] / 1e6:.1f} MB copied there; read {stats['gpu_read_seconds']:.2f} s, "
                          f"copy + decode {stats['gpu_decode_seconds']:.2f} s, scatter {stats['gpu_scatter_seconds']:.2f} s")
+            if log.get("cpu_decode_share") == "auto":
+                lines.append(f"  the CPU threads' share of nvCOMP's chunks ended at {100 * stats['cpu_decode_share']:.0f} %")
     memory = log.get("gpu_memory")
     if memory:
         lines.append(f"  GPU memory: at most {memory['peak_used_bytes'] / 1e9:.1f} of {memory['total_bytes'] / 1e9:.1f} GB "
@@ -474,9 +487,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu-decode", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU batches: nvCOMP decodes the chunks (default), or (--no-gpu-decode) the loader's "
                         "CPU threads do and they cross decoded, leaving the GPU to the model")
-    p.add_argument("--cpu-decode-share", type=float, default=0.0,
+    p.add_argument("--cpu-decode-share", type=_share, default=0.0,
                    help="GPU batches: the share (0 to 1) of nvCOMP's chunks the loader's CPU threads decode "
-                        "instead, so that both decode side by side")
+                        "instead, so that both decode side by side; auto: the loader adapts it to keep "
+                        "batches ready")
     p.add_argument("--loader-threads", type=int, default=0,
                    help="zarrstream's worker threads (0: one per core; fewer leave cores to the training loop)")
     p.add_argument("--gpu-wave-mb", type=int, default=0,

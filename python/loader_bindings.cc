@@ -106,6 +106,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["read_decode_seconds"] = s.read_decode_seconds;
   d["assemble_seconds"] = s.assemble_seconds;
   d["gpu_decoded_chunks"] = s.gpu_decoded_chunks;
+  d["cpu_decode_share"] = s.cpu_decode_share;
   d["gpu_rejected_chunks"] = s.gpu_rejected_chunks;
   d["bytes_to_gpu"] = s.bytes_to_gpu;
   d["gpu_seconds"] = s.gpu_seconds;
@@ -169,6 +170,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("gpu_wave_bytes", &LoaderOptions::gpu_wave_bytes)
       .def_rw("gpu_decode", &LoaderOptions::gpu_decode)
       .def_rw("cpu_decode_share", &LoaderOptions::cpu_decode_share)
+      .def_rw("adapt_cpu_decode_share", &LoaderOptions::adapt_cpu_decode_share)
       .def_rw("normalize", &LoaderOptions::normalize)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
       .def_rw("nan_fill", &LoaderOptions::nan_fill)

@@ -267,8 +267,11 @@ def test_bench_errors_name_what_is_wrong(tmp_path):
     assert proc.returncode == 2 and "--device tpu: expected cpu or cuda" in proc.stderr
     proc = run_cli("bench", store, "--cpu-decode")
     assert proc.returncode == 2 and "--cpu-decode: needs --device cuda" in proc.stderr
-    proc = run_cli("bench", store, "--cpu-decode-share", "0.3")
-    assert proc.returncode == 2 and "--cpu-decode-share: needs --device cuda" in proc.stderr
+    for share in ("0.3", "auto"):
+        proc = run_cli("bench", store, "--cpu-decode-share", share)
+        assert proc.returncode == 2 and "--cpu-decode-share: needs --device cuda" in proc.stderr
+    proc = run_cli("bench", store, "--cpu-decode-share", "most")
+    assert proc.returncode == 2 and "--cpu-decode-share most: expected a share from 0 to 1, or auto" in proc.stderr
     if zarrstream._zarrstream.gpu_batches_unavailable_reason():
         proc = run_cli("bench", store, "--device", "cuda")
         assert proc.returncode == 1 and "batches cannot be made on that GPU here" in proc.stderr
@@ -299,6 +302,14 @@ def test_bench_on_the_gpu_reports_the_gpu_stages(tmp_path):
     report = json.loads((tmp_path / "s.json").read_text())
     assert "cpu_decode_share" in report["gpu_decode"]
     assert report["gpu_decoded_chunks"] > 0 and report["chunks_decoded"] > 0
+    assert report["cpu_decode_share"] == 0.5
+    # auto, beside a simulated training step that leaves every batch ready early: the share rises.
+    proc = run_cli("bench", store, "--device", "cuda", "--batch-size", "1", "--epochs", "3", "--cpu-decode-share",
+                   "auto", "--train-step-ms", "20", "--json", tmp_path / "a.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert "adapts to keep batches ready" in report["gpu_decode"] and report["cpu_decode_share"] > 0, report
+    assert "share of nvCOMP's chunks ended at" in proc.stdout
 
 
 def test_doctor_counts_the_cores_this_process_may_use():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import numcodecs
@@ -192,6 +193,36 @@ def test_cpu_and_gpu_decoding_side_by_side_make_the_same_gpu_batches(stores):
         on_cpu = stats["chunks_decoded"] - on_gpu
         assert on_cpu > 0 and 0 <= on_gpu - on_cpu <= 3 * len(both), stats
         assert stats["gpu_rejected_chunks"] == 0
+
+
+def test_an_adaptive_share_rises_while_batches_wait_for_a_slow_consumer_and_changes_no_value(stores):
+    """cpu_decode_share="auto": batches ready long before a slow consumer takes them hand more of
+    nvCOMP's chunks to the worker threads, batch by batch; the batches stay the CPU loader's."""
+    path, names = stores[0], ["blosc_f32", "crc_be_f32", "zstd_f32"]
+    common = dict(target_offset={"time": 1}, batch_size=1, seed=5, dtype="float32")
+    auto = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, cpu_decode_share="auto", prefetch=2,
+                             **common)
+    assert "adapts to keep batches ready, from 0 %" in auto.gpu_decode_status, auto.gpu_decode_status
+    assert auto.stats()["cpu_decode_share"] == 0
+    cpu = zarrstream.Loader(path, names, **common)
+    for epoch in range(3):
+        auto.set_epoch(epoch)
+        cpu.set_epoch(epoch)
+        want_all = list(cpu)
+        got_all = []
+        for batch in auto:
+            got_all.append({key: value.cpu() for key, value in batch.items()})
+            time.sleep(0.02)  # the training step: the next batches are ready long before
+        assert len(got_all) == len(want_all) == 12
+        for got, want in zip(got_all, want_all):
+            assert torch.equal(got["origin"], want["origin"])
+            assert all(torch.equal(_bits(got[key]), _bits(want[key])) for key in want if key != "origin")
+    stats = auto.stats()
+    assert stats["cpu_decode_share"] >= 0.3, stats
+    on_gpu = stats["gpu_decoded_chunks"]
+    assert 0 < on_gpu < stats["chunks_decoded"], stats  # both decoded
+    with pytest.raises(zarrstream.ConfigError, match="'most': expected a share from 0 to 1 or 'auto'"):
+        zarrstream.Loader(path, names, device="cuda", cpu_decode_share="most")
 
 
 def test_running_out_of_gpu_memory_says_what_the_loader_holds(tmp_path):

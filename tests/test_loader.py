@@ -692,6 +692,15 @@ def test_a_cpu_decode_share_outside_0_to_1_is_a_clear_error(era5, share):
         zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share=share)
 
 
+def test_an_adaptive_cpu_decode_share_is_auto_and_nothing_else(era5):
+    path, _ = era5
+    with pytest.raises(zarrstream.ConfigError, match="cpu_decode_share is 'half': expected a share from 0 to 1 or 'auto'"):
+        zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="half")
+    # Host batches decode on the CPU anyway: "auto" changes nothing there.
+    loader = zarrstream.Loader(path, ["2m_temperature"], batch_size=2, cpu_decode_share="auto")
+    assert len(list(loader)) > 0 and loader.stats()["cpu_decode_share"] == 0
+
+
 def test_timeline_records_every_stage_of_every_batch(era5):
     path, _ = era5
     loader = zarrstream.Loader(path, ["2m_temperature"], target_offset={"time": 1}, batch_size=3, timeline=True)

@@ -159,6 +159,12 @@ struct LoaderOptions {
   // decode side by side: for training steps that keep the GPU busy, where the CPU alone cannot
   // keep up. 0: nvCOMP decodes all it can; 1: as gpu_decode off. Batches are identical either way.
   double cpu_decode_share = 0;
+  // GPU batches with gpu_decode on: the share above is where the worker threads' share starts, and
+  // the loader moves it as batches are taken: up while they are ready well before the consumer
+  // asks, down when it has to wait for one, so that the CPU decodes about as much as it can
+  // without holding the training step up (a GPU busy training gains whatever the CPU takes from
+  // nvCOMP). Loader::stats().cpu_decode_share says where it stands.
+  bool adapt_cpu_decode_share = false;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;
@@ -274,6 +280,9 @@ struct LoaderStats {
   double gpu_decode_seconds = 0;
   double gpu_scatter_seconds = 0;
   double wait_seconds = 0;  // the consumer's wait for batches
+  // GPU batches decoded by nvCOMP: the share of its chunks the worker threads decode now (fixed,
+  // or where adapt_cpu_decode_share has taken it); 0 otherwise.
+  double cpu_decode_share = 0;
   // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
   // holds shorter ones; the last everything longer).
   static constexpr size_t kWaitBuckets = 32;

@@ -143,7 +143,10 @@ class Loader:
     crosses decoded (the GPU only copies and assembles, with the same values): for training steps
     that keep the GPU busy, on machines with cores to spare. ``cpu_decode_share`` (0 to 1) has
     them decode that share of the chunks nvCOMP would, spread over each batch, so that the CPU
-    and the GPU decode side by side: for steps where neither alone keeps up.
+    and the GPU decode side by side: for steps where neither alone keeps up. ``"auto"`` lets the
+    loader find the share as it goes: it rises while batches are ready well before they are
+    taken and falls when the consumer has to wait, settling at about what the CPU carries
+    (``stats()["cpu_decode_share"]`` says where it stands).
     ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
     it, ``False`` never pins.
 
@@ -184,7 +187,7 @@ class Loader:
         gpu_batches: bool | None = None,
         gpu_wave_bytes: int = 0,
         gpu_decode: bool = True,
-        cpu_decode_share: float = 0.0,
+        cpu_decode_share: float | str = 0.0,
         timeline: bool = False,
         output: str = "torch",
     ) -> None:
@@ -276,7 +279,12 @@ class Loader:
             o.device = "cuda"
             o.gpu_wave_bytes = int(gpu_wave_bytes)
             o.gpu_decode = bool(gpu_decode)
-        o.cpu_decode_share = float(cpu_decode_share)  # checked wherever it applies or not
+        if cpu_decode_share == "auto":
+            o.adapt_cpu_decode_share = True
+        elif isinstance(cpu_decode_share, str):
+            raise ConfigError(f"cpu_decode_share is {cpu_decode_share!r}: expected a share from 0 to 1 or 'auto'")
+        else:
+            o.cpu_decode_share = float(cpu_decode_share)  # checked wherever it applies or not
         self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,11 +127,20 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
         "--cpu-decode: needs --device cuda (batches on the CPU are always "
         "decoded there)");
   }
-  if (o.cpu_decode_share != 0 && options.device != BatchDevice::kCuda) {
+  options.gpu_decode = !o.cpu_decode;
+  if (o.cpu_decode_share == "auto") {
+    options.adapt_cpu_decode_share = true;
+  } else if (!o.cpu_decode_share.empty()) {
+    char* end = nullptr;
+    options.cpu_decode_share = std::strtod(o.cpu_decode_share.c_str(), &end);
+    if (end == o.cpu_decode_share.c_str() || *end != '\0') {
+      return InvalidArgumentError("--cpu-decode-share " + o.cpu_decode_share +
+                                  ": expected a share from 0 to 1, or auto");
+    }
+  }
+  if (!o.cpu_decode_share.empty() && options.device != BatchDevice::kCuda) {
     return InvalidArgumentError("--cpu-decode-share: needs --device cuda");
   }
-  options.gpu_decode = !o.cpu_decode;
-  options.cpu_decode_share = o.cpu_decode_share;
   options.record_timeline = !o.trace.empty();
   return options;
 }
@@ -259,7 +269,8 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                     "decoded (leaves the GPU to the training step)");
   command->add_option("--cpu-decode-share", options->cpu_decode_share,
                       "With --device cuda: the share (0 to 1) of the chunks nvCOMP would decode "
-                      "that the worker threads decode instead (the CPU and the GPU side by side)");
+                      "that the worker threads decode instead (the CPU and the GPU side by side), "
+                      "or auto: the loader adapts it to keep batches ready (with --train-step-ms)");
   command->add_option("--json", options->json, "Write the report as JSON here");
   command->add_option("--plot", options->plot,
                       "Draw each batch's wait vs step timeline and the wait histogram here (PNG; "
@@ -351,6 +362,7 @@ int RunBench(const BenchCommandOptions& o) {
                              {"gpu_scatter_seconds", stats.gpu_scatter_seconds},
                              {"wait_seconds", stats.wait_seconds}}},
                            {"gpu_decoded_chunks", stats.gpu_decoded_chunks},
+                           {"cpu_decode_share", stats.cpu_decode_share},
                            {"gpu_rejected_chunks", stats.gpu_rejected_chunks},
                            {"bytes_to_gpu", stats.bytes_to_gpu},
                            {"requests", stats.requests},
@@ -402,6 +414,10 @@ int RunBench(const BenchCommandOptions& o) {
       stats.plan_seconds, stats.read_decode_seconds, stats.assemble_seconds, wait_s);
   if (o.device == "cuda") {
     std::printf("  %s\n", loader->gpu_decode_status().c_str());
+    if (o.cpu_decode_share == "auto") {
+      std::printf("  the worker threads' share of nvCOMP's chunks ended at %.0f %%\n",
+                  100 * stats.cpu_decode_share);
+    }
     std::printf(
         "  gpu: %llu chunks decoded there (%llu rejected, decoded again on the CPU), %s copied; "
         "stages read %.3f s, copy + decode %.3f s, scatter %.3f s (wall, per wave)\n",

@@ -33,12 +33,13 @@ struct BenchCommandOptions {
   uint64_t cache_mb = 0;
   double train_step_ms = 0;  // simulated training step after each batch
   std::string device = "cpu";
-  uint64_t gpu_wave_mb = 0;     // 0: the loader's default
-  bool cpu_decode = false;      // GPU batches of chunks the worker threads decode (gpu_decode off)
-  double cpu_decode_share = 0;  // GPU batches: the share of nvCOMP's chunks the threads decode
-  std::string json;             // write the report here
-  std::string trace;            // write a Chrome/Perfetto trace of the stages here
-  std::string plot;             // draw the wait/step timeline and wait histogram here (PNG)
+  uint64_t gpu_wave_mb = 0;  // 0: the loader's default
+  bool cpu_decode = false;   // GPU batches of chunks the worker threads decode (gpu_decode off)
+  // GPU batches: the share of nvCOMP's chunks the threads decode ("" for none), or "auto".
+  std::string cpu_decode_share;
+  std::string json;   // write the report here
+  std::string trace;  // write a Chrome/Perfetto trace of the stages here
+  std::string plot;   // draw the wait/step timeline and wait histogram here (PNG)
 };
 
 // Registers the `bench` subcommand on `app`, filling `options` when it is parsed.

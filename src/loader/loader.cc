@@ -32,6 +32,7 @@
 #include <mutex>
 #include <new>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -44,6 +45,7 @@
 #include "loader/batch_assembly.h"
 #include "loader/channel_spec.h"
 #include "loader/chunk_cache.h"
+#include "loader/decode_share.h"
 #include "loader/gpu_assembly.h"
 #include "loader/read_plan.h"
 #include "loader/sample_plan.h"
@@ -395,6 +397,8 @@ struct LoaderState {
   double estimated_amplification = 0, estimated_amplification_exact = 0;
 
   std::unique_ptr<GpuLoaderState> gpu;  // device kCuda only
+  // GPU batches with adapt_cpu_decode_share: the share a batch's production starts with.
+  std::unique_ptr<DecodeShareController> decode_share;
 
   std::unique_ptr<Pipeline> pipeline;
 
@@ -409,9 +413,18 @@ struct LoaderState {
 
   void StopPipeline();
   // Batch `index` of `epoch_plan`'s epoch (the pipeline's copy of the plan: `plan` above may have
-  // moved on to another epoch).
-  Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index);
-  Result<std::shared_ptr<Batch>> ProduceOnGpu(const SamplePlan& epoch_plan, uint64_t index);
+  // moved on to another epoch); GPU batches with `cpu_share` of nvCOMP's chunks decoded by the
+  // worker threads.
+  Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index,
+                                         double cpu_share);
+  Result<std::shared_ptr<Batch>> ProduceOnGpu(const SamplePlan& epoch_plan, uint64_t index,
+                                              double cpu_share);
+  // The share of nvCOMP's chunks the worker threads decode in a batch whose production starts
+  // now, and the decode_share generation it belongs to.
+  DecodeShareController::Setting CpuDecodeShare() const {
+    return decode_share ? decode_share->Current()
+                        : DecodeShareController::Setting{options.cpu_decode_share, 0};
+  }
   // `error`, and where the GPU ran out of memory, what this loader holds there and what lowers it.
   Status ExplainGpuMemory(Status error) const;
   Result<std::shared_ptr<Batch>> AllocateBatch(size_t samples) const;
@@ -496,15 +509,26 @@ class Pipeline {
     return true;
   }
 
-  // The next batch in order; waits for it.
+  // The next batch in order; waits for it. The consumer's thread only. With an adaptive decode
+  // share, tells it how early the batch was (or how long the consumer waited).
   Result<std::shared_ptr<Batch>> Take() {
+    const Clock::time_point asked = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
+    const bool was_ready = ready_.count(next_deliver_) > 0;
     cv_.wait(lock, [&] { return ready_.count(next_deliver_) > 0; });
     auto node = ready_.extract(next_deliver_);
     ++next_deliver_;
     lock.unlock();
     cv_.notify_all();
-    return std::move(node.mapped());
+    Produced& produced = node.mapped();
+    if (state_.decode_share && produced.batch.ok()) {
+      const double interval = previous_ask_ ? Seconds(asked - *previous_ask_) : 0;
+      const double waited = was_ready ? 0 : Seconds(Clock::now() - asked);
+      const double early = was_ready ? Seconds(asked - produced.ready_at) : 0;
+      state_.decode_share->Observe(produced.share_generation, waited, early, interval);
+    }
+    previous_ask_ = asked;
+    return std::move(produced.batch);
   }
 
  private:
@@ -547,10 +571,11 @@ class Pipeline {
         }
       }
       const uint64_t index = epoch->first + (slot - epoch->slot_begin);
-      Result<std::shared_ptr<Batch>> batch = state_.Produce(epoch->plan, index);
+      const DecodeShareController::Setting share = state_.CpuDecodeShare();
+      Result<std::shared_ptr<Batch>> batch = state_.Produce(epoch->plan, index, share.share);
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        ready_.emplace(slot, std::move(batch));
+        ready_.emplace(slot, Produced{std::move(batch), Clock::now(), share.generation});
       }
       cv_.notify_all();
     }
@@ -565,8 +590,14 @@ class Pipeline {
   uint64_t next_claim_ = 0;
   uint64_t next_deliver_ = 0;
   bool stopping_ = false;
-  std::map<uint64_t, Result<std::shared_ptr<Batch>>> ready_;
+  struct Produced {
+    Result<std::shared_ptr<Batch>> batch;
+    Clock::time_point ready_at;
+    uint64_t share_generation;  // of the decode share it was produced with
+  };
+  std::map<uint64_t, Produced> ready_;
   std::vector<std::thread> drivers_;
+  std::optional<Clock::time_point> previous_ask_;  // the consumer's previous Take
 };
 
 LoaderState::~LoaderState() { StopPipeline(); }
@@ -731,9 +762,10 @@ Status LoaderState::ExplainGpuMemory(Status error) const {
                    : ""));
 }
 
-Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan, uint64_t index) {
+Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan, uint64_t index,
+                                                    double cpu_share) {
   if (gpu) {
-    Result<std::shared_ptr<Batch>> batch = ProduceOnGpu(epoch_plan, index);
+    Result<std::shared_ptr<Batch>> batch = ProduceOnGpu(epoch_plan, index, cpu_share);
     if (!batch.ok()) return ExplainGpuMemory(batch.status());
     return batch;
   }
@@ -872,7 +904,7 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
 // are read (or decoded on the CPU where the GPU cannot), one copy to the GPU, nvCOMP's batched
 // decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box.
 Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch_plan,
-                                                         uint64_t index) {
+                                                         uint64_t index, double cpu_share) {
   const uint64_t epoch = epoch_plan.epoch();
   StageSpan plan_stage(timeline, "plan", epoch, index);
   const LoaderGeometry& g = geometry;
@@ -906,10 +938,9 @@ Result<std::shared_ptr<Batch>> LoaderState::ProduceOnGpu(const SamplePlan& epoch
     batch_decoded_bytes += ReadChunkBytes(*g.arrays[chunk.array]);
   }
   w.ExpectWaves(std::min(wave_limit + gs.max_chunk_bytes, batch_decoded_bytes), gs.any_blosc);
-  // Which chunks nvCOMP decodes: those of arrays it can, less cpu_decode_share of them, spread
-  // evenly over the batch, that the worker threads decode instead.
+  // Which chunks nvCOMP decodes: those of arrays it can, less `cpu_share` of them, spread evenly
+  // over the batch, that the worker threads decode instead.
   std::vector<uint8_t> on_gpu(reads.chunks.size(), 0);
-  const double cpu_share = options.cpu_decode_share;
   uint64_t decodable = 0;
   for (size_t k = 0; k < reads.chunks.size(); ++k) {
     if (!gs.codecs[reads.chunks[k].array]) continue;
@@ -1093,7 +1124,12 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
       gpu->nvcomp_status = "chunks decode on the CPU: gpu_decode is off";
     } else if ((gpu->nvcomp = Nvcomp::Get()) != nullptr) {
       gpu->nvcomp_status = "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")";
-      if (options.cpu_decode_share > 0) {
+      if (options.adapt_cpu_decode_share) {
+        gpu->nvcomp_status +=
+            "; the worker threads decode a share of its chunks that adapts to keep batches ready, "
+            "from " +
+            std::to_string(std::lround(100 * options.cpu_decode_share)) + " % (cpu_decode_share)";
+      } else if (options.cpu_decode_share > 0) {
         gpu->nvcomp_status += "; the worker threads decode " +
                               std::to_string(std::lround(100 * options.cpu_decode_share)) +
                               " % of its chunks (cpu_decode_share)";
@@ -1201,6 +1237,9 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
       gpu->codecs.push_back(codec);
       gpu->max_chunk_bytes = std::max(gpu->max_chunk_bytes, ReadChunkBytes(*array));
       gpu->any_blosc |= gpu->codecs.back() && gpu->codecs.back()->blosc;
+    }
+    if (gpu->nvcomp != nullptr && options.adapt_cpu_decode_share) {
+      s.decode_share = std::make_unique<DecodeShareController>(options.cpu_decode_share);
     }
     s.gpu = std::move(gpu);
   }
@@ -1330,6 +1369,7 @@ LoaderStats Loader::stats() const {
   st.gpu_read_seconds = static_cast<double>(s.counters.gpu_read_ns) * 1e-9;
   st.gpu_decode_seconds = static_cast<double>(s.counters.gpu_decode_ns) * 1e-9;
   st.gpu_scatter_seconds = static_cast<double>(s.counters.gpu_scatter_ns) * 1e-9;
+  if (s.gpu && s.gpu->nvcomp != nullptr) st.cpu_decode_share = s.CpuDecodeShare().share;
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;
   if (s.plan.options().shuffle == ShuffleMode::kBlock)
