@@ -303,6 +303,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         step_stream = torch.cuda.Stream(device, priority=-1)
         torch.cuda.set_stream(step_stream)
 
+    # --cpu-decode-share auto: the progress lines say where the loader has taken the share.
+    adaptive_share = args.cpu_decode_share == "auto" and isinstance(source, ZarrstreamBatches) and device.type == "cuda"
+
     # The position of the next step: (epoch, batch in that epoch). Checkpoints record it.
     epoch, first_batch, global_step = 0, 0, 0
     if args.resume:
@@ -356,8 +359,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             step_times.append(step_time)
             log["origins"].append([epoch, *batch["origin"][:, 0].tolist()])
             if rank == 0 and (global_step % args.log_every == 0):
+                share = f", CPU decode share {100 * source.stats()['cpu_decode_share']:.0f} %" if adaptive_share else ""
                 print(f"epoch {epoch} step {global_step}: loss {loss_value:.4f}, waited {1e3 * waited:.1f} ms "
-                      f"of {1e3 * step_time:.1f} ms", flush=True)
+                      f"of {1e3 * step_time:.1f} ms{share}", flush=True)
             last_of_epoch = batch_in_epoch + 1 == source.batches_per_epoch
             at = (epoch + 1, 0) if last_of_epoch else (epoch, batch_in_epoch + 1)
             if args.checkpoint and args.checkpoint_every and global_step % args.checkpoint_every == 0:

@@ -211,6 +211,14 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     assert log["gpu_decode"] == "chunks decode on the CPU: gpu_decode is off"
     assert log["loader_stats"]["gpu_decoded_chunks"] == 0 and log["loader_stats"]["bytes_to_gpu"] > 0
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
+    # --cpu-decode-share auto: the same samples, the share in the progress lines and the summary.
+    adaptive = tmp_path / "adaptive.json"
+    proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", adaptive, "--device", "cuda",
+                       "--cpu-decode-share", "auto", "--log-every", 1, *blocks)
+    log = json.loads(adaptive.read_text())
+    assert log["origins"] == json.loads(cpu.read_text())["origins"]
+    assert log["cpu_decode_share"] == "auto" and "adapts to keep batches ready" in log["gpu_decode"]
+    assert "CPU decode share" in proc.stdout and "share of nvCOMP's chunks ended at" in proc.stdout, proc.stdout
 
 
 @pytest.mark.gpu
