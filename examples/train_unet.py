@@ -194,8 +194,12 @@ class DataLoaderBatches(Batches):
         self.mean = torch.tensor([by_name[n]["mean"] for n in names], dtype=torch.float32)[:, None, None].to(device)
         self.std = torch.tensor([by_name[n]["std"] for n in names], dtype=torch.float32)[:, None, None].to(device)
         self.device = device
+        samples = XbatcherSamples(self.generator)
+        # Data-parallel: each rank its shard of every epoch, as PyTorch users shard a Dataset.
+        self.sampler = (torch.utils.data.DistributedSampler(samples, shuffle=True, seed=args.seed, drop_last=True)
+                        if dist.is_initialized() and dist.get_world_size() > 1 else None)
         self.loader = torch.utils.data.DataLoader(
-            XbatcherSamples(self.generator), batch_size=args.batch_size, shuffle=True, drop_last=True,
+            samples, batch_size=args.batch_size, shuffle=self.sampler is None, sampler=self.sampler, drop_last=True,
             num_workers=args.workers, prefetch_factor=3 if args.workers else None,
             persistent_workers=args.workers > 0, generator=torch.Generator().manual_seed(args.seed),
             worker_init_fn=functools.partial(set_dask_scheduler, 4) if args.workers else None,
@@ -203,6 +207,8 @@ class DataLoaderBatches(Batches):
         self.batches_per_epoch = len(self.loader)
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        if self.sampler is not None:
+            self.sampler.set_epoch(epoch)
         for x, y, idx in self.loader:
             x, y = (t.to(self.device, non_blocking=True) for t in (x, y))
             yield {"input": torch.nan_to_num((x - self.mean) / self.std),

@@ -98,6 +98,24 @@ def test_two_ranks_with_torchrun_read_disjoint_shards_and_resume(dataset, tmp_pa
         assert not set(shards[0]) & set(shards[1])
 
 
+def test_the_baseline_under_torchrun_shards_its_samples_among_the_ranks(dataset, tmp_path):
+    """--loader dataloader with two ranks: a DistributedSampler gives each rank its own half of the
+    epoch, as PyTorch users shard a Dataset."""
+    launcher = (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                "--master_addr", "127.0.0.1", "--master_port", str(free_port()))
+    run_example(dataset, tmp_path, "--loader", "dataloader", "--workers", 0, "--variables", "2m_temperature,geopotential",
+                "--epochs", 2, "--json-out", tmp_path / "baseline.json", launcher=launcher)
+    logs = [json.loads((tmp_path / f"baseline{suffix}.json").read_text()) for suffix in ("", ".rank1")]
+    by_epoch = []
+    for epoch in (0, 1):
+        # 25 samples, 12 per rank (the sampler drops the odd one), 3 batches of 4.
+        shards = [[t for row in log["origins"] if row[0] == epoch for t in row[1:]] for log in logs]
+        assert [len(s) for s in shards] == [12, 12] and [len(set(s)) for s in shards] == [12, 12]
+        assert not set(shards[0]) & set(shards[1])
+        by_epoch.append(shards[0])
+    assert by_epoch[0] != by_epoch[1]  # each epoch shuffled anew
+
+
 RESUMED = ("--seed", 3, "--shuffle", "exact")
 
 
