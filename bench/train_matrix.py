@@ -200,6 +200,8 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         memory = log.get("gpu_memory") or {}
         decode = f"{stats['gpu_decode_seconds']:.1f}" if stats.get("bytes_to_gpu") else ""
         chunks = str(stats["gpu_decoded_chunks"]) if stats.get("bytes_to_gpu") else ""
+        if chunks and log.get("cpu_decode_share") == "auto":
+            chunks += f" (CPU share ended at {100 * stats['cpu_decode_share']:.0f} %)"
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
         out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % | {decode} | "
                    f"{chunks} | {peak} |")

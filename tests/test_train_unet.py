@@ -316,6 +316,11 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     assert rows[3].startswith("| zarrstream | 68.0 | 85 % | 17.0× | 1.0 % |")
     assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
     assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | |"
+    adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_memory={"peak_used_bytes": 6e10},
+                    loader_stats={"bytes_to_gpu": 1, "gpu_decode_seconds": 5.0, "gpu_decoded_chunks": 900,
+                                  "cpu_decode_share": 0.4})
+    row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
+    assert row == "| auto | 70.0 | 88 % |  | 1.0 % | 5.0 | 900 (CPU share ended at 40 %) | 60.0 |"
     assert all(r.count("|") == rows[0].count("|") for r in rows[:5])
     # A failed run's row quotes the exception, a rank's where torchrun's report follows it.
     torchrun = ["Traceback (most recent call last):", '[rank1]:   File "train_unet.py", line 9, in <module>',
