@@ -125,6 +125,8 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
             log["ranks"] = logs
             log["samples_per_second"] = sum(l["samples_per_second"] for l in logs)
             log["waiting_fraction"] = max(l["waiting_fraction"] for l in logs)
+            idle = [l["gpu_idle_fraction"] for l in logs if l.get("gpu_idle_fraction") is not None]
+            log["gpu_idle_fraction"] = max(idle) if idle else None
         return log
 
 
@@ -181,13 +183,14 @@ def median_run(logs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baseline: float | None = None) -> str:
-    """Samples/s summed over ranks; waiting is the rank that waited most; GPU figures rank 0's."""
-    out = ["| run | samples/s | of the ceiling | × the baseline | waiting | GPU decode, s | "
+    """Samples/s summed over ranks; waiting and GPU idle are the rank's that waited or idled most;
+    the other GPU figures rank 0's."""
+    out = ["| run | samples/s | of the ceiling | × the baseline | waiting | GPU idle | GPU decode, s | "
            "chunks decoded on the GPU | peak GPU memory, GB |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, log in rows:
         if "error" in log:
-            out.append(f"| {name} | failed: {log['error']} | | | | | | |")
+            out.append(f"| {name} | failed: {log['error']} | | | | | | | |")
             continue
         rate = log["samples_per_second"]
         rates = log.get("rates", [rate])
@@ -203,8 +206,10 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         if chunks and log.get("cpu_decode_share") == "auto":
             chunks += f" (CPU share ended at {100 * stats['cpu_decode_share']:.0f} %)"
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
-        out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % | {decode} | "
-                   f"{chunks} | {peak} |")
+        idle = log.get("gpu_idle_fraction")
+        idle_cell = f"{100 * idle:.1f} %" if idle is not None else ""
+        out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % | {idle_cell} | "
+                   f"{decode} | {chunks} | {peak} |")
     return "\n".join(out)
 
 

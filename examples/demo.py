@@ -124,6 +124,8 @@ def print_training_summary(log: dict) -> None:
         f"(first step {log['first_step_seconds']:.1f} s: opening, first batch, start-up)",
         f"  waiting         {100 * log['waiting_fraction']:.1f} % of the step time blocked in next(loader): "
         f"{wait_seconds:.2f} s of {step_seconds:.1f} s (mean {log['mean_wait_ms']:.1f} ms per step)",
+        *([f"  GPU idle        {100 * log['gpu_idle_fraction']:.1f} % of the time (the training stream between "
+            "steps: waiting for batches and the host's work)"] if log.get("gpu_idle_fraction") is not None else []),
         f"  loader threads  plan {stats['plan_seconds']:.2f} s, read + decode {stats['read_decode_seconds']:.2f} s, "
         f"assemble {stats['assemble_seconds']:.2f} s (overlapped with training)",
         f"  bytes           read {stats['bytes_read'] / mb:.0f} MB from the store, decoded "

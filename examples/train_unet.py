@@ -333,6 +333,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                            "loader": "synthetic" if args.synthetic else args.loader, "steps": [], "origins": []}
     waits: list[float] = []
     step_times: list[float] = []
+    # On a GPU, how long each step's kernels kept the training stream busy, from its first to its
+    # last (CUDA events): the rest of the step the GPU was idle for this training.
+    busy_times: list[float] = []
+    step_begun = torch.cuda.Event(enable_timing=True) if device.type == "cuda" else None
+    step_done = torch.cuda.Event(enable_timing=True) if device.type == "cuda" else None
     samples = 0
     loss_value = float("nan")
     start = time.perf_counter()
@@ -347,6 +352,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             if device.type == "cuda":
                 torch.cuda.current_stream().synchronize()  # the copy is part of the wait
             waited = time.perf_counter() - t0
+            if step_begun is not None:
+                step_begun.record()
             model.train()
             with autocast:
                 inputs = batch["input"].contiguous(memory_format=memory_format)
@@ -354,8 +361,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            if step_done is not None:
+                step_done.record()
             loss_value = loss.item()  # synchronises: the step's compute is done
             step_time = time.perf_counter() - t0
+            if step_begun is not None:
+                busy_times.append(step_begun.elapsed_time(step_done) / 1e3)
             if device.type == "cuda":
                 free, total = torch.cuda.mem_get_info(device)
                 peak_gpu_used = max(peak_gpu_used, total - free)
@@ -394,6 +405,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "first_step_seconds": step_times[0] if step_times else 0.0,
         "mean_wait_ms": 1e3 * float(np.mean(measured_waits)) if measured_waits else 0.0,
         "waiting_fraction": float(np.sum(measured_waits)) / measured_time if measured_time > 0 else 0.0,
+        "gpu_idle_fraction": 1 - float(np.sum(busy_times[1:] or busy_times)) / measured_time
+        if busy_times and measured_time > 0 else None,
         "final_loss": loss_value,
         "loader_stats": source.stats(),
         "gpu_decode": getattr(source, "gpu_decode_status", ""),
@@ -456,6 +469,10 @@ def summary(log: dict[str, Any]) -> str:
                          f"copy + decode {stats['gpu_decode_seconds']:.2f} s, scatter {stats['gpu_scatter_seconds']:.2f} s")
             if log.get("cpu_decode_share") == "auto":
                 lines.append(f"  the CPU threads' share of nvCOMP's chunks ended at {100 * stats['cpu_decode_share']:.0f} %")
+    if log.get("gpu_idle_fraction") is not None:
+        lines.append(f"  GPU idle {100 * log['gpu_idle_fraction']:.1f} % of the time after the first step (the training "
+                     "stream between one step's last kernel and the next's first: waiting for batches, and the "
+                     "host's work between steps)")
     memory = log.get("gpu_memory")
     if memory:
         lines.append(f"  GPU memory: at most {memory['peak_used_bytes'] / 1e9:.1f} of {memory['total_bytes'] / 1e9:.1f} GB "

@@ -62,7 +62,8 @@ def test_single_process_run_trains_and_reports(dataset, tmp_path):
     assert log["loader_stats"]["bytes_decoded"] > 0
     assert log["loader_threads"] == len(os.sched_getaffinity(0))
     assert log["gpu_memory"] is None and "GPU memory" not in proc.stdout
-    assert not log["channels_last"] and not log["cudnn_benchmark"]  # GPU-only settings
+    assert log["gpu_idle_fraction"] is None and "GPU idle" not in proc.stdout
+    assert not log["channels_last"] and not log["cudnn_benchmark"] and not log["high_priority_stream"]  # GPU only
     assert "zarrstream on cpu x1" in proc.stdout and "samples/s" in proc.stdout
 
 
@@ -212,6 +213,8 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     log = json.loads(gpu.read_text())
     assert log["device"].startswith("cuda"), proc.stdout
     assert log["channels_last"] and log["cudnn_benchmark"] and log["high_priority_stream"]
+    # The training stream's idle time (CUDA events) includes at least the waits for batches.
+    assert log["waiting_fraction"] <= log["gpu_idle_fraction"] < 1 and "GPU idle" in proc.stdout, log
     assert log["origins"] == json.loads(cpu.read_text())["origins"]
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
     stats = log["loader_stats"]
@@ -312,15 +315,15 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     rows = [line for line in matrix.table([("ceiling", log(80.0)), ("zarrstream", log(68.0)),
                                            ("baseline", log(4.0)), ("oom", {"error": "exit 1: out of memory"})],
                                           ceiling=80.0, baseline=4.0).splitlines()]
-    assert rows[0].startswith("| run | samples/s | of the ceiling | × the baseline | waiting |")
+    assert rows[0].startswith("| run | samples/s | of the ceiling | × the baseline | waiting | GPU idle |")
     assert rows[3].startswith("| zarrstream | 68.0 | 85 % | 17.0× | 1.0 % |")
     assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
-    assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | |"
-    adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_memory={"peak_used_bytes": 6e10},
+    assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | | |"
+    adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_idle_fraction=0.015, gpu_memory={"peak_used_bytes": 6e10},
                     loader_stats={"bytes_to_gpu": 1, "gpu_decode_seconds": 5.0, "gpu_decoded_chunks": 900,
                                   "cpu_decode_share": 0.4})
     row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
-    assert row == "| auto | 70.0 | 88 % |  | 1.0 % | 5.0 | 900 (CPU share ended at 40 %) | 60.0 |"
+    assert row == "| auto | 70.0 | 88 % |  | 1.0 % | 1.5 % | 5.0 | 900 (CPU share ended at 40 %) | 60.0 |"
     assert all(r.count("|") == rows[0].count("|") for r in rows[:5])
     # A failed run's row quotes the exception, a rank's where torchrun's report follows it.
     torchrun = ["Traceback (most recent call last):", '[rank1]:   File "train_unet.py", line 9, in <module>',
