@@ -214,7 +214,7 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     assert log["device"].startswith("cuda"), proc.stdout
     assert log["channels_last"] and log["cudnn_benchmark"] and log["high_priority_stream"]
     # The training stream's idle time (CUDA events) includes at least the waits for batches.
-    assert log["waiting_fraction"] <= log["gpu_idle_fraction"] < 1 and "GPU idle" in proc.stdout, log
+    assert log["waiting_fraction"] - 1e-3 <= log["gpu_idle_fraction"] < 1 and "GPU idle" in proc.stdout, log
     assert log["origins"] == json.loads(cpu.read_text())["origins"]
     assert math.isfinite(log["final_loss"]) and 0 < log["final_loss"] < 10
     stats = log["loader_stats"]
