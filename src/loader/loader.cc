@@ -521,11 +521,12 @@ class Pipeline {
     lock.unlock();
     cv_.notify_all();
     Produced& produced = node.mapped();
-    if (state_.decode_share && produced.batch.ok()) {
-      const double interval = previous_ask_ ? Seconds(asked - *previous_ask_) : 0;
+    // A pipeline's first batch is waited for while it fills, whatever the share: not counted.
+    if (state_.decode_share && produced.batch.ok() && previous_ask_) {
       const double waited = was_ready ? 0 : Seconds(Clock::now() - asked);
       const double early = was_ready ? Seconds(asked - produced.ready_at) : 0;
-      state_.decode_share->Observe(produced.share_generation, waited, early, interval);
+      state_.decode_share->Observe(produced.share_generation, waited, early,
+                                   Seconds(asked - *previous_ask_));
     }
     previous_ask_ = asked;
     return std::move(produced.batch);
