@@ -8,7 +8,6 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -131,10 +130,11 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   if (o.cpu_decode_share == "auto") {
     options.adapt_cpu_decode_share = true;
   } else if (!o.cpu_decode_share.empty()) {
-    char* end = nullptr;
-    options.cpu_decode_share = std::strtod(o.cpu_decode_share.c_str(), &end);
-    if (end == o.cpu_decode_share.c_str() || *end != '\0') {
-      return InvalidArgumentError("--cpu-decode-share " + o.cpu_decode_share +
+    const std::string& text = o.cpu_decode_share;
+    const auto [end, error] =
+        std::from_chars(text.data(), text.data() + text.size(), options.cpu_decode_share);
+    if (error != std::errc() || end != text.data() + text.size()) {
+      return InvalidArgumentError("--cpu-decode-share " + text +
                                   ": expected a share from 0 to 1, or auto");
     }
   }
