@@ -99,18 +99,12 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
         cmd = [*launcher, str(EXAMPLE), store, "--stats", stats, *common, *args, "--json-out", str(log_path)]
         # Every process of the run (launcher, ranks, DataLoader workers) has the log's path, which
         # is unique to the run, on its command line.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)  # torchrun passes it on to its ranks
-            try:
-                proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
             left = stop_processes(str(log_path))
+            proc.communicate()
             return {"error": f"did not finish in {timeout:.0f} s" + (f"; {left}" if left else "")}
         left = stop_processes(str(log_path))  # ranks or workers a failed run left behind
         paths = [log_path] + [log_path.with_name(f"log.rank{r}.json") for r in range(1, ranks)]
