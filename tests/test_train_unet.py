@@ -40,7 +40,10 @@ def run_example(dataset, tmp_path, *args, launcher=(), check=True):
            "--base-width", "8", "--depth", "2", "--batch-size", "4", "--device", "cpu", *map(str, args)]
     if not launcher:
         cmd.insert(0, sys.executable)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    # A rank that aborts (a rare "terminate called without an active exception" at exit) prints
+    # every thread's Python stack, to say where.
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
