@@ -308,7 +308,7 @@ def test_bench_on_the_gpu_reports_the_gpu_stages(tmp_path):
                    "auto", "--train-step-ms", "20", "--json", tmp_path / "a.json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "a.json").read_text())
-    assert "adapts to keep batches ready" in report["gpu_decode"] and report["cpu_decode_share"] > 0, report
+    assert "adapts to what they carry" in report["gpu_decode"] and report["cpu_decode_share"] > 0.5, report
     assert "share of nvCOMP's chunks ended at" in proc.stdout
 
 

@@ -202,8 +202,8 @@ def test_an_adaptive_share_rises_while_batches_wait_for_a_slow_consumer_and_chan
     common = dict(target_offset={"time": 1}, batch_size=1, seed=5, dtype="float32")
     auto = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, cpu_decode_share="auto", prefetch=2,
                              **common)
-    assert "adapts to keep batches ready, from 0 %" in auto.gpu_decode_status, auto.gpu_decode_status
-    assert auto.stats()["cpu_decode_share"] == 0
+    assert "adapts to what they carry, from 50 %" in auto.gpu_decode_status, auto.gpu_decode_status
+    assert auto.stats()["cpu_decode_share"] == 0.5
     cpu = zarrstream.Loader(path, names, **common)
     for epoch in range(3):
         auto.set_epoch(epoch)
@@ -218,7 +218,7 @@ def test_an_adaptive_share_rises_while_batches_wait_for_a_slow_consumer_and_chan
             assert torch.equal(got["origin"], want["origin"])
             assert all(torch.equal(_bits(got[key]), _bits(want[key])) for key in want if key != "origin")
     stats = auto.stats()
-    assert stats["cpu_decode_share"] >= 0.3, stats
+    assert stats["cpu_decode_share"] > 0.5, stats  # rose from one half
     on_gpu = stats["gpu_decoded_chunks"]
     assert 0 < on_gpu < stats["chunks_decoded"], stats  # both decoded
     with pytest.raises(zarrstream.ConfigError, match="'most': expected a share from 0 to 1 or 'auto'"):

@@ -160,10 +160,11 @@ struct LoaderOptions {
   // keep up. 0: nvCOMP decodes all it can; 1: as gpu_decode off. Batches are identical either way.
   double cpu_decode_share = 0;
   // GPU batches with gpu_decode on: the share above is where the worker threads' share starts, and
-  // the loader moves it as batches are taken: up while they are ready well before the consumer
-  // asks, down when it has to wait for one, so that the CPU decodes about as much as it can
-  // without holding the training step up (a GPU busy training gains whatever the CPU takes from
-  // nvCOMP). Loader::stats().cpu_decode_share says where it stands.
+  // the loader moves it as batches are taken: up while the consumer hardly waits, down when it
+  // waits more than 2 % of its time (at once when it waits long for one batch), so that the CPU
+  // decodes about as much as it carries: a GPU busy training gains whatever the CPU takes from
+  // nvCOMP, which costs a step more than such short waits (src/loader/decode_share.h).
+  // Loader::stats().cpu_decode_share says where it stands.
   bool adapt_cpu_decode_share = false;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;

@@ -16,6 +16,9 @@ from .errors import ConfigError
 
 _NAN_POLICIES = ("keep",)
 _ERROR_POLICIES = ("raise", "skip")
+# Where cpu_decode_share="auto" starts (as `zarrstream bench --cpu-decode-share auto`): halfway, so
+# that it reaches either end in a few windows of batches.
+AUTO_CPU_DECODE_SHARE_START = 0.5
 
 
 def _label(value: Any) -> str:
@@ -144,8 +147,8 @@ class Loader:
     that keep the GPU busy, on machines with cores to spare. ``cpu_decode_share`` (0 to 1) has
     them decode that share of the chunks nvCOMP would, spread over each batch, so that the CPU
     and the GPU decode side by side: for steps where neither alone keeps up. ``"auto"`` lets the
-    loader find the share as it goes: it rises while batches are ready well before they are
-    taken and falls when the consumer has to wait, settling at about what the CPU carries
+    loader find the share as it goes, from one half: it rises while the consumer hardly waits
+    and falls when it waits more than 2 % of its time, settling at about what the CPU carries
     (``stats()["cpu_decode_share"]`` says where it stands).
     ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
     it, ``False`` never pins.
@@ -281,6 +284,7 @@ class Loader:
             o.gpu_decode = bool(gpu_decode)
         if cpu_decode_share == "auto":
             o.adapt_cpu_decode_share = True
+            o.cpu_decode_share = AUTO_CPU_DECODE_SHARE_START
         elif isinstance(cpu_decode_share, str):
             raise ConfigError(f"cpu_decode_share is {cpu_decode_share!r}: expected a share from 0 to 1 or 'auto'")
         else:

@@ -129,6 +129,7 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.gpu_decode = !o.cpu_decode;
   if (o.cpu_decode_share == "auto") {
     options.adapt_cpu_decode_share = true;
+    options.cpu_decode_share = 0.5;  // as the Python front's "auto": halfway to either end
   } else if (!o.cpu_decode_share.empty()) {
     const std::string& text = o.cpu_decode_share;
     const auto [end, error] =
@@ -267,10 +268,11 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
   command->add_flag("--cpu-decode", options->cpu_decode,
                     "With --device cuda: the worker threads decode every chunk, which crosses "
                     "decoded (leaves the GPU to the training step)");
-  command->add_option("--cpu-decode-share", options->cpu_decode_share,
-                      "With --device cuda: the share (0 to 1) of the chunks nvCOMP would decode "
-                      "that the worker threads decode instead (the CPU and the GPU side by side), "
-                      "or auto: the loader adapts it to keep batches ready (with --train-step-ms)");
+  command->add_option(
+      "--cpu-decode-share", options->cpu_decode_share,
+      "With --device cuda: the share (0 to 1) of the chunks nvCOMP would decode "
+      "that the worker threads decode instead (the CPU and the GPU side by side), "
+      "or auto: the loader adapts it to what the CPU carries, from 0.5 (with --train-step-ms)");
   command->add_option("--json", options->json, "Write the report as JSON here");
   command->add_option("--plot", options->plot,
                       "Draw each batch's wait vs step timeline and the wait histogram here (PNG; "

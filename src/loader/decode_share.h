@@ -1,12 +1,17 @@
 // The adaptive split of GPU batches' decoding between the worker threads and nvCOMP
-// (LoaderOptions::adapt_cpu_decode_share): the share of nvCOMP-decodable chunks the threads take
-// rises while batches are ready early and falls when the consumer has to wait for one, so that it
-// settles at about as much as the CPU can carry without making the training step wait. Every chunk
-// the CPU takes is GPU time the training step keeps; a batch it cannot finish in time is GPU time
-// lost outright.
+// (LoaderOptions::adapt_cpu_decode_share). nvCOMP decoding beside a training step slows the step
+// (they share the SMs and memory bandwidth), so every chunk the CPU takes over is GPU time the
+// step gets back; a batch the CPU cannot finish in time is GPU time lost outright. The share of
+// nvCOMP-decodable chunks the threads take therefore rises while the consumer hardly waits, and
+// falls when it waits more than a small budget of its time: it settles about the most the CPU
+// carries, where waiting is still cheaper than decoding on the GPU.
 //
-// Only batches produced under the current share (its `generation`) move it: those in flight when
-// it changed reflect the old one, and counting them would move it again for the same cause.
+// It judges each share by a window of batches produced under it (its `generation`): batches in
+// flight when it changed reflect the old share, and counting them would move it again for the
+// same cause. One batch the consumer waited for a large part of its interval lowers it at once.
+// Probing for more costs waiting when the CPU is at its limit: each time a raised share has to
+// fall back, the next rise needs twice as many good windows (up to kMaxRiseWindows), so that the
+// probes' waiting stays a small part of the time.
 //
 // Thread-safe: the coordinating threads read the share, the consumer's thread reports each batch.
 #pragma once
@@ -23,12 +28,22 @@ class DecodeShareController {
     uint64_t generation = 0;  // changes with the share
   };
 
+  // Batches of one generation that judge its share.
+  static constexpr int kWindow = 3;
+  // The consumer may wait up to this share of its time at a share before it falls: the GPU's
+  // decoding typically costs a step more than that (the training step's own target, GPU idle
+  // at most 2 %).
+  static constexpr double kWaitBudget = 0.02;
+  // A window that waited at most this share of its time raises the share.
+  static constexpr double kRiseBelow = 0.005;
+  // A single wait of at least this share of its interval is an overload: the share falls at once
+  // by the larger step.
+  static constexpr double kOverload = 0.25;
+  // Good windows a rise needs after raised shares had to fall back again and again.
+  static constexpr int kMaxRiseWindows = 16;
   // The share moves by these steps, between 0 and 1.
-  static constexpr double kStepUp = 0.1;
-  static constexpr double kStepDown = 0.2;
-  // A batch ready at least this share of the interval between the consumer's takes before it was
-  // taken leaves room for more CPU decoding.
-  static constexpr double kEarlyMargin = 0.25;
+  static constexpr double kStep = 0.1;
+  static constexpr double kOverloadStep = 0.2;
 
   explicit DecodeShareController(double initial_share);
 
@@ -36,14 +51,26 @@ class DecodeShareController {
   Setting Current() const;
 
   // The consumer took a batch produced under `generation`: it waited `waited_seconds` for it (0 if
-  // it was ready), which had been ready `early_seconds` before (0 if it waited), `interval_seconds`
-  // after taking the previous one (0 if there was none to compare with).
-  void Observe(uint64_t generation, double waited_seconds, double early_seconds,
-               double interval_seconds);
+  // it was ready), `interval_seconds` after it asked for the previous one (> 0).
+  void Observe(uint64_t generation, double waited_seconds, double interval_seconds);
 
  private:
+  // Under mutex_. Moves to `share` (clamped) and starts a new window.
+  void MoveTo(double share);
+  void Lower(double step);
+  void Raise();
+
   mutable std::mutex mutex_;
   Setting setting_;
+  // The current generation's batches observed so far, and their waits and intervals.
+  int window_batches_ = 0;
+  double window_waited_ = 0;
+  double window_seconds_ = 0;
+  // Good windows in a row at this share, the number a rise needs, and whether the last move was
+  // a rise (a probe: if it falls back, the next rise waits longer).
+  int good_windows_ = 0;
+  int rise_windows_ = 1;
+  bool probing_ = false;
 };
 
 }  // namespace zarrstream

@@ -510,7 +510,7 @@ class Pipeline {
   }
 
   // The next batch in order; waits for it. The consumer's thread only. With an adaptive decode
-  // share, tells it how early the batch was (or how long the consumer waited).
+  // share, tells it how long the consumer waited and how long since it last asked.
   Result<std::shared_ptr<Batch>> Take() {
     const Clock::time_point asked = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
@@ -524,8 +524,7 @@ class Pipeline {
     // A pipeline's first batch is waited for while it fills, whatever the share: not counted.
     if (state_.decode_share && produced.batch.ok() && previous_ask_) {
       const double waited = was_ready ? 0 : Seconds(Clock::now() - asked);
-      const double early = was_ready ? Seconds(asked - produced.ready_at) : 0;
-      state_.decode_share->Observe(produced.share_generation, waited, early,
+      state_.decode_share->Observe(produced.share_generation, waited,
                                    Seconds(asked - *previous_ask_));
     }
     previous_ask_ = asked;
@@ -576,7 +575,7 @@ class Pipeline {
       Result<std::shared_ptr<Batch>> batch = state_.Produce(epoch->plan, index, share.share);
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        ready_.emplace(slot, Produced{std::move(batch), Clock::now(), share.generation});
+        ready_.emplace(slot, Produced{std::move(batch), share.generation});
       }
       cv_.notify_all();
     }
@@ -593,7 +592,6 @@ class Pipeline {
   bool stopping_ = false;
   struct Produced {
     Result<std::shared_ptr<Batch>> batch;
-    Clock::time_point ready_at;
     uint64_t share_generation;  // of the decode share it was produced with
   };
   std::map<uint64_t, Produced> ready_;
@@ -1127,7 +1125,7 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
       gpu->nvcomp_status = "nvCOMP " + gpu->nvcomp->version() + " (" + gpu->nvcomp->library() + ")";
       if (options.adapt_cpu_decode_share) {
         gpu->nvcomp_status +=
-            "; the worker threads decode a share of its chunks that adapts to keep batches ready, "
+            "; the worker threads decode a share of its chunks that adapts to what they carry, "
             "from " +
             std::to_string(std::lround(100 * options.cpu_decode_share)) + " % (cpu_decode_share)";
       } else if (options.cpu_decode_share > 0) {
