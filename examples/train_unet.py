@@ -514,10 +514,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu-decode", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU batches: nvCOMP decodes the chunks (default), or (--no-gpu-decode) the loader's "
                         "CPU threads do and they cross decoded, leaving the GPU to the model")
-    p.add_argument("--cpu-decode-share", type=_share, default=0.0,
+    p.add_argument("--cpu-decode-share", type=_share, default="auto",
                    help="GPU batches: the share (0 to 1) of nvCOMP's chunks the loader's CPU threads decode "
-                        "instead, so that both decode side by side; auto: the loader adapts it to keep "
-                        "batches ready")
+                        "instead, so that both decode side by side; auto (default): the loader adapts it to "
+                        "what the CPU carries beside the training step")
     p.add_argument("--loader-threads", type=int, default=0,
                    help="zarrstream's worker threads (0: one per core; fewer leave cores to the training loop)")
     p.add_argument("--gpu-wave-mb", type=int, default=0,
