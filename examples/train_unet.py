@@ -512,8 +512,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prefetch", type=int, default=2,
                    help="batches prepared ahead (on a GPU each takes GPU memory: 7 GB at 0.25°, batch 16, 43 channels)")
     p.add_argument("--gpu-decode", action=argparse.BooleanOptionalAction, default=True,
-                   help="GPU batches: nvCOMP decodes the chunks (default), or (--no-gpu-decode) the loader's "
-                        "CPU threads do and they cross decoded, leaving the GPU to the model")
+                   help="GPU batches: nvCOMP decodes the chunks the CPU threads leave it (default; see "
+                        "--cpu-decode-share), or (--no-gpu-decode) the threads decode them all and they cross "
+                        "decoded, leaving the GPU to the model")
     p.add_argument("--cpu-decode-share", type=_share, default="auto",
                    help="GPU batches: the share (0 to 1) of nvCOMP's chunks the loader's CPU threads decode "
                         "instead, so that both decode side by side; auto (default): the loader adapts it to "
