@@ -171,6 +171,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("gpu_decode", &LoaderOptions::gpu_decode)
       .def_rw("cpu_decode_share", &LoaderOptions::cpu_decode_share)
       .def_rw("adapt_cpu_decode_share", &LoaderOptions::adapt_cpu_decode_share)
+      .def_ro_static("AUTO_CPU_DECODE_SHARE_START", &LoaderOptions::kAutoCpuDecodeShareStart)
       .def_rw("normalize", &LoaderOptions::normalize)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
       .def_rw("nan_fill", &LoaderOptions::nan_fill)

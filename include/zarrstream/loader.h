@@ -166,6 +166,10 @@ struct LoaderOptions {
   // nvCOMP, which costs a step more than such short waits (src/loader/decode_share.h).
   // Loader::stats().cpu_decode_share says where it stands.
   bool adapt_cpu_decode_share = false;
+  // Where the fronts' "auto" (Python cpu_decode_share="auto", `zarrstream bench
+  // --cpu-decode-share auto`) starts the adaptive share: halfway, so that it reaches either end in
+  // a few windows of batches.
+  static constexpr double kAutoCpuDecodeShareStart = 0.5;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;

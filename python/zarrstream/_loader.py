@@ -16,9 +16,6 @@ from .errors import ConfigError
 
 _NAN_POLICIES = ("keep",)
 _ERROR_POLICIES = ("raise", "skip")
-# Where cpu_decode_share="auto" starts (as `zarrstream bench --cpu-decode-share auto`): halfway, so
-# that it reaches either end in a few windows of batches.
-AUTO_CPU_DECODE_SHARE_START = 0.5
 
 
 def _label(value: Any) -> str:
@@ -284,7 +281,7 @@ class Loader:
             o.gpu_decode = bool(gpu_decode)
         if cpu_decode_share == "auto":
             o.adapt_cpu_decode_share = True
-            o.cpu_decode_share = AUTO_CPU_DECODE_SHARE_START
+            o.cpu_decode_share = _zarrstream.LoaderOptions.AUTO_CPU_DECODE_SHARE_START
         elif isinstance(cpu_decode_share, str):
             raise ConfigError(f"cpu_decode_share is {cpu_decode_share!r}: expected a share from 0 to 1 or 'auto'")
         else:

@@ -129,7 +129,7 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.gpu_decode = !o.cpu_decode;
   if (o.cpu_decode_share == "auto") {
     options.adapt_cpu_decode_share = true;
-    options.cpu_decode_share = 0.5;  // as the Python front's "auto": halfway to either end
+    options.cpu_decode_share = LoaderOptions::kAutoCpuDecodeShareStart;
   } else if (!o.cpu_decode_share.empty()) {
     const std::string& text = o.cpu_decode_share;
     const auto [end, error] =
