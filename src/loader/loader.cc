@@ -512,7 +512,8 @@ class Pipeline {
   // The next batch in order; waits for it. The consumer's thread only. With an adaptive decode
   // share, tells it how long the consumer waited and how long since it last asked.
   Result<std::shared_ptr<Batch>> Take() {
-    const Clock::time_point asked = Clock::now();
+    const std::optional<Clock::time_point> asked =
+        state_.decode_share ? std::optional(Clock::now()) : std::nullopt;
     std::unique_lock<std::mutex> lock(mutex_);
     const bool was_ready = ready_.count(next_deliver_) > 0;
     cv_.wait(lock, [&] { return ready_.count(next_deliver_) > 0; });
@@ -522,10 +523,10 @@ class Pipeline {
     cv_.notify_all();
     Produced& produced = node.mapped();
     // A pipeline's first batch is waited for while it fills, whatever the share: not counted.
-    if (state_.decode_share && produced.batch.ok() && previous_ask_) {
-      const double waited = was_ready ? 0 : Seconds(Clock::now() - asked);
+    if (asked && produced.batch.ok() && previous_ask_) {
+      const double waited = was_ready ? 0 : Seconds(Clock::now() - *asked);
       state_.decode_share->Observe(produced.share_generation, waited,
-                                   Seconds(asked - *previous_ask_));
+                                   Seconds(*asked - *previous_ask_));
     }
     previous_ask_ = asked;
     return std::move(produced.batch);
