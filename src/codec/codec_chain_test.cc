@@ -47,8 +47,8 @@ TEST(CodecChainTest, MaxEncodedSizeFollowsEachCodecsWorstCase) {
   const nlohmann::json inner_codecs =
       nlohmann::json::array({{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
                              {{"name", "numcodecs.gzip"}, {"configuration", {{"level", 1}}}}});
-  const CodecSpec sharding{"sharding_indexed",
-                          {{"chunk_shape", nlohmann::json::array({4u})}, {"codecs", inner_codecs}}};
+  const CodecSpec sharding{
+      "sharding_indexed", {{"chunk_shape", nlohmann::json::array({4u})}, {"codecs", inner_codecs}}};
   EXPECT_EQ(Chain({sharding})->max_encoded_size(), 4 * 16 + 4 + 4 * MaxCompressedSize(16));
 }
 

@@ -104,8 +104,8 @@ Result<CodecConfiguration::Conversion> CodecConfiguration::DtypeAndAstype(DataTy
     ZS_ASSIGN_OR_RETURN(conversion.astype, NumpyDataType("astype"));
   }
   if (conversion.dtype != decoded) {
-    return FieldError("dtype", "must match the array's data type " +
-                                   std::string(DataTypeName(decoded)));
+    return FieldError("dtype",
+                      "must match the array's data type " + std::string(DataTypeName(decoded)));
   }
   return conversion;
 }

@@ -34,8 +34,8 @@ class CodecConfiguration {
   // A required numpy type string ("<f8", "|u1") as a data type; its byte order is dropped.
   Result<DataType> NumpyDataType(std::string_view field) const;
 
-  // The "dtype" (required; must be `decoded`'s type) and "astype" (defaults to dtype) of the numcodecs
-  // filters that convert values (delta, fixedscaleoffset).
+  // The "dtype" (required; must be `decoded`'s type) and "astype" (defaults to dtype) of the
+  // numcodecs filters that convert values (delta, fixedscaleoffset).
   struct Conversion {
     DataType dtype;
     DataType astype;

@@ -50,8 +50,8 @@ inline Status DecodedSizeTooLarge(std::string_view codec, DecodedSize size) {
 // A header declares a decoded size that `size` does not allow: a mismatch with an exact size, or
 // "<codec>: <what> declares <n> bytes, more than <limit> bytes, the most this chunk's declared size
 // allows here" (a decompression bomb, refused before anything is allocated).
-inline Status DeclaredSizeTooLarge(std::string_view codec, std::string_view what,
-                                   uint64_t declared, DecodedSize size) {
+inline Status DeclaredSizeTooLarge(std::string_view codec, std::string_view what, uint64_t declared,
+                                   DecodedSize size) {
   if (size.exact()) return DecodedSizeMismatch(codec, declared, size.bytes());
   std::string message(codec);
   message += ": ";

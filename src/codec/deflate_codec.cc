@@ -143,8 +143,8 @@ class DeflateCodec final : public ExactSizeBytesToBytesCodec {
                             &out_used)) == LIBDEFLATE_INSUFFICIENT_SPACE) {
         if (capacity >= bound) {
           if (bound == limit) return DecodedSizeTooLarge(name_, DecodedSize::AtMost(limit));
-          return CorruptChunkError(name_ + ": data decodes to more than " +
-                                   std::to_string(bound) + " bytes, more than DEFLATE can from " +
+          return CorruptChunkError(name_ + ": data decodes to more than " + std::to_string(bound) +
+                                   " bytes, more than DEFLATE can from " +
                                    std::to_string(encoded.size()) + " bytes");
         }
         capacity = std::min(bound, SaturatingMul(capacity, 2));

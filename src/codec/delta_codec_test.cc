@@ -11,12 +11,11 @@
 namespace zarrstream {
 namespace {
 
-using testing::IsMetadataError;
 using testing::FromHex;
+using testing::IsMetadataError;
 using testing::Native;
 using testing::Representation;
 using testing::TypeOf;
-
 
 // Produced by numcodecs 0.16 with numpy 2.4: Delta(dtype, astype).encode(x) == enc, and
 // decode(enc_in) == dec, decode(enc_in2) == dec2 (enc_in2 holds random values, so the running

@@ -11,12 +11,11 @@
 namespace zarrstream {
 namespace {
 
-using testing::IsMetadataError;
 using testing::FromHex;
+using testing::IsMetadataError;
 using testing::Native;
 using testing::Representation;
 using testing::TypeOf;
-
 
 // Produced by numcodecs 0.16 with numpy 2.4: FixedScaleOffset(offset, scale, dtype, astype)
 // .encode(x) == enc (x includes ties such as offset + 0.25 at scale 10) and decode(enc_in) == dec.

@@ -68,9 +68,10 @@ TEST(Lz4CodecTest, CorruptInput) {
   EXPECT_TRUE(IsCorrupt(status));
   EXPECT_NE(status.message().find("impossible"), std::string::npos) << status.message();
   // With a bound (behind a variable-size codec), a plausible header above it is refused too.
-  testing::ExpectBombRefused(*codec, encoded, 1000,
-                             "numcodecs.lz4: header declares 50000 bytes, more than 1000 bytes, the "
-                             "most this chunk's declared size allows here");
+  testing::ExpectBombRefused(
+      *codec, encoded, 1000,
+      "numcodecs.lz4: header declares 50000 bytes, more than 1000 bytes, the "
+      "most this chunk's declared size allows here");
   status = codec->Decode(encoded, 7, &decoded);
   EXPECT_NE(status.message().find("numcodecs.lz4: data decodes to 50000 bytes, expected 7"),
             std::string::npos)

@@ -29,7 +29,6 @@ void Store(std::byte* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
 
-
 #if defined(__FLT16_MANT_DIG__)
 using Float16 = _Float16;
 inline constexpr bool kHaveFloat16 = true;

@@ -160,9 +160,10 @@ TEST(ZstdCodecTest, BombsStopAtTheBound) {
   // 1 MiB of zeros is a few dozen bytes of RLE blocks, so the declared size is plausible for the
   // frame; only the bound stops it, before anything is allocated.
   std::vector<std::byte> declared = ReferenceFrame(zeros, /*content_size=*/true);
-  testing::ExpectBombRefused(*codec, declared, kLimit,
-                             "zstd: frame header declares 1048576 bytes, more than 65536 bytes, the "
-                             "most this chunk's declared size allows here");
+  testing::ExpectBombRefused(
+      *codec, declared, kLimit,
+      "zstd: frame header declares 1048576 bytes, more than 65536 bytes, the "
+      "most this chunk's declared size allows here");
   ByteBuffer decoded;
   EXPECT_FALSE(codec->Decode(declared, DecodedSize::AtMost(kLimit), &decoded).ok());
   EXPECT_EQ(decoded.capacity(), 0u);

@@ -279,7 +279,6 @@ TEST(LoaderTest, PinnedBatchesFollowTheCudaDriver) {
   EXPECT_TRUE(driver->IsPageLocked((**batch)->input().data.data()));
 }
 
-
 // device kCuda without a usable GPU fails at open and says why.
 TEST(LoaderTest, GpuBatchesWithoutAGpuAreAClearError) {
   if (GpuBatchesUnavailableReason().empty()) GTEST_SKIP() << "a GPU is usable here";
@@ -326,7 +325,8 @@ TEST(LoaderGpuTest, BatchesEqualTheCpuLoadersByteForByte) {
       const Batch& w = ***want;
       const Batch& g = ***got;
       EXPECT_EQ(g.device(), BatchDevice::kCuda);
-      for (auto [gt, wt] : {std::pair{&g.input(), &w.input()}, {&g.target(), &w.target()},
+      for (auto [gt, wt] : {std::pair{&g.input(), &w.input()},
+                            {&g.target(), &w.target()},
                             {&g.input_mask(), &w.input_mask()}}) {
         ASSERT_EQ(gt->shape, wt->shape);
         std::vector<std::byte> back(gt->data.size());
@@ -335,11 +335,10 @@ TEST(LoaderGpuTest, BatchesEqualTheCpuLoadersByteForByte) {
                                      back.size(), nullptr)
                         .ok());
         ASSERT_TRUE(driver->SynchronizeStream(nullptr).ok());
-        ASSERT_TRUE(std::equal(back.begin(), back.end(), wt->data.begin()))
-            << "batch " << batches;
+        ASSERT_TRUE(std::equal(back.begin(), back.end(), wt->data.begin())) << "batch " << batches;
       }
-      ASSERT_TRUE(std::equal(g.origins().data.begin(), g.origins().data.end(),
-                             w.origins().data.begin()));
+      ASSERT_TRUE(
+          std::equal(g.origins().data.begin(), g.origins().data.end(), w.origins().data.begin()));
       ++batches;
     }
     EXPECT_EQ(batches, cpu->num_batches());

@@ -8,13 +8,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "zarrstream/data_type.h"
 #include "zarrstream/status.h"
@@ -45,22 +44,25 @@ struct ArrayMetadata {
   int zarr_format = 3;
   std::vector<uint64_t> shape;
   DataType data_type = DataType::kFloat32;
-  std::vector<uint64_t> chunk_shape;  // the regular chunk grid (for sharded arrays: the shard shape)
+  std::vector<uint64_t>
+      chunk_shape;  // the regular chunk grid (for sharded arrays: the shard shape)
   ChunkKeyEncoding chunk_key_encoding;
   // The fill value as DataTypeSize(data_type) bytes in native byte order.
   std::vector<std::byte> fill_value;
-  // True when v2 metadata said fill_value: null (missing chunks then read as zeros, fill_value above).
+  // True when v2 metadata said fill_value: null (missing chunks then read as zeros, fill_value
+  // above).
   bool fill_value_is_null = false;
-  // The v3-style codec chain: array→array codecs, exactly one array→bytes codec, bytes→bytes codecs.
+  // The v3-style codec chain: array→array codecs, exactly one array→bytes codec, bytes→bytes
+  // codecs.
   std::vector<CodecSpec> codecs;
   // Dimension names (v3 dimension_names, v2 attribute _ARRAY_DIMENSIONS); empty when absent.
   // An unnamed dimension (null in v3) is the empty string.
   std::vector<std::string> dimension_names;
   nlohmann::json attributes = nlohmann::json::object();
 
-  uint64_t num_elements() const;                 // product of shape
-  std::vector<uint64_t> grid_shape() const;      // chunks per dimension (ceil division)
-  uint64_t num_chunks() const;                   // product of grid_shape
+  uint64_t num_elements() const;             // product of shape
+  std::vector<uint64_t> grid_shape() const;  // chunks per dimension (ceil division)
+  uint64_t num_chunks() const;               // product of grid_shape
 };
 
 struct GroupMetadata;

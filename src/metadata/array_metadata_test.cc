@@ -1,9 +1,9 @@
 #include "metadata/array_metadata.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace zarrstream {
 namespace {

@@ -12,8 +12,8 @@
 //      ("noshuffle"|"shuffle"|"bitshuffle"), blocksize, typesize}; gzip → "gzip" {level};
 //      zlib → "numcodecs.zlib" {level}; lz4 → "numcodecs.lz4" {acceleration}; bz2 →
 //      "numcodecs.bz2" {level}.
-// Anything else (other filters, object dtypes, structured dtypes) is a kUnsupported error naming it.
-// Chunk key encoding is {kV2, dimension_separator (default '.')}. _ARRAY_DIMENSIONS in .zattrs
+// Anything else (other filters, object dtypes, structured dtypes) is a kUnsupported error naming
+// it. Chunk key encoding is {kV2, dimension_separator (default '.')}. _ARRAY_DIMENSIONS in .zattrs
 // becomes dimension_names and is removed from attributes.
 #pragma once
 

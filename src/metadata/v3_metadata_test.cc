@@ -1,14 +1,14 @@
 #include "metadata/v3_metadata.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace zarrstream {
 namespace {
