@@ -66,4 +66,23 @@ void DecodeShareController::MoveTo(double share) {
   window_seconds_ = 0;
 }
 
+std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share) {
+  std::vector<uint8_t> on_gpu(decodable.size(), 0);
+  uint64_t seen = 0;
+  for (size_t k = 0; k < decodable.size(); ++k) {
+    if (!decodable[k]) continue;
+    // The CPU's running count floor(seen * share) steps up at this chunk: it is the CPU's.
+    const bool to_cpu = static_cast<uint64_t>(static_cast<double>(seen + 1) * cpu_share) >
+                        static_cast<uint64_t>(static_cast<double>(seen) * cpu_share);
+    on_gpu[k] = to_cpu ? 0 : 1;
+    ++seen;
+  }
+  return on_gpu;
+}
+
+DecodeShareController::Setting CurrentDecodeShare(const DecodeShareController* adaptive,
+                                                  double cpu_share) {
+  return adaptive ? adaptive->Current() : DecodeShareController::Setting{cpu_share, 0};
+}
+
 }  // namespace zarrstream

@@ -1,5 +1,8 @@
-// The adaptive split of GPU batches' decoding between the worker threads and nvCOMP
-// (LoaderOptions::adapt_cpu_decode_share). nvCOMP decoding beside a training step slows the step
+// The split of GPU batches' decoding between the worker threads and nvCOMP: which chunks of a
+// batch the threads decode under a CPU share (LoaderOptions::cpu_decode_share), and the share that
+// adapts (LoaderOptions::adapt_cpu_decode_share).
+//
+// The adaptive share: nvCOMP decoding beside a training step slows the step
 // (they share the SMs and memory bandwidth), so every chunk the CPU takes over is GPU time the
 // step gets back; a batch the CPU cannot finish in time is GPU time lost outright. The share of
 // nvCOMP-decodable chunks the threads take therefore rises while the consumer hardly waits, and
@@ -18,6 +21,8 @@
 
 #include <cstdint>
 #include <mutex>
+#include <span>
+#include <vector>
 
 namespace zarrstream {
 
@@ -72,5 +77,16 @@ class DecodeShareController {
   int rise_windows_ = 1;
   bool probing_ = false;
 };
+
+// The placement rule: of a batch's chunks that nvCOMP could decode (`decodable`, one flag per
+// chunk in the batch's order), the worker threads decode `cpu_share` (0 to 1), spread evenly over
+// the batch so that each wave gets its part, and nvCOMP the rest. Returns one flag per chunk: 1
+// where nvCOMP decodes it.
+std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share);
+
+// The share a batch whose production starts now is made with: `adaptive`'s where the share
+// adapts (non-null), else the fixed `cpu_share` (generation 0).
+DecodeShareController::Setting CurrentDecodeShare(const DecodeShareController* adaptive,
+                                                  double cpu_share);
 
 }  // namespace zarrstream

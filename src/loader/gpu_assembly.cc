@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "gpu/cuda_driver.h"
-
 namespace zarrstream {
 
 namespace {
@@ -103,64 +101,6 @@ gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
     std::memcpy(&d.fill_value, fill_value.data(), std::min<size_t>(fill_value.size(), 8));
   }
   return d;
-}
-
-DeviceBatchPool::DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_free)
-    : driver_(driver), bytes_(bytes), max_free_(max_free) {}
-
-DeviceBatchPool::~DeviceBatchPool() {
-  for (const Block& b : free_) {
-    // The last consumer's work must be done before the memory goes.
-    (void)driver_->SynchronizeEvent(b.released);
-    driver_->DestroyEvent(b.released);
-    driver_->FreeDevice(b.address);
-  }
-}
-
-Result<std::pair<DeviceBatchPool::Block, std::shared_ptr<void>>> DeviceBatchPool::Acquire() {
-  Block block;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!free_.empty()) {
-      block = free_.back();
-      free_.pop_back();
-    }
-  }
-  if (block.address == 0) {
-    ZS_ASSIGN_OR_RETURN(block.address, driver_->AllocateDevice(bytes_));
-    Result<void*> event = driver_->CreateEvent();
-    if (!event.ok()) {
-      driver_->FreeDevice(block.address);
-      return event.status();
-    }
-    block.released = *event;
-  }
-  std::shared_ptr<DeviceBatchPool> self = shared_from_this();
-  auto* handle = new Block(block);
-  std::shared_ptr<void> storage(handle, [self](void* p) {
-    auto* b = static_cast<Block*>(p);
-    self->Return(*b);
-    delete b;
-  });
-  return std::make_pair(block, std::move(storage));
-}
-
-void DeviceBatchPool::Return(Block block) {
-  auto* stream = reinterpret_cast<void*>(consumer_stream_.load());
-  if (!driver_->RecordEvent(block.released, stream).ok()) {
-    // Without the event the next writer cannot wait for the consumer: wait here instead.
-    (void)driver_->SynchronizeStream(stream);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.size() < max_free_) {
-      free_.push_back(block);
-      return;
-    }
-  }
-  (void)driver_->SynchronizeEvent(block.released);
-  driver_->DestroyEvent(block.released);
-  driver_->FreeDevice(block.address);
 }
 
 }  // namespace zarrstream

@@ -1,0 +1,80 @@
+// The memory batches live in: one block per batch, recycled. HostBatchPool hands out host blocks
+// (a CPU batch's tensors, or a GPU batch's origins), page-locked when batches go to a GPU;
+// DeviceBatchPool hands out device blocks (a GPU batch's tensors) and orders their reuse after the
+// consumer's stream. Apart from the producers because both paths, and the loader's accounting of
+// its memory, use them alike.
+//
+// Batches may outlive the loader: a batch's storage handle holds its pool by shared_ptr, and
+// destroying the handle returns the block. Both pools are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <utility>
+#include <vector>
+
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+class CudaDriver;
+
+// Host blocks of `bytes` each (64-byte aligned), at most `max_free` kept idle. With `pin` the
+// blocks are whole pages, page-locked for the GPU (registered once, when allocated, and
+// unregistered when freed).
+class HostBatchPool : public std::enable_shared_from_this<HostBatchPool> {
+ public:
+  HostBatchPool(uint64_t bytes, size_t max_free, const CudaDriver* pin);
+  ~HostBatchPool();
+
+  bool pinned() const { return pin_ != nullptr; }
+  // A block, as the storage handle whose destruction returns it.
+  Result<std::shared_ptr<void>> Acquire();
+
+ private:
+  static constexpr uint64_t kPageBytes = 4096;
+
+  void Free(std::byte* p) const;
+  void Return(std::byte* p);
+
+  const uint64_t bytes_;
+  const std::align_val_t alignment_;
+  const size_t max_free_;
+  const CudaDriver* const pin_;
+  std::mutex mutex_;
+  std::vector<std::byte*> free_;
+};
+
+// Device blocks of `bytes` each, at most `max_free` kept idle. A block comes back when its batch is
+// released, with an event recorded on the consumer's stream then; the next producer's stream waits
+// on that event before writing the block.
+class DeviceBatchPool : public std::enable_shared_from_this<DeviceBatchPool> {
+ public:
+  struct Block {
+    uint64_t address = 0;
+    void* released = nullptr;  // CUevent
+  };
+
+  DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_free);
+  ~DeviceBatchPool();
+
+  // A block, and the storage handle whose destruction returns it (a Batch's storage).
+  Result<std::pair<Block, std::shared_ptr<void>>> Acquire();
+  void SetConsumerStream(uintptr_t stream) { consumer_stream_.store(stream); }
+
+ private:
+  void Return(Block block);
+
+  const CudaDriver* const driver_;
+  const uint64_t bytes_;
+  const size_t max_free_;
+  std::atomic<uintptr_t> consumer_stream_{0};
+  std::mutex mutex_;
+  std::vector<Block> free_;
+};
+
+}  // namespace zarrstream

@@ -1,0 +1,175 @@
+#include "loader/cpu_batch_producer.h"
+
+#include <numeric>
+#include <utility>
+
+namespace zarrstream::internal {
+
+using DecodedChunks = std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>>;
+
+// The reading, decoding and assembly of one planned batch: chunk k is reads.chunks[k].
+class CpuBatchProducer::Job {
+ public:
+  Job(CpuBatchProducer& producer, Batch& b, uint64_t epoch, uint64_t index,
+      const BatchReadPlan& reads, size_t samples)
+      : producer_(producer),
+        context_(producer.context_),
+        b_(b),
+        epoch_(epoch),
+        index_(index),
+        reads_(reads) {
+    bad.assign(samples, 0);
+  }
+
+  // Cache hits first, then the misses this batch claimed, in waves, then the chunks other batches
+  // in flight were decoding (a chunk whose decode failed there is decoded here, unclaimed, so that
+  // its error is this batch's too).
+  void Run() {
+    DecodedChunks hits;
+    std::vector<size_t> misses;
+    std::vector<std::pair<size_t, std::shared_ptr<ChunkCache::Decode>>> elsewhere;
+    for (size_t k = 0; k < reads_.chunks.size(); ++k) {
+      ChunkCache::Lookup found =
+          context_.cache.FindOrClaim(reads_.chunks[k].array, reads_.chunks[k].linear);
+      if (found.entry) {
+        hits.emplace_back(k, std::move(found.entry));
+      } else if (found.claimed) {
+        misses.push_back(k);
+      } else {
+        elsewhere.emplace_back(k, std::move(found.decode));
+      }
+    }
+    context_.counters.cache_hits += hits.size();
+    AssembleAll(hits);
+    hits.clear();
+    ReadInWaves(misses, /*claimed=*/true);
+    std::vector<size_t> failed_elsewhere;
+    for (auto& [k, decode] : elsewhere) {
+      std::shared_ptr<const ChunkCache::Entry> entry = ChunkCache::WaitFor(decode);
+      if (entry) {
+        hits.emplace_back(k, std::move(entry));
+      } else {
+        failed_elsewhere.push_back(k);
+      }
+    }
+    context_.counters.cache_hits += hits.size();
+    AssembleAll(hits);
+    ReadInWaves(failed_elsewhere, /*claimed=*/false);
+  }
+
+  // Per sample: 1 where one of its chunks failed; the first failure.
+  std::vector<uint8_t> bad;
+  Status first_error;
+
+ private:
+  // Copies every planned box of chunk `k` (decoded in `bytes`) into the batch.
+  void Assemble(size_t k, const std::byte* bytes) {
+    const PlannedChunk& chunk = reads_.chunks[k];
+    const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
+    for (const PlannedCopy& copy : chunk.copies) {
+      const CopyTarget to = producer_.TargetOf(b_, copy);
+      AssembleCopy(bytes, array.metadata.data_type, context_.chunk_shapes[chunk.array], copy,
+                   to.slab, context_.options.dtype, *to.strides, to.transform, to.mask);
+    }
+  }
+
+  // On the pool only: this coordinating thread waits and does not add to the thread budget.
+  void AssembleAll(const DecodedChunks& ready) {
+    if (ready.empty()) return;
+    StageSpan stage(context_.timeline, "assemble", epoch_, index_);
+    std::vector<size_t> indices(ready.size());
+    std::iota(indices.begin(), indices.end(), size_t{0});
+    {
+      TaskGroup group(context_.pool.get(), ready.size(),
+                      [&](size_t i) { Assemble(ready[i].first, ready[i].second->bytes.data()); });
+      group.Schedule(indices);
+    }  // waits for every copy
+    context_.counters.assemble_ns += stage.ElapsedNanoseconds();
+  }
+
+  void Fail(size_t k, Status status) {
+    for (const PlannedCopy& copy : reads_.chunks[k].copies) bad[copy.sample] = 1;
+    if (first_error.ok()) first_error = std::move(status);
+  }
+
+  // Reads and decodes chunks `keys` in waves and assembles them; `claimed`: this batch claimed
+  // them in the cache, and publishes (or abandons) each.
+  void ReadInWaves(const std::vector<size_t>& keys, bool claimed) {
+    for (size_t begin = 0; begin < keys.size();) {
+      std::vector<ChunkRead> wave;
+      std::vector<std::shared_ptr<ChunkCache::Entry>> entries;
+      const size_t end = PlanWave(keys, begin, wave, entries);
+      StageSpan stage(context_.timeline, "read+decode", epoch_, index_);
+      ReadChunks(wave, context_.pool.get(), 0, &context_.index_cache, &context_.read_counters);
+      context_.counters.read_decode_ns += stage.ElapsedNanoseconds();
+      DecodedChunks decoded;
+      for (size_t i = 0; i < wave.size(); ++i) {
+        const size_t k = keys[begin + i];
+        const PlannedChunk& chunk = reads_.chunks[k];
+        if (!wave[i].status.ok()) {
+          if (claimed) context_.cache.Abandon(chunk.array, chunk.linear);
+          Fail(k, std::move(wave[i].status));
+          continue;
+        }
+        entries[i]->missing = wave[i].missing;
+        context_.counters.bytes_decoded += entries[i]->bytes.size();
+        decoded.emplace_back(k, entries[i]);
+        if (claimed) context_.cache.Insert(chunk.array, chunk.linear, std::move(entries[i]));
+      }
+      AssembleAll(decoded);
+      begin = end;
+    }
+  }
+
+  // The wave of `keys` from `begin`: its reads and their buffers; returns where it ends.
+  size_t PlanWave(const std::vector<size_t>& keys, size_t begin, std::vector<ChunkRead>& wave,
+                  std::vector<std::shared_ptr<ChunkCache::Entry>>& entries) {
+    const uint64_t min_wave_chunks = 2 * context_.pool->num_threads();
+    uint64_t wave_bytes = 0;
+    size_t end = begin;
+    while (end < keys.size() && (wave.size() < min_wave_chunks || wave_bytes < kWaveBytes)) {
+      const PlannedChunk& chunk = reads_.chunks[keys[end]];
+      const internal::ArrayState* array = context_.geometry.arrays[chunk.array];
+      const uint64_t bytes = ReadChunkBytes(*array);
+      std::shared_ptr<ChunkCache::Entry> entry = context_.cache.Allocate(bytes);
+      ChunkRead read;
+      read.array = array;
+      read.coords = chunk.coords;
+      read.out = entry->bytes.span();
+      wave.push_back(std::move(read));
+      entries.push_back(std::move(entry));
+      wave_bytes += bytes;
+      ++end;
+    }
+    return end;
+  }
+
+  CpuBatchProducer& producer_;
+  BatchContext& context_;
+  Batch& b_;
+  const uint64_t epoch_, index_;
+  const BatchReadPlan& reads_;
+};
+
+Result<std::shared_ptr<Batch>> CpuBatchProducer::Produce(const SamplePlan& epoch_plan,
+                                                         uint64_t index, double /*cpu_share*/) {
+  const uint64_t epoch = epoch_plan.epoch();
+  StageSpan plan_stage(context_.timeline, "plan", epoch, index);
+  ZS_ASSIGN_OR_RETURN(SampleBatch samples, epoch_plan.Batch(index));
+  BatchReadPlan reads = PlanBatchReads(context_.geometry, samples);
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, AllocateBatch(samples.size()));
+  Batch& b = *batch;
+  FinishPlanning(b, epoch, index, samples, reads, plan_stage);
+
+  Job job(*this, b, epoch, index, reads, samples.size());
+  job.Run();
+  if (!job.first_error.ok()) {
+    if (!context_.options.skip_bad_samples) {
+      return BatchError(std::move(job.first_error), job.bad, samples, epoch, index);
+    }
+    CompactBatch(b, job.bad);
+  }
+  return batch;
+}
+
+}  // namespace zarrstream::internal

@@ -1,0 +1,367 @@
+#include "loader/gpu_batch_producer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/cuda_driver.h"
+#include "gpu/gpu_kernels.h"
+#include "gpu/nvcomp.h"
+#include "loader/decode_share.h"
+#include "loader/gpu_assembly.h"
+#include "loader/pipeline.h"
+#include "util/format.h"
+
+namespace zarrstream::internal {
+
+Result<GpuDevice> OpenGpuDevice(int cuda_device) {
+  ZS_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::ForDevice(cuda_device));
+  ZS_ASSIGN_OR_RETURN(const GpuKernels* kernels, GpuKernels::ForDevice(driver));
+  return GpuDevice{driver, kernels};
+}
+
+Result<GpuSetup> SetUpGpu(const LoaderOptions& options) {
+  Result<GpuDevice> device = OpenGpuDevice(options.cuda_device);
+  if (!device.ok()) {
+    return ConfigError(
+        "device is cuda:" + std::to_string(options.cuda_device) +
+        ", but batches cannot be made on that GPU here: " + device.status().message());
+  }
+  GpuSetup setup;
+  setup.device = *device;
+  if (!options.gpu_decode) {
+    setup.nvcomp_status = "chunks decode on the CPU: gpu_decode is off";
+  } else if ((setup.nvcomp = Nvcomp::Get()) != nullptr) {
+    setup.nvcomp_status =
+        "nvCOMP " + setup.nvcomp->version() + " (" + setup.nvcomp->library() + ")";
+    const std::string percent = std::to_string(std::lround(100 * options.cpu_decode_share));
+    if (options.adapt_cpu_decode_share) {
+      setup.nvcomp_status +=
+          "; the worker threads decode a share of its chunks that adapts to what they carry, "
+          "from " +
+          percent + " % (cpu_decode_share)";
+    } else if (options.cpu_decode_share > 0) {
+      setup.nvcomp_status +=
+          "; the worker threads decode " + percent + " % of its chunks (cpu_decode_share)";
+    }
+  } else {
+    setup.nvcomp_status = "chunks decode on the CPU: " + Nvcomp::UnavailableReason();
+  }
+  return setup;
+}
+
+GpuBatchProducer::GpuBatchProducer(BatchContext& context, GpuSetup setup)
+    : BatchProducerBase(context), setup_(std::move(setup)) {
+  for (const internal::ArrayState* array : context.geometry.arrays) {
+    const CodecChain& chain = array->chain->sharding() != nullptr
+                                  ? array->chain->sharding()->inner_chain()
+                                  : *array->chain;
+    // Without nvCOMP the GPU takes only chunks it copies as they are; the CPU decodes the rest
+    // (staging them would read them twice: once for the GPU to reject, once for the CPU).
+    std::optional<GpuChunkCodec> codec = PlanGpuDecode(chain);
+    if (codec && setup_.nvcomp == nullptr && (codec->compression || codec->blosc)) codec.reset();
+    codecs_.push_back(codec);
+    max_chunk_bytes_ = std::max(max_chunk_bytes_, ReadChunkBytes(*array));
+    any_blosc_ |= codecs_.back() && codecs_.back()->blosc;
+  }
+  batches_ = std::make_shared<DeviceBatchPool>(setup_.device.driver, context.layout.device_bytes,
+                                               context.options.prefetch + 2);
+}
+
+Result<std::unique_ptr<GpuDecodeWorkspace>> GpuBatchProducer::TakeWorkspace() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle_.empty()) {
+      std::unique_ptr<GpuDecodeWorkspace> w = std::move(idle_.back());
+      idle_.pop_back();
+      return w;
+    }
+  }
+  return GpuDecodeWorkspace::Create(setup_.device.driver, setup_.nvcomp);
+}
+
+void GpuBatchProducer::ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  idle_.push_back(std::move(w));
+}
+
+Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>>
+GpuBatchProducer::AllocateGpuBatch(size_t samples) const {
+  std::shared_ptr<Batch> batch = BatchAccess::Make();
+  Batch& b = *batch;
+  ZS_ASSIGN_OR_RETURN(auto device, batches_->Acquire());
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<void> host, context_.host_memory->Acquire());
+  // One handle keeps both: the device block returns to its pool when the batch goes.
+  auto both = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+      std::move(device.second), host);
+  BatchAccess::storage(b) = both;
+  LayOutTensors(b, reinterpret_cast<std::byte*>(device.first.address),
+                static_cast<std::byte*>(host.get()), samples);
+  BatchAccess::device(b) = BatchDevice::kCuda;
+  BatchAccess::cuda_device(b) = context_.options.cuda_device;
+  return std::make_pair(std::move(batch), device.first);
+}
+
+Status GpuBatchProducer::ExplainGpuMemory(Status error) const {
+  if (error.code() != ErrorCode::kCuda ||
+      error.message().find("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY") == std::string::npos) {
+    return error;
+  }
+  const LoaderOptions& options = context_.options;
+  const uint64_t wave = options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
+  const bool decodes = decodes_with_nvcomp();
+  return Status(
+      error.code(),
+      error.message() + ". This loader's GPU memory: up to " +
+          std::to_string(options.prefetch + 2) + " batches of " +
+          FormatBytes(static_cast<double>(context_.layout.device_bytes)) +
+          ", and a decode workspace of up to " + (decodes ? "about 5 times" : "about once") +
+          " gpu_wave_bytes (" + FormatBytes(static_cast<double>(wave)) + ") for each of the " +
+          std::to_string(NumCoordinators(options)) +
+          " batches in flight; a smaller prefetch, batch_size or gpu_wave_bytes takes less" +
+          (decodes ? ", and so does gpu_decode off (the CPU decodes; one wave per workspace)"
+                   : ""));
+}
+
+// The waves of one planned batch on the GPU: chunk k is reads.chunks[k].
+class GpuBatchProducer::Job {
+ public:
+  Job(GpuBatchProducer& producer, Batch& b, uint64_t epoch, uint64_t index,
+      const BatchReadPlan& reads, size_t samples, GpuDecodeWorkspace& w)
+      : producer_(producer),
+        context_(producer.context_),
+        b_(b),
+        epoch_(epoch),
+        index_(index),
+        reads_(reads),
+        w_(w) {
+    bad.assign(samples, 0);
+  }
+
+  // Every wave while `status` (the stream's) is OK; returns the stream's status after them.
+  Status Run(Status status, double cpu_share) {
+    // A wave ends at the chunk that takes it to the limit: none is larger than the limit plus the
+    // largest chunk, or than the batch.
+    uint64_t batch_decoded_bytes = 0;
+    std::vector<uint8_t> decodable(reads_.chunks.size(), 0);
+    for (size_t k = 0; k < reads_.chunks.size(); ++k) {
+      const PlannedChunk& chunk = reads_.chunks[k];
+      batch_decoded_bytes += ReadChunkBytes(*context_.geometry.arrays[chunk.array]);
+      decodable[k] = producer_.codecs_[chunk.array] ? 1 : 0;
+    }
+    w_.ExpectWaves(std::min(WaveLimit() + producer_.max_chunk_bytes_, batch_decoded_bytes),
+                   producer_.any_blosc_);
+    on_gpu_ = ChunksDecodedOnGpu(decodable, cpu_share);
+    for (size_t begin = 0; status.ok() && begin < reads_.chunks.size();) {
+      status = RunWave(begin, &begin);
+    }
+    return status;
+  }
+
+  // Per sample: 1 where one of its chunks failed; the first failure.
+  std::vector<uint8_t> bad;
+  Status first_error;
+
+ private:
+  uint64_t WaveLimit() const {
+    const uint64_t limit = context_.options.gpu_wave_bytes;
+    return limit != 0 ? limit : kGpuWaveBytes;
+  }
+
+  // The wave from chunk `begin`: read, decoded, scattered into the batch; `*end` is where it ends.
+  Status RunWave(size_t begin, size_t* end) {
+    StageSpan read_stage(context_.timeline, "read", epoch_, index_);
+    const Clock::time_point start = read_stage.start();
+    // The wave: chunks up to gpu_wave_bytes decoded (at least one).
+    uint64_t wave_bytes = 0, host_bytes = 0;
+    *end = begin;
+    while (*end < reads_.chunks.size() && (*end == begin || wave_bytes < WaveLimit())) {
+      const uint64_t bytes = ReadChunkBytes(*context_.geometry.arrays[reads_.chunks[*end].array]);
+      wave_bytes += bytes;
+      if (!on_gpu_[*end]) host_bytes += bytes;
+      ++*end;
+    }
+    const size_t n = *end - begin;
+    ZS_RETURN_IF_ERROR(w_.Begin(n, host_bytes, wave_bytes - host_bytes));
+    std::vector<ChunkRead> wave = ReadWave(begin, n);
+    const Clock::time_point read_end = read_stage.End();
+    context_.counters.gpu_read_ns += Nanoseconds(read_end - start);
+    StageSpan decode_stage(context_.timeline, "gpu decode", epoch_, index_, read_end);
+    ZS_RETURN_IF_ERROR(w_.Decode());
+    const Clock::time_point decode_end = decode_stage.End();
+    context_.counters.gpu_decode_ns += Nanoseconds(decode_end - read_end);
+    StageSpan scatter_stage(context_.timeline, "scatter", epoch_, index_, decode_end);
+    std::vector<uint64_t> retried(n, 0);
+    ZS_RETURN_IF_ERROR(RetryRejected(wave, retried));
+    ZS_RETURN_IF_ERROR(Scatter(begin, wave, retried));
+    Status status = w_.Synchronize();
+    const Clock::time_point end_time = scatter_stage.End();
+    context_.counters.gpu_ns += Nanoseconds(end_time - start);
+    context_.counters.gpu_scatter_ns += Nanoseconds(end_time - decode_end);
+    context_.counters.read_decode_ns += Nanoseconds(end_time - start);
+    return status;
+  }
+
+  // Reads the wave's `n` chunks from `begin`: nvCOMP's staged for the GPU, the rest decoded into
+  // the workspace's host outputs.
+  std::vector<ChunkRead> ReadWave(size_t begin, size_t n) {
+    std::vector<ChunkRead> wave(n);
+    for (size_t i = 0; i < n; ++i) {
+      const PlannedChunk& chunk = reads_.chunks[begin + i];
+      ChunkRead& read = wave[i];
+      read.array = context_.geometry.arrays[chunk.array];
+      read.coords = chunk.coords;
+      if (!on_gpu_[begin + i]) {
+        read.out = w_.HostOutput(i, ReadChunkBytes(*read.array));
+        continue;
+      }
+      const std::optional<GpuChunkCodec>& codec = producer_.codecs_[chunk.array];
+      read.take_encoded = [w = &w_, &codec, i](std::span<const std::byte> stored) {
+        Result<GpuChunkParse> parse = codec->Parse(stored);
+        if (parse.ok()) {
+          w->Stage(i, *parse, codec->decoded_bytes);
+        } else {
+          w->Reject(i);  // decoded again on the CPU below: for its error, or what the GPU cannot
+        }
+        return Status::Ok();
+      };
+    }
+    ReadChunks(wave, context_.pool.get(), 0, &context_.index_cache, &context_.read_counters);
+    return wave;
+  }
+
+  // Chunks the GPU rejected: read and decoded again on the CPU. Success (a frame nvCOMP does not
+  // handle) crosses decoded, its device address in `retried`; failure is the chunk's error, with
+  // its context.
+  Status RetryRejected(std::vector<ChunkRead>& wave, std::vector<uint64_t>& retried) {
+    std::vector<size_t> retry;
+    for (size_t i = 0; i < wave.size(); ++i) {
+      if (wave[i].status.ok() && !wave[i].missing && w_.Rejected(i)) retry.push_back(i);
+    }
+    if (retry.empty()) return Status::Ok();
+    context_.counters.gpu_rejected_chunks += retry.size();
+    std::vector<ChunkRead> again(retry.size());
+    std::vector<ByteBuffer> decoded(retry.size());
+    for (size_t r = 0; r < retry.size(); ++r) {
+      again[r].array = wave[retry[r]].array;
+      again[r].coords = wave[retry[r]].coords;
+      decoded[r].Resize(ReadChunkBytes(*again[r].array));
+      again[r].out = decoded[r].span();
+    }
+    ReadChunks(again, context_.pool.get(), 0, &context_.index_cache, &context_.read_counters);
+    for (size_t r = 0; r < retry.size(); ++r) {
+      if (!again[r].status.ok()) {
+        wave[retry[r]].status = std::move(again[r].status);
+        continue;
+      }
+      ZS_ASSIGN_OR_RETURN(retried[retry[r]], w_.Upload(decoded[r].span()));
+    }
+    return Status::Ok();
+  }
+
+  // One descriptor per box of every chunk of the wave from `begin`, uploaded, and one scatter
+  // launch for them all.
+  Status Scatter(size_t begin, std::vector<ChunkRead>& wave, const std::vector<uint64_t>& retried) {
+    std::vector<gpu_abi::CopyDescriptor> copies;
+    uint64_t max_elements = 0;
+    for (size_t i = 0; i < wave.size(); ++i) {
+      const size_t k = begin + i;
+      if (!wave[i].status.ok()) {
+        Fail(k, std::move(wave[i].status));
+        continue;
+      }
+      const PlannedChunk& chunk = reads_.chunks[k];
+      const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
+      std::span<const std::byte> fill;
+      uint64_t source = 0;
+      bool swap = false;
+      if (wave[i].missing) {
+        fill = array.metadata.fill_value;
+      } else if (retried[i] != 0) {
+        source = retried[i];
+      } else {
+        source = w_.DeviceAddress(i);
+        // Bytes nvCOMP decoded are as stored; the CPU's are in this machine's order.
+        swap = on_gpu_[k] && producer_.codecs_[chunk.array]->big_endian;
+      }
+      context_.counters.bytes_decoded += ReadChunkBytes(array);
+      for (const PlannedCopy& copy : chunk.copies) {
+        const CopyTarget to = producer_.TargetOf(b_, copy);
+        copies.push_back(MakeCopyDescriptor(
+            source, array.metadata.data_type, context_.chunk_shapes[chunk.array], copy,
+            reinterpret_cast<uint64_t>(to.slab), context_.options.dtype, *to.strides, to.transform,
+            reinterpret_cast<uint64_t>(to.mask), swap, fill));
+        max_elements = std::max(max_elements, copies.back().elements);
+      }
+    }
+    if (copies.empty()) return Status::Ok();
+    ZS_ASSIGN_OR_RETURN(uint64_t descriptors,
+                        w_.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(copies))));
+    return producer_.setup_.device.kernels->Scatter(
+        descriptors, static_cast<uint32_t>(copies.size()), max_elements, w_.stream());
+  }
+
+  void Fail(size_t k, Status error) {
+    for (const PlannedCopy& copy : reads_.chunks[k].copies) bad[copy.sample] = 1;
+    if (first_error.ok()) first_error = std::move(error);
+  }
+
+  GpuBatchProducer& producer_;
+  BatchContext& context_;
+  Batch& b_;
+  const uint64_t epoch_, index_;
+  const BatchReadPlan& reads_;
+  GpuDecodeWorkspace& w_;
+  std::vector<uint8_t> on_gpu_;  // per chunk: nvCOMP decodes it (decode_share.h)
+};
+
+Result<std::shared_ptr<Batch>> GpuBatchProducer::Produce(const SamplePlan& epoch_plan,
+                                                         uint64_t index, double cpu_share) {
+  Result<std::shared_ptr<Batch>> batch = ProduceOnGpu(epoch_plan, index, cpu_share);
+  if (!batch.ok()) return ExplainGpuMemory(batch.status());
+  return batch;
+}
+
+Result<std::shared_ptr<Batch>> GpuBatchProducer::ProduceOnGpu(const SamplePlan& epoch_plan,
+                                                              uint64_t index, double cpu_share) {
+  const uint64_t epoch = epoch_plan.epoch();
+  StageSpan plan_stage(context_.timeline, "plan", epoch, index);
+  ZS_ASSIGN_OR_RETURN(SampleBatch samples, epoch_plan.Batch(index));
+  BatchReadPlan reads = PlanBatchReads(context_.geometry, samples);
+  ZS_ASSIGN_OR_RETURN(auto allocated, AllocateGpuBatch(samples.size()));
+  std::shared_ptr<Batch> batch = std::move(allocated.first);
+  const DeviceBatchPool::Block block = allocated.second;
+  Batch& b = *batch;
+  FinishPlanning(b, epoch, index, samples, reads, plan_stage);
+
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<GpuDecodeWorkspace> workspace, TakeWorkspace());
+  GpuDecodeWorkspace& w = *workspace;
+  const uint64_t uploaded_before = w.bytes_uploaded();
+  const uint64_t decoded_before = w.chunks_decoded();
+  const CudaDriver* driver = setup_.device.driver;
+  Job job(*this, b, epoch, index, reads, samples.size(), w);
+  // The previous consumer of this batch's memory must be done with it.
+  Status status = job.Run(driver->StreamWaitEvent(w.stream(), block.released), cpu_share);
+  context_.counters.bytes_to_gpu += w.bytes_uploaded() - uploaded_before;
+  context_.counters.gpu_decoded_chunks += w.chunks_decoded() - decoded_before;
+  const bool skip = context_.options.skip_bad_samples;
+  if (status.ok() && !job.first_error.ok() && skip) {
+    CompactBatch(b, job.bad, [&](std::byte* to, const std::byte* from, size_t bytes) {
+      if (status.ok()) {
+        status = driver->CopyOnDevice(reinterpret_cast<uint64_t>(to),
+                                      reinterpret_cast<uint64_t>(from), bytes, w.stream());
+      }
+    });
+    if (status.ok()) status = w.Synchronize();
+  }
+  if (!status.ok()) {  // a workspace whose stream failed is not reused
+    return std::move(status).WithContext("batch " + std::to_string(index) + " (epoch " +
+                                         std::to_string(epoch) + ") on the GPU");
+  }
+  ReturnWorkspace(std::move(workspace));
+  if (!job.first_error.ok() && !skip) {
+    return BatchError(std::move(job.first_error), job.bad, samples, epoch, index);
+  }
+  return batch;
+}
+
+}  // namespace zarrstream::internal

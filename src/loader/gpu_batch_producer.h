@@ -1,0 +1,88 @@
+// Batches made on the GPU (LoaderOptions::device kCuda, see loader.h): the batch's chunks in
+// waves; per wave, stored bytes staged as they are read (or decoded on the CPU where the GPU
+// cannot, or where the CPU share places them: decode_share.h), one copy to the GPU, nvCOMP's
+// batched decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box.
+// A batch's tensors live in a device block (batch_memory_pool.h), its origins in host memory.
+//
+// Apart from the CPU path because it shares only planning and layout with it; the CUDA pieces
+// (driver, kernels, nvCOMP, decode workspaces) are all behind this one class.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/gpu_decoder.h"
+#include "loader/batch_producer.h"
+
+namespace zarrstream {
+class CudaDriver;
+class GpuKernels;
+class Nvcomp;
+}  // namespace zarrstream
+
+namespace zarrstream::internal {
+
+// What GPU batches on one device are made with: its driver instance and kernels.
+struct GpuDevice {
+  const CudaDriver* driver = nullptr;
+  const GpuKernels* kernels = nullptr;
+};
+
+// Device `cuda_device`'s (making its context), or why GPU batches cannot be made there.
+Result<GpuDevice> OpenGpuDevice(int cuda_device);
+
+// What a GPU loader is made with, settled before its dataset opens: the device, and nvCOMP where
+// chunks decode on the GPU (null: on the CPU), with the words Loader::gpu_decode_status says.
+struct GpuSetup {
+  GpuDevice device;
+  const Nvcomp* nvcomp = nullptr;
+  std::string nvcomp_status;
+};
+// A ConfigError where `options.cuda_device` cannot make batches.
+Result<GpuSetup> SetUpGpu(const LoaderOptions& options);
+
+class GpuBatchProducer : public BatchProducerBase {
+ public:
+  // Decoded bytes a GPU wave holds by default (LoaderOptions::gpu_wave_bytes).
+  static constexpr uint64_t kGpuWaveBytes = uint64_t{1} << 30;
+
+  // Each array's GPU decode from the context's geometry, and the device pool of
+  // context.layout.device_bytes blocks.
+  GpuBatchProducer(BatchContext& context, GpuSetup setup);
+
+  Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index,
+                                         double cpu_share) override;
+
+  const std::string& nvcomp_status() const { return setup_.nvcomp_status; }
+  bool decodes_with_nvcomp() const { return setup_.nvcomp != nullptr; }
+  void SetConsumerStream(uintptr_t stream) { batches_->SetConsumerStream(stream); }
+
+ private:
+  class Job;
+
+  Result<std::shared_ptr<Batch>> ProduceOnGpu(const SamplePlan& epoch_plan, uint64_t index,
+                                              double cpu_share);
+  // A GPU batch: tensors in a device block (the second of the pair), origins in host memory.
+  Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> AllocateGpuBatch(
+      size_t samples) const;
+  // `error`, and where the GPU ran out of memory, what this loader holds there and what lowers it.
+  Status ExplainGpuMemory(Status error) const;
+  // The decode workspaces of the batches in flight: one each, reused.
+  Result<std::unique_ptr<GpuDecodeWorkspace>> TakeWorkspace();
+  void ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w);
+
+  const GpuSetup setup_;
+  std::vector<std::optional<GpuChunkCodec>> codecs_;  // per LoaderGeometry::arrays; none: CPU
+  uint64_t max_chunk_bytes_ = 0;                      // the largest decoded chunk of any array
+  bool any_blosc_ = false;                            // some array's chunks unshuffle on the GPU
+  std::shared_ptr<DeviceBatchPool> batches_;
+
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<GpuDecodeWorkspace>> idle_;
+};
+
+}  // namespace zarrstream::internal
