@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 
@@ -129,6 +130,42 @@ TEST(DecodeShareControllerTest, OccasionalShortWaitsDoNotKeepTheShareFromOne) {
   const LoopResult r =
       RunLoop([](double, int batch) { return batch % 8 == 0 ? 0.02 * kInterval : 0; });
   EXPECT_EQ(r.lowest, 1.0);
+}
+
+// The placement rule: of the chunks nvCOMP could decode, the CPU takes `share`, spread evenly.
+std::vector<uint8_t> OnGpu(std::vector<uint8_t> decodable, double share) {
+  return ChunksDecodedOnGpu(decodable, share);
+}
+
+TEST(ChunksDecodedOnGpuTest, NoShareLeavesEveryDecodableChunkToTheGpu) {
+  EXPECT_EQ(OnGpu({1, 0, 1, 1}, 0), (std::vector<uint8_t>{1, 0, 1, 1}));
+}
+
+TEST(ChunksDecodedOnGpuTest, AWholeShareLeavesTheGpuNothing) {
+  EXPECT_EQ(OnGpu({1, 0, 1, 1}, 1), (std::vector<uint8_t>{0, 0, 0, 0}));
+}
+
+TEST(ChunksDecodedOnGpuTest, AShareIsSpreadEvenlyOverTheDecodableChunks) {
+  // Every second decodable chunk goes to the CPU; chunks nvCOMP cannot decode do not count.
+  EXPECT_EQ(OnGpu({1, 1, 0, 1, 1, 0, 1, 1}, 0.5), (std::vector<uint8_t>{1, 0, 0, 1, 0, 0, 1, 0}));
+  // A quarter: one of each four, the fourth.
+  const std::vector<uint8_t> quarter = OnGpu(std::vector<uint8_t>(8, 1), 0.25);
+  EXPECT_EQ(quarter, (std::vector<uint8_t>{1, 1, 1, 0, 1, 1, 1, 0}));
+}
+
+TEST(ChunksDecodedOnGpuTest, TheCpuTakesItsShareRoundedDown) {
+  for (const double share : {0.1, 0.3, 0.7, 0.9}) {
+    const std::vector<uint8_t> on_gpu = OnGpu(std::vector<uint8_t>(100, 1), share);
+    const auto cpu = std::count(on_gpu.begin(), on_gpu.end(), 0);
+    EXPECT_EQ(cpu, static_cast<long>(100 * share)) << share;
+  }
+}
+
+TEST(CurrentDecodeShareTest, TheAdaptiveShareWhereThereIsOne) {
+  EXPECT_EQ(CurrentDecodeShare(nullptr, 0.4).share, 0.4);
+  EXPECT_EQ(CurrentDecodeShare(nullptr, 0.4).generation, 0u);
+  Controller adaptive(0.7);
+  EXPECT_EQ(CurrentDecodeShare(&adaptive, 0.4).share, 0.7);
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+// The pipeline's order, failed batches and epochs, driven by a producer that makes
+// empty batches in memory (no store): what it delivers is what a training loop sees.
+#include "loader/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "util/status_test_util.h"
+
+namespace zarrstream::internal {
+namespace {
+
+SamplePlan PlanOf(uint64_t samples, uint64_t batch_size) {
+  SampledDim dim;
+  dim.name = "time";
+  dim.range = {0, samples};
+  SamplePlanOptions options;
+  options.shuffle = ShuffleMode::kNone;
+  options.batch_size = batch_size;
+  Result<SamplePlan> plan = SamplePlan::Create({dim}, options);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return std::move(plan).value();
+}
+
+// Makes a batch that says which (epoch, index) it is; batch `fail_index` of every epoch fails.
+// With `hold_first`, batch 0 of epoch 0 is made only after batch 1 is: the two finish out of order.
+class FakeProducer : public BatchProducer {
+ public:
+  Result<std::shared_ptr<Batch>> Produce(const SamplePlan& plan, uint64_t index,
+                                         double cpu_share) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    shares_.insert(cpu_share);
+    if (hold_first && plan.epoch() == 0 && index == 0) {
+      cv_.wait(lock, [&] { return produced_.count({0, 1}) > 0; });
+    }
+    produced_.insert({plan.epoch(), index});
+    cv_.notify_all();
+    if (index == fail_index) {
+      return StorageError("batch " + std::to_string(index) + " of epoch " +
+                          std::to_string(plan.epoch()) + " failed");
+    }
+    std::shared_ptr<Batch> batch = BatchAccess::Make();
+    BatchAccess::epoch(*batch) = plan.epoch();
+    BatchAccess::index(*batch) = index;
+    return batch;
+  }
+
+  std::set<double> shares() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return shares_;
+  }
+
+  uint64_t fail_index = ~uint64_t{0};
+  bool hold_first = false;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::set<std::pair<uint64_t, uint64_t>> produced_;
+  std::set<double> shares_;
+};
+
+PipelineOptions Options(size_t coordinators, uint64_t prefetch) {
+  PipelineOptions options;
+  options.coordinators = coordinators;
+  options.prefetch = prefetch;
+  return options;
+}
+
+// The next batch must be batch `index` of `epoch`.
+void ExpectNext(Pipeline& pipeline, uint64_t epoch, uint64_t index) {
+  Result<std::shared_ptr<Batch>> batch = pipeline.Take();
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ((*batch)->epoch(), epoch);
+  EXPECT_EQ((*batch)->index(), index);
+}
+
+TEST(PipelineTest, DeliversInOrderWhenBatchesFinishOutOfOrder) {
+  FakeProducer producer;
+  producer.hold_first = true;
+  const SamplePlan plan = PlanOf(10, 2);
+  Pipeline pipeline(producer, Options(2, 2), plan, 0);
+  for (uint64_t i = 0; i < plan.num_batches(); ++i) ExpectNext(pipeline, 0, i);
+}
+
+TEST(PipelineTest, DeliversAFailedBatchAsItsErrorInItsPlace) {
+  FakeProducer producer;
+  producer.fail_index = 2;
+  const SamplePlan plan = PlanOf(10, 2);
+  Pipeline pipeline(producer, Options(3, 3), plan, 0);
+  ExpectNext(pipeline, 0, 0);
+  ExpectNext(pipeline, 0, 1);
+  ExpectErrorContains(pipeline.Take().status(), ErrorCode::kStorage, {"batch 2 of epoch 0"});
+  ExpectNext(pipeline, 0, 3);
+  ExpectNext(pipeline, 0, 4);
+}
+
+TEST(PipelineTest, StartsAtTheFirstBatchAskedFor) {
+  FakeProducer producer;
+  const SamplePlan plan = PlanOf(10, 2);
+  Pipeline pipeline(producer, Options(1, 1), plan, 3);
+  ExpectNext(pipeline, 0, 3);
+  ExpectNext(pipeline, 0, 4);
+}
+
+TEST(PipelineTest, GoesOnIntoTheNextEpochWhenItIsAdvancedTo) {
+  FakeProducer producer;
+  const SamplePlan plan = PlanOf(6, 2);  // 3 batches an epoch
+  Pipeline pipeline(producer, Options(2, 2), plan, 0);
+  ExpectNext(pipeline, 0, 0);
+  EXPECT_FALSE(pipeline.AdvanceEpoch(1));  // the epoch is not delivered yet
+  ExpectNext(pipeline, 0, 1);
+  ExpectNext(pipeline, 0, 2);
+  EXPECT_FALSE(pipeline.AdvanceEpoch(5));  // not the epoch produced ahead
+  ASSERT_TRUE(pipeline.AdvanceEpoch(1));
+  for (uint64_t i = 0; i < 3; ++i) ExpectNext(pipeline, 1, i);
+  ASSERT_TRUE(pipeline.AdvanceEpoch(2));
+  ExpectNext(pipeline, 2, 0);
+}
+
+TEST(PipelineTest, ProducesWithTheFixedOrTheAdaptiveShare) {
+  const SamplePlan plan = PlanOf(4, 1);
+  {
+    FakeProducer producer;
+    PipelineOptions options = Options(1, 1);
+    options.cpu_decode_share = 0.3;
+    Pipeline pipeline(producer, options, plan, 0);
+    ExpectNext(pipeline, 0, 0);
+    EXPECT_EQ(producer.shares(), std::set<double>{0.3});
+  }
+  {
+    FakeProducer producer;
+    DecodeShareController adaptive(0.6);
+    PipelineOptions options = Options(1, 1);
+    options.cpu_decode_share = 0.3;
+    options.adaptive = &adaptive;
+    Pipeline pipeline(producer, options, plan, 0);
+    ExpectNext(pipeline, 0, 0);
+    EXPECT_EQ(producer.shares(), std::set<double>{0.6});
+  }
+}
+
+}  // namespace
+}  // namespace zarrstream::internal
