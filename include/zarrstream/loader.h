@@ -313,7 +313,9 @@ class Loader {
   // Opens the dataset (a group or a single array) at `url`, resolves channels and selections and
   // plans the samples. Misconfiguration (unknown variable, mismatched dimensions, a window larger
   // than the selection, offsets past the end, a stats file without a channel) fails here with a
-  // message naming the dataset and what is available. Starts no threads.
+  // message naming the dataset and what is available; so does a batch whose byte count overflows
+  // (a batch_size too large for any memory), and worker threads that cannot start (ConfigError).
+  // Starts the worker threads (num_threads); the pipeline's threads start with the first Next.
   static Result<Loader> Open(std::string_view url, const LoaderOptions& options);
 
   Loader(Loader&&) noexcept;
@@ -322,7 +324,9 @@ class Loader {
 
   // The next batch of this rank's current epoch, preparing up to `prefetch` ahead; nullopt once
   // the epoch is exhausted (then StartNextEpoch or SetEpoch). Errors: a batch that could not be
-  // read (unless skipping); the pipeline stays usable and the failed batch counts as delivered.
+  // read (unless skipping), or memory for it that could not be allocated (a ConfigError saying
+  // out of memory, what and how many bytes); the pipeline stays usable and the failed batch counts
+  // as delivered. A pipeline thread that cannot start is a ConfigError.
   Result<std::optional<std::shared_ptr<const Batch>>> Next();
 
   // Starts epoch `epoch` at its first batch (drops prepared batches).

@@ -6,11 +6,16 @@
 // 64-byte-aligned offset. A GPU batch's tensors (all but the origins) are one device block in that
 // order, and its origins a host block of their own. A tensor may be absent (no targets; masks
 // without fill_nan): its size is 0 and its offset that of the next.
+//
+// Every size is a product of options (batch_size) and the store's shape, so each product and sum
+// is checked: a layout whose bytes 64 bits cannot count is an error, not a wrapped small size.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "zarrstream/status.h"
 
 namespace zarrstream::internal {
 
@@ -45,7 +50,8 @@ struct BatchLayout {
   // Device bytes of a GPU batch (0 for a CPU batch), at least kAlignment.
   uint64_t device_bytes = 0;
 
-  static BatchLayout Make(const BatchLayoutSpec& spec);
+  // A ConfigError naming the batch_size and the tensor where a size overflows 64 bits.
+  static Result<BatchLayout> Make(const BatchLayoutSpec& spec);
 };
 
 }  // namespace zarrstream::internal

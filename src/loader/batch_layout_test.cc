@@ -4,8 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include "util/status_test_util.h"
+
 namespace zarrstream::internal {
 namespace {
+
+BatchLayout Make(const BatchLayoutSpec& spec) {
+  Result<BatchLayout> layout = BatchLayout::Make(spec);
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  return layout.ok() ? *layout : BatchLayout();
+}
 
 BatchLayoutSpec Spec() {
   BatchLayoutSpec spec;
@@ -22,7 +30,7 @@ BatchLayoutSpec Spec() {
 TEST(BatchLayoutTest, CpuBatchIsOneAlignedHostBlock) {
   BatchLayoutSpec spec = Spec();
   spec.masks = true;
-  const BatchLayout layout = BatchLayout::Make(spec);
+  const BatchLayout layout = Make(spec);
   EXPECT_EQ(layout.input.sample_shape, (std::vector<int64_t>{2, 5, 7}));
   EXPECT_EQ(layout.input.sample_bytes, 2u * 35 * 4);
   EXPECT_EQ(layout.input.offset, 0u);
@@ -43,7 +51,7 @@ TEST(BatchLayoutTest, CpuBatchIsOneAlignedHostBlock) {
 TEST(BatchLayoutTest, AbsentTensorsTakeNoRoom) {
   BatchLayoutSpec spec = Spec();
   spec.target_channels = 0;
-  const BatchLayout layout = BatchLayout::Make(spec);
+  const BatchLayout layout = Make(spec);
   EXPECT_FALSE(layout.target.present);
   EXPECT_FALSE(layout.input_mask.present);
   EXPECT_FALSE(layout.target_mask.present);
@@ -54,7 +62,7 @@ TEST(BatchLayoutTest, AbsentTensorsTakeNoRoom) {
 TEST(BatchLayoutTest, GpuBatchKeepsItsOriginsOnTheHost) {
   BatchLayoutSpec spec = Spec();
   spec.tensors_on_device = true;
-  const BatchLayout layout = BatchLayout::Make(spec);
+  const BatchLayout layout = Make(spec);
   EXPECT_EQ(layout.input.offset, 0u);
   EXPECT_EQ(layout.target.offset, 896u);
   EXPECT_EQ(layout.device_bytes, 896u + 448);  // input, target (3 * 140 = 420 → 448)
@@ -66,9 +74,52 @@ TEST(BatchLayoutTest, AnEmptyBatchStillHasABlock) {
   BatchLayoutSpec spec = Spec();
   spec.batch_size = 0;
   spec.tensors_on_device = true;
-  const BatchLayout layout = BatchLayout::Make(spec);
+  const BatchLayout layout = Make(spec);
   EXPECT_EQ(layout.device_bytes, BatchLayout::kAlignment);
   EXPECT_EQ(layout.host_bytes, BatchLayout::kAlignment);
+}
+
+TEST(BatchLayoutTest, ABatchWhoseBytesOverflowIsRefused) {
+  BatchLayoutSpec spec = Spec();
+  spec.batch_size = uint64_t{1} << 61;  // 2^61 samples of 280 input bytes: wraps a 64-bit count
+  ExpectErrorContains(BatchLayout::Make(spec).status(), ErrorCode::kConfig,
+                      {"batch_size 2305843009213693952", "input tensor", "overflow"});
+}
+
+TEST(BatchLayoutTest, ASampleWhoseBytesOverflowIsRefused) {
+  BatchLayoutSpec spec = Spec();
+  spec.slab_elements = uint64_t{1} << 62;  // 2 channels of 4-byte elements
+  ExpectErrorContains(BatchLayout::Make(spec).status(), ErrorCode::kConfig,
+                      {"input sample", "overflow"});
+}
+
+TEST(BatchLayoutTest, TensorsThatFitOneByOneButNotTogetherAreRefused) {
+  BatchLayoutSpec spec = Spec();
+  spec.input_channels = 1;
+  spec.target_channels = 1;
+  spec.slab_elements = 1;
+  spec.element_bytes = 1;
+  spec.batch_size = (uint64_t{1} << 63) + 64;  // each tensor fits, the two do not
+  ExpectErrorContains(BatchLayout::Make(spec).status(), ErrorCode::kConfig,
+                      {"target tensor", "overflow"});
+  // Aligning up past the largest count overflows too.
+  spec.target_channels = 0;
+  spec.origin_dims = 0;
+  spec.batch_size = ~uint64_t{0} - 1;
+  ExpectErrorContains(BatchLayout::Make(spec).status(), ErrorCode::kConfig,
+                      {"input tensor", "overflow"});
+}
+
+TEST(BatchLayoutTest, OriginsThatOverflowAreRefused) {
+  BatchLayoutSpec spec = Spec();
+  spec.input_channels = 0;
+  spec.target_channels = 0;
+  spec.batch_size = uint64_t{1} << 61;  // 8 bytes an origin
+  ExpectErrorContains(BatchLayout::Make(spec).status(), ErrorCode::kConfig,
+                      {"origins", "overflow"});
+  spec.tensors_on_device = true;
+  ExpectErrorContains(BatchLayout::Make(spec).status(), ErrorCode::kConfig,
+                      {"origins", "overflow"});
 }
 
 }  // namespace

@@ -1,12 +1,31 @@
 #include "loader/batch_memory_pool.h"
 
+#include <limits>
+#include <string>
+
 #include "gpu/cuda_driver.h"
 #include "loader/batch_layout.h"
+#include "util/format.h"
 
 namespace zarrstream {
+namespace {
+
+// `bytes` in whole pages; where that overflows, more than any allocation can have (it fails).
+uint64_t WholePages(uint64_t bytes, uint64_t page) {
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  return bytes > max - (page - 1) ? max : (bytes + page - 1) / page * page;
+}
+
+}  // namespace
+
+Status OutOfMemoryError(std::string_view what, uint64_t bytes) {
+  return ConfigError("out of memory allocating " + std::string(what) + " of " +
+                     std::to_string(bytes) + " bytes (" + FormatBytes(static_cast<double>(bytes)) +
+                     "); a smaller batch_size or prefetch takes less");
+}
 
 HostBatchPool::HostBatchPool(uint64_t bytes, size_t max_free, const CudaDriver* pin)
-    : bytes_(pin ? (bytes + kPageBytes - 1) / kPageBytes * kPageBytes : bytes),
+    : bytes_(pin ? WholePages(bytes, kPageBytes) : bytes),
       alignment_(std::align_val_t{pin ? kPageBytes : internal::BatchLayout::kAlignment}),
       max_free_(max_free),
       pin_(pin) {}
@@ -25,7 +44,11 @@ Result<std::shared_ptr<void>> HostBatchPool::Acquire() {
     }
   }
   if (block == nullptr) {
-    block = static_cast<std::byte*>(::operator new(bytes_, alignment_));
+    block = static_cast<std::byte*>(::operator new(bytes_, alignment_, std::nothrow));
+    if (block == nullptr) {
+      return OutOfMemoryError(
+          pin_ != nullptr ? "a batch's page-locked host block" : "a batch's host block", bytes_);
+    }
     if (pin_ != nullptr) {
       if (Status status = pin_->RegisterHost(block, bytes_); !status.ok()) {
         ::operator delete(block, alignment_);

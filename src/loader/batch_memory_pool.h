@@ -5,7 +5,8 @@
 // its memory, use them alike.
 //
 // Batches may outlive the loader: a batch's storage handle holds its pool by shared_ptr, and
-// destroying the handle returns the block. Both pools are thread-safe.
+// destroying the handle returns the block. Both pools are thread-safe. A block that cannot be had
+// is an error that says so (out of memory, which block, how many bytes), never an exception.
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,9 @@
 namespace zarrstream {
 
 class CudaDriver;
+
+// The error of an allocation that failed: `what` (e.g. "a batch's host block") of `bytes` bytes.
+Status OutOfMemoryError(std::string_view what, uint64_t bytes);
 
 // Host blocks of `bytes` each (64-byte aligned), at most `max_free` kept idle. With `pin` the
 // blocks are whole pages, page-locked for the GPU (registered once, when allocated, and
@@ -32,7 +37,7 @@ class HostBatchPool : public std::enable_shared_from_this<HostBatchPool> {
   ~HostBatchPool();
 
   bool pinned() const { return pin_ != nullptr; }
-  // A block, as the storage handle whose destruction returns it.
+  // A block, as the storage handle whose destruction returns it; out of memory is an error.
   Result<std::shared_ptr<void>> Acquire();
 
  private:

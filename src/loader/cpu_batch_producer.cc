@@ -1,5 +1,6 @@
 #include "loader/cpu_batch_producer.h"
 
+#include <new>
 #include <numeric>
 #include <utility>
 
@@ -98,13 +99,14 @@ class CpuBatchProducer::Job {
     for (size_t begin = 0; begin < keys.size();) {
       std::vector<ChunkRead> wave;
       std::vector<std::shared_ptr<ChunkCache::Entry>> entries;
-      const size_t end = PlanWave(keys, begin, wave, entries);
+      std::vector<size_t> wave_keys;
+      const size_t end = PlanWave(keys, begin, claimed, wave, entries, wave_keys);
       StageSpan stage(context_.timeline, "read+decode", epoch_, index_);
       ReadChunks(wave, context_.pool.get(), 0, &context_.index_cache, &context_.read_counters);
       context_.counters.read_decode_ns += stage.ElapsedNanoseconds();
       DecodedChunks decoded;
       for (size_t i = 0; i < wave.size(); ++i) {
-        const size_t k = keys[begin + i];
+        const size_t k = wave_keys[i];
         const PlannedChunk& chunk = reads_.chunks[k];
         if (!wave[i].status.ok()) {
           if (claimed) context_.cache.Abandon(chunk.array, chunk.linear);
@@ -121,25 +123,35 @@ class CpuBatchProducer::Job {
     }
   }
 
-  // The wave of `keys` from `begin`: its reads and their buffers; returns where it ends.
-  size_t PlanWave(const std::vector<size_t>& keys, size_t begin, std::vector<ChunkRead>& wave,
-                  std::vector<std::shared_ptr<ChunkCache::Entry>>& entries) {
+  // The wave of `keys` from `begin`: its reads, their buffers and their keys; returns where it
+  // ends. A chunk whose buffer cannot be allocated fails (and is abandoned where `claimed`).
+  size_t PlanWave(const std::vector<size_t>& keys, size_t begin, bool claimed,
+                  std::vector<ChunkRead>& wave,
+                  std::vector<std::shared_ptr<ChunkCache::Entry>>& entries,
+                  std::vector<size_t>& wave_keys) {
     const uint64_t min_wave_chunks = 2 * context_.pool->num_threads();
     uint64_t wave_bytes = 0;
     size_t end = begin;
-    while (end < keys.size() && (wave.size() < min_wave_chunks || wave_bytes < kWaveBytes)) {
+    for (; end < keys.size() && (wave.size() < min_wave_chunks || wave_bytes < kWaveBytes); ++end) {
       const PlannedChunk& chunk = reads_.chunks[keys[end]];
       const internal::ArrayState* array = context_.geometry.arrays[chunk.array];
       const uint64_t bytes = ReadChunkBytes(*array);
-      std::shared_ptr<ChunkCache::Entry> entry = context_.cache.Allocate(bytes);
+      std::shared_ptr<ChunkCache::Entry> entry;
+      try {
+        entry = context_.cache.Allocate(bytes);
+      } catch (const std::bad_alloc&) {
+        if (claimed) context_.cache.Abandon(chunk.array, chunk.linear);
+        Fail(keys[end], OutOfMemoryError("a decoded chunk's buffer", bytes));
+        continue;
+      }
       ChunkRead read;
       read.array = array;
       read.coords = chunk.coords;
       read.out = entry->bytes.span();
       wave.push_back(std::move(read));
       entries.push_back(std::move(entry));
+      wave_keys.push_back(keys[end]);
       wave_bytes += bytes;
-      ++end;
     }
     return end;
   }

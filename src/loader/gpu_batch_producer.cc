@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "gpu/cuda_driver.h"
 #include "gpu/gpu_kernels.h"
@@ -12,6 +13,16 @@
 #include "util/format.h"
 
 namespace zarrstream::internal {
+namespace {
+
+// a + b, or the largest count where that overflows: wave sizes come from options
+// (gpu_wave_bytes) and the store, and a sum that wrapped would size a workspace too small.
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  uint64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<uint64_t>::max() : sum;
+}
+
+}  // namespace
 
 Result<GpuDevice> OpenGpuDevice(int cuda_device) {
   ZS_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::ForDevice(cuda_device));
@@ -145,11 +156,13 @@ class GpuBatchProducer::Job {
     std::vector<uint8_t> decodable(reads_.chunks.size(), 0);
     for (size_t k = 0; k < reads_.chunks.size(); ++k) {
       const PlannedChunk& chunk = reads_.chunks[k];
-      batch_decoded_bytes += ReadChunkBytes(*context_.geometry.arrays[chunk.array]);
+      batch_decoded_bytes = SaturatingAdd(batch_decoded_bytes,
+                                          ReadChunkBytes(*context_.geometry.arrays[chunk.array]));
       decodable[k] = producer_.codecs_[chunk.array] ? 1 : 0;
     }
-    w_.ExpectWaves(std::min(WaveLimit() + producer_.max_chunk_bytes_, batch_decoded_bytes),
-                   producer_.any_blosc_);
+    w_.ExpectWaves(
+        std::min(SaturatingAdd(WaveLimit(), producer_.max_chunk_bytes_), batch_decoded_bytes),
+        producer_.any_blosc_);
     on_gpu_ = ChunksDecodedOnGpu(decodable, cpu_share);
     for (size_t begin = 0; status.ok() && begin < reads_.chunks.size();) {
       status = RunWave(begin, &begin);
@@ -176,8 +189,8 @@ class GpuBatchProducer::Job {
     *end = begin;
     while (*end < reads_.chunks.size() && (*end == begin || wave_bytes < WaveLimit())) {
       const uint64_t bytes = ReadChunkBytes(*context_.geometry.arrays[reads_.chunks[*end].array]);
-      wave_bytes += bytes;
-      if (!on_gpu_[*end]) host_bytes += bytes;
+      wave_bytes = SaturatingAdd(wave_bytes, bytes);
+      if (!on_gpu_[*end]) host_bytes = SaturatingAdd(host_bytes, bytes);
       ++*end;
     }
     const size_t n = *end - begin;

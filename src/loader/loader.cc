@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -125,13 +126,14 @@ struct LoaderState {
   ~LoaderState() { StopPipeline(); }
 
   void StopPipeline() { pipeline.reset(); }
-  void StartPipeline() {
+  Status StartPipeline() {
     PipelineOptions o;
     o.coordinators = NumCoordinators(options);
     o.prefetch = std::max<uint64_t>(options.prefetch, 1);
     o.cpu_decode_share = options.cpu_decode_share;
     o.adaptive = decode_share.get();
-    pipeline = std::make_unique<Pipeline>(*producer, o, plan, delivered);
+    ZS_ASSIGN_OR_RETURN(pipeline, Pipeline::Start(*producer, o, plan, delivered));
+    return Status::Ok();
   }
 };
 
@@ -213,15 +215,20 @@ BatchLayoutSpec LayoutSpec(const LoaderGeometry& g, const LoaderOptions& options
 Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSetup> gpu) {
   const LoaderOptions& options = s.options;
   BatchContext& c = s.context;
+  ZS_ASSIGN_OR_RETURN(c.layout, BatchLayout::Make(LayoutSpec(s.geometry, options)));
   size_t threads = options.num_threads;
   if (threads == 0) {
     ZS_ASSIGN_OR_RETURN(threads, CoresPerLocalRank());
   }
-  c.pool = std::make_shared<ThreadPool>(threads);
+  try {
+    c.pool = std::make_shared<ThreadPool>(threads);
+  } catch (const std::exception& e) {  // std::system_error, or bad_alloc for the threads' count
+    return ConfigError("cannot start the loader's " + std::to_string(threads) +
+                       " worker threads: " + e.what() + "; a smaller num_threads starts fewer");
+  }
   for (const ArrayState* array : s.geometry.arrays)
     c.chunk_shapes.push_back(array->read_chunk_shape);
   c.slab_strides = SlabStrides(s.geometry);
-  c.layout = BatchLayout::Make(LayoutSpec(s.geometry, options));
   if (gpu) {
     auto producer = std::make_unique<GpuBatchProducer>(c, std::move(*gpu));
     s.gpu = producer.get();
@@ -278,7 +285,7 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
   LoaderState& s = *state_;
   const uint64_t end = s.plan.num_batches();
   if (s.delivered >= end) return std::optional<std::shared_ptr<const Batch>>();
-  if (!s.pipeline) s.StartPipeline();
+  if (!s.pipeline) ZS_RETURN_IF_ERROR(s.StartPipeline());
   internal::StageSpan wait(s.context.timeline, "wait", s.plan.epoch(), s.delivered);
   Result<std::shared_ptr<Batch>> batch = s.pipeline->Take();
   const double waited = internal::Seconds(wait.End() - wait.start());

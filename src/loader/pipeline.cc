@@ -1,6 +1,9 @@
 #include "loader/pipeline.h"
 
 #include <algorithm>
+#include <new>
+#include <string>
+#include <system_error>
 
 namespace zarrstream::internal {
 
@@ -13,9 +16,24 @@ Pipeline::Pipeline(BatchProducer& producer, const PipelineOptions& options, cons
     : producer_(producer), options_(options) {
   epochs_.push_back(std::make_unique<EpochBatches>(plan, first, 0));
   AddNextEpoch();
-  for (size_t i = 0; i < options_.coordinators; ++i) {
-    drivers_.emplace_back([this] { Drive(); });
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Start(BatchProducer& producer,
+                                                  const PipelineOptions& options,
+                                                  const SamplePlan& plan, uint64_t first) {
+  std::unique_ptr<Pipeline> pipeline(new Pipeline(producer, options, plan, first));
+  pipeline->drivers_.reserve(options.coordinators);
+  for (size_t i = 0; i < options.coordinators; ++i) {
+    try {
+      pipeline->drivers_.emplace_back([p = pipeline.get()] { p->Drive(); });
+    } catch (const std::system_error& e) {
+      // The destructor stops and joins the threads already started.
+      return ConfigError("cannot start the loader's coordinating thread " + std::to_string(i + 1) +
+                         " of " + std::to_string(options.coordinators) + ": " + e.what() +
+                         "; a smaller prefetch starts fewer");
+    }
   }
+  return pipeline;
 }
 
 Pipeline::~Pipeline() {
@@ -59,6 +77,17 @@ Result<std::shared_ptr<Batch>> Pipeline::Take() {
   return std::move(produced.batch);
 }
 
+Result<std::shared_ptr<Batch>> Pipeline::ProduceBatch(const SamplePlan& plan, uint64_t index,
+                                                      double cpu_share) {
+  try {
+    return producer_.Produce(plan, index, cpu_share);
+  } catch (const std::bad_alloc&) {
+    // Sized allocations (batch blocks, decode buffers) return their own error; this is the rest.
+    return ConfigError("out of memory making batch " + std::to_string(index) + " (epoch " +
+                       std::to_string(plan.epoch()) + ")");
+  }
+}
+
 void Pipeline::AddNextEpoch() {
   const EpochBatches& last = *epochs_.back();
   auto next = std::make_unique<EpochBatches>(last.plan, 0, last.end_slot());
@@ -73,10 +102,11 @@ void Pipeline::Drive() {
     uint64_t slot = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      // Never further than the epoch after the one being delivered.
+      // Never further than the epoch after the one being delivered (slots are claimed before they
+      // are delivered: the difference does not wrap, whatever the prefetch).
       cv_.wait(lock, [&] {
         return stopping_ ||
-               (next_claim_ < next_deliver_ + prefetch && next_claim_ < epochs_.back()->end_slot());
+               (next_claim_ - next_deliver_ < prefetch && next_claim_ < epochs_.back()->end_slot());
       });
       if (stopping_) return;
       slot = next_claim_++;
@@ -90,7 +120,7 @@ void Pipeline::Drive() {
     const uint64_t index = epoch->first + (slot - epoch->slot_begin);
     const DecodeShareController::Setting share =
         CurrentDecodeShare(options_.adaptive, options_.cpu_decode_share);
-    Result<std::shared_ptr<Batch>> batch = producer_.Produce(epoch->plan, index, share.share);
+    Result<std::shared_ptr<Batch>> batch = ProduceBatch(epoch->plan, index, share.share);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ready_.emplace(slot, Produced{std::move(batch), share.generation});

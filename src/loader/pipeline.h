@@ -44,9 +44,11 @@ struct PipelineOptions {
 
 class Pipeline {
  public:
-  // Starts producing `plan`'s epoch from batch `first` with `producer` (which must outlive it).
-  Pipeline(BatchProducer& producer, const PipelineOptions& options, const SamplePlan& plan,
-           uint64_t first);
+  // Starts producing `plan`'s epoch from batch `first` with `producer` (which must outlive it);
+  // a ConfigError where a coordinating thread cannot start.
+  static Result<std::unique_ptr<Pipeline>> Start(BatchProducer& producer,
+                                                 const PipelineOptions& options,
+                                                 const SamplePlan& plan, uint64_t first);
   // Waits for the batches in production; drops those not delivered.
   ~Pipeline();
 
@@ -74,8 +76,13 @@ class Pipeline {
 
   // Under mutex_ (or before the drivers start).
   void AddNextEpoch();
+  Pipeline(BatchProducer& producer, const PipelineOptions& options, const SamplePlan& plan,
+           uint64_t first);
   // A coordinating thread.
   void Drive();
+  // Produce, with an allocation that failed where no error was returned as the batch's error.
+  Result<std::shared_ptr<Batch>> ProduceBatch(const SamplePlan& plan, uint64_t index,
+                                              double cpu_share);
 
   BatchProducer& producer_;
   const PipelineOptions options_;

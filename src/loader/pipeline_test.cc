@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <set>
 #include <utility>
 #include <vector>
@@ -40,6 +41,7 @@ class FakeProducer : public BatchProducer {
     }
     produced_.insert({plan.epoch(), index});
     cv_.notify_all();
+    if (index == throw_index) throw std::bad_alloc();
     if (index == fail_index) {
       return StorageError("batch " + std::to_string(index) + " of epoch " +
                           std::to_string(plan.epoch()) + " failed");
@@ -56,6 +58,7 @@ class FakeProducer : public BatchProducer {
   }
 
   uint64_t fail_index = ~uint64_t{0};
+  uint64_t throw_index = ~uint64_t{0};  // throws std::bad_alloc, as an allocation may
   bool hold_first = false;
 
  private:
@@ -72,6 +75,13 @@ PipelineOptions Options(size_t coordinators, uint64_t prefetch) {
   return options;
 }
 
+std::unique_ptr<Pipeline> Start(BatchProducer& producer, const PipelineOptions& options,
+                                const SamplePlan& plan, uint64_t first) {
+  Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Start(producer, options, plan, first);
+  EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
+  return std::move(pipeline).value();
+}
+
 // The next batch must be batch `index` of `epoch`.
 void ExpectNext(Pipeline& pipeline, uint64_t epoch, uint64_t index) {
   Result<std::shared_ptr<Batch>> batch = pipeline.Take();
@@ -84,43 +94,54 @@ TEST(PipelineTest, DeliversInOrderWhenBatchesFinishOutOfOrder) {
   FakeProducer producer;
   producer.hold_first = true;
   const SamplePlan plan = PlanOf(10, 2);
-  Pipeline pipeline(producer, Options(2, 2), plan, 0);
-  for (uint64_t i = 0; i < plan.num_batches(); ++i) ExpectNext(pipeline, 0, i);
+  std::unique_ptr<Pipeline> pipeline = Start(producer, Options(2, 2), plan, 0);
+  for (uint64_t i = 0; i < plan.num_batches(); ++i) ExpectNext(*pipeline, 0, i);
 }
 
 TEST(PipelineTest, DeliversAFailedBatchAsItsErrorInItsPlace) {
   FakeProducer producer;
   producer.fail_index = 2;
   const SamplePlan plan = PlanOf(10, 2);
-  Pipeline pipeline(producer, Options(3, 3), plan, 0);
-  ExpectNext(pipeline, 0, 0);
-  ExpectNext(pipeline, 0, 1);
-  ExpectErrorContains(pipeline.Take().status(), ErrorCode::kStorage, {"batch 2 of epoch 0"});
-  ExpectNext(pipeline, 0, 3);
-  ExpectNext(pipeline, 0, 4);
+  std::unique_ptr<Pipeline> pipeline = Start(producer, Options(3, 3), plan, 0);
+  ExpectNext(*pipeline, 0, 0);
+  ExpectNext(*pipeline, 0, 1);
+  ExpectErrorContains(pipeline->Take().status(), ErrorCode::kStorage, {"batch 2 of epoch 0"});
+  ExpectNext(*pipeline, 0, 3);
+  ExpectNext(*pipeline, 0, 4);
+}
+
+TEST(PipelineTest, AnAllocationThatThrowsIsTheBatchsError) {
+  FakeProducer producer;
+  producer.throw_index = 1;
+  const SamplePlan plan = PlanOf(6, 2);
+  std::unique_ptr<Pipeline> pipeline = Start(producer, Options(2, 2), plan, 0);
+  ExpectNext(*pipeline, 0, 0);
+  ExpectErrorContains(pipeline->Take().status(), ErrorCode::kConfig,
+                      {"out of memory making batch 1 (epoch 0)"});
+  ExpectNext(*pipeline, 0, 2);
 }
 
 TEST(PipelineTest, StartsAtTheFirstBatchAskedFor) {
   FakeProducer producer;
   const SamplePlan plan = PlanOf(10, 2);
-  Pipeline pipeline(producer, Options(1, 1), plan, 3);
-  ExpectNext(pipeline, 0, 3);
-  ExpectNext(pipeline, 0, 4);
+  std::unique_ptr<Pipeline> pipeline = Start(producer, Options(1, 1), plan, 3);
+  ExpectNext(*pipeline, 0, 3);
+  ExpectNext(*pipeline, 0, 4);
 }
 
 TEST(PipelineTest, GoesOnIntoTheNextEpochWhenItIsAdvancedTo) {
   FakeProducer producer;
   const SamplePlan plan = PlanOf(6, 2);  // 3 batches an epoch
-  Pipeline pipeline(producer, Options(2, 2), plan, 0);
-  ExpectNext(pipeline, 0, 0);
-  EXPECT_FALSE(pipeline.AdvanceEpoch(1));  // the epoch is not delivered yet
-  ExpectNext(pipeline, 0, 1);
-  ExpectNext(pipeline, 0, 2);
-  EXPECT_FALSE(pipeline.AdvanceEpoch(5));  // not the epoch produced ahead
-  ASSERT_TRUE(pipeline.AdvanceEpoch(1));
-  for (uint64_t i = 0; i < 3; ++i) ExpectNext(pipeline, 1, i);
-  ASSERT_TRUE(pipeline.AdvanceEpoch(2));
-  ExpectNext(pipeline, 2, 0);
+  std::unique_ptr<Pipeline> pipeline = Start(producer, Options(2, 2), plan, 0);
+  ExpectNext(*pipeline, 0, 0);
+  EXPECT_FALSE(pipeline->AdvanceEpoch(1));  // the epoch is not delivered yet
+  ExpectNext(*pipeline, 0, 1);
+  ExpectNext(*pipeline, 0, 2);
+  EXPECT_FALSE(pipeline->AdvanceEpoch(5));  // not the epoch produced ahead
+  ASSERT_TRUE(pipeline->AdvanceEpoch(1));
+  for (uint64_t i = 0; i < 3; ++i) ExpectNext(*pipeline, 1, i);
+  ASSERT_TRUE(pipeline->AdvanceEpoch(2));
+  ExpectNext(*pipeline, 2, 0);
 }
 
 TEST(PipelineTest, ProducesWithTheFixedOrTheAdaptiveShare) {
@@ -129,8 +150,8 @@ TEST(PipelineTest, ProducesWithTheFixedOrTheAdaptiveShare) {
     FakeProducer producer;
     PipelineOptions options = Options(1, 1);
     options.cpu_decode_share = 0.3;
-    Pipeline pipeline(producer, options, plan, 0);
-    ExpectNext(pipeline, 0, 0);
+    std::unique_ptr<Pipeline> pipeline = Start(producer, options, plan, 0);
+    ExpectNext(*pipeline, 0, 0);
     EXPECT_EQ(producer.shares(), std::set<double>{0.3});
   }
   {
@@ -139,8 +160,8 @@ TEST(PipelineTest, ProducesWithTheFixedOrTheAdaptiveShare) {
     PipelineOptions options = Options(1, 1);
     options.cpu_decode_share = 0.3;
     options.adaptive = &adaptive;
-    Pipeline pipeline(producer, options, plan, 0);
-    ExpectNext(pipeline, 0, 0);
+    std::unique_ptr<Pipeline> pipeline = Start(producer, options, plan, 0);
+    ExpectNext(*pipeline, 0, 0);
     EXPECT_EQ(producer.shares(), std::set<double>{0.6});
   }
 }
