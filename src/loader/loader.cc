@@ -38,12 +38,12 @@
 #include <thread>
 
 #include "array/chunk_reader.h"
+#include "dataset/channel_spec.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/gpu_decoder.h"
 #include "gpu/gpu_kernels.h"
 #include "gpu/nvcomp.h"
 #include "loader/batch_assembly.h"
-#include "loader/channel_spec.h"
 #include "loader/chunk_cache.h"
 #include "loader/decode_share.h"
 #include "loader/gpu_assembly.h"

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "loader/channel_stats.h"
+#include "tools/channel_stats.h"
 #include "util/format.h"
 
 namespace zarrstream {

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "array/array_state.h"
-#include "array/coordinates.h"
-#include "loader/channel_spec.h"
+#include "dataset/channel_spec.h"
+#include "dataset/coordinates.h"
 #include "loader/sample_plan.h"
 #include "zarrstream/loader.h"
 #include "zarrstream/status.h"

@@ -40,8 +40,8 @@
 #include <string_view>
 #include <vector>
 
-#include "array/coordinates.h"
-#include "loader/channel_spec.h"
+#include "dataset/channel_spec.h"
+#include "dataset/coordinates.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {

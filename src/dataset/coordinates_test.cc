@@ -1,6 +1,6 @@
 // Coordinate loading and label selection on datasets in a memory store, and the `--select` syntax.
 // tests/test_select.py checks the same against xarray-style fixtures written by zarr-python.
-#include "array/coordinates.h"
+#include "dataset/coordinates.h"
 
 #include <gtest/gtest.h>
 

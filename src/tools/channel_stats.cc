@@ -1,5 +1,5 @@
 // The streaming statistics pass and the stats file format.
-#include "loader/channel_stats.h"
+#include "tools/channel_stats.h"
 
 #include <algorithm>
 #include <cmath>

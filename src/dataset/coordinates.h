@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "array/cf_time.h"
+#include "dataset/cf_time.h"
 #include "zarrstream/array.h"
 #include "zarrstream/status.h"
 

@@ -1,5 +1,5 @@
 // Coordinates: loading a dimension's labels, selecting by label, and the `--select` syntax.
-#include "array/coordinates.h"
+#include "dataset/coordinates.h"
 
 #include <algorithm>
 #include <cctype>

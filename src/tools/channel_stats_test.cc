@@ -1,7 +1,7 @@
 // The statistics pass on datasets in a memory store, checked against a direct long-double
 // computation; the merge on ill-conditioned data; the stats file format. tests/test_stats.py checks
 // the CLI against numpy on zarr-python-written datasets.
-#include "loader/channel_stats.h"
+#include "tools/channel_stats.h"
 
 #include <gtest/gtest.h>
 
