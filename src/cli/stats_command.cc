@@ -11,6 +11,7 @@
 
 #include "cli/progress_bar.h"
 #include "dataset/channel_spec.h"
+#include "dataset/label_selection.h"
 #include "tools/channel_stats.h"
 
 namespace zarrstream::cli {
