@@ -1,6 +1,6 @@
 // `zarrstream stats URL [--vars ...] [--select ...] [--threads N] [-o stats.json]`: per-channel
 // count, NaN count, mean, std, min and max over a label selection, in one streaming pass, written
-// as the stats file the loader normalises with (format in src/tools/channel_stats.h and
+// as the stats file the loader normalises with (format in src/dataset/stats_file.h and
 // docs/stats.md).
 #include "cli/stats_command.h"
 

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "tools/channel_stats.h"
+#include "dataset/stats_file.h"
 #include "util/format.h"
 
 namespace zarrstream {
