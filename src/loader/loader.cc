@@ -1165,7 +1165,7 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   plan_options.world_size = options.world_size;
   plan_options.rank = options.rank;
   plan_options.drop_last = options.drop_last;
-  const std::vector<SampledDim> plan_dims = geometry.PlanDims();
+  const std::vector<SampledDim> plan_dims = PlanDims(geometry);
   plan_options.block_chunks =
       options.block_chunks != 0
           ? options.block_chunks

@@ -110,7 +110,7 @@ TEST(ReadPlanTest, AutoBlockChunksFollowsWhereDecodedChunksAreShared) {
   options.block_window = 2;
   auto geometry = MakeLoaderGeometry(*dataset, options);
   ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
-  const std::vector<SampledDim> dims = geometry->PlanDims();
+  const std::vector<SampledDim> dims = PlanDims(*geometry);
   // One sample reads two steps of 3 x 4 doubles (96 bytes each).
   const uint64_t step_bytes = kLat * kLon * sizeof(double);
   EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, /*cache_bytes=*/1), 1U);
@@ -134,7 +134,7 @@ TEST(ReadPlanTest, AutoBlockChunksFollowsWhereDecodedChunksAreShared) {
   auto strided = MakeLoaderGeometry(*dataset, options);
   ASSERT_TRUE(strided.ok()) << strided.status().ToString();
   options.batch_size = 8;
-  EXPECT_EQ(AutoBlockChunks(*strided, strided->PlanDims(), options, 1), 8U);
+  EXPECT_EQ(AutoBlockChunks(*strided, PlanDims(*strided), options, 1), 8U);
 }
 TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
   LoaderOptions options;
