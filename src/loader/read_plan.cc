@@ -16,6 +16,77 @@ size_t ArrayDim(const Channel& channel, size_t d) {
   return channel.level_dim && d >= *channel.level_dim ? d + 1 : d;
 }
 
+// For each array: its read chunks' linear indices → their positions in BatchReadPlan::chunks.
+using ChunkIndex = std::vector<std::unordered_map<uint64_t, uint32_t>>;
+
+// Adds to `plan` the chunks and copies that fill slab `slab_index` (`slab`) of `sample`, whose
+// first index along each channel dimension is `start`; a chunk already in `index` gets one more
+// copy.
+void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, uint32_t slab_index,
+              const Slab& slab, ChunkIndex* index, BatchReadPlan* plan) {
+  const Channel& channel = g.channels[slab.channel];
+  const internal::ArrayState& array = channel.array.state();
+  const size_t array_rank = array.metadata.shape.size();
+  const std::vector<uint64_t>& chunk = array.read_chunk_shape;
+  const std::vector<uint64_t>& shape = array.metadata.shape;
+  DimArray lo{}, extent{}, first{}, count{};
+  for (size_t d = 0; d < g.dims.size(); ++d) {
+    const size_t a = ArrayDim(channel, d);
+    const bool is_time = g.time_dim && *g.time_dim == d;
+    lo[a] = start[d] + (is_time ? slab.step : 0);
+    extent[a] = is_time ? 1 : g.window[d];
+  }
+  if (channel.level_dim) {
+    lo[*channel.level_dim] = channel.level_index;
+    extent[*channel.level_dim] = 1;
+  }
+  uint64_t cells = 1;
+  for (size_t a = 0; a < array_rank; ++a) {
+    first[a] = lo[a] / chunk[a];
+    count[a] = (lo[a] + extent[a] - 1) / chunk[a] - first[a] + 1;
+    cells *= count[a];
+  }
+  const size_t array_slot = g.channel_array[slab.channel];
+  for (uint64_t cell = 0; cell < cells; ++cell) {
+    DimArray coords{};
+    uint64_t rest = cell;
+    for (size_t a = array_rank; a-- > 0;) {
+      coords[a] = first[a] + rest % count[a];
+      rest /= count[a];
+    }
+    uint64_t linear = 0;
+    PlannedCopy copy;
+    copy.sample = sample;
+    copy.slab = slab_index;
+    copy.target = slab.target;
+    copy.rank = static_cast<uint8_t>(array_rank);
+    uint64_t elements = 1;
+    for (size_t a = 0; a < array_rank; ++a) {
+      const uint64_t grid = (shape[a] + chunk[a] - 1) / chunk[a];
+      linear = linear * grid + coords[a];
+      const uint64_t chunk_lo = coords[a] * chunk[a];
+      const uint64_t box_lo = std::max(chunk_lo, lo[a]);
+      const uint64_t box_hi = std::min(chunk_lo + chunk[a], lo[a] + extent[a]);
+      copy.within_chunk[a] = box_lo - chunk_lo;
+      copy.within_slab[a] = box_lo - lo[a];
+      copy.shape[a] = box_hi - box_lo;
+      elements *= copy.shape[a];
+    }
+    auto [it, inserted] =
+        (*index)[array_slot].try_emplace(linear, static_cast<uint32_t>(plan->chunks.size()));
+    if (inserted) {
+      PlannedChunk planned;
+      planned.array = array_slot;
+      planned.coords.assign(coords.begin(), coords.begin() + array_rank);
+      planned.linear = linear;
+      plan->chunks.push_back(std::move(planned));
+    }
+    plan->chunks[it->second].copies.push_back(copy);
+    ++plan->chunk_refs;
+    plan->bytes_used += elements * DataTypeSize(array.metadata.data_type);
+  }
+}
+
 }  // namespace
 
 std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
@@ -40,85 +111,18 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
 
 BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) {
   BatchReadPlan plan;
-  // (array, linear chunk index) → position in plan.chunks.
-  std::vector<std::unordered_map<uint64_t, uint32_t>> index(g.arrays.size());
-  const size_t rank = g.dims.size();
+  ChunkIndex index(g.arrays.size());
   DimArray start{};  // the sample's first index along each channel dimension
-
-  auto add_slab = [&](uint32_t sample, uint32_t slab_index, const Slab& slab) {
-    const Channel& channel = g.channels[slab.channel];
-    const internal::ArrayState& array = channel.array.state();
-    const size_t array_rank = array.metadata.shape.size();
-    const std::vector<uint64_t>& chunk = array.read_chunk_shape;
-    const std::vector<uint64_t>& shape = array.metadata.shape;
-    DimArray lo{}, extent{}, first{}, count{};
-    for (size_t d = 0; d < rank; ++d) {
-      const size_t a = ArrayDim(channel, d);
-      const bool is_time = g.time_dim && *g.time_dim == d;
-      lo[a] = start[d] + (is_time ? slab.step : 0);
-      extent[a] = is_time ? 1 : g.window[d];
-    }
-    if (channel.level_dim) {
-      lo[*channel.level_dim] = channel.level_index;
-      extent[*channel.level_dim] = 1;
-    }
-    uint64_t cells = 1;
-    for (size_t a = 0; a < array_rank; ++a) {
-      first[a] = lo[a] / chunk[a];
-      count[a] = (lo[a] + extent[a] - 1) / chunk[a] - first[a] + 1;
-      cells *= count[a];
-    }
-    const size_t array_slot = g.channel_array[slab.channel];
-    for (uint64_t cell = 0; cell < cells; ++cell) {
-      DimArray coords{};
-      uint64_t rest = cell;
-      for (size_t a = array_rank; a-- > 0;) {
-        coords[a] = first[a] + rest % count[a];
-        rest /= count[a];
-      }
-      uint64_t linear = 0;
-      PlannedCopy copy;
-      copy.sample = sample;
-      copy.slab = slab_index;
-      copy.target = slab.target;
-      copy.rank = static_cast<uint8_t>(array_rank);
-      uint64_t elements = 1;
-      for (size_t a = 0; a < array_rank; ++a) {
-        const uint64_t grid = (shape[a] + chunk[a] - 1) / chunk[a];
-        linear = linear * grid + coords[a];
-        const uint64_t chunk_lo = coords[a] * chunk[a];
-        const uint64_t box_lo = std::max(chunk_lo, lo[a]);
-        const uint64_t box_hi = std::min(chunk_lo + chunk[a], lo[a] + extent[a]);
-        copy.within_chunk[a] = box_lo - chunk_lo;
-        copy.within_slab[a] = box_lo - lo[a];
-        copy.shape[a] = box_hi - box_lo;
-        elements *= copy.shape[a];
-      }
-      auto [it, inserted] =
-          index[array_slot].try_emplace(linear, static_cast<uint32_t>(plan.chunks.size()));
-      if (inserted) {
-        PlannedChunk planned;
-        planned.array = array_slot;
-        planned.coords.assign(coords.begin(), coords.begin() + array_rank);
-        planned.linear = linear;
-        plan.chunks.push_back(std::move(planned));
-      }
-      plan.chunks[it->second].copies.push_back(copy);
-      ++plan.chunk_refs;
-      plan.bytes_used += elements * DataTypeSize(array.metadata.data_type);
-    }
-  };
-
   for (size_t s = 0; s < batch.size(); ++s) {
     std::span<const uint64_t> origin = batch.origin(s);
-    for (size_t d = 0; d < rank; ++d) start[d] = g.ranges[d].start;
+    for (size_t d = 0; d < g.dims.size(); ++d) start[d] = g.ranges[d].start;
     for (size_t k = 0; k < g.sampled_index.size(); ++k) start[g.sampled_index[k]] = origin[k];
     const auto sample = static_cast<uint32_t>(s);
     for (size_t i = 0; i < g.input_slabs.size(); ++i) {
-      add_slab(sample, static_cast<uint32_t>(i), g.input_slabs[i]);
+      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.input_slabs[i], &index, &plan);
     }
     for (size_t i = 0; i < g.target_slabs.size(); ++i) {
-      add_slab(sample, static_cast<uint32_t>(i), g.target_slabs[i]);
+      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.target_slabs[i], &index, &plan);
     }
   }
   return plan;
