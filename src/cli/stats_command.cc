@@ -1,6 +1,6 @@
 // `zarrstream stats URL [--vars ...] [--select ...] [--threads N] [-o stats.json]`: per-channel
 // count, NaN count, mean, std, min and max over a label selection, in one streaming pass, written
-// as the stats file the loader normalises with (format in src/loader/channel_stats.h and
+// as the stats file the loader normalises with (format in src/dataset/stats_file.h and
 // docs/stats.md).
 #include "cli/stats_command.h"
 
@@ -10,8 +10,9 @@
 #include <iostream>
 
 #include "cli/progress_bar.h"
-#include "loader/channel_spec.h"
-#include "loader/channel_stats.h"
+#include "dataset/channel_spec.h"
+#include "dataset/label_selection.h"
+#include "tools/channel_stats.h"
 
 namespace zarrstream::cli {
 

@@ -19,11 +19,11 @@
 #include <set>
 #include <sstream>
 
+#include "dataset/channel_spec.h"
 #include "gpu/cuda_driver.h"
 #include "loader/batch_layout.h"
 #include "loader/batch_memory_pool.h"
 #include "loader/batch_producer.h"
-#include "loader/channel_spec.h"
 #include "loader/cpu_batch_producer.h"
 #include "loader/decode_share.h"
 #include "loader/gpu_batch_producer.h"
@@ -164,7 +164,7 @@ Result<SamplePlan> MakeSamplePlan(const Dataset& dataset, const LoaderGeometry& 
   plan_options.world_size = options.world_size;
   plan_options.rank = options.rank;
   plan_options.drop_last = options.drop_last;
-  const std::vector<SampledDim> plan_dims = geometry.PlanDims();
+  const std::vector<SampledDim> plan_dims = PlanDims(geometry);
   plan_options.block_chunks =
       options.block_chunks != 0
           ? options.block_chunks

@@ -1,7 +1,7 @@
-// The loader's C++ surface and its planning/assembly pieces. Batch values against peer-written
-// stores are checked from Python (tests/test_loader.py); here: the read plan's deduplication, the
-// rounding of reduced-precision outputs, and the C++ API end to end on a memory dataset whose
-// values encode their own coordinates.
+// The loader's C++ surface and its assembly pieces. Batch values against peer-written stores are
+// checked from Python (tests/test_loader.py); here: the rounding of reduced-precision outputs, and
+// the C++ API end to end on a memory dataset whose values encode their own coordinates (the read
+// plan has its own tests in read_plan_test.cc).
 #include "zarrstream/loader.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +16,6 @@
 #include "array/memory_dataset_test_util.h"
 #include "gpu/cuda_driver.h"
 #include "loader/batch_assembly.h"
-#include "loader/read_plan.h"
 #include "util/status_test_util.h"
 
 namespace zarrstream {
@@ -75,67 +74,6 @@ TEST(BFloat16Test, RoundsToNearestEven) {
   EXPECT_NE(FloatToBFloat16(bits(0x7F800001)) & 0x007F, 0);
 }
 
-TEST(ReadPlanTest, ChunksSharedBySamplesAndLevelsAreReadOnce) {
-  auto dataset = Dataset::Open(Era5LikeUrl());
-  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
-  LoaderOptions options;
-  options.variables = {"temperature@500,850"};
-  options.target_dim = "time";
-  options.target_offsets = {1};
-  auto geometry = MakeLoaderGeometry(*dataset, options);
-  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
-  // Samples at times 0 and 1 (one time chunk); targets at 1 and 2 (times 0-1 and 2-3).
-  SampleBatch batch;
-  batch.num_dims = 1;
-  batch.sample_ids = {0, 1};
-  batch.origins = {0, 1};
-  BatchReadPlan plan = PlanBatchReads(*geometry, batch);
-  // Inputs: time chunk 0, level chunk 0 (levels 500 and 850), 2 longitude halves. Targets add
-  // time chunk 1 for the sample at time 1 (its target at time 2).
-  EXPECT_EQ(plan.chunks.size(), 4U);
-  // 2 samples x (2 input + 2 target channels) x 2 longitude halves.
-  EXPECT_EQ(plan.chunk_refs, 16U);
-  EXPECT_EQ(plan.bytes_used, uint64_t{2} * 4 * kLat * kLon * sizeof(float));
-}
-
-// Block sizes the loader picks for shuffle "block": CPU batches size blocks by the chunk cache,
-// GPU batches by the batch (the plan reads a chunk once per batch; GPU batches have no cache).
-TEST(ReadPlanTest, AutoBlockChunksFollowsWhereDecodedChunksAreShared) {
-  auto dataset = Dataset::Open(Era5LikeUrl());
-  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
-  LoaderOptions options;
-  options.variables = {"t2m"};  // one time step per chunk
-  options.target_dim = "time";
-  options.target_offsets = {1};
-  options.block_window = 2;
-  auto geometry = MakeLoaderGeometry(*dataset, options);
-  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
-  const std::vector<SampledDim> dims = geometry->PlanDims();
-  // One sample reads two steps of 3 x 4 doubles (96 bytes each).
-  const uint64_t step_bytes = kLat * kLon * sizeof(double);
-  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, /*cache_bytes=*/1), 1U);
-  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, uint64_t{1} << 30), 8U);
-  // Blocks of 3 steps span 4 steps: two blocks in play hold 8 steps, 0.75 of a 11-step cache.
-  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, 11 * step_bytes), 3U);
-
-  options.device = BatchDevice::kCuda;  // the cache size no longer matters
-  for (uint64_t cache : {uint64_t{1}, uint64_t{1} << 30}) {
-    options.batch_size = 8;  // 2 blocks of 4 samples
-    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 4U);
-    options.batch_size = 9;
-    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 4U);
-    options.batch_size = 3;  // not even two blocks of 2 fit: single steps
-    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 1U);
-    options.batch_size = 64;
-    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 8U);
-  }
-  // Origins every second step: a block of 4 chunks holds 2 samples.
-  options.stride = {{"time", 2}};
-  auto strided = MakeLoaderGeometry(*dataset, options);
-  ASSERT_TRUE(strided.ok()) << strided.status().ToString();
-  options.batch_size = 8;
-  EXPECT_EQ(AutoBlockChunks(*strided, strided->PlanDims(), options, 1), 8U);
-}
 TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
   LoaderOptions options;
   options.variables = {"t2m", "temperature@850,1000"};

@@ -1,87 +1,35 @@
-// The loader's geometry and read planning (DESIGN.md §2): how a sample origin becomes regions of
-// the channels' arrays, which read chunks those regions touch, and where each chunk's values go in
-// the batch.
+// The loader's read planning (DESIGN.md §2): how a batch of sample origins becomes regions of the
+// channels' arrays, which read chunks those regions touch, and where each chunk's values go in the
+// batch.
 //
-// LoaderGeometry is resolved once at open from the dataset and the options (the sample model of
-// include/zarrstream/loader.h); it validates everything that can be wrong in a configuration, so a
-// running loader only meets I/O and data errors. PlanBatchReads turns one batch of sample origins
-// into a BatchReadPlan: the distinct read chunks the batch needs (a chunk shared by several
+// PlanBatchReads turns one batch of sample origins into a BatchReadPlan against a LoaderGeometry
+// (dataset/loader_geometry.h): the distinct read chunks the batch needs (a chunk shared by several
 // samples, channels (levels of one array) or by an input and a target appears once), each with
 // the copies it feeds: boxes of the decoded chunk → a slab of the batch (one sample, one output
-// channel, the spatial dimensions).
+// channel, the spatial dimensions). PlanDims and AutoBlockChunks feed the sample plan.
 //
-// Both are plain values: a geometry is immutable after Create and shared by the pipeline's
-// threads; a plan belongs to the thread building its batch.
+// A plan is a plain value and belongs to the thread building its batch.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
 #include <vector>
 
-#include "array/array_state.h"
-#include "array/coordinates.h"
-#include "loader/channel_spec.h"
+#include "dataset/loader_geometry.h"
 #include "loader/sample_plan.h"
 #include "zarrstream/loader.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {
 
-// Arrays the loader reads have at most this many dimensions (ERA5-like data has 3-4).
-inline constexpr size_t kLoaderMaxRank = 8;
+// One value per array dimension (box offsets and extents).
 using DimArray = std::array<uint64_t, kLoaderMaxRank>;
 
-// One output channel's source: a channel of the dataset at a step along the time dimension.
-struct Slab {
-  size_t channel = 0;  // index into LoaderGeometry::channels
-  uint64_t step = 0;   // time index relative to the sample's origin (0 without a time dim)
-  uint32_t out_channel = 0;
-  bool target = false;
-};
-
-struct LoaderGeometry {
-  // Inputs then targets; a channel that is both appears twice (normalised alike, read once).
-  std::vector<Channel> channels;
-  size_t num_inputs = 0;  // channels[0, num_inputs) are inputs (variables, then forcings)
-  std::vector<std::string> input_names, target_names;
-
-  // The channels' dimensions (level/channel dimension removed) and, per dimension, the selected
-  // range, whether it is sampled and its window (the range's size when not sampled).
-  std::vector<std::string> dims;
-  std::vector<IndexRange> ranges;
-  std::vector<uint8_t> sampled;
-  std::vector<uint64_t> window;
-  std::vector<uint64_t> stride;
-  std::optional<size_t> time_dim;
-  // Output channel steps: inputs at 0..window-1 of the time dimension; targets at
-  // window - 1 + offset per offset.
-  uint64_t time_window = 1;
-  std::vector<uint64_t> target_steps;
-  std::vector<Slab> input_slabs, target_slabs;
-
-  std::vector<std::string> sample_dims;  // names of the sampled dims, in dims order
-  std::vector<size_t> sampled_index;     // their indices in dims
-  std::vector<std::string> spatial_dims;
-  std::vector<size_t> spatial_index;  // dims of the batch after [batch, channel]
-  std::vector<uint64_t> spatial_shape;
-  uint64_t slab_elements = 1;  // product of spatial_shape
-
-  // The distinct arrays behind the channels; channel_array[c] indexes them.
-  std::vector<const internal::ArrayState*> arrays;
-  std::vector<size_t> channel_array;
-
-  // Normalisation per channel: out = (x - mean) * inv_std (0 and 1 without a stats file).
-  std::vector<double> mean, inv_std;
-
-  std::vector<SampledDim> PlanDims() const;
-};
-
-// Resolves `options` against `dataset` (see include/zarrstream/loader.h). Errors are
-// kInvalidArgument (kNotFound for unknown names) and name the dataset and what is available.
-Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options);
+// The sampled dimensions of `geometry` as the sample plan takes them (in dims order): selected
+// range, window, stride, the reach of the targets along the time dimension, and the chunk extent
+// of the first channel's array.
+std::vector<SampledDim> PlanDims(const LoaderGeometry& geometry);
 
 // A box of one decoded chunk copied into one slab of the batch.
 struct PlannedCopy {

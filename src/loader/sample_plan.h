@@ -63,7 +63,7 @@
 #include <string_view>
 #include <vector>
 
-#include "array/coordinates.h"
+#include "dataset/coordinates.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {

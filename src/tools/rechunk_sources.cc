@@ -6,8 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "array/coordinates.h"
-#include "loader/channel_spec.h"
+#include "dataset/channel_spec.h"
+#include "dataset/coordinates.h"
+#include "dataset/label_selection.h"
 
 namespace zarrstream::tools {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "array/array_state.h"
 #include "codec/sharding_codec.h"
+#include "dataset/channel_spec.h"
 #include "gpu/gpu_decoder.h"
-#include "loader/channel_spec.h"
 #include "store/curl_transport.h"
 #include "util/format.h"
 #include "zarrstream/array.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "array/cf_time.h"
+#include "dataset/cf_time.h"
 #include "store/store_registry.h"
 #include "tools/zarr_v2_writer.h"
 #include "util/thread_pool.h"

@@ -1,6 +1,6 @@
 // CF time units, calendars and date labels. Expected dates were computed with cftime 1.6
 // (cftime.num2date); tests/test_select.py compares many more values against cftime directly.
-#include "array/cf_time.h"
+#include "dataset/cf_time.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Variable specs and channel resolution on small datasets in a memory store. tests/test_stats.py
 // resolves channels of zarr-python-written datasets through the CLI.
-#include "loader/channel_spec.h"
+#include "dataset/channel_spec.h"
 
 #include <gtest/gtest.h>
 

@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-#include "array/coordinates.h"
+#include "dataset/coordinates.h"
 #include "zarrstream/array.h"
 #include "zarrstream/status.h"
 

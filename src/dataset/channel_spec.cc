@@ -1,5 +1,5 @@
 // Variable specs, data variables of a dataset, and channel resolution.
-#include "loader/channel_spec.h"
+#include "dataset/channel_spec.h"
 
 #include <algorithm>
 #include <charconv>

@@ -3,7 +3,7 @@
 //   standard             the same count for Gregorian dates, and the Julian Day Number formulas
 //                        for Julian ones, so both halves share one axis;
 //   noleap, all_leap, 360_day   days since year 0 (every year the same length).
-#include "array/cf_time.h"
+#include "dataset/cf_time.h"
 
 #include <array>
 #include <cctype>

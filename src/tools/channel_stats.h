@@ -1,6 +1,6 @@
 // Per-channel statistics (count, NaN count, mean, standard deviation, min, max) over a label
-// selection of a dataset, computed in one streaming pass; and the stats file that carries them to
-// the loader's normalisation.
+// selection of a dataset, computed in one streaming pass (`zarrstream stats`); the result is the
+// stats file (dataset/stats_file.h) the loader normalises with.
 //
 // The pass reads chunk-aligned blocks in parallel: every block lies inside one read chunk (inner
 // chunk of a sharded array) of its array, and a block of a variable with levels covers all the
@@ -18,30 +18,17 @@
 // counted and left out of every other statistic; infinities are values (and make mean / std
 // undefined). `std` is the population standard deviation, sqrt(M2 / count) (numpy's ddof=0).
 //
-// Stats file (JSON, format "zarrstream.stats/1"):
-//   {"format": "zarrstream.stats/1",
-//    "source": "<dataset URL>",
-//    "select": {"time": ["1979-01-01T00:00:00", "2015-12-31T18:00:00"],   // range: first, last
-//               "level": {"values": [500, 850]}},                          // a list of labels
-//    "channels": [{"name": "temperature@500", "variable": "temperature", "level": 500,
-//                  "count": N, "nan_count": K, "mean": m, "std": s, "min": lo, "max": hi}, ...]}
-// "select" records the labels actually selected: the first and last label when they are one run
-// of consecutive indices (a range, or a date naming a period: the labels it matched, not the
-// bounds as written), else every label; numeric labels are JSON numbers, times ISO strings. "level"
-// is null for a channel without one. A statistic that is undefined (no values, or infinities in the
-// data) is null. Channels appear in the order they were resolved: the loader's channel order.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "array/coordinates.h"
-#include "loader/channel_spec.h"
+#include "dataset/channel_spec.h"
+#include "dataset/coordinates.h"
+#include "dataset/stats_file.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {
@@ -55,35 +42,6 @@ struct Moments {
   void Merge(const Moments& other);
   // Population variance M2 / count (NaN when empty).
   double Variance() const;
-};
-
-struct ChannelStats {
-  std::string name;
-  std::string variable;
-  std::optional<double> level;
-  uint64_t count = 0;      // values that are not NaN
-  uint64_t nan_count = 0;  // NaN values (excluded from the rest)
-  // NaN when undefined (count == 0; infinite values for mean and std).
-  double mean = 0;
-  double std = 0;
-  double min = 0;
-  double max = 0;
-};
-
-// The labels a selection resolved to, as recorded in the stats file.
-struct SelectedLabels {
-  std::string dim;
-  bool is_range = true;
-  // One run of consecutive indices: its first and last label; otherwise each label. Numbers as
-  // written by Coordinate::FormatLabel.
-  std::vector<std::string> labels;
-  bool numeric = false;  // labels are numbers (else ISO dates)
-};
-
-struct ChannelStatsFile {
-  std::string source;
-  std::vector<SelectedLabels> select;
-  std::vector<ChannelStats> channels;
 };
 
 struct ChannelStatsOptions {
@@ -104,10 +62,5 @@ struct ChannelStatsOptions {
 Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
                                              std::span<const Channel> channels,
                                              const ChannelStatsOptions& options);
-
-// The stats file's JSON text (see the overview), pretty-printed.
-std::string FormatChannelStats(const ChannelStatsFile& stats);
-// Parses a stats file; errors name the offending field ("channels[2].mean").
-Result<ChannelStatsFile> ParseChannelStats(std::string_view json_text);
 
 }  // namespace zarrstream

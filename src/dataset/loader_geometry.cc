@@ -1,0 +1,330 @@
+// MakeLoaderGeometry in steps, in the order the loader's options depend on each other: channels
+// (variables, forcings, targets) and their arrays, then the dimensions' selections, sampling and
+// target steps, then the batch layout and normalisation. Each step checks what it can get wrong,
+// so errors come in the order a user fixes them.
+#include "dataset/loader_geometry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "dataset/label_selection.h"
+#include "dataset/stats_file.h"
+#include "util/format.h"
+
+namespace zarrstream {
+
+namespace {
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) {
+    if (!out.empty()) out += ", ";
+    out += "'";
+    out += name;
+    out += "'";
+  }
+  return out;
+}
+
+Result<std::vector<Channel>> Resolve(const Dataset& dataset, const std::vector<std::string>& args) {
+  ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ParseVariableSpecs(args));
+  return dataset.ResolveChannels(specs);
+}
+
+bool SupportedSource(DataType type) {
+#if !defined(__FLT16_MANT_DIG__)
+  if (type == DataType::kFloat16) return false;  // batch_assembly.cc needs the compiler's _Float16
+#endif
+  return IsFloatingPoint(type) || IsSignedInteger(type) || IsUnsignedInteger(type);
+}
+
+Result<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return NotFoundError("cannot open the stats file '" + path + "'");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+Status MissingStatsError(const std::string& stats_path, const std::string& channel,
+                         const std::vector<std::string>& available) {
+  return InvalidArgumentError("the stats file '" + stats_path + "' has no channel '" + channel +
+                              "' (it has " + JoinNames(available) + ")");
+}
+
+Status UndefinedStatsError(const std::string& stats_path, const std::string& channel) {
+  return InvalidArgumentError("the stats file '" + stats_path + "' gives channel '" + channel +
+                              "' no finite mean and std: it cannot normalise it");
+}
+
+Status SetNormalisation(const std::string& stats_path, LoaderGeometry& g) {
+  g.mean.assign(g.channels.size(), 0.0);
+  g.inv_std.assign(g.channels.size(), 1.0);
+  if (stats_path.empty()) return Status::Ok();
+  ZS_ASSIGN_OR_RETURN(std::string text, ReadTextFile(stats_path));
+  auto stats = ParseChannelStats(text);
+  if (!stats.ok()) {
+    return std::move(stats).status().WithContext("reading the stats file '" + stats_path + "'");
+  }
+  std::map<std::string, const ChannelStats*> by_name;
+  std::vector<std::string> available;
+  for (const ChannelStats& c : stats->channels) {
+    by_name[c.name] = &c;
+    available.push_back(c.name);
+  }
+  for (size_t c = 0; c < g.channels.size(); ++c) {
+    const std::string& name = g.channels[c].name;
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return MissingStatsError(stats_path, name, available);
+    const ChannelStats& s = *it->second;
+    if (!std::isfinite(s.mean) || !std::isfinite(s.std))
+      return UndefinedStatsError(stats_path, name);
+    g.mean[c] = s.mean;
+    g.inv_std[c] = s.std > 0 ? 1.0 / s.std : 1.0;
+  }
+  return Status::Ok();
+}
+
+// The variables the options name; by default every data variable but the forcings, and where some
+// vary in time, the static fields (orography, land-sea mask) stay out unless named: they have no
+// time step to stack.
+Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderOptions& options) {
+  std::vector<std::string> variables = options.variables;
+  if (!variables.empty()) return variables;
+  ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> forcing_specs,
+                      ParseVariableSpecs(options.forcings));
+  std::vector<std::string> timeless;
+  for (const std::string& name : dataset.variable_names()) {
+    bool forcing = std::any_of(forcing_specs.begin(), forcing_specs.end(),
+                               [&](const VariableSpec& f) { return f.variable == name; });
+    if (forcing) continue;
+    ZS_ASSIGN_OR_RETURN(Array array, dataset.OpenVariable(name));
+    const bool timed = std::any_of(array.dims().begin(), array.dims().end(), &IsTimeDimension);
+    (timed ? variables : timeless).push_back(name);
+  }
+  if (variables.empty()) variables = std::move(timeless);
+  return variables;
+}
+
+// Channels: variables, then forcings, as inputs; targets (the variables unless named) after them.
+Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
+                   LoaderGeometry& g) {
+  ZS_ASSIGN_OR_RETURN(std::vector<std::string> variables, Variables(dataset, options));
+  std::vector<std::string> inputs = variables;
+  inputs.insert(inputs.end(), options.forcings.begin(), options.forcings.end());
+  ZS_ASSIGN_OR_RETURN(std::vector<Channel> input_channels, Resolve(dataset, inputs));
+  std::vector<Channel> target_channels;
+  if (!options.target_dim.empty()) {
+    ZS_ASSIGN_OR_RETURN(
+        target_channels,
+        Resolve(dataset, options.target_variables.empty() ? variables : options.target_variables));
+  } else if (!options.target_variables.empty() || !options.target_offsets.empty()) {
+    return InvalidArgumentError(
+        "target variables or offsets need a target dimension "
+        "(target_offset={\"time\": 1})");
+  }
+  if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
+  for (const Channel& t : target_channels) {
+    const Channel& first = input_channels.front();
+    if (t.dims != first.dims || t.shape != first.shape) {
+      return InvalidArgumentError("target channel '" + t.name + "' has dimensions " +
+                                  JoinNames(t.dims) + " " + FormatIndex(t.shape) +
+                                  ", the input channels " + JoinNames(first.dims) + " " +
+                                  FormatIndex(first.shape));
+    }
+  }
+  g.num_inputs = input_channels.size();
+  g.channels = std::move(input_channels);
+  g.channels.insert(g.channels.end(), target_channels.begin(), target_channels.end());
+  return Status::Ok();
+}
+
+// The channels' names, the checks of what the loader can read, and the distinct arrays.
+Status SetArrays(LoaderGeometry& g) {
+  std::vector<std::string> array_names;
+  std::vector<Array> handles;
+  for (size_t c = 0; c < g.channels.size(); ++c) {
+    const Channel& ch = g.channels[c];
+    (c < g.num_inputs ? g.input_names : g.target_names).push_back(ch.name);
+    if (ch.array.rank() > kLoaderMaxRank) {
+      return UnsupportedError("channel '" + ch.name + "': " + ch.array.state().Describe() +
+                              " has " + std::to_string(ch.array.rank()) +
+                              " dimensions; the loader reads at most " +
+                              std::to_string(kLoaderMaxRank));
+    }
+    if (!SupportedSource(ch.array.dtype())) {
+      return UnsupportedError("channel '" + ch.name + "': " + ch.array.state().Describe() +
+                              " holds " + std::string(DataTypeName(ch.array.dtype())) +
+                              "; the loader reads integer and floating-point arrays");
+    }
+    // Channels of one array (levels; an input that is also a target) share its chunks: one
+    // handle per array name, so the read plan deduplicates them.
+    auto it = std::find(array_names.begin(), array_names.end(), ch.array_name);
+    g.channel_array.push_back(static_cast<size_t>(it - array_names.begin()));
+    if (it == array_names.end()) {
+      array_names.push_back(ch.array_name);
+      g.arrays.push_back(&ch.array.state());
+      handles.push_back(ch.array);
+    } else {
+      g.channels[c].array = handles[g.channel_array.back()];
+    }
+  }
+  return Status::Ok();
+}
+
+// The index of the channels' dimension `name`, which the options name as `what`.
+Result<size_t> DimIndex(const LoaderGeometry& g, const std::string& name, std::string_view what,
+                        const std::string& where) {
+  auto it = std::find(g.dims.begin(), g.dims.end(), name);
+  if (it != g.dims.end()) return static_cast<size_t>(it - g.dims.begin());
+  if (IsLevelDimension(name) || name == "channel") {
+    return InvalidArgumentError(std::string(what) + " '" + name +
+                                "': levels and channels are chosen with the variables "
+                                "(\"temperature@500,850\")");
+  }
+  return NotFoundError(std::string(what) + " '" + name + "' is not a dimension of the channels (" +
+                       JoinNames(g.dims) + ") of " + where);
+}
+
+// The channels' dimensions and each one's selected range: whole, or one run of a label selection.
+Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
+                 LoaderGeometry& g) {
+  const Channel& first = g.channels.front();
+  g.dims = first.dims;
+  g.ranges.resize(g.dims.size());
+  for (size_t d = 0; d < g.dims.size(); ++d) g.ranges[d] = IndexRange{0, first.shape[d]};
+  ZS_ASSIGN_OR_RETURN(std::vector<LabelSelection> selections, ParseLabelSelections(options.select));
+  for (const LabelSelection& selection : selections) {
+    ZS_ASSIGN_OR_RETURN(size_t d, DimIndex(g, selection.dim, "selection of", where));
+    ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(selection.dim));
+    ZS_ASSIGN_OR_RETURN(std::vector<uint64_t> indices, coordinate.Select(selection));
+    for (size_t i = 1; i < indices.size(); ++i) {
+      if (indices[i] != indices[i - 1] + 1) {
+        return InvalidArgumentError("selection '" + selection.ToString() + "' of " +
+                                    coordinate.Describe() +
+                                    " picks indices that are not one run; the loader samples "
+                                    "a contiguous range");
+      }
+    }
+    g.ranges[d] = IndexRange{indices.front(), indices.back() + 1};
+  }
+  return Status::Ok();
+}
+
+// Sampled dimensions (the time dimension always, with window 1 unless given), windows and strides.
+Status SetSampling(const LoaderOptions& options, const std::string& where, LoaderGeometry& g) {
+  const size_t rank = g.dims.size();
+  g.sampled.assign(rank, 0);
+  g.window.resize(rank);
+  g.stride.resize(rank);
+  for (size_t d = 0; d < rank; ++d) g.window[d] = g.ranges[d].size();
+  for (size_t d = 0; d < rank && !g.time_dim; ++d) {
+    if (IsTimeDimension(g.dims[d])) g.time_dim = d;
+  }
+  if (g.time_dim) {
+    g.sampled[*g.time_dim] = 1;
+    g.window[*g.time_dim] = 1;
+  }
+  for (const auto& [name, window] : options.sample) {
+    ZS_ASSIGN_OR_RETURN(size_t d, DimIndex(g, name, "sample dimension", where));
+    if (window == 0) return InvalidArgumentError("sample window along '" + name + "' is 0");
+    g.sampled[d] = 1;
+    g.window[d] = window;
+  }
+  for (size_t d = 0; d < rank; ++d) g.stride[d] = g.window[d];
+  for (const auto& [name, stride] : options.stride) {
+    ZS_ASSIGN_OR_RETURN(size_t d, DimIndex(g, name, "stride dimension", where));
+    if (!g.sampled[d]) {
+      return InvalidArgumentError("stride along '" + name +
+                                  "', which is not sampled: give it a window in `sample`");
+    }
+    if (stride == 0) return InvalidArgumentError("stride along '" + name + "' is 0");
+    g.stride[d] = stride;
+  }
+  for (size_t d = 0; d < rank; ++d) {
+    if (g.window[d] > g.ranges[d].size()) {
+      return InvalidArgumentError("sample window " + std::to_string(g.window[d]) + " along '" +
+                                  g.dims[d] + "' is larger than its " +
+                                  std::to_string(g.ranges[d].size()) + " selected indices in " +
+                                  where);
+    }
+  }
+  g.time_window = g.time_dim ? g.window[*g.time_dim] : 1;
+  return Status::Ok();
+}
+
+// Target steps: offsets along the time dimension after the input window, inside the selection.
+Status SetTargetSteps(const LoaderOptions& options, const std::string& where, LoaderGeometry& g) {
+  if (options.target_dim.empty()) return Status::Ok();
+  if (!g.time_dim || g.dims[*g.time_dim] != options.target_dim) {
+    return InvalidArgumentError(
+        "target offsets along '" + options.target_dim + "': targets are offsets along the " +
+        (g.time_dim ? "time dimension '" + g.dims[*g.time_dim] + "'"
+                    : std::string("time dimension, and the channels have none")));
+  }
+  if (options.target_offsets.empty()) {
+    return InvalidArgumentError("a target dimension without target offsets");
+  }
+  uint64_t reach = 0;
+  for (uint64_t offset : options.target_offsets) {
+    g.target_steps.push_back(g.time_window - 1 + offset);
+    reach = std::max(reach, offset);
+  }
+  const IndexRange& r = g.ranges[*g.time_dim];
+  if (g.time_window + reach > r.size()) {
+    return InvalidArgumentError("target offset " + std::to_string(reach) + " after a window of " +
+                                std::to_string(g.time_window) + " along '" + options.target_dim +
+                                "' reaches past the " + std::to_string(r.size()) +
+                                " selected steps of " + where);
+  }
+  return Status::Ok();
+}
+
+// The batch's layout: sampled and spatial dimensions, and the output channels (time-major inputs,
+// lead-major targets).
+void SetLayout(LoaderGeometry& g) {
+  for (size_t d = 0; d < g.dims.size(); ++d) {
+    if (g.sampled[d]) {
+      g.sample_dims.push_back(g.dims[d]);
+      g.sampled_index.push_back(d);
+    }
+    if (g.time_dim && *g.time_dim == d) continue;
+    g.spatial_dims.push_back(g.dims[d]);
+    g.spatial_index.push_back(d);
+    g.spatial_shape.push_back(g.window[d]);
+    g.slab_elements *= g.window[d];
+  }
+  const auto num_targets = static_cast<uint32_t>(g.channels.size() - g.num_inputs);
+  for (uint64_t t = 0; t < g.time_window; ++t) {
+    for (size_t c = 0; c < g.num_inputs; ++c) {
+      g.input_slabs.push_back(
+          Slab{c, t, static_cast<uint32_t>(t * g.num_inputs + c), /*target=*/false});
+    }
+  }
+  for (size_t j = 0; j < g.target_steps.size(); ++j) {
+    for (uint32_t c = 0; c < num_targets; ++c) {
+      g.target_slabs.push_back(Slab{g.num_inputs + c, g.target_steps[j],
+                                    static_cast<uint32_t>(j * num_targets + c), /*target=*/true});
+    }
+  }
+}
+
+}  // namespace
+
+Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options) {
+  LoaderGeometry g;
+  const std::string where = "dataset " + dataset.url();
+  ZS_RETURN_IF_ERROR(SetChannels(dataset, options, where, g));
+  ZS_RETURN_IF_ERROR(SetArrays(g));
+  ZS_RETURN_IF_ERROR(SetRanges(dataset, options, where, g));
+  ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
+  ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
+  SetLayout(g);
+  ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, g));
+  return g;
+}
+
+}  // namespace zarrstream

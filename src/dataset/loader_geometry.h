@@ -1,0 +1,80 @@
+// The loader's geometry (DESIGN.md §2): the sample model of include/zarrstream/loader.h resolved
+// against a dataset. Which channels (inputs, then targets) come from which arrays, which range of
+// each dimension is selected, which dimensions are sampled with which windows and strides, where
+// each output channel's slab comes from, and how each channel is normalised.
+//
+// MakeLoaderGeometry resolves it once at open and validates everything that can be wrong in a
+// configuration, so a running loader only meets I/O and data errors; the read plan
+// (loader/read_plan.h) turns it and a batch of sample origins into chunk reads.
+//
+// A geometry is a plain value, immutable after MakeLoaderGeometry and shared by the loader's
+// threads. Its array pointers point into the channels' array handles: they live as long as the
+// geometry does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "array/array_state.h"
+#include "dataset/channel_spec.h"
+#include "dataset/coordinates.h"
+#include "zarrstream/loader.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+// Arrays the loader reads have at most this many dimensions (ERA5-like data has 3-4).
+inline constexpr size_t kLoaderMaxRank = 8;
+
+// One output channel's source: a channel of the dataset at a step along the time dimension.
+struct Slab {
+  size_t channel = 0;  // index into LoaderGeometry::channels
+  uint64_t step = 0;   // time index relative to the sample's origin (0 without a time dim)
+  uint32_t out_channel = 0;
+  bool target = false;
+};
+
+struct LoaderGeometry {
+  // Inputs then targets; a channel that is both appears twice (normalised alike, read once).
+  std::vector<Channel> channels;
+  size_t num_inputs = 0;  // channels[0, num_inputs) are inputs (variables, then forcings)
+  std::vector<std::string> input_names, target_names;
+
+  // The channels' dimensions (level/channel dimension removed) and, per dimension, the selected
+  // range, whether it is sampled and its window (the range's size when not sampled).
+  std::vector<std::string> dims;
+  std::vector<IndexRange> ranges;
+  std::vector<uint8_t> sampled;
+  std::vector<uint64_t> window;
+  std::vector<uint64_t> stride;
+  std::optional<size_t> time_dim;
+  // Output channel steps: inputs at 0..window-1 of the time dimension; targets at
+  // window - 1 + offset per offset.
+  uint64_t time_window = 1;
+  std::vector<uint64_t> target_steps;
+  std::vector<Slab> input_slabs, target_slabs;
+
+  std::vector<std::string> sample_dims;  // names of the sampled dims, in dims order
+  std::vector<size_t> sampled_index;     // their indices in dims
+  std::vector<std::string> spatial_dims;
+  std::vector<size_t> spatial_index;  // dims of the batch after [batch, channel]
+  std::vector<uint64_t> spatial_shape;
+  uint64_t slab_elements = 1;  // product of spatial_shape
+
+  // The distinct arrays behind the channels; channel_array[c] indexes them.
+  std::vector<const internal::ArrayState*> arrays;
+  std::vector<size_t> channel_array;
+
+  // Normalisation per channel: out = (x - mean) * inv_std (0 and 1 without a stats file).
+  std::vector<double> mean, inv_std;
+};
+
+// Resolves `options` against `dataset` (see include/zarrstream/loader.h), reading the stats file
+// `options.normalize` names. Errors are kInvalidArgument (kNotFound for unknown names, kUnsupported
+// for arrays the loader cannot read) and name the dataset and what is available.
+Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options);
+
+}  // namespace zarrstream

@@ -1,0 +1,176 @@
+// The loader's geometry on a small dataset in a memory store, without a loader: which channels the
+// options pick and in what order, where each output channel comes from, the batch's layout, the
+// normalisation a stats file gives, and configuration errors that name what is wrong. Errors the
+// loader reports at open are also checked end to end in loader_test.cc and tests/test_loader.py.
+#include "dataset/loader_geometry.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "array/memory_dataset_test_util.h"
+#include "dataset/stats_file.h"
+#include "util/status_test_util.h"
+
+namespace zarrstream {
+namespace {
+
+using testing::MemoryDataset;
+
+constexpr uint64_t kTimes = 4, kLat = 2, kLon = 3;
+
+// temperature (time, level, latitude, longitude) at levels 500 and 850; t2m and the forcing tisr
+// (time, latitude, longitude); a static orography (latitude, longitude).
+const std::string& DatasetUrl() {
+  static const std::string url = [] {
+    static MemoryDataset m("loader_geometry_test");  // for the process: the registry finds it
+    m.AddArray<int64_t>("time", {kTimes}, {kTimes}, {"time"}, {0, 6, 12, 18},
+                        {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
+    m.AddArray<int32_t>("level", {2}, {2}, {"level"}, {500, 850});
+    m.AddArray<float>("latitude", {kLat}, {kLat}, {"latitude"}, {10, -10});
+    m.AddArray<float>("longitude", {kLon}, {kLon}, {"longitude"}, {0, 120, 240});
+    const std::vector<uint64_t> field = {kTimes, kLat, kLon};
+    const std::vector<std::string> field_dims = {"time", "latitude", "longitude"};
+    m.AddArray<float>("temperature", {kTimes, 2, kLat, kLon}, {1, 2, kLat, kLon},
+                      {"time", "level", "latitude", "longitude"},
+                      std::vector<float>(kTimes * 2 * kLat * kLon, 1.0F));
+    m.AddArray<float>("t2m", field, field, field_dims,
+                      std::vector<float>(kTimes * kLat * kLon, 1.0F));
+    m.AddArray<float>("tisr", field, field, field_dims,
+                      std::vector<float>(kTimes * kLat * kLon, 1.0F));
+    m.AddArray<float>("orography", {kLat, kLon}, {kLat, kLon}, {"latitude", "longitude"},
+                      std::vector<float>(kLat * kLon, 1.0F));
+    return m.url();
+  }();
+  return url;
+}
+
+Result<LoaderGeometry> Geometry(const LoaderOptions& options) {
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(DatasetUrl()));
+  return MakeLoaderGeometry(dataset, options);
+}
+
+TEST(LoaderGeometryTest, DefaultVariablesAreTheTimedOnesWithForcingsLast) {
+  LoaderOptions options;
+  options.forcings = {"tisr"};
+  auto g = Geometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  // orography has no time step to stack: out unless named.
+  EXPECT_EQ(g->input_names,
+            (std::vector<std::string>{"t2m", "temperature@500", "temperature@850", "tisr"}));
+  EXPECT_TRUE(g->target_names.empty());
+  EXPECT_EQ(g->num_inputs, 4U);
+  // The two levels of temperature share one array.
+  ASSERT_EQ(g->arrays.size(), 3U);
+  EXPECT_EQ(g->channel_array, (std::vector<size_t>{0, 1, 1, 2}));
+  EXPECT_EQ(g->dims, (std::vector<std::string>{"time", "latitude", "longitude"}));
+  EXPECT_EQ(g->mean, (std::vector<double>(4, 0.0)));
+  EXPECT_EQ(g->inv_std, (std::vector<double>(4, 1.0)));
+}
+
+TEST(LoaderGeometryTest, InputsAreTimeMajorAndTargetsLeadMajor) {
+  LoaderOptions options;
+  options.variables = {"t2m", "temperature@850"};
+  options.sample = {{"time", 2}};
+  options.target_dim = "time";
+  options.target_offsets = {1, 0};
+  options.select = {"latitude=-10"};
+  auto g = Geometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->target_names, (std::vector<std::string>{"t2m", "temperature@850"}));
+  EXPECT_EQ(g->channel_array, (std::vector<size_t>{0, 1, 0, 1}));  // targets read once
+  EXPECT_EQ(g->time_dim, 0U);
+  EXPECT_EQ(g->time_window, 2U);
+  EXPECT_EQ(g->target_steps, (std::vector<uint64_t>{2, 1}));
+  EXPECT_EQ(g->sample_dims, (std::vector<std::string>{"time"}));
+  EXPECT_EQ(g->spatial_dims, (std::vector<std::string>{"latitude", "longitude"}));
+  EXPECT_EQ(g->ranges[1], (IndexRange{1, 2}));
+  EXPECT_EQ(g->spatial_shape, (std::vector<uint64_t>{1, kLon}));
+  EXPECT_EQ(g->slab_elements, kLon);
+  struct Want {
+    size_t channel;
+    uint64_t step;
+    uint32_t out_channel;
+  };
+  const std::vector<Want> inputs = {{0, 0, 0}, {1, 0, 1}, {0, 1, 2}, {1, 1, 3}};
+  const std::vector<Want> targets = {{2, 2, 0}, {3, 2, 1}, {2, 1, 2}, {3, 1, 3}};
+  ASSERT_EQ(g->input_slabs.size(), inputs.size());
+  ASSERT_EQ(g->target_slabs.size(), targets.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_EQ(g->input_slabs[i].channel, inputs[i].channel) << i;
+    EXPECT_EQ(g->input_slabs[i].step, inputs[i].step) << i;
+    EXPECT_EQ(g->input_slabs[i].out_channel, inputs[i].out_channel) << i;
+    EXPECT_FALSE(g->input_slabs[i].target);
+    EXPECT_EQ(g->target_slabs[i].channel, targets[i].channel) << i;
+    EXPECT_EQ(g->target_slabs[i].step, targets[i].step) << i;
+    EXPECT_EQ(g->target_slabs[i].out_channel, targets[i].out_channel) << i;
+    EXPECT_TRUE(g->target_slabs[i].target);
+  }
+}
+
+TEST(LoaderGeometryTest, NormalisesWithTheStatsFileAndRejectsWhatItCannotUse) {
+  ChannelStatsFile stats;
+  stats.source = "memory://loader_geometry_test";
+  auto add = [&](std::string name, double mean, double std) {
+    ChannelStats c;
+    c.name = c.variable = std::move(name);
+    c.count = 1;
+    c.mean = mean;
+    c.std = std;
+    stats.channels.push_back(c);
+  };
+  add("t2m", 280, 4);
+  add("tisr", 100, 0);  // a constant field: scaled by 1
+  add("orography", NAN, NAN);
+  const std::string path = ::testing::TempDir() + "loader_geometry_test_stats.json";
+  std::ofstream(path) << FormatChannelStats(stats);
+
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.forcings = {"tisr"};
+  options.normalize = path;
+  auto g = Geometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->mean, (std::vector<double>{280, 100}));
+  EXPECT_EQ(g->inv_std, (std::vector<double>{0.25, 1.0}));
+
+  options.variables = {"t2m", "temperature@500"};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {path, "no channel 'temperature@500'", "'t2m', 'tisr', 'orography'"});
+  options.variables = {"orography"};
+  options.forcings = {};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"'orography'", "no finite mean and std"});
+  options.normalize = path + ".missing";
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kNotFound,
+                      {"cannot open the stats file", ".missing"});
+}
+
+TEST(LoaderGeometryTest, ConfigurationErrorsSayWhatToChange) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.select = {"level=500"};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"selection of 'level'", "chosen with the variables"});
+  options.select = {};
+  options.stride = {{"latitude", 1}};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"stride along 'latitude'", "not sampled", "window in `sample`"});
+  options.stride = {};
+  options.target_offsets = {1};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"need a target dimension"});
+  options.target_dim = "latitude";
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"target offsets along 'latitude'", "time dimension 'time'"});
+  options.target_dim = {};
+  options.target_offsets = {};
+  options.variables = {"t2m", "orography"};
+  EXPECT_FALSE(Geometry(options).ok());  // fields of different shapes
+}
+
+}  // namespace
+}  // namespace zarrstream

@@ -1,0 +1,237 @@
+// The read plan against geometries of a small dataset in a memory store: the chunks a batch needs,
+// each read once, and the boxes that carry each chunk's values to the right place in the batch's
+// slabs; the sampled dimensions and block sizes it hands the sample plan.
+#include "loader/read_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "array/memory_dataset_test_util.h"
+
+namespace zarrstream {
+namespace {
+
+using testing::MemoryDataset;
+
+constexpr uint64_t kTimes = 8, kLevels = 3, kLat = 4, kLon = 6;
+
+// temperature (time, level, latitude, longitude) in chunks of 2 times, 2 levels, all latitudes and
+// 4 longitudes (the last level and longitude chunks are partial); t2m (time, latitude, longitude)
+// in chunks of one time step.
+const std::string& DatasetUrl() {
+  static const std::string url = [] {
+    static MemoryDataset dataset("read_plan_test");  // for the process: the store registry finds it
+    MemoryDataset* m = &dataset;
+    std::vector<int64_t> hours;
+    for (uint64_t t = 0; t < kTimes; ++t) hours.push_back(static_cast<int64_t>(6 * t));
+    m->AddArray<int64_t>("time", {kTimes}, {kTimes}, {"time"}, hours,
+                         {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
+    m->AddArray<int32_t>("level", {kLevels}, {kLevels}, {"level"}, {500, 850, 1000});
+    m->AddArray<float>("latitude", {kLat}, {kLat}, {"latitude"}, {30, 10, -10, -30});
+    m->AddArray<float>("longitude", {kLon}, {kLon}, {"longitude"}, {0, 60, 120, 180, 240, 300});
+    m->AddArray<float>("temperature", {kTimes, kLevels, kLat, kLon}, {2, 2, kLat, 4},
+                       {"time", "level", "latitude", "longitude"},
+                       std::vector<float>(kTimes * kLevels * kLat * kLon, 1.0F));
+    m->AddArray<double>("t2m", {kTimes, kLat, kLon}, {1, kLat, kLon},
+                        {"time", "latitude", "longitude"},
+                        std::vector<double>(kTimes * kLat * kLon, 1.0));
+    return m->url();
+  }();
+  return url;
+}
+
+Result<LoaderGeometry> Geometry(const LoaderOptions& options) {
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(DatasetUrl()));
+  return MakeLoaderGeometry(dataset, options);
+}
+
+// A batch of samples at `origins` (one origin per sampled dimension each).
+SampleBatch Batch(const std::vector<std::vector<uint64_t>>& origins) {
+  SampleBatch batch;
+  batch.num_dims = origins.front().size();
+  for (size_t s = 0; s < origins.size(); ++s) {
+    batch.sample_ids.push_back(s);
+    batch.origins.insert(batch.origins.end(), origins[s].begin(), origins[s].end());
+  }
+  return batch;
+}
+
+// Checks that every copy of `plan` lies inside its chunk and its slab, takes its values from the
+// array index the slab needs there, and that the copies of each (sample, slab) cover the slab
+// exactly once.
+void ExpectCopiesTileTheSlabs(const LoaderGeometry& g, const SampleBatch& batch,
+                              const BatchReadPlan& plan) {
+  // (sample, target, slab, position in the slab) of every value copied.
+  std::set<std::tuple<uint32_t, bool, uint32_t, std::vector<uint64_t>>> covered;
+  uint64_t copied = 0;
+  for (const PlannedChunk& chunk : plan.chunks) {
+    const internal::ArrayState& array = *g.arrays[chunk.array];
+    const std::vector<uint64_t>& extent = array.read_chunk_shape;
+    for (const PlannedCopy& copy : chunk.copies) {
+      const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
+      const Channel& channel = g.channels[slab.channel];
+      ASSERT_EQ(g.arrays[g.channel_array[slab.channel]], &array);
+      ASSERT_EQ(size_t{copy.rank}, array.metadata.shape.size());
+      // The slab's first array index per array dimension, from the sample's origin.
+      std::vector<uint64_t> lo;
+      std::vector<uint64_t> slab_extent;
+      for (size_t d = 0, k = 0; d < g.dims.size(); ++d) {
+        if (channel.level_dim && lo.size() == *channel.level_dim) {
+          lo.push_back(channel.level_index);
+          slab_extent.push_back(1);
+        }
+        const bool time = g.time_dim && *g.time_dim == d;
+        uint64_t start = g.ranges[d].start;
+        if (g.sampled[d]) start = batch.origin(copy.sample)[k++];
+        lo.push_back(start + (time ? slab.step : 0));
+        slab_extent.push_back(time ? 1 : g.window[d]);
+      }
+      if (channel.level_dim && lo.size() == *channel.level_dim) {
+        lo.push_back(channel.level_index);
+        slab_extent.push_back(1);
+      }
+      ASSERT_EQ(lo.size(), size_t{copy.rank});
+      uint64_t volume = 1;
+      for (size_t a = 0; a < copy.rank; ++a) {
+        EXPECT_GT(copy.shape[a], 0U);
+        EXPECT_LE(copy.within_chunk[a] + copy.shape[a], extent[a]) << "dimension " << a;
+        EXPECT_LE(copy.within_slab[a] + copy.shape[a], slab_extent[a]) << "dimension " << a;
+        EXPECT_EQ(chunk.coords[a] * extent[a] + copy.within_chunk[a], lo[a] + copy.within_slab[a])
+            << "dimension " << a;
+        volume *= copy.shape[a];
+      }
+      copied += volume;
+      for (uint64_t i = 0; i < volume; ++i) {
+        std::vector<uint64_t> position(copy.rank);
+        for (size_t a = copy.rank, rest = i; a-- > 0;) {
+          position[a] = copy.within_slab[a] + rest % copy.shape[a];
+          rest /= copy.shape[a];
+        }
+        EXPECT_TRUE(covered.emplace(copy.sample, copy.target, copy.slab, position).second)
+            << "a value of slab " << copy.slab << " of sample " << copy.sample << " copied twice";
+      }
+    }
+  }
+  const uint64_t slabs = batch.size() * (g.input_slabs.size() + g.target_slabs.size());
+  EXPECT_EQ(copied, slabs * g.slab_elements);
+  EXPECT_EQ(covered.size(), slabs * g.slab_elements);
+}
+
+TEST(ReadPlanTest, CopiesCarryEachSlabFromTheChunksThatHoldIt) {
+  LoaderOptions options;
+  // Level 1000 sits alone in the partial second level chunk.
+  options.variables = {"temperature@850,1000", "t2m"};
+  options.target_variables = {"t2m"};
+  options.sample = {{"time", 2}, {"longitude", 3}};
+  options.select = {"latitude=10:-30"};
+  options.target_dim = "time";
+  options.target_offsets = {1, 2};
+  auto geometry = Geometry(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  EXPECT_EQ(geometry->spatial_shape, (std::vector<uint64_t>{3, 3}));
+  // Windows across time and longitude chunk boundaries, and inside one chunk.
+  const SampleBatch batch = Batch({{1, 2}, {4, 0}, {3, 3}});
+  const BatchReadPlan plan = PlanBatchReads(*geometry, batch);
+  ExpectCopiesTileTheSlabs(*geometry, batch, plan);
+  uint64_t refs = 0;
+  for (const PlannedChunk& chunk : plan.chunks) refs += chunk.copies.size();
+  EXPECT_EQ(refs, plan.chunk_refs);
+}
+
+TEST(ReadPlanTest, ChunksSharedBySamplesAndLevelsAreReadOnce) {
+  LoaderOptions options;
+  options.variables = {"temperature@500,850"};
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  auto geometry = Geometry(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  // Samples at times 0 and 1 (one time chunk); targets at 1 and 2 (times 0-1 and 2-3).
+  const SampleBatch batch = Batch({{0}, {1}});
+  const BatchReadPlan plan = PlanBatchReads(*geometry, batch);
+  // Inputs: time chunk 0, level chunk 0 (levels 500 and 850), 2 longitude chunks. Targets add
+  // time chunk 1 for the sample at time 1 (its target at time 2).
+  EXPECT_EQ(plan.chunks.size(), 4U);
+  // 2 samples x (2 input + 2 target channels) x 2 longitude chunks.
+  EXPECT_EQ(plan.chunk_refs, 16U);
+  EXPECT_EQ(plan.bytes_used, uint64_t{2} * 4 * kLat * kLon * sizeof(float));
+  for (const PlannedChunk& chunk : plan.chunks) {
+    EXPECT_EQ(chunk.array, 0U);
+    EXPECT_EQ(chunk.coords[1], 0U);  // both levels from the first level chunk
+    // C order over the (4, 2, 1, 2) chunk grid.
+    EXPECT_EQ(chunk.linear, ((chunk.coords[0] * 2 + chunk.coords[1]) * 1 + chunk.coords[2]) * 2 +
+                                chunk.coords[3]);
+  }
+  ExpectCopiesTileTheSlabs(*geometry, batch, plan);
+}
+
+TEST(ReadPlanTest, PlanDimsCarryWindowsStridesTargetReachAndChunks) {
+  LoaderOptions options;
+  options.variables = {"temperature@500"};
+  options.sample = {{"time", 2}, {"longitude", 3}};
+  options.stride = {{"longitude", 2}};
+  options.select = {"time=2000-01-01T06:00:2000-01-02T18:00"};
+  options.target_dim = "time";
+  options.target_offsets = {3, 1};
+  auto geometry = Geometry(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  const std::vector<SampledDim> dims = PlanDims(*geometry);
+  ASSERT_EQ(dims.size(), 2U);
+  EXPECT_EQ(dims[0].name, "time");
+  EXPECT_EQ(dims[0].range, (IndexRange{1, 8}));
+  EXPECT_EQ(dims[0].window, 2U);
+  EXPECT_EQ(dims[0].stride, 2U);  // the window, when no stride is given
+  EXPECT_EQ(dims[0].reach, 3U);   // the largest offset
+  EXPECT_EQ(dims[0].chunk, 2U);
+  EXPECT_EQ(dims[1].name, "longitude");
+  EXPECT_EQ(dims[1].range, (IndexRange{0, kLon}));
+  EXPECT_EQ(dims[1].window, 3U);
+  EXPECT_EQ(dims[1].stride, 2U);
+  EXPECT_EQ(dims[1].reach, 0U);
+  EXPECT_EQ(dims[1].chunk, 4U);
+}
+
+// Block sizes the loader picks for shuffle "block": CPU batches size blocks by the chunk cache,
+// GPU batches by the batch (the plan reads a chunk once per batch; GPU batches have no cache).
+TEST(ReadPlanTest, AutoBlockChunksFollowsWhereDecodedChunksAreShared) {
+  LoaderOptions options;
+  options.variables = {"t2m"};  // one time step per chunk
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  options.block_window = 2;
+  auto geometry = Geometry(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  const std::vector<SampledDim> dims = PlanDims(*geometry);
+  // One sample reads two steps of kLat x kLon doubles.
+  const uint64_t step_bytes = kLat * kLon * sizeof(double);
+  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, /*cache_bytes=*/1), 1U);
+  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, uint64_t{1} << 30), 8U);
+  // Blocks of 3 steps span 4 steps: two blocks in play hold 8 steps, 0.75 of a 11-step cache.
+  EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, 11 * step_bytes), 3U);
+
+  options.device = BatchDevice::kCuda;  // the cache size no longer matters
+  for (uint64_t cache : {uint64_t{1}, uint64_t{1} << 30}) {
+    options.batch_size = 8;  // 2 blocks of 4 samples
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 4U);
+    options.batch_size = 9;
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 4U);
+    options.batch_size = 3;  // not even two blocks of 2 fit: single steps
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 1U);
+    options.batch_size = 64;
+    EXPECT_EQ(AutoBlockChunks(*geometry, dims, options, cache), 8U);
+  }
+  // Origins every second step: a block of 4 chunks holds 2 samples.
+  options.stride = {{"time", 2}};
+  auto strided = Geometry(options);
+  ASSERT_TRUE(strided.ok()) << strided.status().ToString();
+  options.batch_size = 8;
+  EXPECT_EQ(AutoBlockChunks(*strided, PlanDims(*strided), options, 1), 8U);
+}
+
+}  // namespace
+}  // namespace zarrstream
