@@ -2,7 +2,7 @@
 # `make gpu-test`: everything the GPU path promises, on a machine with an NVIDIA GPU, with or
 # without a network (docs/gpu-machines.md):
 #   1. builds with nvcc: from .deps/ (scripts/offline-build.sh) when it is there, else `make build`;
-#   2. the environment report (`zarrstream doctor`): GPU, nvCOMP, GPU codecs;
+#   2. the environment report (`zarrstream doctor`): GPU, nvCOMP;
 #   3. every GPU test: the C++ ones (*Gpu*) and the Python ones (pytest -m gpu), none skipped;
 #      those needing JAX (pytest -m jax) or two GPUs (pytest -m multi_gpu) as steps of their own,
 #      left out where JAX is absent or the machine has one GPU;

@@ -1227,12 +1227,9 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
         std::max<uint64_t>(AlignUp(batch * g.sampled_index.size() * sizeof(int64_t)), kAlignment);
     s.origins_offset = 0;
     for (const internal::ArrayState* array : g.arrays) {
-      const CodecChain& chain = array->chain->sharding() != nullptr
-                                    ? array->chain->sharding()->inner_chain()
-                                    : *array->chain;
       // Without nvCOMP the GPU takes only chunks it copies as they are; the CPU decodes the rest
       // (staging them would read them twice: once for the GPU to reject, once for the CPU).
-      std::optional<GpuChunkCodec> codec = PlanGpuDecode(chain);
+      std::optional<GpuChunkCodec> codec = PlanGpuDecode(*array->chain).codec;
       if (codec && gpu->nvcomp == nullptr && (codec->compression || codec->blosc)) codec.reset();
       gpu->codecs.push_back(codec);
       gpu->max_chunk_bytes = std::max(gpu->max_chunk_bytes, ReadChunkBytes(*array));
