@@ -51,7 +51,7 @@ packages=(
   libzstd-dev liblz4-dev zlib1g-dev libbz2-dev
   libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  libgtest-dev libgmock-dev
 )
 if [ "$with_object_stores" = 1 ]; then
   # The loopback HTTP server with an object store's latency, and the load generator.

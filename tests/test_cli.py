@@ -354,12 +354,11 @@ def test_doctor_reports_the_environment():
         assert report["gpu"]["name"] == torch.cuda.get_device_name(0)
         assert report["gpu"]["memory_bytes"] > 1 << 30
         assert report["gpu_batches"] == report["cuda_compiled"]
-        if report["gpu_batches"] and report["nvcomp_version"]:
-            assert "zstd" in report["gpu_codecs"] and "numcodecs.lz4" in report["gpu_codecs"]
+        assert report["gpu_decoding"] == (report["gpu_batches"] and report["nvcomp_version"] is not None)
     else:
         assert report["gpu"] is None and report["gpu_unavailable_reason"]
         assert report["gpu_batches"] is False and report["gpu_batches_unavailable_reason"]
-        assert report["nvcomp_version"] is None and report["gpu_codecs"] == []
+        assert report["nvcomp_version"] is None and report["gpu_decoding"] is False
     # Remote reads: three quarters of the cores (2 to 16) I/O threads by default, the environment over them.
     assert report["http"] == {"io_threads": min(16, max(2, os.cpu_count() * 3 // 4)),
                               "max_in_flight": 256, "max_in_flight_per_host": 256}
@@ -375,6 +374,75 @@ def test_doctor_reports_the_environment():
     env["ZARRSTREAM_HTTP_IO_THREADS"] = "many"
     bad = json.loads(run_cli("doctor", "--json", env=env).stdout)
     assert "ZARRSTREAM_HTTP_IO_THREADS" in bad["http"]["error"]
+
+
+def test_inspect_and_doctor_give_one_answer_for_where_chunks_decode(tmp_path):
+    """Whether the GPU path decodes an array's chunks, and how or why not, is one answer
+    (PlanGpuDecode) that `inspect --json` and `doctor STORE --json` both give, for stores written
+    by zarr-python: compressors nvCOMP decodes, and chains it leaves to the CPU (bitshuffle,
+    blosclz, v2's order F, which becomes a transpose, a v3 transpose)."""
+    import numcodecs
+    from zarr.codecs import Crc32cCodec, GzipCodec, TransposeCodec
+
+    shape, chunks = (4, 8, 16), (1, 8, 16)
+    dims = ["time", "latitude", "longitude"]
+    # name → (store, create_array arguments, GPU-decodable, the answer's description)
+    cases = {
+        "zstd": ("v2", dict(compressors=numcodecs.Zstd(level=3)), True, "zstd"),
+        "gzip": ("v2", dict(compressors=numcodecs.GZip()), True, "gzip"),
+        "zlib": ("v2", dict(compressors=numcodecs.Zlib()), True, "zlib"),
+        "lz4": ("v2", dict(compressors=numcodecs.LZ4()), True, "lz4"),
+        "blosc_lz4": ("v2", dict(compressors=numcodecs.Blosc(cname="lz4", shuffle=numcodecs.Blosc.SHUFFLE)),
+                      True, "blosc with lz4 and byte shuffle"),
+        "blosc_zstd": ("v2", dict(compressors=numcodecs.Blosc(cname="zstd", shuffle=numcodecs.Blosc.NOSHUFFLE)),
+                       True, "blosc with zstd"),
+        "blosc_bitshuffle": ("v2", dict(compressors=numcodecs.Blosc(cname="lz4", shuffle=numcodecs.Blosc.BITSHUFFLE)),
+                             False, "blosc with bitshuffle"),
+        "blosc_blosclz": ("v2", dict(compressors=numcodecs.Blosc(cname="blosclz")), False,
+                          "blosc with blosclz (nvCOMP decodes lz4 and zstd inside blosc)"),
+        "zlib_big_endian": ("v2", dict(compressors=numcodecs.Zlib(), dtype=">f8"), True, "zlib, big-endian"),
+        "zlib_f_order": ("v2", dict(compressors=numcodecs.Zlib(), dtype=">f8", order="F"), False,
+                         "transpose codec (v2 order F, or a v3 transpose)"),
+        "crc32c": ("v3", dict(compressors=[GzipCodec(), Crc32cCodec()]), True, "gzip + crc32c"),
+        "sharded": ("v3", dict(shards=(2, 8, 16), compressors=ZstdCodec(level=3)), True, "zstd"),
+        "sharded_bitshuffle": ("v3", dict(shards=(2, 8, 16), compressors=BloscCodec(cname="zstd", shuffle="bitshuffle")),
+                               False, "blosc with bitshuffle"),
+        "transposed": ("v3", dict(filters=[TransposeCodec(order=(0, 2, 1))], compressors=ZstdCodec()), False,
+                       "transpose codec (v2 order F, or a v3 transpose)"),
+    }
+    groups = {"v2": zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2),
+              "v3": zarr.open_group(str(tmp_path / "v3.zarr"), mode="w", zarr_format=3)}
+    for name, (where, kwargs, _, _) in cases.items():
+        kwargs = dict(dtype="float32") | kwargs
+        if where == "v2":
+            kwargs["attributes"] = {"_ARRAY_DIMENSIONS": dims}
+        else:
+            kwargs["dimension_names"] = dims
+        a = groups[where].create_array(name, shape=shape, chunks=chunks, **kwargs)
+        a[...] = make_compressible(kwargs["dtype"], shape, seed=len(name))
+
+    for where in groups:
+        url = tmp_path / f"{where}.zarr"
+        proc = run_cli("inspect", url, "--json")
+        assert proc.returncode == 0, proc.stderr
+        inspected = {p: n for p, n in iter_nodes(json.loads(proc.stdout)) if n.get("kind") == "array"}
+        proc = run_cli("doctor", url, "--json")
+        assert proc.returncode == 0, proc.stderr
+        advised = {a["name"]: a for a in json.loads(proc.stdout)["store"]["arrays"]}
+        names = {n for n, case in cases.items() if case[0] == where}
+        assert set(inspected) == set(advised) == names
+        for name in names:
+            _, _, gpu, description = cases[name]
+            for report in (inspected[name], advised[name]):
+                assert (report["gpu_decodable"], report["gpu_decode"]) == (gpu, description), name
+            cpu_warnings = [w for w in inspected[name]["warnings"] if "GPU path cannot decode" in w]
+            assert cpu_warnings == ([] if gpu else [f"the GPU path cannot decode these chunks ({description}): "
+                                                    "the CPU decodes them"]), name
+        text = run_cli("doctor", url).stdout
+        for name in names:
+            _, _, gpu, description = cases[name]
+            line = next(ln for ln in text.splitlines() if ln.strip().startswith(name + " "))
+            assert line.endswith(("GPU-decodable: " if gpu else "decoded on the CPU: ") + description), line
 
 
 def test_doctor_on_a_store_names_its_layout_problems_and_the_rechunk_that_fixes_them(tmp_path):
@@ -402,7 +470,8 @@ def test_doctor_on_a_store_names_its_layout_problems_and_the_rechunk_that_fixes_
     by_name = {a["name"]: a for a in store["arrays"]}
     assert set(by_name) == {"t2m", "z"}  # the coordinate is not a field
     assert by_name["z"]["time_steps_per_chunk"] == 4 and by_name["z"]["levels_per_chunk"] == 3
-    assert by_name["t2m"]["gpu_decodable"] is False  # blosclz
+    assert by_name["t2m"]["gpu_decodable"] is False
+    assert by_name["t2m"]["gpu_decode"] == "blosc with blosclz (nvCOMP decodes lz4 and zstd inside blosc)"
     messages = " ".join(f["message"] for f in store["findings"])
     assert "4 time steps per chunk" in messages and "no consolidated metadata" in messages
     command = store["rechunk_command"].split()

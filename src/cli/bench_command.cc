@@ -16,8 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "array/array_state.h"
+#include "gpu/gpu_decoder.h"
 #include "store/curl_transport.h"
 #include "util/format.h"
+#include "zarrstream/array.h"
 #include "zarrstream/loader.h"
 
 namespace zarrstream::cli {
@@ -225,6 +228,34 @@ Status RunPlot(const std::string& json_path, const std::string& png_path) {
   return Status::Ok();
 }
 
+// Where the chunks of the benchmarked arrays decode on the GPU path (PlanGpuDecode's answer, as
+// `inspect` and `doctor` give it): the arrays --variables and --forcings name, else every array of
+// the store with more than one dimension (the coordinates are left out).
+nlohmann::json GpuDecodePlans(const std::string& url, const LoaderOptions& options) {
+  nlohmann::json plans = nlohmann::json::array();
+  auto add = [&plans](const std::string& name, const Array& array) {
+    const GpuDecodePlan plan = PlanGpuDecode(*array.state().chain);
+    plans.push_back(
+        {{"array", name}, {"gpu_decodable", plan.gpu()}, {"gpu_decode", plan.description}});
+  };
+  Result<Group> group = Group::Open(url);
+  if (!group.ok()) {
+    if (Result<Array> array = Array::Open(url); array.ok()) add("", *array);
+    return plans;
+  }
+  std::vector<std::string> names;
+  for (const std::vector<std::string>* specs : {&options.variables, &options.forcings}) {
+    for (const std::string& spec : *specs) names.push_back(spec.substr(0, spec.find('@')));
+  }
+  const bool named = !names.empty();
+  if (!named) names = group->array_names();
+  for (const std::string& name : names) {
+    Result<Array> array = group->OpenArray(name);
+    if (array.ok() && (named || array->rank() >= 2)) add(name, *array);
+  }
+  return plans;
+}
+
 }  // namespace
 
 CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
@@ -331,6 +362,8 @@ int RunBench(const BenchCommandOptions& o) {
   }
   const double elapsed = std::max(Seconds(Clock::now() - measure_start), 1e-9);
   const LoaderStats stats = loader->stats();
+  const nlohmann::json gpu_decode_plans =
+      o.device == "cuda" ? GpuDecodePlans(o.url, *options) : nlohmann::json::array();
 
   const double amplification = stats.bytes_used > 0 ? static_cast<double>(stats.bytes_decoded) /
                                                           static_cast<double>(stats.bytes_used)
@@ -355,6 +388,7 @@ int RunBench(const BenchCommandOptions& o) {
                            {"waiting_fraction", waiting_fraction},
                            {"device", o.device},
                            {"gpu_decode", loader->gpu_decode_status()},
+                           {"gpu_decode_plans", gpu_decode_plans},
                            {"stages",
                             {{"plan_seconds", stats.plan_seconds},
                              {"read_decode_seconds", stats.read_decode_seconds},
@@ -416,6 +450,11 @@ int RunBench(const BenchCommandOptions& o) {
       stats.plan_seconds, stats.read_decode_seconds, stats.assemble_seconds, wait_s);
   if (o.device == "cuda") {
     std::printf("  %s\n", loader->gpu_decode_status().c_str());
+    for (const nlohmann::json& plan : gpu_decode_plans) {
+      std::printf("    %s: %s (%s)\n", plan["array"].get<std::string>().c_str(),
+                  plan["gpu_decodable"].get<bool>() ? "GPU-decodable" : "decoded on the CPU",
+                  plan["gpu_decode"].get<std::string>().c_str());
+    }
     if (o.cpu_decode_share == "auto") {
       std::printf("  the worker threads' share of nvCOMP's chunks ended at %.0f %%\n",
                   100 * stats.cpu_decode_share);

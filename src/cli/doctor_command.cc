@@ -27,10 +27,11 @@ void PrintStoreAdvice(const nlohmann::json& advice) {
       chunks += (d ? ", " : "") + a["dims"][d].get<std::string>() + "=" +
                 std::to_string(a["chunks"][d].get<uint64_t>());
     }
-    std::printf("  %-28s chunks (%s), %s each, %s%s\n", a["name"].get<std::string>().c_str(),
+    std::printf("  %-28s chunks (%s), %s each%s, %s: %s\n", a["name"].get<std::string>().c_str(),
                 chunks.c_str(), FormatBytes(a["chunk_bytes"].get<double>()).c_str(),
+                a["shard_shape"].is_null() ? "" : ", sharded",
                 a["gpu_decodable"].get<bool>() ? "GPU-decodable" : "decoded on the CPU",
-                a["shard_shape"].is_null() ? "" : ", sharded");
+                a["gpu_decode"].get<std::string>().c_str());
   }
   if (advice["findings"].empty()) {
     std::printf("  the layout suits training reads here\n");
@@ -88,12 +89,11 @@ int RunDoctor(const std::string& url, bool json) {
     std::printf("gpu batches: yes; gpu decoding: no (%s): chunks decode on the CPU\n",
                 report["nvcomp_unavailable_reason"].get<std::string>().c_str());
   } else {
-    std::string codecs;
-    for (const auto& c : report["gpu_codecs"])
-      codecs += (codecs.empty() ? "" : ", ") + c.get<std::string>();
-    std::printf("gpu batches: yes; gpu decoding: nvCOMP %s (%s): %s\n",
-                report["nvcomp_version"].get<std::string>().c_str(),
-                report["nvcomp_library"].get<std::string>().c_str(), codecs.c_str());
+    std::printf(
+        "gpu batches: yes; gpu decoding: nvCOMP %s (%s); which arrays it decodes: zarrstream "
+        "doctor STORE, or zarrstream inspect STORE\n",
+        report["nvcomp_version"].get<std::string>().c_str(),
+        report["nvcomp_library"].get<std::string>().c_str());
   }
   std::printf("GPUDirect Storage (cuFile): %s; not used (reads are staged in pinned memory)\n",
               report["gds"]["cufile_library"].get<bool>() ? "library found" : "not found");

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "array/array_state.h"
-#include "codec/codec_registry.h"
+#include "gpu/gpu_decoder.h"
 #include "store/store.h"
 #include "util/format.h"
 #include "zarrstream/array.h"
@@ -36,13 +36,12 @@ uint64_t Product(const std::vector<uint64_t>& v) {
 }
 
 // Codec names of a chain, descending into sharding's inner codecs ("sharding_indexed[bytes,zstd]").
-void CollectCodecs(const json& chain, std::vector<std::string>* names,
-                   std::vector<std::string>* cpu_only) {
+void CollectCodecs(const json& chain, std::vector<std::string>* names) {
   for (const auto& codec : chain) {
     const std::string name = codec.value("name", "");
     const json config = codec.value("configuration", json::object());
     if (name == "sharding_indexed") {
-      CollectCodecs(config.value("codecs", json::array()), names, cpu_only);
+      CollectCodecs(config.value("codecs", json::array()), names);
       continue;
     }
     std::string label = name;
@@ -50,13 +49,6 @@ void CollectCodecs(const json& chain, std::vector<std::string>* names,
       label += "/" + config["cname"].get<std::string>();
     if (name == "zstd" && config.contains("level")) label += "(" + config["level"].dump() + ")";
     names->push_back(label);
-    // Layout codecs (bytes, transpose) and checksums run as kernels or on the CPU cheaply; only
-    // decompressors decide whether the GPU path can take the chunk.
-    if (name == "bytes" || name == "transpose" || name == "crc32c") continue;
-    const CodecRegistration* reg = FindCodec(name);
-    bool gpu = reg != nullptr && reg->gpu_decodable;
-    if (name == "blosc" && config.value("cname", "") == "blosclz") gpu = false;
-    if (!gpu) cpu_only->push_back(label);
   }
 }
 
@@ -77,11 +69,14 @@ json DescribeArray(const Array& array, const std::string& name) {
   j["shard_shape"] = array.shard_shape() ? json(*array.shard_shape()) : json(nullptr);
   json codecs = json::parse(array.codecs_json());
   j["codecs"] = codecs;
-  std::vector<std::string> codec_names, cpu_only;
-  CollectCodecs(codecs, &codec_names, &cpu_only);
+  std::vector<std::string> codec_names;
+  CollectCodecs(codecs, &codec_names);
   j["codec_summary"] = codec_names;
-
   const auto& state = array.state();
+  const GpuDecodePlan decode = PlanGpuDecode(*state.chain);
+  j["gpu_decodable"] = decode.gpu();
+  j["gpu_decode"] = decode.description;
+
   const uint64_t item = DataTypeSize(array.dtype());
   const uint64_t logical = array.num_elements() * item;
   const uint64_t grid_objects = Product(array.grid_shape());
@@ -122,13 +117,9 @@ json DescribeArray(const Array& array, const std::string& name) {
                          array.dims()[d] + "=1 for random time-step sampling)");
     }
   }
-  if (!cpu_only.empty()) {
-    std::string list;
-    for (const auto& c : cpu_only) {
-      if (!list.empty()) list += ", ";
-      list += c;
-    }
-    warnings.push_back("codecs the GPU path cannot decode: " + list + " (decoded on the CPU)");
+  if (!decode.gpu()) {
+    warnings.push_back("the GPU path cannot decode these chunks (" + decode.description +
+                       "): the CPU decodes them");
   }
   j["warnings"] = warnings;
   return j;
@@ -218,6 +209,9 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
     out << ratio;
   }
   out << "\n";
+  if (node["gpu_decodable"].get<bool>()) {
+    out << indent << "    GPU-decodable: " << node["gpu_decode"].get<std::string>() << "\n";
+  }
   for (const auto& w : node["warnings"])
     out << indent << "    warning: " << w.get<std::string>() << "\n";
 }

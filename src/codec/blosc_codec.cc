@@ -13,10 +13,12 @@ namespace {
 
 constexpr std::string_view kName = "blosc";
 
+// In CodecTraits::BloscCompressor's order.
 constexpr std::array<std::string_view, 6> kCompressors = {"blosclz", "lz4",  "lz4hc",
                                                           "snappy",  "zlib", "zstd"};
 constexpr std::array<std::string_view, 3> kShuffleModes = {"noshuffle", "shuffle", "bitshuffle"};
 static_assert(BLOSC_NOSHUFFLE == 0 && BLOSC_SHUFFLE == 1 && BLOSC_BITSHUFFLE == 2);
+static_assert(static_cast<int>(CodecTraits::BloscShuffle::kBit) == BLOSC_BITSHUFFLE);
 
 class BloscCodec final : public BytesToBytesCodec {
  public:
@@ -61,6 +63,13 @@ class BloscCodec final : public BytesToBytesCodec {
                              {"shuffle", kShuffleModes[shuffle_]},
                              {"typesize", typesize_},
                              {"blocksize", blocksize_}});
+  }
+  CodecTraits traits() const override {
+    size_t compressor = 0;
+    while (compressor + 1 < kCompressors.size() && kCompressors[compressor] != cname_) ++compressor;
+    return {.type = CodecTraits::Type::kBlosc,
+            .blosc_compressor = static_cast<CodecTraits::BloscCompressor>(compressor),
+            .blosc_shuffle = static_cast<CodecTraits::BloscShuffle>(shuffle_)};
   }
 
  private:

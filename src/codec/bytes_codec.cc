@@ -53,6 +53,7 @@ class BytesCodec final : public ArrayToBytesCodec {
         endian_(std::move(endian)) {
     const bool little = std::endian::native == std::endian::little;
     swap_ = unit_size_ > 1 && endian_ && (*endian_ == "little") != little;
+    big_endian_ = endian_ && *endian_ == "big";
   }
 
   Status Decode(std::span<const std::byte> encoded, std::span<std::byte> decoded,
@@ -88,6 +89,9 @@ class BytesCodec final : public ArrayToBytesCodec {
     if (endian_) configuration["endian"] = *endian_;
     return CodecJson(kName, std::move(configuration));
   }
+  CodecTraits traits() const override {
+    return {.type = CodecTraits::Type::kBytes, .big_endian = big_endian_};
+  }
 
  private:
   void Convert(std::span<const std::byte> in, std::span<std::byte> out) const {
@@ -103,6 +107,7 @@ class BytesCodec final : public ArrayToBytesCodec {
   size_t unit_size_;
   std::optional<std::string> endian_;
   bool swap_ = false;
+  bool big_endian_ = false;
 };
 
 }  // namespace

@@ -85,6 +85,7 @@ class Bz2Codec final : public BytesToBytesCodec {
   }
 
   nlohmann::json ToJson() const override { return CodecJson(kName, {{"level", level_}}); }
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kBz2}; }
 
  private:
   // Decodes every stream in `encoded` into `out`, growing it up to a bounding `size` (an exact

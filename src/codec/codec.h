@@ -45,6 +45,40 @@ struct ChunkRepresentation {
 // exactly.
 bool IsAllFill(std::span<const std::byte> chunk, std::span<const std::byte> fill_value);
 
+// What a prepared codec is, as values: its type and the settings that decide which decoders its
+// bytes can go to. Layers that plan around a chain (the GPU path, gpu/gpu_decoder.h:
+// PlanGpuDecode) read these once per prepared chain, without reading its JSON back or comparing
+// codec names.
+struct CodecTraits {
+  enum class Type : uint8_t {
+    kOther,  // a codec registered at run time (RegisterCodec): nothing is known of it
+    // array → array
+    kTranspose,
+    kDelta,
+    kFixedScaleOffset,
+    // array → bytes
+    kBytes,
+    kSharding,
+    // bytes → bytes
+    kZstd,
+    kGzip,
+    kZlib,  // numcodecs.zlib
+    kLz4,   // numcodecs.lz4: a size prefix and one LZ4 block
+    kBlosc,
+    kCrc32c,
+    kBz2,
+    kShuffle,  // numcodecs.shuffle
+  };
+  enum class BloscCompressor : uint8_t { kBloscLz, kLz4, kLz4hc, kSnappy, kZlib, kZstd };
+  enum class BloscShuffle : uint8_t { kNone, kByte, kBit };
+
+  Type type = Type::kOther;
+  bool big_endian = false;  // kBytes: elements stored big-endian
+  bool checksum = false;    // kZstd: frames written with content checksums
+  BloscCompressor blosc_compressor = BloscCompressor::kBloscLz;  // kBlosc
+  BloscShuffle blosc_shuffle = BloscShuffle::kNone;              // kBlosc
+};
+
 // Per-thread reusable buffers for decoding. Not thread-safe: one per worker.
 // Ownership of levels: a CodecChain uses the buffers of the scratch it is given; a codec the chain
 // hands that scratch to uses only scratch->nested() (and deeper), so no two users share a buffer.
@@ -71,6 +105,7 @@ class ArrayToArrayCodec {
   virtual Status Encode(std::span<const std::byte> decoded, std::span<std::byte> encoded) const = 0;
   // JSON naming the codec and its configuration, as it would appear in zarr.json.
   virtual nlohmann::json ToJson() const = 0;
+  virtual CodecTraits traits() const { return {}; }
 };
 
 class ArrayToBytesCodec {
@@ -89,6 +124,7 @@ class ArrayToBytesCodec {
   // True when Decode is a plain copy, so a chain can decompress straight into the output.
   virtual bool is_identity() const { return false; }
   virtual nlohmann::json ToJson() const = 0;
+  virtual CodecTraits traits() const { return {}; }
 };
 
 // What a bytes→bytes decoder knows of its output's size. Exact when every codec before it in the
@@ -141,6 +177,7 @@ class BytesToBytesCodec {
   // case on incompressible data.
   virtual uint64_t MaxEncodedSize(uint64_t decoded_size) const;
   virtual nlohmann::json ToJson() const = 0;
+  virtual CodecTraits traits() const { return {}; }
 };
 
 // A bytes→bytes codec whose decoder writes into caller memory of a known size (zstd, deflate):

@@ -52,6 +52,16 @@ class CodecChain {
   // The chain as zarr.json's "codecs" list.
   nlohmann::json ToJson() const;
 
+  // The prepared codecs, in the chain's order: array→array codecs, the array→bytes codec,
+  // bytes→bytes codecs. For layers that plan around what a chain's codecs are (their traits()).
+  std::span<const std::unique_ptr<ArrayToArrayCodec>> array_to_array() const {
+    return array_to_array_;
+  }
+  const ArrayToBytesCodec& array_to_bytes() const { return *array_to_bytes_; }
+  std::span<const std::unique_ptr<BytesToBytesCodec>> bytes_to_bytes() const {
+    return bytes_to_bytes_;
+  }
+
  private:
   CodecChain() = default;
 

@@ -1,6 +1,6 @@
 // CodecChain's decoded-size bounds (issue 9): what each bytes->bytes decoder is told of its output
 // where the chain does not know it exactly, and that a decompression bomb behind a variable-size
-// codec stops there.
+// codec stops there. And what the prepared codecs say they are (CodecTraits).
 #include "codec/codec_chain.h"
 
 #include <gtest/gtest.h>
@@ -82,6 +82,39 @@ TEST(CodecChainTest, BombBehindAVariableSizeCodecIsRefused) {
   ASSERT_TRUE(chain->Encode(data, &encoded).ok());
   ASSERT_TRUE(chain->Decode(encoded.span(), out, &scratch).ok());
   EXPECT_EQ(out, data);
+}
+
+// Prepared codecs say what they are as values (CodecTraits), whatever name the metadata gave them.
+TEST(CodecChainTest, PreparedCodecsSayWhatTheyAre) {
+  const ChunkRepresentation matrix = testing::Representation(DataType::kFloat64, {4, 4});
+  auto chain = Chain({{"transpose", {{"order", {1, 0}}}},
+                      {"bytes", {{"endian", "big"}}},
+                      {"numcodecs.blosc", {{"cname", "zstd"}, {"shuffle", 2}}},
+                      Crc32c()},
+                     matrix);
+  ASSERT_NE(chain, nullptr);
+  ASSERT_EQ(chain->array_to_array().size(), 1u);
+  EXPECT_EQ(chain->array_to_array()[0]->traits().type, CodecTraits::Type::kTranspose);
+  const CodecTraits bytes = chain->array_to_bytes().traits();
+  EXPECT_EQ(bytes.type, CodecTraits::Type::kBytes);
+  EXPECT_TRUE(bytes.big_endian);
+  ASSERT_EQ(chain->bytes_to_bytes().size(), 2u);
+  const CodecTraits blosc = chain->bytes_to_bytes()[0]->traits();
+  EXPECT_EQ(blosc.type, CodecTraits::Type::kBlosc);
+  EXPECT_EQ(blosc.blosc_compressor, CodecTraits::BloscCompressor::kZstd);
+  EXPECT_EQ(blosc.blosc_shuffle, CodecTraits::BloscShuffle::kBit);
+  EXPECT_EQ(chain->bytes_to_bytes()[1]->traits().type, CodecTraits::Type::kCrc32c);
+
+  EXPECT_FALSE(Chain({Bytes()})->array_to_bytes().traits().big_endian);
+  EXPECT_EQ(Chain({Bytes(), Gzip()})->bytes_to_bytes()[0]->traits().type, CodecTraits::Type::kGzip);
+  EXPECT_EQ(
+      Chain({Bytes(), {"numcodecs.zlib", {{"level", 1}}}})->bytes_to_bytes()[0]->traits().type,
+      CodecTraits::Type::kZlib);
+  EXPECT_TRUE(Chain({Bytes(), {"numcodecs.zstd", {{"level", 1}, {"checksum", true}}}})
+                  ->bytes_to_bytes()[0]
+                  ->traits()
+                  .checksum);
+  EXPECT_FALSE(Chain({Bytes(), Zstd()})->bytes_to_bytes()[0]->traits().checksum);
 }
 
 }  // namespace

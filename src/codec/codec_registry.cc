@@ -21,15 +21,15 @@ namespace zarrstream {
 namespace {
 
 CodecRegistration ArrayToArray(std::string name, ArrayToArrayFactory factory) {
-  return {std::move(name), CodecKind::kArrayToArray, std::move(factory), {}, {}, false};
+  return {std::move(name), CodecKind::kArrayToArray, std::move(factory), {}, {}};
 }
 
 CodecRegistration ArrayToBytes(std::string name, ArrayToBytesFactory factory) {
-  return {std::move(name), CodecKind::kArrayToBytes, {}, std::move(factory), {}, false};
+  return {std::move(name), CodecKind::kArrayToBytes, {}, std::move(factory), {}};
 }
 
-CodecRegistration BytesToBytes(std::string name, BytesToBytesFactory factory, bool gpu_decodable) {
-  return {std::move(name), CodecKind::kBytesToBytes, {}, {}, std::move(factory), gpu_decodable};
+CodecRegistration BytesToBytes(std::string name, BytesToBytesFactory factory) {
+  return {std::move(name), CodecKind::kBytesToBytes, {}, {}, std::move(factory)};
 }
 
 // zarr-python writes numcodecs compressors into v3 metadata as "numcodecs.<id>" with numcodecs'
@@ -52,7 +52,7 @@ Result<std::unique_ptr<BytesToBytesCodec>> MakeNumcodecsBloscCodec(
   return MakeBloscCodec(v3, array_representation);
 }
 
-// The built-in codecs. gpu_decodable marks those the GPU path decodes with nvCOMP.
+// The built-in codecs.
 std::vector<CodecRegistration> BuiltinCodecs() {
   return {
       ArrayToArray("transpose", MakeTransposeCodec),
@@ -60,17 +60,17 @@ std::vector<CodecRegistration> BuiltinCodecs() {
       ArrayToArray("numcodecs.fixedscaleoffset", MakeFixedScaleOffsetCodec),
       ArrayToBytes("bytes", MakeBytesCodec),
       ArrayToBytes("sharding_indexed", MakeShardingCodec),
-      BytesToBytes("zstd", MakeZstdCodec, /*gpu_decodable=*/true),
-      BytesToBytes("gzip", MakeGzipCodec, /*gpu_decodable=*/true),
-      BytesToBytes("numcodecs.zlib", MakeZlibCodec, /*gpu_decodable=*/true),
-      BytesToBytes("numcodecs.lz4", MakeLz4Codec, /*gpu_decodable=*/true),
-      BytesToBytes("blosc", MakeBloscCodec, /*gpu_decodable=*/true),
-      BytesToBytes("numcodecs.zstd", MakeZstdCodec, /*gpu_decodable=*/true),
-      BytesToBytes("numcodecs.gzip", MakeGzipCodec, /*gpu_decodable=*/true),
-      BytesToBytes("numcodecs.blosc", MakeNumcodecsBloscCodec, /*gpu_decodable=*/true),
-      BytesToBytes("crc32c", MakeCrc32cCodec, /*gpu_decodable=*/false),
-      BytesToBytes("numcodecs.bz2", MakeBz2Codec, /*gpu_decodable=*/false),
-      BytesToBytes("numcodecs.shuffle", MakeShuffleCodec, /*gpu_decodable=*/false),
+      BytesToBytes("zstd", MakeZstdCodec),
+      BytesToBytes("gzip", MakeGzipCodec),
+      BytesToBytes("numcodecs.zlib", MakeZlibCodec),
+      BytesToBytes("numcodecs.lz4", MakeLz4Codec),
+      BytesToBytes("blosc", MakeBloscCodec),
+      BytesToBytes("numcodecs.zstd", MakeZstdCodec),
+      BytesToBytes("numcodecs.gzip", MakeGzipCodec),
+      BytesToBytes("numcodecs.blosc", MakeNumcodecsBloscCodec),
+      BytesToBytes("crc32c", MakeCrc32cCodec),
+      BytesToBytes("numcodecs.bz2", MakeBz2Codec),
+      BytesToBytes("numcodecs.shuffle", MakeShuffleCodec),
   };
 }
 

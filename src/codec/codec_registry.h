@@ -32,8 +32,6 @@ struct CodecRegistration {
   ArrayToArrayFactory array_to_array;  // set for kArrayToArray
   ArrayToBytesFactory array_to_bytes;  // set for kArrayToBytes
   BytesToBytesFactory bytes_to_bytes;  // set for kBytesToBytes
-  // Whether the GPU path can decode this codec (reported by `inspect` and `doctor`).
-  bool gpu_decodable = false;
 };
 
 void RegisterCodec(CodecRegistration registration);

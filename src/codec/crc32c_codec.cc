@@ -188,6 +188,7 @@ class Crc32cCodec final : public BytesToBytesCodec {
   }
 
   nlohmann::json ToJson() const override { return CodecJson(kName, nlohmann::json::object()); }
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kCrc32c}; }
 
  private:
   static Result<std::span<const std::byte>> Verify(std::span<const std::byte> encoded,

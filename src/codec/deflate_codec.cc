@@ -66,6 +66,10 @@ class DeflateCodec final : public ExactSizeBytesToBytesCodec {
   }
 
   nlohmann::json ToJson() const override { return CodecJson(name_, {{"level", level_}}); }
+  CodecTraits traits() const override {
+    return {.type =
+                wrapper_ == Wrapper::kGzip ? CodecTraits::Type::kGzip : CodecTraits::Type::kZlib};
+  }
 
  private:
   // Decodes one gzip member or zlib stream at the start of `in` into `out`. On success sets the

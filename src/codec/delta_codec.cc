@@ -93,6 +93,7 @@ class DeltaCodec final : public ArrayToArrayCodec {
   nlohmann::json ToJson() const override {
     return CodecJson(kName, {{"dtype", dtype_string_}, {"astype", astype_string_}});
   }
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kDelta}; }
 
  private:
   Status CheckSizes(size_t encoded, size_t decoded) const {

@@ -100,6 +100,7 @@ class FixedScaleOffsetCodec final : public ArrayToArrayCodec {
   }
 
   nlohmann::json ToJson() const override { return CodecJson(kName, configuration_); }
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kFixedScaleOffset}; }
 
  private:
   Status CheckSizes(size_t encoded, size_t decoded) const {

@@ -57,6 +57,7 @@ class Lz4Codec final : public BytesToBytesCodec {
   nlohmann::json ToJson() const override {
     return CodecJson(kName, {{"acceleration", acceleration_}});
   }
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kLz4}; }
 
  private:
   // The size the header declares, once it is known to fit both `expected` and what the block can

@@ -70,6 +70,7 @@ class ShardingCodec final : public ArrayToBytesCodec {
   // Inner chunks whose values all equal the fill value are not stored (marked empty).
   Status Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const override;
   nlohmann::json ToJson() const override;
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kSharding}; }
 
  private:
   // nlohmann::json's noexcept default constructor holds a throw that cannot run for a null value.

@@ -99,6 +99,7 @@ class ShuffleCodec final : public BytesToBytesCodec {
   nlohmann::json ToJson() const override {
     return CodecJson(kName, {{"elementsize", element_size_}});
   }
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kShuffle}; }
 
  private:
   // `in` and `out` have the same size and do not overlap.

@@ -235,6 +235,7 @@ class TransposeCodec final : public ArrayToArrayCodec {
   }
 
   nlohmann::json ToJson() const override { return CodecJson(kName, {{"order", order_}}); }
+  CodecTraits traits() const override { return {.type = CodecTraits::Type::kTranspose}; }
 
  private:
   static std::vector<uint64_t> EncodedShape(std::span<const uint64_t> shape,

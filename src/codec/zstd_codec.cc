@@ -70,6 +70,9 @@ class ZstdCodec final : public ExactSizeBytesToBytesCodec {
   nlohmann::json ToJson() const override {
     return CodecJson(kName, {{"level", level_}, {"checksum", checksum_}});
   }
+  CodecTraits traits() const override {
+    return {.type = CodecTraits::Type::kZstd, .checksum = checksum_};
+  }
 
  private:
   // Decodes into exactly `out`: one call that handles every frame in `encoded`.

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "codec/crc32c_codec.h"
+#include "codec/sharding_codec.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/gpu_kernels.h"
 
@@ -32,22 +33,6 @@ uint64_t SizesOffset(uint64_t chunks) { return AlignUp(chunks * 4, 8); }
 uint32_t LoadLittle32(const std::byte* p) {
   return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
          static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
-}
-
-std::optional<GpuCompression> CompressionOf(const std::string& name,
-                                            GpuChunkCodec::Framing* framing) {
-  *framing = GpuChunkCodec::Framing::kNone;
-  if (name == "zstd" || name == "numcodecs.zstd") return GpuCompression::kZstd;
-  if (name == "gzip" || name == "numcodecs.gzip") return GpuCompression::kGzip;
-  if (name == "numcodecs.zlib") {
-    *framing = GpuChunkCodec::Framing::kZlib;
-    return GpuCompression::kDeflate;
-  }
-  if (name == "numcodecs.lz4") {
-    *framing = GpuChunkCodec::Framing::kLz4SizePrefix;
-    return GpuCompression::kLz4;
-  }
-  return std::nullopt;
 }
 
 // `stored` without its trailing crc32c, once the checksum matches.
@@ -247,66 +232,141 @@ Result<GpuChunkParse> GpuChunkCodec::Parse(std::span<const std::byte> stored) co
   return ParseBlosc(stored, decoded_bytes);
 }
 
-std::string GpuChunkCodec::Describe() const {
-  std::string out = blosc                       ? "blosc"
-                    : !compression              ? "none"
-                    : framing == Framing::kZlib ? "zlib"
-                                                : std::string(GpuCompressionName(*compression));
-  if (crc32c) out += " + crc32c";
-  return out;
+namespace {
+
+using CodecType = CodecTraits::Type;
+
+// A codec's name in descriptions: zarr.json's, but numcodecs' codecs by what they are.
+std::string CodecName(CodecTraits traits) {
+  switch (traits.type) {
+    case CodecType::kOther:
+      return "a codec registered at run time";
+    case CodecType::kTranspose:
+      return "transpose";
+    case CodecType::kDelta:
+      return "delta";
+    case CodecType::kFixedScaleOffset:
+      return "fixedscaleoffset";
+    case CodecType::kBytes:
+      return "bytes";
+    case CodecType::kSharding:
+      return "sharding";
+    case CodecType::kZstd:
+      return "zstd";
+    case CodecType::kGzip:
+      return "gzip";
+    case CodecType::kZlib:
+      return "zlib";
+    case CodecType::kLz4:
+      return "lz4";
+    case CodecType::kBlosc:
+      return "blosc";
+    case CodecType::kCrc32c:
+      return "crc32c";
+    case CodecType::kBz2:
+      return "bz2";
+    case CodecType::kShuffle:
+      return "shuffle";
+  }
+  return "?";
 }
 
-std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain) {
-  if (chain.sharding() != nullptr) return std::nullopt;
-  const nlohmann::json codecs = chain.ToJson();
-  if (!codecs.is_array() || codecs.empty()) return std::nullopt;
-  GpuChunkCodec plan;
-  plan.decoded_bytes = chain.decoded_representation().num_bytes();
-  size_t i = 0;
-  // The array→bytes codec comes first when there are no array→array codecs: it must be `bytes`.
-  const nlohmann::json& first = codecs[i++];
-  if (first.value("name", "") != "bytes") return std::nullopt;
-  if (first.contains("configuration") &&
-      first["configuration"].value("endian", "little") == "big") {
-    plan.big_endian = true;
+std::string_view BloscCompressorName(CodecTraits::BloscCompressor compressor) {
+  static constexpr std::string_view kNames[] = {"blosclz", "lz4",  "lz4hc",
+                                                "snappy",  "zlib", "zstd"};
+  return kNames[static_cast<size_t>(compressor)];
+}
+
+GpuDecodePlan OnTheCpu(std::string reason) { return {std::nullopt, std::move(reason)}; }
+
+// The plan for chunks stored as `chain` encodes them; `inner`: the chain of a shard's inner chunks.
+GpuDecodePlan PlanChunks(const CodecChain& chain, bool inner) {
+  if (const ShardingCodec* sharding = chain.sharding(); sharding != nullptr) {
+    // Reads fetch a shard's inner chunks one by one (array/chunk_reader.h): those are the chunks.
+    if (inner) return OnTheCpu("nested sharding (shards inside inner chunks)");
+    return PlanChunks(sharding->inner_chain(), /*inner=*/true);
   }
-  if (i < codecs.size()) {
-    GpuChunkCodec::Framing framing;
-    const std::string name = codecs[i].value("name", "");
-    if (auto compression = CompressionOf(name, &framing)) {
-      // zstd with content checksums: the CPU decodes (and verifies) every frame.
-      const nlohmann::json config = codecs[i].value("configuration", nlohmann::json::object());
-      if (*compression == GpuCompression::kZstd && config.contains("checksum") &&
-          config["checksum"].is_boolean() && config["checksum"].get<bool>()) {
-        return std::nullopt;
+  if (!chain.array_to_array().empty()) {
+    const CodecTraits traits = chain.array_to_array().front()->traits();
+    if (traits.type == CodecType::kTranspose) {
+      return OnTheCpu("transpose codec (v2 order F, or a v3 transpose)");
+    }
+    return OnTheCpu(CodecName(traits) + " filter (an array-to-array codec)");
+  }
+  const CodecTraits layout = chain.array_to_bytes().traits();
+  if (layout.type == CodecType::kSharding) {
+    return OnTheCpu("sharding with codecs after it (each shard decodes whole)");
+  }
+  if (layout.type != CodecType::kBytes)
+    return OnTheCpu(CodecName(layout) + " array-to-bytes codec");
+  GpuChunkCodec codec;
+  codec.decoded_bytes = chain.decoded_representation().num_bytes();
+  codec.big_endian = layout.big_endian;
+  std::string how = "stored";
+  const std::span<const std::unique_ptr<BytesToBytesCodec>> stages = chain.bytes_to_bytes();
+  size_t i = 0;
+  if (i < stages.size()) {
+    const CodecTraits traits = stages[i]->traits();
+    switch (traits.type) {
+      case CodecType::kZstd:
+        if (traits.checksum) {
+          return OnTheCpu("zstd with content checksums (nvCOMP does not verify them)");
+        }
+        codec.compression = GpuCompression::kZstd;
+        break;
+      case CodecType::kGzip:
+        codec.compression = GpuCompression::kGzip;
+        break;
+      case CodecType::kZlib:
+        codec.compression = GpuCompression::kDeflate;
+        codec.framing = GpuChunkCodec::Framing::kZlib;
+        break;
+      case CodecType::kLz4:
+        codec.compression = GpuCompression::kLz4;
+        codec.framing = GpuChunkCodec::Framing::kLz4SizePrefix;
+        break;
+      case CodecType::kBlosc: {
+        using Compressor = CodecTraits::BloscCompressor;
+        const Compressor compressor = traits.blosc_compressor;
+        const std::string name = "blosc with " + std::string(BloscCompressorName(compressor));
+        if (compressor != Compressor::kLz4 && compressor != Compressor::kLz4hc &&
+            compressor != Compressor::kZstd) {
+          return OnTheCpu(name + " (nvCOMP decodes lz4 and zstd inside blosc)");
+        }
+        if (traits.blosc_shuffle == CodecTraits::BloscShuffle::kBit) {
+          return OnTheCpu("blosc with bitshuffle");
+        }
+        codec.blosc = true;
+        how = traits.blosc_shuffle == CodecTraits::BloscShuffle::kByte ? name + " and byte shuffle"
+                                                                       : name;
+        break;
       }
-      plan.compression = compression;
-      plan.framing = framing;
-      ++i;
-    } else if (name == "blosc" || name == "numcodecs.blosc") {
-      const nlohmann::json config = codecs[i].value("configuration", nlohmann::json::object());
-      const std::string cname = config.value("cname", "");
-      const std::string shuffle = config.value("shuffle", "");
-      if ((cname != "lz4" && cname != "lz4hc" && cname != "zstd") ||
-          (shuffle != "noshuffle" && shuffle != "shuffle")) {
-        return std::nullopt;
-      }
-      plan.blosc = true;
+      default:
+        break;
+    }
+    if (codec.compression || codec.blosc) {
+      if (!codec.blosc) how = CodecName(traits);
       ++i;
     }
   }
-  if (i < codecs.size() && codecs[i].value("name", "") == "crc32c") {
-    plan.crc32c = true;
+  if (i < stages.size() && stages[i]->traits().type == CodecType::kCrc32c) {
+    codec.crc32c = true;
+    how += " + crc32c";
     ++i;
   }
-  if (i != codecs.size()) return std::nullopt;
-  return plan;
+  if (i < stages.size()) {
+    const std::string name = CodecName(stages[i]->traits());
+    if (i == 0) return OnTheCpu(name + " (no GPU decoder)");
+    return OnTheCpu(name + " after " + CodecName(stages[i - 1]->traits()) +
+                    " (the GPU decodes one compressor, then crc32c)");
+  }
+  if (codec.big_endian) how += ", big-endian";
+  return {codec, how};
 }
 
-std::vector<std::string> GpuDecodableCodecs() {
-  return {"bytes", "zstd", "gzip", "numcodecs.zlib", "numcodecs.lz4", "blosc (lz4, zstd)",
-          "crc32c"};
-}
+}  // namespace
+
+GpuDecodePlan PlanGpuDecode(const CodecChain& chain) { return PlanChunks(chain, /*inner=*/false); }
 
 GpuDecodeWorkspace::GpuDecodeWorkspace(const CudaDriver* driver, const Nvcomp* nvcomp)
     : driver_(driver), nvcomp_(nvcomp) {}

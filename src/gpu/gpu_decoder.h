@@ -80,19 +80,32 @@ struct GpuChunkCodec {
   // for a blosc frame the GPU does not decode (bitshuffle, another inner codec, a block split
   // older writers made): the CPU decodes those.
   Result<GpuChunkParse> Parse(std::span<const std::byte> stored) const;
-  // "zstd", "lz4", "gzip", "zlib", "blosc", "none", with " + crc32c".
-  std::string Describe() const;
 };
 
-// The GPU decode of `chain` (an unsharded array's chain, or a sharded array's inner chain): set
-// when every codec has a GPU (or free) decoder: [bytes] then at most one of zstd, gzip, zlib, lz4,
-// or blosc with lz4/zstd inside and no or byte shuffle, then optionally crc32c. Null for anything
-// else (array→array codecs, bz2, blosc with blosclz, zlib or bitshuffle, zstd with content
-// checksums, which nvCOMP does not verify, ...), which the CPU decodes.
-std::optional<GpuChunkCodec> PlanGpuDecode(const CodecChain& chain);
+// The one answer to "can the GPU path decode the chunks of this chain's array, and how": decided
+// once per prepared chain from its codecs' traits (codec.h: CodecTraits), and asked by everything
+// that says where chunks decode (the loader, `inspect`, `doctor`, `bench`).
+//
+// The GPU decodes [bytes (little- or big-endian: the scatter swaps)] then at most one of zstd,
+// gzip, zlib, lz4, or blosc with lz4/lz4hc/zstd inside and no or byte shuffle, then optionally
+// crc32c. A sharded array ([sharding_indexed] alone) is read by inner chunk, so the answer is its
+// inner chain's. Everything else is decoded on the CPU, for the reason `description` names:
+// array→array codecs (transpose, as v2's order F becomes; filters), bz2, blosc with blosclz, zlib,
+// snappy or bitshuffle, zstd with content checksums (nvCOMP does not verify them), a second
+// compressor, nested sharding, codecs around sharding.
+//
+// Frames of an accepted chain the GPU cannot take are still found per chunk (GpuChunkCodec::Parse:
+// a blosc frame with bitshuffle or an old block split, a malformed frame) and decoded on the CPU.
+struct GpuDecodePlan {
+  std::optional<GpuChunkCodec> codec;  // set when the GPU decodes: how
+  // What the GPU decodes ("blosc/lz4 with byte shuffle + crc32c, big-endian") or, without
+  // `codec`, why the CPU decodes instead ("transpose codec (v2 order F)").
+  std::string description;
 
-// The names of the codecs GPU decoding covers (for `zarrstream doctor`).
-std::vector<std::string> GpuDecodableCodecs();
+  bool gpu() const { return codec.has_value(); }
+};
+
+GpuDecodePlan PlanGpuDecode(const CodecChain& chain);
 
 class GpuDecodeWorkspace {
  public:

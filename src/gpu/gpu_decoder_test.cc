@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codec/codec_registry.h"
 #include "codec/codec_test_harness.h"
 #include "gpu/cuda_driver.h"
 
@@ -35,30 +36,6 @@ CodecSpec Blosc() {
       {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}, {"typesize", 4}, {"blocksize", 0}}};
 }
 
-TEST(PlanGpuDecodeTest, AcceptsOneCompressorWithOptionalChecksum) {
-  auto zstd = PlanGpuDecode(*Chain({Bytes(), Zstd()}));
-  ASSERT_TRUE(zstd.has_value());
-  EXPECT_EQ(zstd->compression, GpuCompression::kZstd);
-  EXPECT_FALSE(zstd->crc32c);
-  EXPECT_EQ(zstd->decoded_bytes, kChunk.num_bytes());
-
-  auto zlib = PlanGpuDecode(*Chain({Bytes("big"), Zlib(), Crc32c()}));
-  ASSERT_TRUE(zlib.has_value());
-  EXPECT_EQ(zlib->compression, GpuCompression::kDeflate);
-  EXPECT_EQ(zlib->framing, GpuChunkCodec::Framing::kZlib);
-  EXPECT_TRUE(zlib->crc32c);
-  EXPECT_TRUE(zlib->big_endian);
-  EXPECT_EQ(zlib->Describe(), "zlib + crc32c");
-
-  auto raw = PlanGpuDecode(*Chain({Bytes()}));
-  ASSERT_TRUE(raw.has_value());
-  EXPECT_FALSE(raw->compression.has_value());
-
-  EXPECT_EQ(PlanGpuDecode(*Chain({Bytes(), Lz4()}))->framing,
-            GpuChunkCodec::Framing::kLz4SizePrefix);
-  EXPECT_EQ(PlanGpuDecode(*Chain({Bytes(), Gzip()}))->compression, GpuCompression::kGzip);
-}
-
 CodecSpec BloscWith(const char* cname, const char* shuffle, int blocksize = 0) {
   return {"blosc",
           {{"cname", cname},
@@ -68,24 +45,168 @@ CodecSpec BloscWith(const char* cname, const char* shuffle, int blocksize = 0) {
            {"blocksize", blocksize}}};
 }
 
-TEST(PlanGpuDecodeTest, BloscWithLz4OrZstdAndByteShuffle) {
-  auto lz4 = PlanGpuDecode(*Chain({Bytes(), Blosc()}));
-  ASSERT_TRUE(lz4.has_value());
-  EXPECT_TRUE(lz4->blosc);
-  EXPECT_EQ(lz4->Describe(), "blosc");
-  EXPECT_TRUE(PlanGpuDecode(*Chain({Bytes(), BloscWith("zstd", "noshuffle")})).has_value());
-  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), BloscWith("blosclz", "shuffle")})).has_value());
-  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), BloscWith("zlib", "shuffle")})).has_value());
-  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), BloscWith("lz4", "bitshuffle")})).has_value());
+// The plan of `specs`, for chunks of kChunk.
+GpuDecodePlan Plan(const std::vector<CodecSpec>& specs) {
+  auto chain = Chain(specs);
+  return chain ? PlanGpuDecode(*chain) : GpuDecodePlan{};
 }
 
-TEST(PlanGpuDecodeTest, LeavesOtherChainsToTheCpu) {
-  EXPECT_FALSE(PlanGpuDecode(*Chain({Bytes(), Zstd(), Gzip()})).has_value());
-  // zstd content checksums: nvCOMP does not verify them, the CPU decoder does.
-  EXPECT_FALSE(
-      PlanGpuDecode(*Chain({Bytes(), {"zstd", {{"level", 3}, {"checksum", true}}}})).has_value());
-  EXPECT_FALSE(
-      PlanGpuDecode(*Chain({{"transpose", {{"order", {1, 0}}}}, Bytes(), Zstd()})).has_value());
+TEST(PlanGpuDecodeTest, AcceptsOneCompressorWithOptionalChecksum) {
+  GpuDecodePlan zstd = Plan({Bytes(), Zstd()});
+  ASSERT_TRUE(zstd.gpu());
+  EXPECT_EQ(zstd.codec->compression, GpuCompression::kZstd);
+  EXPECT_EQ(zstd.codec->framing, GpuChunkCodec::Framing::kNone);
+  EXPECT_FALSE(zstd.codec->crc32c);
+  EXPECT_FALSE(zstd.codec->big_endian);
+  EXPECT_EQ(zstd.codec->decoded_bytes, kChunk.num_bytes());
+  EXPECT_EQ(zstd.description, "zstd");
+
+  GpuDecodePlan gzip = Plan({Bytes(), Gzip()});
+  ASSERT_TRUE(gzip.gpu());
+  EXPECT_EQ(gzip.codec->compression, GpuCompression::kGzip);
+  EXPECT_EQ(gzip.description, "gzip");
+
+  GpuDecodePlan zlib = Plan({Bytes(), Zlib()});
+  ASSERT_TRUE(zlib.gpu());
+  EXPECT_EQ(zlib.codec->compression, GpuCompression::kDeflate);
+  EXPECT_EQ(zlib.codec->framing, GpuChunkCodec::Framing::kZlib);
+  EXPECT_EQ(zlib.description, "zlib");
+
+  GpuDecodePlan lz4 = Plan({Bytes(), Lz4(), Crc32c()});
+  ASSERT_TRUE(lz4.gpu());
+  EXPECT_EQ(lz4.codec->compression, GpuCompression::kLz4);
+  EXPECT_EQ(lz4.codec->framing, GpuChunkCodec::Framing::kLz4SizePrefix);
+  EXPECT_TRUE(lz4.codec->crc32c);
+  EXPECT_EQ(lz4.description, "lz4 + crc32c");
+
+  // Stored as they are: the GPU copies them (checking a crc32c on the CPU).
+  GpuDecodePlan raw = Plan({Bytes(), Crc32c()});
+  ASSERT_TRUE(raw.gpu());
+  EXPECT_FALSE(raw.codec->compression.has_value());
+  EXPECT_FALSE(raw.codec->blosc);
+  EXPECT_TRUE(raw.codec->crc32c);
+  EXPECT_EQ(raw.description, "stored + crc32c");
+  EXPECT_EQ(Plan({Bytes()}).description, "stored");
+}
+
+TEST(PlanGpuDecodeTest, BigEndianElementsAreSwappedByTheScatter) {
+  GpuDecodePlan zlib = Plan({Bytes("big"), Zlib(), Crc32c()});
+  ASSERT_TRUE(zlib.gpu());
+  EXPECT_TRUE(zlib.codec->big_endian);
+  EXPECT_TRUE(zlib.codec->crc32c);
+  EXPECT_EQ(zlib.description, "zlib + crc32c, big-endian");
+}
+
+TEST(PlanGpuDecodeTest, BloscWithLz4OrZstdAndNoOrByteShuffle) {
+  GpuDecodePlan lz4 = Plan({Bytes(), Blosc()});
+  ASSERT_TRUE(lz4.gpu());
+  EXPECT_TRUE(lz4.codec->blosc);
+  EXPECT_FALSE(lz4.codec->compression.has_value());  // found per frame (GpuChunkCodec::Parse)
+  EXPECT_EQ(lz4.description, "blosc with lz4 and byte shuffle");
+  EXPECT_EQ(Plan({Bytes(), BloscWith("zstd", "noshuffle")}).description, "blosc with zstd");
+  EXPECT_EQ(Plan({Bytes(), BloscWith("lz4hc", "shuffle"), Crc32c()}).description,
+            "blosc with lz4hc and byte shuffle + crc32c");
+
+  for (const auto& [specs, reason] : std::vector<std::pair<std::vector<CodecSpec>, std::string>>{
+           {{Bytes(), BloscWith("lz4", "bitshuffle")}, "blosc with bitshuffle"},
+           {{Bytes(), BloscWith("zstd", "bitshuffle")}, "blosc with bitshuffle"},
+           {{Bytes(), BloscWith("blosclz", "shuffle")},
+            "blosc with blosclz (nvCOMP decodes lz4 and zstd inside blosc)"},
+           {{Bytes(), BloscWith("zlib", "noshuffle")},
+            "blosc with zlib (nvCOMP decodes lz4 and zstd inside blosc)"}}) {
+    const GpuDecodePlan plan = Plan(specs);
+    EXPECT_FALSE(plan.gpu()) << reason;
+    EXPECT_EQ(plan.description, reason);
+  }
+}
+
+TEST(PlanGpuDecodeTest, NamesWhyTheCpuDecodesOtherChains) {
+  const CodecSpec f_order = {"transpose", {{"order", {1, 0}}}};
+  for (const auto& [specs, reason] : std::vector<std::pair<std::vector<CodecSpec>, std::string>>{
+           // v2's order F: what the zlib F-order store is.
+           {{f_order, Bytes("big"), Zlib()}, "transpose codec (v2 order F, or a v3 transpose)"},
+           {{{"numcodecs.delta", {{"dtype", "<f4"}}}, Bytes(), Zstd()},
+            "delta filter (an array-to-array codec)"},
+           // nvCOMP does not verify zstd's content checksums; the CPU decoder does.
+           {{Bytes(), {"zstd", {{"level", 3}, {"checksum", true}}}},
+            "zstd with content checksums (nvCOMP does not verify them)"},
+           {{Bytes(), {"numcodecs.bz2", {{"level", 5}}}}, "bz2 (no GPU decoder)"},
+           {{Bytes(), {"numcodecs.shuffle", {{"elementsize", 4}}}, Zstd()},
+            "shuffle (no GPU decoder)"},
+           {{Bytes(), Zstd(), Gzip()},
+            "gzip after zstd (the GPU decodes one compressor, then crc32c)"},
+           {{Bytes(), Crc32c(), Zstd()},
+            "zstd after crc32c (the GPU decodes one compressor, then crc32c)"}}) {
+    const GpuDecodePlan plan = Plan(specs);
+    EXPECT_FALSE(plan.gpu()) << reason;
+    EXPECT_EQ(plan.description, reason);
+  }
+}
+
+CodecSpec Sharding(const std::vector<CodecSpec>& inner, const std::vector<uint64_t>& inner_shape) {
+  nlohmann::json codecs = nlohmann::json::array();
+  for (const CodecSpec& spec : inner) {
+    codecs.push_back({{"name", spec.name}, {"configuration", spec.configuration}});
+  }
+  return {"sharding_indexed",
+          {{"chunk_shape", inner_shape},
+           {"codecs", codecs},
+           {"index_codecs",
+            {{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}}, {{"name", "crc32c"}}}},
+           {"index_location", "end"}}};
+}
+
+TEST(PlanGpuDecodeTest, ShardedArraysAreAnsweredForTheirInnerChunks) {
+  // Reads fetch a shard's inner chunks one by one: the plan is the inner chain's, for their size.
+  GpuDecodePlan sharded = Plan({Sharding({Bytes(), Zstd(), Crc32c()}, {16, 1024})});
+  ASSERT_TRUE(sharded.gpu());
+  EXPECT_EQ(sharded.codec->compression, GpuCompression::kZstd);
+  EXPECT_TRUE(sharded.codec->crc32c);
+  EXPECT_EQ(sharded.codec->decoded_bytes, 16 * 1024 * sizeof(float));
+  EXPECT_EQ(sharded.description, "zstd + crc32c");
+
+  EXPECT_EQ(Plan({Sharding({Bytes(), BloscWith("lz4", "bitshuffle")}, {16, 1024})}).description,
+            "blosc with bitshuffle");
+  EXPECT_EQ(Plan({Sharding({Sharding({Bytes(), Zstd()}, {4, 1024})}, {16, 1024})}).description,
+            "nested sharding (shards inside inner chunks)");
+  // A shard with codecs after it is read and decoded whole.
+  GpuDecodePlan wrapped = Plan({Sharding({Bytes(), Zstd()}, {16, 1024}), Crc32c()});
+  EXPECT_FALSE(wrapped.gpu());
+  EXPECT_EQ(wrapped.description, "sharding with codecs after it (each shard decodes whole)");
+}
+
+// A codec registered at run time that says nothing of what it is (no CodecTraits): a copy.
+class OpaqueCodec final : public BytesToBytesCodec {
+ public:
+  Status Decode(std::span<const std::byte> encoded, DecodedSize /*size*/,
+                ByteBuffer* decoded) const override {
+    return Copy(encoded, decoded);
+  }
+  Status Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const override {
+    return Copy(decoded, encoded);
+  }
+  nlohmann::json ToJson() const override { return {{"name", "test.opaque"}}; }
+
+ private:
+  static Status Copy(std::span<const std::byte> in, ByteBuffer* out) {
+    out->Resize(in.size());
+    if (!in.empty()) std::memcpy(out->data(), in.data(), in.size());
+    return Status::Ok();
+  }
+};
+
+TEST(PlanGpuDecodeTest, CodecsRegisteredAtRunTimeAreLeftToTheCpu) {
+  RegisterCodec({"test.opaque",
+                 CodecKind::kBytesToBytes,
+                 {},
+                 {},
+                 [](const nlohmann::json&,
+                    const ChunkRepresentation&) -> Result<std::unique_ptr<BytesToBytesCodec>> {
+                   return std::unique_ptr<BytesToBytesCodec>(new OpaqueCodec);
+                 }});
+  const GpuDecodePlan plan = Plan({Bytes(), {"test.opaque", nlohmann::json::object()}});
+  EXPECT_FALSE(plan.gpu());
+  EXPECT_EQ(plan.description, "a codec registered at run time (no GPU decoder)");
 }
 
 // Encodes `data` with `chain` (the CPU codecs, which the fixtures elsewhere check against
@@ -99,7 +220,7 @@ std::vector<std::byte> Encode(const CodecChain& chain, std::span<const std::byte
 TEST(GpuChunkCodecTest, PayloadChecksAndStripsTheFraming) {
   const std::vector<std::byte> data = testing::FieldBytes(kChunk.num_bytes());
   auto lz4_chain = Chain({Bytes(), Lz4(), Crc32c()});
-  const GpuChunkCodec lz4 = *PlanGpuDecode(*lz4_chain);
+  const GpuChunkCodec lz4 = *PlanGpuDecode(*lz4_chain).codec;
   std::vector<std::byte> stored = Encode(*lz4_chain, data);
   auto payload = lz4.Payload(stored);
   ASSERT_TRUE(payload.ok()) << payload.status().ToString();
@@ -110,7 +231,7 @@ TEST(GpuChunkCodecTest, PayloadChecksAndStripsTheFraming) {
   EXPECT_EQ(lz4.Payload(stored).status().code(), ErrorCode::kCorruptChunk);
 
   auto zlib_chain = Chain({Bytes(), Zlib()});
-  const GpuChunkCodec zlib = *PlanGpuDecode(*zlib_chain);
+  const GpuChunkCodec zlib = *PlanGpuDecode(*zlib_chain).codec;
   stored = Encode(*zlib_chain, data);
   payload = zlib.Payload(stored);
   ASSERT_TRUE(payload.ok());
@@ -121,7 +242,7 @@ TEST(GpuChunkCodecTest, PayloadChecksAndStripsTheFraming) {
   stored[1] = std::byte{0x98};  // (the header's check bits still right)
   EXPECT_EQ(zlib.Payload(stored).status().code(), ErrorCode::kCorruptChunk);
 
-  const GpuChunkCodec raw = *PlanGpuDecode(*Chain({Bytes()}));
+  const GpuChunkCodec raw = *PlanGpuDecode(*Chain({Bytes()})).codec;
   EXPECT_TRUE(raw.Payload(data).ok());
   EXPECT_EQ(raw.Payload(std::span(data).first(100)).status().code(), ErrorCode::kCorruptChunk);
 }
@@ -158,9 +279,10 @@ TEST(GpuDecodeWorkspaceGpuTest, DecodesEveryCompressionLikeTheCpu) {
       expected.push_back(
           testing::FieldBytes(kChunk.num_bytes(), static_cast<uint32_t>(i + 10 * round)));
       const std::vector<std::byte> stored = Encode(*chain, expected.back());
-      const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+      const GpuChunkCodec codec = *PlanGpuDecode(*chain).codec;
       auto parse = codec.Parse(stored);
-      ASSERT_TRUE(parse.ok()) << codec.Describe() << ": " << parse.status().ToString();
+      ASSERT_TRUE(parse.ok()) << PlanGpuDecode(*chain).description << ": "
+                              << parse.status().ToString();
       w.Stage(i, *parse, codec.decoded_bytes);
     }
     expected.push_back(testing::FieldBytes(kChunk.num_bytes(), 99));
@@ -186,7 +308,7 @@ TEST(GpuChunkCodecTest, BloscFramesParseIntoStreamsThatTileTheChunk) {
   for (const CodecSpec& spec :
        {Blosc(), BloscWith("zstd", "shuffle", 40000), BloscWith("lz4", "noshuffle", 65536)}) {
     auto chain = Chain({Bytes(), spec});
-    const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+    const GpuChunkCodec codec = *PlanGpuDecode(*chain).codec;
     const std::vector<std::byte> stored = Encode(*chain, testing::FieldBytes(kChunk.num_bytes()));
     auto parse = codec.Parse(stored);
     ASSERT_TRUE(parse.ok()) << spec.configuration.dump() << ": " << parse.status().ToString();
@@ -211,7 +333,7 @@ TEST(GpuChunkCodecTest, BloscFramesParseIntoStreamsThatTileTheChunk) {
 // fuzz/codec_decode_fuzzer.cc's comparison of the two paths.
 TEST(GpuChunkCodecTest, BloscHeadersTheCpuRefusesAreRefused) {
   auto chain = Chain({Bytes(), Blosc()});
-  const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+  const GpuChunkCodec codec = *PlanGpuDecode(*chain).codec;
   const std::vector<std::byte> good = Encode(*chain, testing::FieldBytes(kChunk.num_bytes()));
   ASSERT_TRUE(codec.Parse(good).ok());
   auto with = [&](size_t at, uint8_t value) {
@@ -241,7 +363,7 @@ TEST(GpuChunkCodecTest, BloscHeadersTheCpuRefusesAreRefused) {
   const uint8_t header[16] = {2, 1, 0x33, 1, 8, 0, 0, 0, 8, 0, 0, 0, 24, 0, 0, 0};
   std::memcpy(stored_whole.data(), header, 16);
   auto small = Chain({Bytes(), Blosc()}, testing::Representation(DataType::kUInt8, {8}));
-  const GpuChunkCodec small_codec = *PlanGpuDecode(*small);
+  const GpuChunkCodec small_codec = *PlanGpuDecode(*small).codec;
   EXPECT_TRUE(small_codec.Parse(stored_whole).ok());
   stored_whole.push_back(std::byte{0});
   stored_whole[12] = std::byte{25};  // the frame's size still its length, one byte too many
@@ -250,7 +372,7 @@ TEST(GpuChunkCodecTest, BloscHeadersTheCpuRefusesAreRefused) {
 
 TEST(GpuChunkCodecTest, MalformedZstdFramesNeverReachTheGpu) {
   auto chain = Chain({Bytes(), Zstd()});
-  const GpuChunkCodec codec = *PlanGpuDecode(*chain);
+  const GpuChunkCodec codec = *PlanGpuDecode(*chain).codec;
   const std::vector<std::byte> good = Encode(*chain, testing::FieldBytes(kChunk.num_bytes()));
   ASSERT_TRUE(codec.Payload(good).ok());
   std::vector<std::byte> truncated(good.begin(),
@@ -292,8 +414,8 @@ TEST(GpuDecodeWorkspaceGpuTest, DamagedContentIsRejectedAndStaysInBounds) {
                                            {Bytes(), Blosc()},
                                            {Bytes(), BloscWith("zstd", "shuffle")}}) {
     auto chain = Chain(specs);
-    const GpuChunkCodec codec = *PlanGpuDecode(*chain);
-    SCOPED_TRACE(codec.Describe());
+    const GpuChunkCodec codec = *PlanGpuDecode(*chain).codec;
+    SCOPED_TRACE(PlanGpuDecode(*chain).description);
     const std::vector<std::byte> data = testing::FieldBytes(kChunk.num_bytes());
     const std::vector<std::byte> good = Encode(*chain, data);
     std::vector<std::byte> damaged = good;

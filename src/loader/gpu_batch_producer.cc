@@ -63,12 +63,9 @@ Result<GpuSetup> SetUpGpu(const LoaderOptions& options) {
 GpuBatchProducer::GpuBatchProducer(BatchContext& context, GpuSetup setup)
     : BatchProducerBase(context), setup_(std::move(setup)) {
   for (const internal::ArrayState* array : context.geometry.arrays) {
-    const CodecChain& chain = array->chain->sharding() != nullptr
-                                  ? array->chain->sharding()->inner_chain()
-                                  : *array->chain;
     // Without nvCOMP the GPU takes only chunks it copies as they are; the CPU decodes the rest
     // (staging them would read them twice: once for the GPU to reject, once for the CPU).
-    std::optional<GpuChunkCodec> codec = PlanGpuDecode(chain);
+    std::optional<GpuChunkCodec> codec = PlanGpuDecode(*array->chain).codec;
     if (codec && setup_.nvcomp == nullptr && (codec->compression || codec->blosc)) codec.reset();
     codecs_.push_back(codec);
     max_chunk_bytes_ = std::max(max_chunk_bytes_, ReadChunkBytes(*array));

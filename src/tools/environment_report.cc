@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "gpu/cuda_driver.h"
-#include "gpu/gpu_decoder.h"
 #include "gpu/gpu_kernels.h"
 #include "gpu/nvcomp.h"
 #include "store/curl_transport.h"
@@ -95,8 +94,8 @@ nlohmann::json EnvironmentReport() {
   report["gpu_batches"] = gpu_batches;
   report["gpu_batches_unavailable_reason"] =
       gpu_batches ? nlohmann::json(nullptr) : nlohmann::json(GpuBatchesUnavailableReason());
-  report["gpu_codecs"] = gpu_batches && nvcomp != nullptr ? nlohmann::json(GpuDecodableCodecs())
-                                                          : nlohmann::json::array();
+  // Whether chunks may decode on the GPU here; which chains do is per array (`doctor STORE`).
+  report["gpu_decoding"] = gpu_batches && nvcomp != nullptr;
   // The loader reads into pinned staging, not through cuFile: see docs/benchmarks.md ("GPU
   // batches").
   report["gds"] = {{"cufile_library", Loadable("libcufile.so.0")}, {"used", false}};

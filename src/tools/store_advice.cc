@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "array/array_state.h"
-#include "codec/sharding_codec.h"
 #include "dataset/channel_spec.h"
 #include "gpu/gpu_decoder.h"
 #include "store/curl_transport.h"
@@ -90,6 +89,7 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
       large_kind{"warning", {}, 0}, cpu_kind{"info", {}, 0};
   std::string time_name = "time", level_name;
   uint64_t field_bytes = 0;  // one step of one level, the smallest a chunk can usefully be
+  std::vector<std::string> cpu_reasons;  // why the CPU decodes arrays' chunks, each reason once
   for (ArrayFacts& facts : arrays) {
     const Array& a = facts.array;
     const std::vector<std::string>& dims = a.dims();
@@ -112,10 +112,7 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
     const uint64_t steps = chunks[*facts.time_dim];
     const std::optional<uint64_t> levels =
         facts.level_dim ? std::optional<uint64_t>(chunks[*facts.level_dim]) : std::nullopt;
-    const internal::ArrayState& state = a.state();
-    const CodecChain& chain =
-        state.chain->sharding() != nullptr ? state.chain->sharding()->inner_chain() : *state.chain;
-    const bool gpu_decodable = PlanGpuDecode(chain).has_value();
+    const GpuDecodePlan decode = PlanGpuDecode(*a.state().chain);
     listed.push_back(
         {{"name", facts.name},
          {"shape", a.shape()},
@@ -128,7 +125,8 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
          {"chunk_bytes", chunk_bytes},
          {"time_steps_per_chunk", steps},
          {"levels_per_chunk", levels ? nlohmann::json(*levels) : nlohmann::json(nullptr)},
-         {"gpu_decodable", gpu_decodable}});
+         {"gpu_decodable", decode.gpu()},
+         {"gpu_decode", decode.description}});
     auto note = [&](Kind& kind, bool when, uint64_t value, bool larger_is_worse) {
       if (!when) return;
       kind.arrays.push_back(facts.name);
@@ -139,7 +137,10 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
     // A chunk smaller than one field cannot grow without more steps per chunk: shards fix that.
     note(small_kind, chunk_bytes < kSmallChunkBytes && !a.shard_shape(), chunk_bytes, false);
     note(large_kind, chunk_bytes > kLargeChunkBytes, chunk_bytes, true);
-    note(cpu_kind, !gpu_decodable, 0, true);
+    note(cpu_kind, !decode.gpu(), 0, true);
+    if (!decode.gpu() && std::ranges::find(cpu_reasons, decode.description) == cpu_reasons.end()) {
+      cpu_reasons.push_back(decode.description);
+    }
   }
   if (!steps_kind.arrays.empty()) {
     findings.push_back(Finding(
@@ -167,9 +168,9 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
                                    ": one chunk is a large share of a batch's memory and latency"));
   }
   if (!cpu_kind.arrays.empty()) {
-    findings.push_back(Finding(gpu ? "warning" : "info", cpu_kind.arrays,
-                               "codecs the GPU path leaves to the CPU (it decodes zstd, gzip, "
-                               "zlib, lz4 and blosc with lz4 or zstd)"));
+    findings.push_back(
+        Finding(gpu ? "warning" : "info", cpu_kind.arrays,
+                "chunks the GPU path leaves to the CPU (" + Join(cpu_reasons, "; ") + ")"));
   }
   if (report["kind"] == "group" && !report["consolidated"].get<bool>()) {
     findings.push_back(Finding("warning", {},
