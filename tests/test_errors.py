@@ -25,6 +25,7 @@ from zarrstream.errors import (
     InvalidArgumentError,
     MetadataError,
     NotFoundError,
+    OutOfMemoryError,
     UnsupportedError,
     ZarrstreamError,
 )
@@ -690,4 +691,35 @@ def test_index_errors(store):
         a.read_region((0,), (1,))
     with pytest.raises(InvalidArgumentError):
         a.read_region((0, 0), (2, 2), out=np.zeros((3, 2), dtype="float32"))
+
+
+
+def test_more_dimensions_than_numpy_is_an_unsupported_error(store):
+    # 65 dimensions of extent 1: the array opens, a read would need a 65-d numpy array.
+    root = store / "deep.zarr"
+    zarr.create_array(str(root), shape=(1,) * 65, dtype="uint8", zarr_format=3)
+    a = zarrstream.open_array(str(root))
+    assert a.ndim == 65
+    with pytest.raises(UnsupportedError, match="65 dimensions"):
+        a.read()
+    for key in (Ellipsis, 0):  # the region read is 65-d even where the result is not
+        with pytest.raises(UnsupportedError, match="65 dimensions"):
+            a[key]
+
+
+def test_read_larger_than_memory_is_an_out_of_memory_error(store):
+    root = store / "huge.zarr"
+    root.mkdir(parents=True)
+    write_json(root / "zarr.json", {
+        "zarr_format": 3, "node_type": "array", "shape": [2**60, 4], "data_type": "float64",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1024, 4]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "attributes": {},
+    })
+    a = zarrstream.open_array(str(root))
+    assert a.nbytes == 2**60 * 4 * 8  # 2^65: Python integers, no int64 wrap
+    with pytest.raises(OutOfMemoryError, match=f"needs {2**60 * 4 * 8} bytes") as e:
+        a.read()
+    assert isinstance(e.value, MemoryError) and "huge.zarr" in str(e.value)
+    assert a[2**60 - 1].tolist() == [0.0] * 4
 

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import json
+import math
 import operator
+import os
+import resource
 from collections.abc import Mapping
 from typing import Any, Iterator
 
 import numpy as np
 
 from . import _zarrstream
+from .errors import InvalidArgumentError, OutOfMemoryError, UnsupportedError
+
+# The most dimensions a numpy array has (NPY_MAXDIMS).
+_NUMPY_MAX_DIMS = 64
+
+
+def _memory_limit_bytes() -> int:
+    """The most bytes this process can hold: physical memory, or the address-space limit when that
+    is lower (as the core's MemoryLimitBytes)."""
+    limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        limit = min(limit, soft)
+    return limit
 
 
 def _expand_key(key: Any, shape: tuple[int, ...]) -> list[Any]:
@@ -213,7 +230,7 @@ class Array:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # Python integers: a declared shape may pass 2^63
 
     @property
     def nbytes(self) -> int:
@@ -231,24 +248,55 @@ class Array:
         """The metadata as a v3 zarr.json document (v2 metadata normalised)."""
         return json.loads(self._core.metadata_json)
 
+    def _output(self, shape: tuple[int, ...], what: str) -> np.ndarray:
+        """An uninitialised numpy array of ``shape`` for a read: ZarrstreamErrors, not numpy's,
+        when numpy cannot have that many dimensions or the memory is not there."""
+        if len(shape) > _NUMPY_MAX_DIMS:
+            raise UnsupportedError(
+                f"{what} of {self.url}: the region has {len(shape)} dimensions, numpy arrays at "
+                f"most {_NUMPY_MAX_DIMS}"
+            )
+        nbytes = math.prod(shape) * self.dtype.itemsize
+
+        def out_of_memory(why: str = ""):
+            return OutOfMemoryError(
+                f"out of memory: {what} of {self.url} needs {nbytes} bytes (shape {shape}, "
+                f"{self.dtype}){why}; read a smaller region"
+            )
+
+        # Refused before numpy tries: with overcommit an allocation beyond memory may succeed and
+        # the read then end in the OOM killer.
+        limit = _memory_limit_bytes()
+        if nbytes > limit:
+            raise out_of_memory(f", more than this machine's {limit} bytes of memory")
+        try:
+            return np.empty(shape, dtype=self.dtype)
+        except MemoryError:
+            raise out_of_memory() from None
+
     def read(self) -> np.ndarray:
         """Reads the whole array."""
-        out = np.empty(self.shape, dtype=self.dtype)
+        out = self._output(self.shape, "reading the whole array")
         self._core.read_into([0] * self.ndim, list(self.shape), out)
         return out
 
     def read_region(self, start, shape, out: np.ndarray | None = None) -> np.ndarray:
         """Reads [start, start + shape) into ``out`` (allocated when None; any strides)."""
+        start, shape = [operator.index(s) for s in start], [operator.index(s) for s in shape]
+        if any(s < 0 for s in start + shape):
+            raise InvalidArgumentError(
+                f"read of {self.url}: region start {start} and shape {shape} must not be negative"
+            )
         if out is None:
-            out = np.empty(tuple(shape), dtype=self.dtype)
+            out = self._output(tuple(shape), "reading a region")
         elif out.dtype != self.dtype:
             raise TypeError(f"out has dtype {out.dtype}, the array {self.dtype}")
-        self._core.read_into([int(s) for s in start], [int(s) for s in shape], out)
+        self._core.read_into(start, shape, out)
         return out
 
     def __getitem__(self, key) -> np.ndarray:
         start, count, post = _normalize_key(key, self.shape)
-        region = np.empty(tuple(count), dtype=self.dtype)
+        region = self._output(tuple(count), "reading a region")
         if region.size:
             self._core.read_into(start, count, region)
         return region[post]
@@ -347,7 +395,7 @@ class Group(Mapping):
             yield name, self[name]
 
     def __getitem__(self, name: str):
-        from .errors import InvalidArgumentError, NotFoundError
+        from .errors import NotFoundError
 
         try:
             return Array(self._core.open_array(name))

@@ -51,6 +51,7 @@
 #include "loader/sample_plan.h"
 #include "store/http_store.h"
 #include "store/store_metrics.h"
+#include "util/checked_size.h"
 #include "util/format.h"
 #include "util/nvtx_range.h"
 #include "util/thread_pool.h"
@@ -1184,8 +1185,15 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
     ZS_ASSIGN_OR_RETURN(threads, CoresPerLocalRank());
   }
   s.pool = std::make_shared<ThreadPool>(threads);
-  for (const internal::ArrayState* array : g.arrays)
+  for (const internal::ArrayState* array : g.arrays) {
+    // Batches decode whole read chunks into the chunk cache: a chunk no machine could hold is
+    // refused here rather than by an allocation on a loader thread.
+    ZS_RETURN_IF_ERROR(CheckAllocation("a read chunk of shape " +
+                                           FormatIndex(array->read_chunk_shape) + " of " +
+                                           array->Describe(),
+                                       ReadChunkBytes(*array)));
     s.chunk_shapes.push_back(array->read_chunk_shape);
+  }
   // Slab strides: C order over the spatial dims; 0 on the time and level dims.
   std::vector<uint64_t> spatial_strides(g.spatial_shape.size());
   uint64_t stride = 1;
