@@ -20,6 +20,7 @@ from pathlib import Path
 import numcodecs
 import pytest
 
+from conftest import CLI
 
 # Enough for the interpreter, numpy, torch and the library's threads; far below what any hostile
 # case would take if it allocated what its metadata declares.
@@ -183,6 +184,40 @@ def test_read_touching_many_tiny_chunks_has_bounded_bookkeeping(tmp_path):
         print(got.shape, int(got.sum()), int(got[3]))
     """)
     assert out.strip() == "(4194304,) 7 7", out
+
+
+def test_rechunk_of_a_chunk_larger_than_memory_fails_clearly(huge_chunk, tmp_path):
+    dst = tmp_path / "dst.zarr"
+    proc = run_limited([str(CLI), "rechunk", str(huge_chunk), str(dst), "--threads", "2"])
+    assert proc.returncode == 1, proc.stderr
+    assert "out of memory" in proc.stderr and str(2**40) in proc.stderr, proc.stderr
+    # Refused while planning: nothing recorded that would block a corrected command.
+    assert not (dst / ".zarrstream-rechunk").exists()
+
+
+def test_rechunk_reading_a_source_chunk_larger_than_memory_fails_clearly(tmp_path):
+    # A small array whose one chunk declares 2^40 bytes: the output slabs fit, but reading them
+    # decodes the whole source chunk.
+    src = tmp_path / "src.zarr"
+    write_v3_array(src, shape=[2**16], chunks=[2**40], dims=["time"])
+    store_chunk(src, "c/0", bytes(16))
+    dst = tmp_path / "dst.zarr"
+    proc = run_limited([str(CLI), "rechunk", str(src), str(dst), "--threads", "2"])
+    assert proc.returncode == 1, proc.stderr
+    assert "out of memory" in proc.stderr and "'c/0'" in proc.stderr, proc.stderr
+
+
+def test_rechunk_of_more_slabs_than_memory_can_track_fails_clearly(tmp_path):
+    # 8 x 2^30 x 2^30 in chunks of 1 x 2^15 x 2^15: 2^33 output chunks, none stored. Listing them
+    # would take hundreds of GB before the first was copied.
+    src = tmp_path / "cube.zarr"
+    write_v3_array(src, shape=[8, 2**30, 2**30], chunks=[1, 2**15, 2**15], dtype="float32",
+                   dims=["time", "y", "x"])
+    dst = tmp_path / "dst.zarr"
+    proc = run_limited([str(CLI), "rechunk", str(src), str(dst), "--threads", "2"])
+    assert proc.returncode == 1, proc.stderr
+    assert f"tracking the {2**33} slabs" in proc.stderr and "out of memory" in proc.stderr, proc.stderr
+    assert not (dst / ".zarrstream-rechunk").exists()
 
 
 def test_loader_over_a_chunk_larger_than_memory_fails_clearly(tmp_path):
