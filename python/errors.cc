@@ -46,7 +46,12 @@ void RegisterErrorTranslator(nb::module_&) {
     } catch (const StatusError& e) {
       nb::object errors = nb::module_::import_("zarrstream.errors");
       nb::object cls = errors.attr(ExceptionClassName(e.status()));
-      PyErr_SetString(cls.ptr(), e.status().message().c_str());
+      // Messages quote metadata, which may hold bytes that are not UTF-8: escaped, so that
+      // converting the message never raises an error of its own.
+      const std::string& message = e.status().message();
+      nb::object text = nb::steal(PyUnicode_DecodeUTF8(
+          message.data(), static_cast<Py_ssize_t>(message.size()), "backslashreplace"));
+      PyErr_SetObject(cls.ptr(), text.ptr());
     } catch (const std::bad_alloc&) {
       // An allocation of the binding itself (a Status carries the size where the core allocates).
       nb::object errors = nb::module_::import_("zarrstream.errors");

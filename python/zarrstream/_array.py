@@ -29,12 +29,39 @@ def _memory_limit_bytes() -> int:
     return limit
 
 
+def _is_scalar_bool(k: Any) -> bool:
+    if isinstance(k, np.ndarray):
+        return k.ndim == 0 and k.dtype == np.bool_
+    return isinstance(k, (bool, np.bool_))
+
+
+def _refuse_array_index(k: Any) -> None:
+    """Index arrays (boolean masks, integer lists) are numpy's advanced indexing, which reads an
+    arbitrary set of elements: refused by name rather than misread as a scalar."""
+    if isinstance(k, (np.generic, int, slice)) or k is None or k is Ellipsis:
+        return
+    if isinstance(k, (np.ndarray, list)) or hasattr(k, "__array__"):
+        a = np.asarray(k)
+        if a.ndim == 0:
+            return  # a scalar: an integer or boolean index
+        kind = "boolean mask" if a.dtype == np.bool_ else "index array"
+        raise IndexError(
+            f"zarrstream arrays take basic indices only (integers, slices, '...', None, True, "
+            f"False); a {kind} is advanced indexing: read the region (a[...] or a.read()) and "
+            f"index the numpy result with it"
+        )
+
+
 def _expand_key(key: Any, shape: tuple[int, ...]) -> list[Any]:
     """A basic-indexing key as a list with the ellipsis expanded and missing trailing dimensions
     filled with ':' (None entries, new axes, kept)."""
     if not isinstance(key, tuple):
         key = (key,)
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    for k in key:
+        _refuse_array_index(k)
+    # Scalar booleans add an axis (of length 1 or 0), as None does: they index no dimension.
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis and not _is_scalar_bool(k))
+    has_ellipsis = any(k is Ellipsis for k in key)  # `in` would compare index arrays with ==
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if n_real > len(shape):
@@ -48,7 +75,7 @@ def _expand_key(key: Any, shape: tuple[int, ...]) -> list[Any]:
             expanded.extend([slice(None)] * (len(shape) - n_real))
         else:
             expanded.append(k)
-    if Ellipsis not in key:
+    if not has_ellipsis:
         expanded.extend([slice(None)] * (len(shape) - n_real))
     return expanded
 
@@ -67,17 +94,20 @@ def _integer_index(k: Any, size: int, dim: int, slices: str) -> int:
 
 
 def _normalize_key(key: Any, shape: tuple[int, ...]):
-    """Turns a numpy basic-indexing key into (start, count, post_index).
+    """Turns a numpy basic-indexing key into (start, count, post_index, empty_axes).
 
     The region [start, start + count) is read from storage; ``post_index`` (applied with numpy to
-    that region) takes steps, drops integer-indexed dimensions and inserts new axes.
+    that region) takes steps, drops integer-indexed dimensions and inserts new axes; the result's
+    axes ``empty_axes`` (from False indices) then have length 0.
     """
     expanded = _expand_key(key, shape)
 
-    start, count, post = [], [], []
+    start, count, post, empty_axes = [], [], [], []
     dim = 0
     for k in expanded:
-        if k is None:
+        if k is None or _is_scalar_bool(k):
+            if _is_scalar_bool(k) and not k:
+                empty_axes.append(sum(1 for p in post if not isinstance(p, int)))
             post.append(None)
             continue
         size = shape[dim]
@@ -99,7 +129,7 @@ def _normalize_key(key: Any, shape: tuple[int, ...]):
             count.append(1)
             post.append(0)
         dim += 1
-    return start, count, tuple(post)
+    return start, count, tuple(post), empty_axes
 
 
 def _normalize_write_key(key: Any, shape: tuple[int, ...]):
@@ -114,6 +144,8 @@ def _normalize_write_key(key: Any, shape: tuple[int, ...]):
     start, count, selection = [], [], []
     dim = 0
     for k in expanded:
+        if _is_scalar_bool(k):
+            raise IndexError("zarrstream writes do not take boolean indices (True, False)")
         if k is None:
             selection.append(1)
             continue
@@ -295,7 +327,13 @@ class Array:
         return out
 
     def __getitem__(self, key) -> np.ndarray:
-        start, count, post = _normalize_key(key, self.shape)
+        start, count, post, empty_axes = _normalize_key(key, self.shape)
+        if empty_axes:
+            # A False index: nothing is read; numpy's result shape, from a view that holds none.
+            shape = list(np.broadcast_to(np.empty((), self.dtype), count)[post].shape)
+            for axis in empty_axes:
+                shape[axis] = 0
+            return np.empty(shape, dtype=self.dtype)
         region = self._output(tuple(count), "reading a region")
         if region.size:
             self._core.read_into(start, count, region)
