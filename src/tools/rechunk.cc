@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "array/array_state.h"
+#include "codec/compressor_spec.h"
 #include "store/curl_transport.h"
 #include "store/store_registry.h"
 #include "tools/rechunk_sources.h"
@@ -31,6 +32,18 @@ using nlohmann::json;
 
 // Where the parts of a job record their finished slabs, inside the destination.
 constexpr std::string_view kStatePrefix = ".zarrstream-rechunk";
+
+// In the name of the temporary file a local store writes an object to before renaming it into
+// place ("<key>.zstmp.<pid>.<n>", FileStore::Put).
+constexpr std::string_view kTemporaryObjectMarker = ".zstmp.";
+
+// a rounded up to a multiple of b, saturating (a bound, compared against extents).
+uint64_t RoundUp(uint64_t a, uint64_t b) { return SaturatingMul(CeilDiv(a, b), b); }
+// The bytes of a box of `shape`, saturating: only compared against budgets and limits, and a
+// saturated value is refused before anything of that size is allocated.
+uint64_t BoxBytes(std::span<const uint64_t> shape, size_t element_size) {
+  return CheckedProduct(shape, element_size).value_or(~uint64_t{0});
+}
 
 // What the run keeps per slab of its part: an entry of the work list and one of the set of
 // finished slabs (a tree node), with their allocation overhead.
@@ -207,6 +220,10 @@ json PlanJson(const RechunkOptions& options, const std::vector<OutputPlan>& plan
           {"arrays", std::move(arrays)}};
 }
 
+// What the last part of a finished job leaves in place of the parts' records: the job's plan, so
+// that a rerun with the same options (a requeued batch job) finds the work done.
+std::string FinishedKey() { return std::string(kStatePrefix) + "/finished.json"; }
+
 std::string StateKey(uint32_t part, uint32_t count) {
   std::string key(kStatePrefix);
   key += "/part-" + std::to_string(part) + "-of-" + std::to_string(count) + ".json";
@@ -264,6 +281,44 @@ Result<std::optional<json>> ReadState(Store& store, uint32_t part, uint32_t coun
                          StateKey(part, count) + " is malformed; remove it (or use --overwrite)");
   }
   return std::optional<json>(std::move(state));
+}
+
+// Checks what Array::Create would refuse of `spec`'s codec (an unknown compressor, a level out of
+// range) without writing anything.
+Status ValidateArraySpec(const ArraySpec& spec) {
+  std::optional<std::span<const uint64_t>> inner;
+  if (spec.shard_shape) inner = std::span<const uint64_t>(spec.chunks);
+  return MakeCodecChainSpecs(spec.compressor, spec.dtype, inner).status();
+}
+
+// The plan of the finished job recorded in the destination; nullopt when there is none.
+Result<std::optional<json>> ReadFinishedPlan(Store& store) {
+  ZS_ASSIGN_OR_RETURN(std::optional<ByteBuffer> bytes, store.ReadIfExists(FinishedKey()));
+  if (!bytes) return std::optional<json>();
+  json finished = json::parse(bytes->view(), nullptr, /*allow_exceptions=*/false);
+  if (!finished.is_object() || !finished.contains("plan")) {
+    return MetadataError("the rechunk record " + store.url() + "/" + FinishedKey() +
+                         " is malformed; remove it (or use --overwrite)");
+  }
+  return std::optional<json>(std::move(finished["plan"]));
+}
+
+// Removes the temporary objects of writes that never completed (a run killed while it wrote an
+// object leaves one beside the object; the rerun writes the object again under another name).
+// Only when the whole job is done: before that, another part may be writing one of them.
+Status RemoveAbandonedTemporaries(Store& store) {
+  Result<std::vector<KeyInfo>> keys = store.List("");
+  if (keys.status().code() == ErrorCode::kUnsupported) return Status::Ok();
+  ZS_RETURN_IF_ERROR_CTX(keys.status(), "listing the destination for abandoned temporary files");
+  for (const KeyInfo& key : *keys) {
+    const size_t slash = key.key.rfind('/');
+    const std::string_view leaf =
+        std::string_view(key.key).substr(slash == std::string::npos ? 0 : slash + 1);
+    if (leaf.find(kTemporaryObjectMarker) != std::string_view::npos) {
+      ZS_RETURN_IF_ERROR(store.Delete(key.key));
+    }
+  }
+  return Status::Ok();
 }
 
 Status WriteState(Store& store, uint32_t part, uint32_t count, const json& plan,
@@ -483,7 +538,22 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
     for (uint32_t p = 0; p < options.part_count; ++p) {
       ZS_RETURN_IF_ERROR(dest_store->Delete(StateKey(p, options.part_count)));
     }
+    ZS_RETURN_IF_ERROR(dest_store->Delete(FinishedKey()));
   } else {
+    // A finished job rerun with the same options (a requeued batch job) has nothing to do.
+    ZS_ASSIGN_OR_RETURN(std::optional<json> finished, ReadFinishedPlan(*dest_store));
+    if (finished) {
+      if (*finished != plan_json) {
+        return InvalidArgumentError(options.dest_url +
+                                    " holds a finished rechunk with other options; use "
+                                    "--overwrite to replace it");
+      }
+      report.arrays = plans.size();
+      for (const OutputPlan& plan : plans) report.slabs_total += plan.part_end - plan.part_begin;
+      report.slabs_resumed = report.slabs_total;
+      report.job_complete = true;
+      return report;
+    }
     ZS_ASSIGN_OR_RETURN(std::optional<json> state,
                         ReadState(*dest_store, options.part_index, options.part_count));
     bool joining = state.has_value();
@@ -509,6 +579,12 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
                                     "options; use --overwrite to replace it");
       }
     }
+  }
+  // What can be refused without writing is refused before the job is recorded: a record of a job
+  // that could never start would block the corrected command.
+  for (const OutputPlan& plan : plans) {
+    ZS_RETURN_IF_ERROR_CTX(ValidateArraySpec(plan.spec),
+                           "planning array '" + plan.source.path + "'");
   }
   // Record the job before creating anything, so a rerun after an interruption at any point
   // recognises the destination as this job's.
@@ -622,6 +698,11 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
     ZS_ASSIGN_OR_RETURN(Group group, Group::Open(options.dest_url));
     ZS_RETURN_IF_ERROR(group.ConsolidateMetadata());
   }
+  ZS_RETURN_IF_ERROR(RemoveAbandonedTemporaries(*dest_store));
+  // The finished record first: a job whose part records are gone is then still known as done.
+  const std::string finished = json{{"plan", plan_json}}.dump();
+  ZS_RETURN_IF_ERROR(dest_store->Put(
+      FinishedKey(), std::as_bytes(std::span<const char>(finished.data(), finished.size()))));
   for (uint32_t p = 0; p < options.part_count; ++p) {
     ZS_RETURN_IF_ERROR(dest_store->Delete(StateKey(p, options.part_count)));
   }
