@@ -170,20 +170,22 @@ def test_whole_array_read_larger_than_memory_is_an_out_of_memory_error(tmp_path)
     assert lines[4] == "[[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]", out
 
 
-def test_read_touching_many_tiny_chunks_has_bounded_bookkeeping(tmp_path):
-    # One-element chunks: a read of 2^22 elements touches 2^22 chunks. The chunk list is cut into
-    # runs, so the read's memory is its output plus a bounded amount, not per-chunk records
-    # for all of them (which would pass the limit at a larger size).
+def test_read_touching_more_chunks_than_one_call_takes_is_read_in_runs(tmp_path):
+    # One-element chunks: a read of 2^17 + 5 elements touches that many chunks, handed to the
+    # chunk reader in runs (of 2^16), so that its bookkeeping stays bounded however many chunks a
+    # read touches. Values from different runs land in their places.
     root = tmp_path / "tiny.zarr"
     write_v3_array(root, shape=[2**40], chunks=[1], dtype="uint8")
     store_chunk(root, "c/3", bytes([7]))
+    store_chunk(root, f"c/{2**16 + 1}", bytes([9]))
     out = run_python(f"""
+        import numpy as np
         import zarrstream
         a = zarrstream.open_array({str(root)!r})
-        got = a[0:2**22]
-        print(got.shape, int(got.sum()), int(got[3]))
+        got = a[0:2**17 + 5]
+        print(got.shape, np.flatnonzero(got).tolist(), got[3], got[2**16 + 1])
     """)
-    assert out.strip() == "(4194304,) 7 7", out
+    assert out.strip() == f"({2**17 + 5},) [3, {2**16 + 1}] 7 9", out
 
 
 def test_rechunk_of_a_chunk_larger_than_memory_fails_clearly(huge_chunk, tmp_path):
@@ -239,3 +241,26 @@ def test_loader_over_a_chunk_larger_than_memory_fails_clearly(tmp_path):
             print(type(e).__name__, e)
     """)
     assert out.startswith("OutOfMemoryError") and "t2m" in out, out
+
+
+def test_loader_failing_to_allocate_a_chunk_is_an_error_not_an_abort(tmp_path):
+    # A chunk of exactly the address-space limit: it is not refused up front (the limit is not
+    # passed), and its allocation fails on a loader thread, where it must become the batch's error.
+    root = tmp_path / "ds.zarr"
+    root.mkdir()
+    (root / "zarr.json").write_text(json.dumps(
+        {"zarr_format": 3, "node_type": "group", "attributes": {}}))
+    chunk = [1, ADDRESS_SPACE_LIMIT // 4 // 2**15, 2**15]
+    write_v3_array(root / "t2m", shape=[4, *chunk[1:]], chunks=chunk, dtype="float32",
+                   dims=["time", "y", "x"])
+    out = run_python(f"""
+        import zarrstream
+        try:
+            loader = zarrstream.Loader({str(root)!r}, ["t2m"], sample={{"y": 4, "x": 4}},
+                                       batch_size=1, shuffle="none", output="dlpack")
+            next(iter(loader))
+            print("batch")
+        except zarrstream.ZarrstreamError as e:
+            print(type(e).__name__, e)
+    """)
+    assert out.startswith("OutOfMemoryError") and "chunk cache entry" in out and "t2m" in out, out

@@ -819,13 +819,27 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
     for (size_t begin = 0; begin < keys.size();) {
       std::vector<ChunkRead> wave;
       std::vector<std::shared_ptr<ChunkCache::Entry>> entries;
+      std::vector<size_t> wave_keys;  // keys[] of wave[i] (a chunk whose entry failed is not read)
       uint64_t wave_bytes = 0;
       size_t end = begin;
       while (end < keys.size() && (wave.size() < min_wave_chunks || wave_bytes < kWaveBytes)) {
-        const PlannedChunk& chunk = reads.chunks[keys[end]];
+        const size_t k = keys[end++];
+        const PlannedChunk& chunk = reads.chunks[k];
         const internal::ArrayState* array = g.arrays[chunk.array];
         const uint64_t bytes = ReadChunkBytes(*array);
-        std::shared_ptr<ChunkCache::Entry> entry = cache.Allocate(bytes);
+        std::shared_ptr<ChunkCache::Entry> entry;
+        try {
+          entry = cache.Allocate(bytes);
+        } catch (const std::bad_alloc&) {
+          // This thread must not end with an exception: the chunk's samples fail instead.
+          if (claimed) cache.Abandon(chunk.array, chunk.linear);
+          fail(k,
+               OutOfMemoryFor("a chunk cache entry for a read chunk of shape " +
+                                  FormatIndex(array->read_chunk_shape) + " of " + array->Describe(),
+                              bytes));
+          continue;
+        }
+        wave_keys.push_back(k);
         ChunkRead read;
         read.array = array;
         read.coords = chunk.coords;
@@ -833,14 +847,13 @@ Result<std::shared_ptr<Batch>> LoaderState::Produce(const SamplePlan& epoch_plan
         wave.push_back(std::move(read));
         entries.push_back(std::move(entry));
         wave_bytes += bytes;
-        ++end;
       }
       StageSpan stage(timeline, "read+decode", epoch, index);
       ReadChunks(wave, pool.get(), 0, &index_cache, &read_counters);
       counters.read_decode_ns += Nanoseconds(stage.End() - stage.start());
       std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>> decoded;
       for (size_t i = 0; i < wave.size(); ++i) {
-        const size_t k = keys[begin + i];
+        const size_t k = wave_keys[i];
         if (!wave[i].status.ok()) {
           if (claimed) cache.Abandon(reads.chunks[k].array, reads.chunks[k].linear);
           fail(k, std::move(wave[i].status));
