@@ -172,6 +172,21 @@ def test_inspect_usage_errors(tmp_path):
     assert "url" in (proc.stderr + proc.stdout).lower()
 
 
+@pytest.mark.parametrize("typed, nearest", [("inpsect", "inspect"), ("rechunks", "rechunk"),
+                                             ("doctr", "doctor"), ("frobnicate", None)])
+def test_unknown_command_is_named_with_the_nearest_one(typed, nearest):
+    proc = run_cli(typed, "somewhere.zarr", timeout=60)
+    assert_clean_exit(proc)
+    assert proc.returncode == 2
+    assert f"unknown command '{typed}'" in proc.stderr, proc.stderr
+    if nearest:
+        assert f"did you mean '{nearest}'?" in proc.stderr, proc.stderr
+    else:
+        assert "did you mean" not in proc.stderr, proc.stderr
+    for command in ("inspect", "stats", "synth", "rechunk", "bench", "doctor"):
+        assert command in proc.stderr, proc.stderr
+
+
 def test_inspect_broken_member(tree_store):
     # One array's metadata is broken: the healthy part of the tree is still listed, the broken
     # array is named, and the exit status says something went wrong.

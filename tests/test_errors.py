@@ -25,6 +25,7 @@ from zarrstream.errors import (
     InvalidArgumentError,
     MetadataError,
     NotFoundError,
+    OutOfMemoryError,
     UnsupportedError,
     ZarrstreamError,
 )
@@ -691,3 +692,83 @@ def test_index_errors(store):
     with pytest.raises(InvalidArgumentError):
         a.read_region((0, 0), (2, 2), out=np.zeros((3, 2), dtype="float32"))
 
+
+
+def test_scalar_boolean_indices_add_an_axis_as_numpy_does(store):
+    data = build(store, 3)
+    a = zarrstream.open_array(str(store / ARRAY))
+    for key in (True, False, np.True_, np.False_, (True, 1), (0, False), (Ellipsis, True),
+                (False, slice(1, 3), None), np.array(True)):
+        got, want = a[key], data[key]
+        assert got.shape == want.shape, (key, got.shape, want.shape)
+        assert_bit_equal(got, want, repr(key))
+
+
+@pytest.mark.parametrize("key", [
+    np.ones(SHAPE[0], dtype=bool),
+    (slice(None), np.arange(SHAPE[1]) % 2 == 0),
+    np.zeros(SHAPE, dtype=bool),
+    [True, False] * (SHAPE[0] // 2),
+    [0, 2],
+    np.array([1, 3]),
+])
+def test_index_arrays_are_refused_by_name(store, key):
+    build(store, 3)
+    a = zarrstream.open_array(str(store / ARRAY))
+    with pytest.raises(IndexError, match="boolean mask|index array"):
+        a[key]
+
+
+def test_boolean_indices_in_writes_are_refused(store):
+    build(store, 3)
+    a = zarrstream.open_array(str(store / ARRAY))
+    with pytest.raises(IndexError, match="boolean"):
+        a[True] = 0
+
+
+def test_more_dimensions_than_numpy_is_an_unsupported_error(store):
+    # 65 dimensions of extent 1: the array opens, a read would need a 65-d numpy array.
+    root = store / "deep.zarr"
+    zarr.create_array(str(root), shape=(1,) * 65, dtype="uint8", zarr_format=3)
+    a = zarrstream.open_array(str(root))
+    assert a.ndim == 65
+    with pytest.raises(UnsupportedError, match="65 dimensions"):
+        a.read()
+    for key in (Ellipsis, 0):  # the region read is 65-d even where the result is not
+        with pytest.raises(UnsupportedError, match="65 dimensions"):
+            a[key]
+
+
+def test_read_larger_than_memory_is_an_out_of_memory_error(store):
+    root = store / "huge.zarr"
+    root.mkdir(parents=True)
+    write_json(root / "zarr.json", {
+        "zarr_format": 3, "node_type": "array", "shape": [2**60, 4], "data_type": "float64",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1024, 4]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "attributes": {},
+    })
+    a = zarrstream.open_array(str(root))
+    assert a.nbytes == 2**60 * 4 * 8  # 2^65: Python integers, no int64 wrap
+    with pytest.raises(OutOfMemoryError, match=f"needs {2**60 * 4 * 8} bytes") as e:
+        a.read()
+    assert isinstance(e.value, MemoryError) and "huge.zarr" in str(e.value)
+    assert a[2**60 - 1].tolist() == [0.0] * 4
+
+
+@pytest.mark.parametrize("field", ["data_type", "node_type", "attributes"])
+def test_invalid_utf8_in_metadata_is_a_zarrstream_error(store, field):
+    root = store / "bad.zarr"
+    root.mkdir(parents=True)
+    doc = {
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "bytes"}], "attributes": {},
+    }
+    doc[field] = "PLACEHOLDER"
+    text = json.dumps(doc).encode().replace(b"PLACEHOLDER", b"bad\xff\xfebytes")
+    (root / "zarr.json").write_bytes(text)
+    with pytest.raises(ZarrstreamError) as e:
+        zarrstream.open_array(str(root))
+    assert "bad.zarr" in str(e.value)

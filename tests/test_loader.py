@@ -334,6 +334,19 @@ def test_configuration_errors_are_clear(era5, tmp_path):
         zarrstream.Loader(path, ["2m_temperature", "geopotential"], normalize=stats_file)
 
 
+@pytest.mark.parametrize("name, value", [
+    ("batch_size", -1), ("prefetch", -2), ("seed", -3), ("cache_bytes", -1), ("num_threads", -1),
+    ("block_chunks", -1), ("block_window", -1), ("seed", 2**64), ("batch_size", "many"),
+    ("rank", -1), ("world_size", 2**32), ("target_offset", {"time": -1}),
+    ("target_offset", {"time": [1, -2]}), ("sample", {"latitude": -4}), ("stride", {"time": -1}),
+])
+def test_integer_options_out_of_range_name_the_option(era5, name, value):
+    path, _ = era5
+    with pytest.raises(zarrstream.ConfigError) as e:
+        zarrstream.Loader(path, ["2m_temperature"], **{name: value})
+    assert str(e.value).startswith(name), str(e.value)
+
+
 def corrupt_copy(src: Path, dst: Path) -> Path:
     """A copy of `src` whose geopotential chunk (time 14..20, level 250, latitude 4..7) is garbage."""
     import shutil

@@ -113,8 +113,8 @@ def test_rechunk_group_equals_source_for_every_reader(dataset, tmp_path):
     codecs = json.loads((dst / "temperature" / "zarr.json").read_text())["codecs"]
     assert [c["name"] for c in codecs] == ["bytes", "zstd"]
     assert codecs[1]["configuration"]["level"] == 3
-    # The job's progress records are gone once it is complete.
-    assert not (dst / ".zarrstream-rechunk").exists()
+    # Once the job is complete its progress records give way to the record of the finished job.
+    assert sorted(p.name for p in (dst / ".zarrstream-rechunk").iterdir()) == ["finished.json"]
 
     import xarray as xr
 
@@ -236,8 +236,12 @@ def test_rechunk_parts_together_equal_one_run(tmp_path):
         proc = rechunk(src, parts, *opts, "--part", f"{i}/3")
         done = "complete" in proc.stdout
         assert done == (i == 2), proc.stdout
-        assert (parts / ".zarrstream-rechunk").exists() == (i < 2)
-    assert stored_files(parts) == stored_files(whole)
+        records = sorted(p.name for p in (parts / ".zarrstream-rechunk").iterdir())
+        assert (records == ["finished.json"]) == (i == 2), records
+    # The finished records differ only in the part count they name.
+    def written(root):
+        return {k: v for k, v in stored_files(root).items() if not k.startswith(".zarrstream-")}
+    assert written(parts) == written(whole)
 
 
 def test_rechunk_memory_stays_within_the_bound(tmp_path):
@@ -286,6 +290,12 @@ def test_rechunk_refuses_to_replace_without_overwrite(dataset, tmp_path):
     rechunk(src, dst)
     again = rechunk(src, dst, "--chunks", "time=2", check=False)
     assert again.returncode == 1 and "--overwrite" in again.stderr
+    assert "finished rechunk with other options" in again.stderr
+    other = tmp_path / "other.zarr"
+    other.mkdir()
+    (other / "notes.txt").write_text("not a rechunk")
+    refused = rechunk(src, other, check=False)
+    assert refused.returncode == 1 and "not empty" in refused.stderr
     rechunk(src, dst, "--chunks", "time=2", "--overwrite")
     group = zarr.open_group(str(dst), mode="r")
     assert group["t2m"].chunks == (2, NY, NX)
@@ -367,10 +377,9 @@ def test_rechunk_killed_midway_resumes_to_the_same_result(tmp_path):
     rechunk(*args[1:])
     out = zarr.open_array(str(dst), mode="r")
     np.testing.assert_array_equal(out[...], arr[...])
-    # Objects a killed write left half-made never replaced a chunk: they are temporary files
-    # beside it, which readers ignore.
-    data_files = {k: v for k, v in stored_files(dst).items() if ".zstmp." not in k}
-    assert data_files == stored_files(fresh)
+    # Objects a killed write left half-made never replaced a chunk, and the finished job removed
+    # the temporary files they were.
+    assert stored_files(dst) == stored_files(fresh)
 
 
 def start_rechunk_and_wait_for_progress(args, state: Path):
@@ -564,3 +573,56 @@ def test_rechunk_on_a_full_disk_fails_clearly_and_resumes_to_the_same_result(tmp
     assert resumed["returncode"] == 0, resumed
     assert "already done, skipped" in resumed["stdout"], resumed["stdout"]
     assert stored_files(dst) == stored_files(fresh)
+
+
+def test_rechunk_rerun_of_a_finished_job_is_a_no_op(dataset, tmp_path):
+    """A requeued batch job reruns a command that already finished: it succeeds, writes nothing
+    and leaves the output as it was; every part of a partitioned job does the same."""
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    opts = ["--chunks", "time=2", "--codec", "lz4"]
+    rechunk(src, dst, *opts)
+    before = stored_files(dst)
+    again = rechunk(src, dst, *opts)
+    assert "complete" in again.stdout and "already done, skipped" in again.stdout, again.stdout
+    assert stored_files(dst) == before
+    for changed in (["--chunks", "time=3", "--codec", "lz4"], ["--chunks", "time=2"],
+                    [*opts, "--vars", "t2m"]):
+        refused = rechunk(src, dst, *changed, check=False)
+        assert refused.returncode == 1 and "--overwrite" in refused.stderr, (changed, refused.stderr)
+    assert stored_files(dst) == before
+
+    parts = tmp_path / "parts.zarr"
+    for i in (0, 1, 0, 1):
+        rechunk(src, parts, *opts, "--part", f"{i}/2")
+    np.testing.assert_array_equal(zarr.open_group(str(parts), mode="r")["t2m"][...], data["t2m"])
+
+
+def test_rechunk_finished_job_removes_abandoned_temporary_files(tmp_path):
+    """A run killed while writing an object leaves its temporary file; the run that finishes the
+    job removes every such file (no part is writing any more then)."""
+    src = tmp_path / "src.zarr"
+    data = write_dataset(src, 3)
+    dst = tmp_path / "dst.zarr"
+    opts = ["--chunks", "time=2", "--shard", "time=4"]
+    rechunk(src, dst, *opts, "--part", "0/2")
+    # What a write killed before its rename leaves (a local store's temporary-file name).
+    abandoned = [dst / "t2m" / "c" / "0" / "0" / "0.zstmp.4242.0", dst / "t2m" / "zarr.json.zstmp.7.3"]
+    for path in abandoned:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    rechunk(src, dst, *opts, "--part", "1/2")
+    assert not [k for k in stored_files(dst) if ".zstmp." in k], sorted(stored_files(dst))
+    np.testing.assert_array_equal(zarr.open_group(str(dst), mode="r")["t2m"][...], data["t2m"])
+
+
+@pytest.mark.parametrize("bad", [["--codec", "snappy"], ["--codec", "zstd:99"],
+                                 ["--codec", "blosc:nope"]])
+def test_rechunk_failed_start_does_not_block_the_corrected_command(dataset, tmp_path, bad):
+    src, data = dataset
+    dst = tmp_path / "dst.zarr"
+    failed = rechunk(src, dst, "--chunks", "time=2", *bad, check=False)
+    assert failed.returncode == 1, failed.stderr
+    assert not dst.exists() or not any(dst.rglob("*")), sorted(dst.rglob("*"))
+    rechunk(src, dst, "--chunks", "time=2", "--codec", "zstd:1")
+    np.testing.assert_array_equal(zarr.open_group(str(dst), mode="r")["t2m"][...], data["t2m"])

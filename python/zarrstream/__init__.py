@@ -37,6 +37,7 @@ from .errors import (
     InvalidArgumentError,
     MetadataError,
     NotFoundError,
+    OutOfMemoryError,
     StorageError,
     UnsupportedError,
     ZarrstreamError,
@@ -62,5 +63,6 @@ __all__ = [
     "ConfigError",
     "InvalidArgumentError",
     "CudaError",
+    "OutOfMemoryError",
     "InternalError",
 ]

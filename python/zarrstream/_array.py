@@ -3,13 +3,53 @@
 from __future__ import annotations
 
 import json
+import math
 import operator
+import os
+import resource
 from collections.abc import Mapping
 from typing import Any, Iterator
 
 import numpy as np
 
 from . import _zarrstream
+from .errors import InvalidArgumentError, OutOfMemoryError, UnsupportedError
+
+# The most dimensions a numpy array has (NPY_MAXDIMS).
+_NUMPY_MAX_DIMS = 64
+
+
+def _memory_limit_bytes() -> int:
+    """The most bytes this process can hold: physical memory, or the address-space limit when that
+    is lower (as the core's MemoryLimitBytes)."""
+    limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        limit = min(limit, soft)
+    return limit
+
+
+def _is_scalar_bool(k: Any) -> bool:
+    if isinstance(k, np.ndarray):
+        return k.ndim == 0 and k.dtype == np.bool_
+    return isinstance(k, (bool, np.bool_))
+
+
+def _refuse_array_index(k: Any) -> None:
+    """Index arrays (boolean masks, integer lists) are numpy's advanced indexing, which reads an
+    arbitrary set of elements: refused by name rather than misread as a scalar."""
+    if isinstance(k, (np.generic, int, slice)) or k is None or k is Ellipsis:
+        return
+    if isinstance(k, (np.ndarray, list)) or hasattr(k, "__array__"):
+        a = np.asarray(k)
+        if a.ndim == 0:
+            return  # a scalar: an integer or boolean index
+        kind = "boolean mask" if a.dtype == np.bool_ else "index array"
+        raise IndexError(
+            f"zarrstream arrays take basic indices only (integers, slices, '...', None, True, "
+            f"False); a {kind} is advanced indexing: read the region (a[...] or a.read()) and "
+            f"index the numpy result with it"
+        )
 
 
 def _expand_key(key: Any, shape: tuple[int, ...]) -> list[Any]:
@@ -17,7 +57,11 @@ def _expand_key(key: Any, shape: tuple[int, ...]) -> list[Any]:
     filled with ':' (None entries, new axes, kept)."""
     if not isinstance(key, tuple):
         key = (key,)
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    for k in key:
+        _refuse_array_index(k)
+    # Scalar booleans add an axis (of length 1 or 0), as None does: they index no dimension.
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis and not _is_scalar_bool(k))
+    has_ellipsis = any(k is Ellipsis for k in key)  # `in` would compare index arrays with ==
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if n_real > len(shape):
@@ -31,7 +75,7 @@ def _expand_key(key: Any, shape: tuple[int, ...]) -> list[Any]:
             expanded.extend([slice(None)] * (len(shape) - n_real))
         else:
             expanded.append(k)
-    if Ellipsis not in key:
+    if not has_ellipsis:
         expanded.extend([slice(None)] * (len(shape) - n_real))
     return expanded
 
@@ -50,17 +94,20 @@ def _integer_index(k: Any, size: int, dim: int, slices: str) -> int:
 
 
 def _normalize_key(key: Any, shape: tuple[int, ...]):
-    """Turns a numpy basic-indexing key into (start, count, post_index).
+    """Turns a numpy basic-indexing key into (start, count, post_index, empty_axes).
 
     The region [start, start + count) is read from storage; ``post_index`` (applied with numpy to
-    that region) takes steps, drops integer-indexed dimensions and inserts new axes.
+    that region) takes steps, drops integer-indexed dimensions and inserts new axes; the result's
+    axes ``empty_axes`` (from False indices) then have length 0.
     """
     expanded = _expand_key(key, shape)
 
-    start, count, post = [], [], []
+    start, count, post, empty_axes = [], [], [], []
     dim = 0
     for k in expanded:
-        if k is None:
+        if k is None or _is_scalar_bool(k):
+            if _is_scalar_bool(k) and not k:
+                empty_axes.append(sum(1 for p in post if not isinstance(p, int)))
             post.append(None)
             continue
         size = shape[dim]
@@ -82,7 +129,7 @@ def _normalize_key(key: Any, shape: tuple[int, ...]):
             count.append(1)
             post.append(0)
         dim += 1
-    return start, count, tuple(post)
+    return start, count, tuple(post), empty_axes
 
 
 def _normalize_write_key(key: Any, shape: tuple[int, ...]):
@@ -97,6 +144,8 @@ def _normalize_write_key(key: Any, shape: tuple[int, ...]):
     start, count, selection = [], [], []
     dim = 0
     for k in expanded:
+        if _is_scalar_bool(k):
+            raise IndexError("zarrstream writes do not take boolean indices (True, False)")
         if k is None:
             selection.append(1)
             continue
@@ -213,7 +262,7 @@ class Array:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # Python integers: a declared shape may pass 2^63
 
     @property
     def nbytes(self) -> int:
@@ -231,24 +280,61 @@ class Array:
         """The metadata as a v3 zarr.json document (v2 metadata normalised)."""
         return json.loads(self._core.metadata_json)
 
+    def _output(self, shape: tuple[int, ...], what: str) -> np.ndarray:
+        """An uninitialised numpy array of ``shape`` for a read: ZarrstreamErrors, not numpy's,
+        when numpy cannot have that many dimensions or the memory is not there."""
+        if len(shape) > _NUMPY_MAX_DIMS:
+            raise UnsupportedError(
+                f"{what} of {self.url}: the region has {len(shape)} dimensions, numpy arrays at "
+                f"most {_NUMPY_MAX_DIMS}"
+            )
+        nbytes = math.prod(shape) * self.dtype.itemsize
+
+        def out_of_memory(why: str = ""):
+            return OutOfMemoryError(
+                f"out of memory: {what} of {self.url} needs {nbytes} bytes (shape {shape}, "
+                f"{self.dtype}){why}; read a smaller region"
+            )
+
+        # Refused before numpy tries: with overcommit an allocation beyond memory may succeed and
+        # the read then end in the OOM killer.
+        limit = _memory_limit_bytes()
+        if nbytes > limit:
+            raise out_of_memory(f", more than this machine's {limit} bytes of memory")
+        try:
+            return np.empty(shape, dtype=self.dtype)
+        except MemoryError:
+            raise out_of_memory() from None
+
     def read(self) -> np.ndarray:
         """Reads the whole array."""
-        out = np.empty(self.shape, dtype=self.dtype)
+        out = self._output(self.shape, "reading the whole array")
         self._core.read_into([0] * self.ndim, list(self.shape), out)
         return out
 
     def read_region(self, start, shape, out: np.ndarray | None = None) -> np.ndarray:
         """Reads [start, start + shape) into ``out`` (allocated when None; any strides)."""
+        start, shape = [operator.index(s) for s in start], [operator.index(s) for s in shape]
+        if any(s < 0 for s in start + shape):
+            raise InvalidArgumentError(
+                f"read of {self.url}: region start {start} and shape {shape} must not be negative"
+            )
         if out is None:
-            out = np.empty(tuple(shape), dtype=self.dtype)
+            out = self._output(tuple(shape), "reading a region")
         elif out.dtype != self.dtype:
             raise TypeError(f"out has dtype {out.dtype}, the array {self.dtype}")
-        self._core.read_into([int(s) for s in start], [int(s) for s in shape], out)
+        self._core.read_into(start, shape, out)
         return out
 
     def __getitem__(self, key) -> np.ndarray:
-        start, count, post = _normalize_key(key, self.shape)
-        region = np.empty(tuple(count), dtype=self.dtype)
+        start, count, post, empty_axes = _normalize_key(key, self.shape)
+        if empty_axes:
+            # A False index: nothing is read; numpy's result shape, from a view that holds none.
+            shape = list(np.broadcast_to(np.empty((), self.dtype), count)[post].shape)
+            for axis in empty_axes:
+                shape[axis] = 0
+            return np.empty(shape, dtype=self.dtype)
+        region = self._output(tuple(count), "reading a region")
         if region.size:
             self._core.read_into(start, count, region)
         return region[post]
@@ -347,7 +433,7 @@ class Group(Mapping):
             yield name, self[name]
 
     def __getitem__(self, name: str):
-        from .errors import InvalidArgumentError, NotFoundError
+        from .errors import NotFoundError
 
         try:
             return Array(self._core.open_array(name))

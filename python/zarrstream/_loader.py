@@ -52,6 +52,18 @@ def _default_rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def _unsigned(name: str, value: Any, bits: int = 64) -> int:
+    """``value`` as an integer option of the core, which holds it in ``bits`` unsigned bits: a
+    ConfigError naming the option for anything else (not the binding's bare type error)."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r}: expected an integer") from None
+    if not 0 <= n < 1 << bits:
+        raise ConfigError(f"{name}={value!r}: expected an integer from 0 to {(1 << bits) - 1}")
+    return n
+
+
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
     if value is None:
         return []
@@ -202,8 +214,8 @@ class Loader:
         o.variables = _as_list(variables)
         o.forcings = _as_list(forcings)
         o.target_variables = _as_list(target_variables)
-        o.sample = [(str(k), int(v)) for k, v in (sample or {}).items()]
-        o.stride = [(str(k), int(v)) for k, v in (stride or {}).items()]
+        o.sample = [(str(k), _unsigned(f"sample[{k!r}]", v)) for k, v in (sample or {}).items()]
+        o.stride = [(str(k), _unsigned(f"stride[{k!r}]", v)) for k, v in (stride or {}).items()]
         if target_offset:
             if len(target_offset) != 1:
                 raise ValueError(
@@ -211,20 +223,25 @@ class Loader:
                 )
             (dim, offsets), = target_offset.items()
             o.target_dim = str(dim)
-            o.target_offsets = [int(offsets)] if isinstance(offsets, int) else [int(x) for x in offsets]
+            o.target_offsets = [
+                _unsigned("target_offset", x)
+                for x in ([offsets] if isinstance(offsets, int) else offsets)
+            ]
         o.select = [_selection(str(k), v) for k, v in (select or {}).items()]
         if shuffle is True:
             shuffle = "exact"
         elif shuffle is False:
             shuffle = "none"
         o.shuffle = str(shuffle)
-        o.seed = int(seed)
-        o.block_chunks = int(block_chunks)
-        o.block_window = int(block_window)
-        o.batch_size = int(batch_size)
+        o.seed = _unsigned("seed", seed)
+        o.block_chunks = _unsigned("block_chunks", block_chunks)
+        o.block_window = _unsigned("block_window", block_window)
+        o.batch_size = _unsigned("batch_size", batch_size)
         default_rank, default_world = _default_rank_world()
-        o.rank = default_rank if rank is None else int(rank)
-        o.world_size = default_world if world_size is None else int(world_size)
+        o.rank = default_rank if rank is None else _unsigned("rank", rank, bits=32)
+        o.world_size = (
+            default_world if world_size is None else _unsigned("world_size", world_size, bits=32)
+        )
         o.drop_last = bool(drop_last)
         if type(dtype).__module__ == "torch":  # a torch.dtype
             dtype = str(dtype).removeprefix("torch.")
@@ -239,9 +256,9 @@ class Loader:
         if on_error not in _ERROR_POLICIES:
             raise ValueError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
         o.skip_bad_samples = on_error == "skip"
-        o.prefetch = int(prefetch)
-        o.num_threads = int(num_threads)
-        o.cache_bytes = int(cache_bytes)
+        o.prefetch = _unsigned("prefetch", prefetch)
+        o.num_threads = _unsigned("num_threads", num_threads)
+        o.cache_bytes = _unsigned("cache_bytes", cache_bytes)
         o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
         o.pin_memory = None if pin_memory is None else bool(pin_memory)
         o.record_timeline = bool(timeline)
@@ -277,7 +294,7 @@ class Loader:
             o.cuda_device = int(device_index)
         if self._gpu_batches:
             o.device = "cuda"
-            o.gpu_wave_bytes = int(gpu_wave_bytes)
+            o.gpu_wave_bytes = _unsigned("gpu_wave_bytes", gpu_wave_bytes)
             o.gpu_decode = bool(gpu_decode)
         if cpu_decode_share == "auto":
             o.adapt_cpu_decode_share = True
@@ -341,7 +358,7 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch ``epoch`` from its first batch (the order depends on (seed, epoch))."""
-        self._core.set_epoch(int(epoch))
+        self._core.set_epoch(_unsigned("epoch", epoch))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._core.next_batch >= self._core.num_batches:

@@ -41,6 +41,11 @@ class CudaError(ZarrstreamError):
     """A CUDA driver or library call failed; the message names the call and its error code."""
 
 
+class OutOfMemoryError(UnsupportedError, MemoryError):
+    """An allocation failed, or a declared size is more than the machine holds; the message says
+    what was being allocated and how many bytes."""
+
+
 class InternalError(ZarrstreamError):
     """A bug in zarrstream; please report it."""
 
@@ -55,5 +60,6 @@ __all__ = [
     "ConfigError",
     "InvalidArgumentError",
     "CudaError",
+    "OutOfMemoryError",
     "InternalError",
 ]

@@ -9,6 +9,7 @@
 
 #include "array/array_state.h"
 #include "array/chunk_reader.h"
+#include "util/checked_size.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
 
@@ -33,7 +34,7 @@ ChunkOverlap Overlap(std::span<const uint64_t> origin, std::span<const uint64_t>
   o.shape.resize(rank);
   for (size_t d = 0; d < rank; ++d) {
     uint64_t lo = std::max(origin[d], req_start[d]);
-    uint64_t hi = std::min(origin[d] + chunk_shape[d], req_start[d] + req_shape[d]);
+    uint64_t hi = std::min(SaturatingAdd(origin[d], chunk_shape[d]), req_start[d] + req_shape[d]);
     o.within_chunk[d] = lo - origin[d];
     o.within_out[d] = lo - req_start[d];
     o.shape[d] = hi - lo;
@@ -46,6 +47,10 @@ int64_t ByteOffset(std::span<const uint64_t> index, std::span<const int64_t> str
   for (size_t d = 0; d < index.size(); ++d) offset += static_cast<int64_t>(index[d]) * strides[d];
   return offset;
 }
+
+// Chunks handed to one ReadChunks call: a region touching more (tiny chunks of a huge array) is
+// read in runs of this many, so the bookkeeping per chunk stays bounded whatever the chunk count.
+constexpr uint64_t kChunksPerCall = uint64_t{1} << 16;
 
 // Where decoded values go: the output buffer of the whole request and its byte strides.
 struct Output {
@@ -67,33 +72,21 @@ class RegionReader {
     const size_t rank = chunk_shape_.size();
     // The read chunks the region touches: [first, last] per dim, in C order.
     std::vector<uint64_t> first(rank), extent(rank);
-    uint64_t count = 1;
     for (size_t d = 0; d < rank; ++d) {
+      // start + shape is within the array's shape (Array::Read checked it): no overflow.
       first[d] = out_.start[d] / chunk_shape_[d];
       extent[d] = (out_.start[d] + out_.shape[d] - 1) / chunk_shape_[d] - first[d] + 1;
-      count *= extent[d];
+    }
+    const std::optional<uint64_t> count = CheckedProduct(extent);
+    if (!count) {
+      return InvalidArgumentError("read of " + array_.Describe() + ": region " +
+                                  FormatIndex(out_.start) + " + " + FormatIndex(out_.shape) +
+                                  " touches 2^64 or more chunks");
     }
     // Whether a whole chunk's place in the output is C-contiguous does not depend on where it is.
     const bool contiguous = IsCContiguous(out_.strides, chunk_shape_, element_size_);
     const uint64_t chunk_bytes = ReadChunkBytes(array_);
-    std::vector<ChunkRead> reads(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      ChunkRead& read = reads[i];
-      read.array = &array_;
-      read.coords.resize(rank);
-      bool whole = true;
-      int64_t offset = 0;
-      uint64_t rest = i;
-      for (size_t d = rank; d-- > 0;) {
-        read.coords[d] = first[d] + rest % extent[d];
-        rest /= extent[d];
-        const uint64_t origin = read.coords[d] * chunk_shape_[d];
-        whole &=
-            origin >= out_.start[d] && origin + chunk_shape_[d] <= out_.start[d] + out_.shape[d];
-        if (whole) offset += static_cast<int64_t>(origin - out_.start[d]) * out_.strides[d];
-      }
-      if (whole && contiguous) read.out = std::span<std::byte>(out_.data + offset, chunk_bytes);
-    }
+    std::vector<ChunkRead> reads;
     PartialChunkOutput partial;
     partial.copy = [&](size_t i, std::span<const std::byte> decoded) {
       ChunkOverlap overlap = OverlapOf(reads[i]);
@@ -105,8 +98,29 @@ class RegionReader {
       ChunkOverlap overlap = OverlapOf(reads[i]);
       FillStrided(Destination(overlap), out_.strides, overlap.shape, array_.metadata.fill_value);
     };
-    ReadChunks(reads, partial, array_.pool.get());
-    for (ChunkRead& read : reads) ZS_RETURN_IF_ERROR(read.status);
+    for (uint64_t begin = 0; begin < *count; begin += kChunksPerCall) {
+      reads.clear();
+      reads.resize(std::min(kChunksPerCall, *count - begin));
+      for (uint64_t i = 0; i < reads.size(); ++i) {
+        ChunkRead& read = reads[i];
+        read.array = &array_;
+        read.coords.resize(rank);
+        bool whole = true;
+        int64_t offset = 0;
+        uint64_t rest = begin + i;
+        for (size_t d = rank; d-- > 0;) {
+          read.coords[d] = first[d] + rest % extent[d];
+          rest /= extent[d];
+          const uint64_t origin = read.coords[d] * chunk_shape_[d];
+          whole &= origin >= out_.start[d] &&
+                   SaturatingAdd(origin, chunk_shape_[d]) <= out_.start[d] + out_.shape[d];
+          if (whole) offset += static_cast<int64_t>(origin - out_.start[d]) * out_.strides[d];
+        }
+        if (whole && contiguous) read.out = std::span<std::byte>(out_.data + offset, chunk_bytes);
+      }
+      ReadChunks(reads, partial, array_.pool.get());
+      for (ChunkRead& read : reads) ZS_RETURN_IF_ERROR(read.status);
+    }
     return Status::Ok();
   }
 

@@ -24,6 +24,7 @@
 
 #include "store/http_store.h"
 #include "store/range_coalescing.h"
+#include "util/checked_size.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
 
@@ -52,8 +53,7 @@ ReadScratch& ThreadScratch() {
 
 // The read-chunk grid of `array` (inner chunks over the whole array when sharded).
 uint64_t ReadGridExtent(const internal::ArrayState& array, size_t d) {
-  const uint64_t chunk = array.read_chunk_shape[d];
-  return (array.metadata.shape[d] + chunk - 1) / chunk;
+  return CeilDiv(array.metadata.shape[d], array.read_chunk_shape[d]);
 }
 
 std::string ChunkContext(const std::string& key, const internal::ArrayState& array) {
@@ -238,7 +238,9 @@ class ChunkReadCall {
   Result<uint64_t> ReadNow(const StoredObject& object, std::span<const ByteRange> ranges,
                            std::span<ByteBuffer> outs) {
     counters_.requests.fetch_add(1, std::memory_order_relaxed);
-    Result<uint64_t> got = object.array->store->Read(object.key, ranges, outs).Wait();
+    Result<uint64_t> got = CatchOutOfMemory("reading the stored object", [&]() -> Result<uint64_t> {
+      return object.array->store->Read(object.key, ranges, outs).Wait();
+    });
     if (got.ok()) counters_.bytes_read.fetch_add(*got, std::memory_order_relaxed);
     return got;
   }
@@ -284,7 +286,9 @@ class ChunkReadCall {
       SetChunkFetchStatus(object, got.status());
       return;
     }
-    Result<ShardIndex> index = object.sharding->DecodeIndex(encoded, std::nullopt, scratch);
+    Result<ShardIndex> index = CatchOutOfMemory("decoding the shard index", [&] {
+      return object.sharding->DecodeIndex(encoded, std::nullopt, scratch);
+    });
     if (!index.ok()) {
       object.status = index.status();
       return;
@@ -499,10 +503,18 @@ class ChunkReadCall {
     ChunkRead& read = reads_[member.read];
     if (read.take_encoded) return read.take_encoded(bytes);
     ReadScratch& scratch = ThreadScratch();
-    if (!read.out.empty()) return chain.Decode(bytes, read.out, &scratch.codec);
-    scratch.decoded.Resize(ReadChunkBytes(*object.array));
-    ZS_RETURN_IF_ERROR(chain.Decode(bytes, scratch.decoded.span(), &scratch.codec));
-    partial_->copy(member.read, scratch.decoded.span());
+    // A chunk decodes whole even when the caller wants a part of it: its declared size, not the
+    // request, bounds the scratch, so a size no machine holds is refused here, before decoding.
+    std::span<std::byte> out = read.out;
+    if (out.empty()) {
+      const std::vector<uint64_t>& shape = object.array->read_chunk_shape;
+      ZS_RETURN_IF_ERROR(AllocateBytes(&scratch.decoded, ReadChunkBytes(*object.array),
+                                       "decoding a chunk of shape " + FormatIndex(shape)));
+      out = scratch.decoded.span();
+    }
+    ZS_RETURN_IF_ERROR(CatchOutOfMemory("decoding a chunk",
+                                        [&] { return chain.Decode(bytes, out, &scratch.codec); }));
+    if (read.out.empty()) partial_->copy(member.read, out);
     return Status::Ok();
   }
 

@@ -1,7 +1,11 @@
 // The `zarrstream` command.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli/bench_command.h"
 #include "cli/doctor_command.h"
@@ -9,6 +13,56 @@
 #include "cli/rechunk_command.h"
 #include "cli/stats_command.h"
 #include "cli/synth_command.h"
+
+namespace {
+
+// Levenshtein distance: how far a mistyped command is from a real one.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+// The first argument when it is meant as a command (not an option) and names none of `app`'s:
+// CLI11 would only say that a subcommand is required. Says which it is and the nearest command.
+bool ReportUnknownCommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return false;
+  const std::string_view given = argv[1];
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands({})) {
+    if (command->get_name() == given) return false;
+    names.push_back(command->get_name());
+  }
+  std::string nearest;
+  size_t best = ~size_t{0};
+  for (const std::string& name : names) {
+    const size_t distance = EditDistance(given, name);
+    if (distance < best) {
+      best = distance;
+      nearest = name;
+    }
+  }
+  std::cerr << "zarrstream: unknown command '" << given << "'";
+  // Suggest only what is plausibly a typo: at most a third of the name's letters differ.
+  if (!nearest.empty() && best <= std::max<size_t>(1, nearest.size() / 3)) {
+    std::cerr << "; did you mean '" << nearest << "'?";
+  }
+  std::cerr << "\nCommands:";
+  for (const std::string& name : names) std::cerr << " " << name;
+  std::cerr << "\nRun 'zarrstream --help' for their descriptions.\n";
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Errors travel as Status values; this catch is only for what a library throws (CLI11 setup,
@@ -64,6 +118,7 @@ int main(int argc, char** argv) {
     doctor_cmd->add_option("url", doctor_url, "A dataset (group or array) to check");
     doctor_cmd->add_flag("--json", doctor_json, "Machine-readable output");
 
+    if (ReportUnknownCommand(app, argc, argv)) return 2;
     CLI11_PARSE(app, argc, argv);
     if (app.got_subcommand(inspect_cmd)) return zarrstream::cli::RunInspect(inspect);
     if (app.got_subcommand(stats_cmd)) return zarrstream::cli::RunStats(stats);

@@ -6,19 +6,10 @@
 #include <string_view>
 
 #include "codec/codec.h"
+#include "util/checked_size.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {
-
-inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
-  uint64_t sum = 0;
-  return __builtin_add_overflow(a, b, &sum) ? ~uint64_t{0} : sum;
-}
-
-inline uint64_t SaturatingMul(uint64_t a, uint64_t b) {
-  uint64_t product = 0;
-  return __builtin_mul_overflow(a, b, &product) ? ~uint64_t{0} : product;
-}
 
 // The most bytes a compressor writes for `decoded_size` bytes. The worst cases, on incompressible
 // data, are all under 1% plus a header: zstd n/256 + 64, DEFLATE 5 bytes per 64 KiB stored block

@@ -4,6 +4,7 @@
 
 #include "codec/decoded_size.h"
 #include "metadata/v3_metadata.h"
+#include "util/checked_size.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
 
@@ -53,7 +54,15 @@ Result<std::unique_ptr<ShardingCodec>> ShardingCodec::Make(const nlohmann::json&
     }
     codec->inner_chunk_shape_.push_back(inner);
     codec->chunks_per_shard_.push_back(decoded.shape[d] / inner);
-    codec->num_inner_chunks_ *= decoded.shape[d] / inner;
+    std::optional<uint64_t> chunks = CheckedMul(codec->num_inner_chunks_, decoded.shape[d] / inner);
+    if (!chunks) return UnsupportedError("sharding_indexed: a shard has 2^64 or more inner chunks");
+    codec->num_inner_chunks_ = *chunks;
+  }
+  // Two uint64 entries per inner chunk: an index that cannot be addressed cannot be read.
+  if (!CheckedMul(codec->num_inner_chunks_, 16)) {
+    return UnsupportedError("sharding_indexed: the shard index of " +
+                            std::to_string(codec->num_inner_chunks_) +
+                            " inner chunks has 2^64 or more bytes");
   }
   if (auto loc = configuration.find("index_location"); loc != configuration.end()) {
     if (*loc == "start") {
@@ -109,7 +118,14 @@ Result<ShardIndex> ShardingCodec::DecodeIndex(std::span<const std::byte> encoded
     return CorruptChunkError("shard index is " + std::to_string(encoded.size()) +
                              " bytes, expected " + std::to_string(index_size_));
   }
-  std::vector<uint64_t> entries(num_inner_chunks_ * 2);
+  // The index's declared size, not the stored bytes, sizes the entries (they matched above).
+  ZS_RETURN_IF_ERROR(CheckAllocation("decoding a shard index", num_inner_chunks_ * 16));
+  std::vector<uint64_t> entries;
+  try {
+    entries.resize(num_inner_chunks_ * 2);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryFor("decoding a shard index", num_inner_chunks_ * 16);
+  }
   ZS_RETURN_IF_ERROR_CTX(
       index_chain_->Decode(encoded, std::as_writable_bytes(std::span<uint64_t>(entries)), scratch),
       "decoding shard index");
@@ -171,8 +187,8 @@ Status ShardingCodec::Decode(std::span<const std::byte> encoded, std::span<std::
     if (inner_contiguous) {
       s = inner_chain_->Decode(bytes, std::span<std::byte>(target, inner_bytes), &mine.nested());
     } else {
-      mine.buffers[0].Resize(inner_bytes);
-      s = inner_chain_->Decode(bytes, mine.buffers[0].span(), &mine.nested());
+      s = AllocateBytes(&mine.buffers[0], inner_bytes, "decoding an inner chunk");
+      if (s.ok()) s = inner_chain_->Decode(bytes, mine.buffers[0].span(), &mine.nested());
       if (s.ok()) {
         CopyStrided(mine.buffers[0].data(), inner_strides, target, shard_strides,
                     inner_chunk_shape_, element_size);
@@ -217,6 +233,10 @@ Status ShardingCodec::AssembleShard(std::span<const std::span<const std::byte>> 
 }
 
 Status ShardingCodec::Encode(std::span<const std::byte> decoded, ByteBuffer* encoded) const {
+  return CatchOutOfMemory("encoding a shard", [&] { return EncodeShard(decoded, encoded); });
+}
+
+Status ShardingCodec::EncodeShard(std::span<const std::byte> decoded, ByteBuffer* encoded) const {
   const size_t element_size = DataTypeSize(decoded_.data_type);
   const std::vector<int64_t> shard_strides = CStrides(decoded_.shape, element_size);
   const std::vector<int64_t> inner_strides = CStrides(inner_chunk_shape_, element_size);

@@ -76,6 +76,9 @@ class ShardingCodec final : public ArrayToBytesCodec {
   // nlohmann::json's noexcept default constructor holds a throw that cannot run for a null value.
   ShardingCodec() = default;  // NOLINT(bugprone-exception-escape)
 
+  // Encode, whose allocations may throw std::bad_alloc (Encode makes that an error).
+  Status EncodeShard(std::span<const std::byte> decoded, ByteBuffer* encoded) const;
+
   ChunkRepresentation decoded_;
   std::vector<uint64_t> inner_chunk_shape_;
   std::vector<uint64_t> chunks_per_shard_;

@@ -33,6 +33,7 @@
 #include "loader/stage_timeline.h"
 #include "store/http_store.h"
 #include "store/store_metrics.h"
+#include "util/checked_size.h"
 #include "util/thread_pool.h"
 
 namespace zarrstream {
@@ -226,8 +227,15 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
     return ConfigError("cannot start the loader's " + std::to_string(threads) +
                        " worker threads: " + e.what() + "; a smaller num_threads starts fewer");
   }
-  for (const ArrayState* array : s.geometry.arrays)
+  for (const ArrayState* array : s.geometry.arrays) {
+    // Batches decode whole read chunks into the chunk cache: a chunk no machine could hold is
+    // refused here rather than by an allocation on a loader thread.
+    ZS_RETURN_IF_ERROR(CheckAllocation("a read chunk of shape " +
+                                           FormatIndex(array->read_chunk_shape) + " of " +
+                                           array->Describe(),
+                                       ReadChunkBytes(*array)));
     c.chunk_shapes.push_back(array->read_chunk_shape);
+  }
   c.slab_strides = SlabStrides(s.geometry);
   if (gpu) {
     auto producer = std::make_unique<GpuBatchProducer>(c, std::move(*gpu));

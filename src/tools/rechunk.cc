@@ -14,10 +14,12 @@
 #include <thread>
 
 #include "array/array_state.h"
+#include "codec/compressor_spec.h"
 #include "store/curl_transport.h"
 #include "store/store_registry.h"
 #include "tools/rechunk_sources.h"
 #include "util/byte_buffer.h"
+#include "util/checked_size.h"
 #include "util/format.h"
 #include "util/strided_copy.h"
 #include "util/thread_pool.h"
@@ -31,10 +33,26 @@ using nlohmann::json;
 // Where the parts of a job record their finished slabs, inside the destination.
 constexpr std::string_view kStatePrefix = ".zarrstream-rechunk";
 
-uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-uint64_t RoundUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
-uint64_t Product(std::span<const uint64_t> v) {
-  return std::accumulate(v.begin(), v.end(), uint64_t{1}, std::multiplies<>());
+// In the name of the temporary file a local store writes an object to before renaming it into
+// place ("<key>.zstmp.<pid>.<n>", FileStore::Put).
+constexpr std::string_view kTemporaryObjectMarker = ".zstmp.";
+
+// a rounded up to a multiple of b, saturating (a bound, compared against extents).
+uint64_t RoundUp(uint64_t a, uint64_t b) { return SaturatingMul(CeilDiv(a, b), b); }
+// The bytes of a box of `shape`, saturating: only compared against budgets and limits, and a
+// saturated value is refused before anything of that size is allocated.
+uint64_t BoxBytes(std::span<const uint64_t> shape, size_t element_size) {
+  return CheckedProduct(shape, element_size).value_or(~uint64_t{0});
+}
+
+// What the run keeps per slab of its part: an entry of the work list and one of the set of
+// finished slabs (a tree node), with their allocation overhead.
+constexpr uint64_t kBytesPerSlabRecord = 64;
+
+// The first slab of part `part` of `count` among `slabs` (part `count`: the end): slabs * part /
+// count without the product, which may pass 2^64 (the remainder's product is below count^2).
+uint64_t PartBoundary(uint64_t slabs, uint32_t part, uint32_t count) {
+  return slabs / count * part + slabs % count * part / count;
 }
 
 // One output array with its slab layout.
@@ -135,7 +153,7 @@ void ChooseSlab(OutputPlan* plan, size_t element_size, uint64_t slab_budget) {
   auto try_grow = [&](size_t d, uint64_t extent) {
     std::vector<uint64_t> candidate = plan->slab;
     candidate[d] = std::min(extent, RoundUp(plan->source.shape[d], plan->unit[d]));
-    if (Product(candidate) * element_size > slab_budget) return false;
+    if (BoxBytes(candidate, element_size) > slab_budget) return false;
     plan->slab = std::move(candidate);
     return true;
   };
@@ -149,14 +167,18 @@ void ChooseSlab(OutputPlan* plan, size_t element_size, uint64_t slab_budget) {
   for (size_t d = 0; d < rank; ++d) {
     const uint64_t source_chunk = plan->source.source_chunk_extent(d);
     if (plan->slab[d] % source_chunk == 0) continue;
-    try_grow(d, std::lcm(plan->slab[d], source_chunk));
+    const uint64_t gcd = std::gcd(plan->slab[d], source_chunk);
+    if (std::optional<uint64_t> lcm = CheckedMul(plan->slab[d] / gcd, source_chunk)) {
+      try_grow(d, *lcm);
+    }
   }
   plan->slab_grid.resize(rank);
   for (size_t d = 0; d < rank; ++d) {
     plan->slab_grid[d] = CeilDiv(plan->source.shape[d], plan->slab[d]);
   }
-  plan->slab_count = rank == 0 ? 1 : Product(plan->slab_grid);
-  plan->slab_bytes = Product(plan->slab) * element_size;
+  // Slabs are at least one element each and the array's elements fit in 64 bits: no overflow.
+  plan->slab_count = CheckedProduct(plan->slab_grid).value_or(~uint64_t{0});
+  plan->slab_bytes = BoxBytes(plan->slab, element_size);
 }
 
 // The region of slab `index` of `plan`, clipped to the array.
@@ -197,6 +219,10 @@ json PlanJson(const RechunkOptions& options, const std::vector<OutputPlan>& plan
           {"part_count", options.part_count},
           {"arrays", std::move(arrays)}};
 }
+
+// What the last part of a finished job leaves in place of the parts' records: the job's plan, so
+// that a rerun with the same options (a requeued batch job) finds the work done.
+std::string FinishedKey() { return std::string(kStatePrefix) + "/finished.json"; }
 
 std::string StateKey(uint32_t part, uint32_t count) {
   std::string key(kStatePrefix);
@@ -255,6 +281,44 @@ Result<std::optional<json>> ReadState(Store& store, uint32_t part, uint32_t coun
                          StateKey(part, count) + " is malformed; remove it (or use --overwrite)");
   }
   return std::optional<json>(std::move(state));
+}
+
+// Checks what Array::Create would refuse of `spec`'s codec (an unknown compressor, a level out of
+// range) without writing anything.
+Status ValidateArraySpec(const ArraySpec& spec) {
+  std::optional<std::span<const uint64_t>> inner;
+  if (spec.shard_shape) inner = std::span<const uint64_t>(spec.chunks);
+  return MakeCodecChainSpecs(spec.compressor, spec.dtype, inner).status();
+}
+
+// The plan of the finished job recorded in the destination; nullopt when there is none.
+Result<std::optional<json>> ReadFinishedPlan(Store& store) {
+  ZS_ASSIGN_OR_RETURN(std::optional<ByteBuffer> bytes, store.ReadIfExists(FinishedKey()));
+  if (!bytes) return std::optional<json>();
+  json finished = json::parse(bytes->view(), nullptr, /*allow_exceptions=*/false);
+  if (!finished.is_object() || !finished.contains("plan")) {
+    return MetadataError("the rechunk record " + store.url() + "/" + FinishedKey() +
+                         " is malformed; remove it (or use --overwrite)");
+  }
+  return std::optional<json>(std::move(finished["plan"]));
+}
+
+// Removes the temporary objects of writes that never completed (a run killed while it wrote an
+// object leaves one beside the object; the rerun writes the object again under another name).
+// Only when the whole job is done: before that, another part may be writing one of them.
+Status RemoveAbandonedTemporaries(Store& store) {
+  Result<std::vector<KeyInfo>> keys = store.List("");
+  if (keys.status().code() == ErrorCode::kUnsupported) return Status::Ok();
+  ZS_RETURN_IF_ERROR_CTX(keys.status(), "listing the destination for abandoned temporary files");
+  for (const KeyInfo& key : *keys) {
+    const size_t slash = key.key.rfind('/');
+    const std::string_view leaf =
+        std::string_view(key.key).substr(slash == std::string::npos ? 0 : slash + 1);
+    if (leaf.find(kTemporaryObjectMarker) != std::string_view::npos) {
+      ZS_RETURN_IF_ERROR(store.Delete(key.key));
+    }
+  }
+  return Status::Ok();
 }
 
 Status WriteState(Store& store, uint32_t part, uint32_t count, const json& plan,
@@ -441,12 +505,30 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
     }
     plan.unit = plan.spec.shard_shape ? *plan.spec.shard_shape : plan.spec.chunks;
     ChooseSlab(&plan, DataTypeSize(src.dtype), slab_budget);
+    // A slab holds at least one output stored object: one that no machine could hold is refused
+    // here, before anything is written.
+    ZS_RETURN_IF_ERROR_CTX(
+        CheckAllocation("a slab of shape " + FormatIndex(plan.slab) + " (one output " +
+                            (plan.spec.shard_shape ? "shard" : "chunk") +
+                            " at least; choose smaller --chunks or --shard)",
+                        plan.slab_bytes),
+        "planning array '" + src.path + "'");
     plan.first_slab = next_slab;
     next_slab += plan.slab_count;
-    plan.part_begin = plan.slab_count * options.part_index / options.part_count;
-    plan.part_end = plan.slab_count * (options.part_index + 1) / options.part_count;
+    plan.part_begin = PartBoundary(plan.slab_count, options.part_index, options.part_count);
+    plan.part_end = PartBoundary(plan.slab_count, options.part_index + 1, options.part_count);
     plans.push_back(std::move(plan));
   }
+  // The run keeps a record of each of its slabs (the work list, the finished set): a declared
+  // shape with more slabs than memory can track is refused before any is made.
+  uint64_t part_slabs = 0;
+  for (const OutputPlan& plan : plans) {
+    part_slabs = SaturatingAdd(part_slabs, plan.part_end - plan.part_begin);
+  }
+  ZS_RETURN_IF_ERROR_CTX(
+      CheckAllocation("tracking the " + std::to_string(part_slabs) + " slabs of this run",
+                      SaturatingMul(part_slabs, kBytesPerSlabRecord)),
+      "planning the copy (larger --chunks or --shard make fewer slabs)");
 
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> dest_store, OpenStore(options.dest_url));
   const json plan_json = PlanJson(options, plans);
@@ -456,7 +538,22 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
     for (uint32_t p = 0; p < options.part_count; ++p) {
       ZS_RETURN_IF_ERROR(dest_store->Delete(StateKey(p, options.part_count)));
     }
+    ZS_RETURN_IF_ERROR(dest_store->Delete(FinishedKey()));
   } else {
+    // A finished job rerun with the same options (a requeued batch job) has nothing to do.
+    ZS_ASSIGN_OR_RETURN(std::optional<json> finished, ReadFinishedPlan(*dest_store));
+    if (finished) {
+      if (*finished != plan_json) {
+        return InvalidArgumentError(options.dest_url +
+                                    " holds a finished rechunk with other options; use "
+                                    "--overwrite to replace it");
+      }
+      report.arrays = plans.size();
+      for (const OutputPlan& plan : plans) report.slabs_total += plan.part_end - plan.part_begin;
+      report.slabs_resumed = report.slabs_total;
+      report.job_complete = true;
+      return report;
+    }
     ZS_ASSIGN_OR_RETURN(std::optional<json> state,
                         ReadState(*dest_store, options.part_index, options.part_count));
     bool joining = state.has_value();
@@ -483,6 +580,12 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
       }
     }
   }
+  // What can be refused without writing is refused before the job is recorded: a record of a job
+  // that could never start would block the corrected command.
+  for (const OutputPlan& plan : plans) {
+    ZS_RETURN_IF_ERROR_CTX(ValidateArraySpec(plan.spec),
+                           "planning array '" + plan.source.path + "'");
+  }
   // Record the job before creating anything, so a rerun after an interruption at any point
   // recognises the destination as this job's.
   ZS_RETURN_IF_ERROR(
@@ -499,7 +602,7 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
       ++report.slabs_total;
       std::vector<uint64_t> start, shape;
       SlabRegion(plans[a], s, &start, &shape);
-      const uint64_t bytes = Product(shape) * DataTypeSize(plans[a].spec.dtype);
+      const uint64_t bytes = BoxBytes(shape, DataTypeSize(plans[a].spec.dtype));
       if (progress.IsDone(plans[a].first_slab + s)) {
         ++report.slabs_resumed;
         continue;
@@ -520,12 +623,13 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
   for (const auto& plan : plans) {
     for (const auto& channel : plan.source.channels) {
       max_source_chunk = std::max(
-          max_source_chunk, Product(channel.array.chunks()) * DataTypeSize(channel.array.dtype()));
+          max_source_chunk, BoxBytes(channel.array.chunks(), DataTypeSize(channel.array.dtype())));
     }
-    max_unit = std::max(max_unit, Product(plan.unit) * DataTypeSize(plan.spec.dtype));
+    max_unit = std::max(max_unit, BoxBytes(plan.unit, DataTypeSize(plan.spec.dtype)));
   }
   report.memory_bound_bytes =
-      in_flight * max_slab_bytes + (threads + 1) * 2 * (max_source_chunk + max_unit);
+      SaturatingAdd(SaturatingMul(in_flight, max_slab_bytes),
+                    SaturatingMul((threads + 1) * 2, SaturatingAdd(max_source_chunk, max_unit)));
 
   std::mutex report_mutex;
   uint64_t done_bytes = 0;
@@ -543,13 +647,14 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
         const OutputPlan& plan = plans[a];
         std::vector<uint64_t> start, shape;
         SlabRegion(plan, s, &start, &shape);
-        const uint64_t bytes = Product(shape) * DataTypeSize(plan.spec.dtype);
+        const uint64_t bytes = BoxBytes(shape, DataTypeSize(plan.spec.dtype));
         const std::string array = plan.source.path.empty()
                                       ? "the array at " + RedactUrl(options.dest_url)
                                       : "array '" + plan.source.path + "'";
         std::string where = "slab " + FormatIndex(start) + " of " + array + " (" +
                             std::to_string(s) + " of " + std::to_string(plan.slab_count) + ")";
-        ByteBuffer buffer(bytes);
+        ByteBuffer buffer;
+        ZS_RETURN_IF_ERROR_CTX(AllocateBytes(&buffer, bytes, "a slab buffer"), "reading " + where);
         ZS_RETURN_IF_ERROR_CTX(ReadSlab(plan, start, shape, buffer.data()), "reading " + where);
         ZS_RETURN_IF_ERROR_CTX(arrays[a].Write(start, shape, buffer.data()), "writing " + where);
         progress.MarkDone(plan.first_slab + s);
@@ -593,6 +698,11 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
     ZS_ASSIGN_OR_RETURN(Group group, Group::Open(options.dest_url));
     ZS_RETURN_IF_ERROR(group.ConsolidateMetadata());
   }
+  ZS_RETURN_IF_ERROR(RemoveAbandonedTemporaries(*dest_store));
+  // The finished record first: a job whose part records are gone is then still known as done.
+  const std::string finished = json{{"plan", plan_json}}.dump();
+  ZS_RETURN_IF_ERROR(dest_store->Put(
+      FinishedKey(), std::as_bytes(std::span<const char>(finished.data(), finished.size()))));
   for (uint32_t p = 0; p < options.part_count; ++p) {
     ZS_RETURN_IF_ERROR(dest_store->Delete(StateKey(p, options.part_count)));
   }

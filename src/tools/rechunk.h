@@ -13,7 +13,9 @@
 // resumption (a part records finished slabs under `.zarrstream-rechunk/` in the destination; a
 // rerun with the same options skips them; a stored object is replaced atomically, so an
 // interrupted run never leaves a torn chunk or shard). When the last part finishes, the group's
-// metadata is consolidated and the progress records are removed.
+// metadata is consolidated, temporary objects of killed writes are removed and the progress
+// records give way to a record of the finished job's plan: a rerun with the same options (a
+// requeued batch job) then returns at once, and one with other options is refused.
 //
 // Memory: at most `max(1, memory_limit_bytes / slab_bytes)` slabs are in flight (capped by the
 // thread count), each holding one decoded slab buffer; on top, each decoding or encoding thread

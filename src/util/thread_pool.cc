@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/checked_size.h"
+
 namespace zarrstream {
 
 size_t UsableCores() {
@@ -105,7 +107,7 @@ struct ParallelForState {
       if (failed.load(std::memory_order_relaxed)) return;
       size_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= n) return;
-      Status s = (*fn)(i);
+      Status s = CatchOutOfMemory("a parallel task", [&] { return (*fn)(i); });
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!failed.exchange(true)) first_error = std::move(s);
@@ -120,7 +122,9 @@ Status ParallelFor(ThreadPool* pool, size_t n, const std::function<Status(size_t
                    size_t max_parallelism) {
   if (n == 0) return Status::Ok();
   if (pool == nullptr || n == 1) {
-    for (size_t i = 0; i < n; ++i) ZS_RETURN_IF_ERROR(fn(i));
+    for (size_t i = 0; i < n; ++i) {
+      ZS_RETURN_IF_ERROR(CatchOutOfMemory("a parallel task", [&] { return fn(i); }));
+    }
     return Status::Ok();
   }
   // The caller works too, so `num_threads` helpers-or-caller keep every pool thread busy without

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +63,20 @@ TEST(ParallelForTest, ReturnsAnErrorAndStopsEarly) {
   EXPECT_EQ(s.code(), ErrorCode::kCorruptChunk);
   EXPECT_EQ(s.message(), "bad chunk 10");
   EXPECT_LT(calls.load(), 100000);
+}
+
+TEST(ParallelForTest, AnAllocationFailureInATaskIsAnErrorValue) {
+  // On a pool thread (not only the caller's): an exception must not leave a worker.
+  ThreadPool pool(2);
+  for (const size_t failing : {size_t{0}, size_t{7}}) {
+    Status s = ParallelFor(&pool, 64, [&](size_t i) -> Status {
+      if (i == failing) throw std::bad_alloc();
+      return Status::Ok();
+    });
+    EXPECT_EQ(s.code(), ErrorCode::kUnsupported) << s.ToString();
+  }
+  Status serial = ParallelFor(nullptr, 4, [](size_t) -> Status { throw std::bad_alloc(); });
+  EXPECT_EQ(serial.code(), ErrorCode::kUnsupported);
 }
 
 TEST(ParallelForTest, NestedCallsOnASmallPoolDoNotDeadlock) {
