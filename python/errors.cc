@@ -2,8 +2,6 @@
 
 #include <new>
 
-#include "util/checked_size.h"
-
 namespace nb = nanobind;
 
 namespace zarrstream::python {
@@ -17,9 +15,7 @@ const char* ExceptionClassName(const Status& status) {
     case ErrorCode::kMetadata:
       return "MetadataError";
     case ErrorCode::kUnsupported:
-      // An allocation that failed or could not be made (util/checked_size.h).
-      return status.message().find(kOutOfMemoryMessage) != std::string::npos ? "OutOfMemoryError"
-                                                                             : "UnsupportedError";
+      return "UnsupportedError";
     case ErrorCode::kNotFound:
       return "NotFoundError";
     case ErrorCode::kCorruptChunk:
@@ -30,6 +26,8 @@ const char* ExceptionClassName(const Status& status) {
       return "ConfigError";
     case ErrorCode::kCuda:
       return "CudaError";
+    case ErrorCode::kOutOfMemory:
+      return "OutOfMemoryError";
     case ErrorCode::kOk:
     case ErrorCode::kInternal:
       break;

@@ -24,6 +24,7 @@ enum class ErrorCode {
   kStorage,          // I/O failure of the underlying store
   kConfig,           // invalid configuration of a zarrstream component
   kCuda,             // a CUDA driver or library call failed (the message names the call and code)
+  kOutOfMemory,      // an allocation failed, or a size is more than this machine holds
   kInternal,         // a bug in zarrstream
 };
 
@@ -61,6 +62,7 @@ inline Status CorruptChunkError(std::string m) { return {ErrorCode::kCorruptChun
 inline Status StorageError(std::string m) { return {ErrorCode::kStorage, std::move(m)}; }
 inline Status ConfigError(std::string m) { return {ErrorCode::kConfig, std::move(m)}; }
 inline Status CudaError(std::string m) { return {ErrorCode::kCuda, std::move(m)}; }
+inline Status OutOfMemoryError(std::string m) { return {ErrorCode::kOutOfMemory, std::move(m)}; }
 inline Status InternalError(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
 
 // A value or the Status explaining why there is none. Accessing the value of an error Result is a

@@ -41,7 +41,7 @@ class CudaError(ZarrstreamError):
     """A CUDA driver or library call failed; the message names the call and its error code."""
 
 
-class OutOfMemoryError(UnsupportedError, MemoryError):
+class OutOfMemoryError(ZarrstreamError, MemoryError):
     """An allocation failed, or a declared size is more than the machine holds; the message says
     what was being allocated and how many bytes."""
 

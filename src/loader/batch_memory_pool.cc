@@ -5,6 +5,7 @@
 
 #include "gpu/cuda_driver.h"
 #include "loader/batch_layout.h"
+#include "util/checked_size.h"
 #include "util/format.h"
 
 namespace zarrstream {
@@ -17,12 +18,6 @@ uint64_t WholePages(uint64_t bytes, uint64_t page) {
 }
 
 }  // namespace
-
-Status OutOfMemoryError(std::string_view what, uint64_t bytes) {
-  return ConfigError("out of memory allocating " + std::string(what) + " of " +
-                     std::to_string(bytes) + " bytes (" + FormatBytes(static_cast<double>(bytes)) +
-                     "); a smaller batch_size or prefetch takes less");
-}
 
 HostBatchPool::HostBatchPool(uint64_t bytes, size_t max_free, const CudaDriver* pin)
     : bytes_(pin ? WholePages(bytes, kPageBytes) : bytes),
@@ -46,8 +41,9 @@ Result<std::shared_ptr<void>> HostBatchPool::Acquire() {
   if (block == nullptr) {
     block = static_cast<std::byte*>(::operator new(bytes_, alignment_, std::nothrow));
     if (block == nullptr) {
-      return OutOfMemoryError(
-          pin_ != nullptr ? "a batch's page-locked host block" : "a batch's host block", bytes_);
+      return OutOfMemoryFor(
+          pin_ != nullptr ? "a batch's page-locked host block" : "a batch's host block", bytes_,
+          "a smaller batch_size or prefetch takes less");
     }
     if (pin_ != nullptr) {
       if (Status status = pin_->RegisterHost(block, bytes_); !status.ok()) {

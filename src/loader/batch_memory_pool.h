@@ -25,9 +25,6 @@ namespace zarrstream {
 
 class CudaDriver;
 
-// The error of an allocation that failed: `what` (e.g. "a batch's host block") of `bytes` bytes.
-Status OutOfMemoryError(std::string_view what, uint64_t bytes);
-
 // Host blocks of `bytes` each (64-byte aligned), at most `max_free` kept idle. With `pin` the
 // blocks are whole pages, page-locked for the GPU (registered once, when allocated, and
 // unregistered when freed).

@@ -4,6 +4,9 @@
 #include <numeric>
 #include <utility>
 
+#include "util/checked_size.h"
+#include "util/format.h"
+
 namespace zarrstream::internal {
 
 using DecodedChunks = std::vector<std::pair<size_t, std::shared_ptr<const ChunkCache::Entry>>>;
@@ -141,7 +144,10 @@ class CpuBatchProducer::Job {
         entry = context_.cache.Allocate(bytes);
       } catch (const std::bad_alloc&) {
         if (claimed) context_.cache.Abandon(chunk.array, chunk.linear);
-        Fail(keys[end], OutOfMemoryError("a decoded chunk's buffer", bytes));
+        Fail(keys[end],
+             OutOfMemoryFor("a chunk cache entry for a read chunk of shape " +
+                                FormatIndex(array->read_chunk_shape) + " of " + array->Describe(),
+                            bytes));
         continue;
       }
       ChunkRead read;

@@ -83,8 +83,8 @@ Result<std::shared_ptr<Batch>> Pipeline::ProduceBatch(const SamplePlan& plan, ui
     return producer_.Produce(plan, index, cpu_share);
   } catch (const std::bad_alloc&) {
     // Sized allocations (batch blocks, decode buffers) return their own error; this is the rest.
-    return ConfigError("out of memory making batch " + std::to_string(index) + " (epoch " +
-                       std::to_string(plan.epoch()) + ")");
+    return OutOfMemoryError("out of memory making batch " + std::to_string(index) + " (epoch " +
+                            std::to_string(plan.epoch()) + ")");
   }
 }
 

@@ -27,14 +27,15 @@ uint64_t MemoryLimitBytes() {
   return limit;
 }
 
-Status OutOfMemoryFor(std::string_view what, uint64_t bytes) {
-  std::string message(what);
-  message.append(" needs ").append(std::to_string(bytes)).append(" bytes");
+Status OutOfMemoryFor(std::string_view what, uint64_t bytes, std::string_view remedy) {
+  std::string message("out of memory: ");
+  message.append(what).append(" needs ").append(std::to_string(bytes)).append(" bytes");
   if (bytes > MemoryLimitBytes()) {
     message.append(", more than this machine's ")
         .append(std::to_string(MemoryLimitBytes()))
         .append(" bytes of memory");
   }
+  if (!remedy.empty()) message.append("; ").append(remedy);
   return OutOfMemoryError(std::move(message));
 }
 

@@ -51,25 +51,13 @@ inline uint64_t SaturatingMul(uint64_t a, uint64_t b) {
   return __builtin_mul_overflow(a, b, &product) ? ~uint64_t{0} : product;
 }
 
-// Out-of-memory errors: kUnsupported (the request is more than this machine holds) with a message
-// that begins with this, which the Python front raises as zarrstream.OutOfMemoryError (an
-// UnsupportedError and a MemoryError).
-inline constexpr std::string_view kOutOfMemoryMessage = "out of memory: ";
-
-// An out-of-memory error: kOutOfMemoryMessage + `what_and_size`.
-inline Status OutOfMemoryError(std::string_view what_and_size) {
-  std::string message(kOutOfMemoryMessage);
-  message.append(what_and_size);
-  return UnsupportedError(std::move(message));
-}
-
 // The most bytes this process can hold: physical memory, or the address-space limit
 // (RLIMIT_AS) when that is lower. Read once.
 uint64_t MemoryLimitBytes();
 
-// An out-of-memory error: "out of memory: <what> needs <bytes> bytes[, more than this machine's
-// <limit> bytes of memory]".
-Status OutOfMemoryFor(std::string_view what, uint64_t bytes);
+// An out-of-memory error (ErrorCode::kOutOfMemory): "out of memory: <what> needs <bytes> bytes[,
+// more than this machine's <limit> bytes of memory][; <remedy>]".
+Status OutOfMemoryFor(std::string_view what, uint64_t bytes, std::string_view remedy = {});
 
 // Ok when `bytes` may be allocated at all: not more than MemoryLimitBytes().
 Status CheckAllocation(std::string_view what, uint64_t bytes);
@@ -86,7 +74,7 @@ auto CatchOutOfMemory(std::string_view what, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::bad_alloc&) {
-    return OutOfMemoryError(std::string(what) + " (an allocation failed)");
+    return OutOfMemoryError("out of memory: " + std::string(what) + " (an allocation failed)");
   }
 }
 

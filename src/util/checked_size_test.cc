@@ -38,8 +38,8 @@ TEST(CheckedSizeTest, AllocationsBeyondMemoryAreErrorsNamingWhatAndHowMuch) {
   ASSERT_LT(MemoryLimitBytes(), huge);
   const Status refused =
       AllocateBytes(&buffer, huge, "decoding a chunk of shape (4611686018427387904)");
-  EXPECT_EQ(refused.code(), ErrorCode::kUnsupported);
-  EXPECT_EQ(refused.message().rfind(kOutOfMemoryMessage, 0), 0u) << refused.message();
+  EXPECT_EQ(refused.code(), ErrorCode::kOutOfMemory);
+  EXPECT_EQ(refused.message().rfind("out of memory: ", 0), 0u) << refused.message();
   EXPECT_NE(refused.message().find("decoding a chunk of shape"), std::string::npos)
       << refused.message();
   EXPECT_NE(refused.message().find(std::to_string(huge) + " bytes"), std::string::npos)
@@ -48,13 +48,13 @@ TEST(CheckedSizeTest, AllocationsBeyondMemoryAreErrorsNamingWhatAndHowMuch) {
   ASSERT_TRUE(AllocateBytes(&buffer, 4096, "a small buffer").ok());
   EXPECT_EQ(buffer.size(), 4096u);
   EXPECT_TRUE(CheckAllocation("anything", MemoryLimitBytes()).ok());
-  EXPECT_EQ(CheckAllocation("anything", MemoryLimitBytes() + 1).code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(CheckAllocation("anything", MemoryLimitBytes() + 1).code(), ErrorCode::kOutOfMemory);
 }
 
 TEST(CheckedSizeTest, BadAllocBecomesAnErrorValue) {
   const Status status =
       CatchOutOfMemory("decoding a chunk", []() -> Status { throw std::bad_alloc(); });
-  EXPECT_EQ(status.code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(status.code(), ErrorCode::kOutOfMemory);
   EXPECT_NE(status.message().find("decoding a chunk"), std::string::npos) << status.message();
   const Result<int> result = CatchOutOfMemory("a count", []() -> Result<int> { return 7; });
   ASSERT_TRUE(result.ok());

@@ -22,6 +22,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "Config";
     case ErrorCode::kCuda:
       return "Cuda";
+    case ErrorCode::kOutOfMemory:
+      return "OutOfMemory";
     case ErrorCode::kInternal:
       return "Internal";
   }
