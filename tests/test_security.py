@@ -114,6 +114,40 @@ def test_a_named_pipe_in_a_store_is_refused_not_waited_on(tmp_path, where):
     assert f"{tmp_path}/{where}: it is a named pipe, not a regular file" in proc.stdout, proc.stdout
 
 
+NUL_PATHS = ["{d}/victim\0.zarr", "file://{d}/victim\0/x.zarr", "{d}/a.zarr\0"]
+
+
+@pytest.mark.parametrize("template", NUL_PATHS)
+def test_a_nul_byte_in_a_path_or_url_is_refused_everywhere(tmp_path, template):
+    """A NUL byte would cut a path short at the C boundary ("victim\\0.zarr" opening "victim"):
+    open, create (with overwrite) and the Loader refuse it before touching anything."""
+    victim = tmp_path / "victim"
+    zarrstream.create_array(str(victim), (4,), "int8", (2,))[...] = np.arange(4, dtype="int8")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    url = template.format(d=tmp_path)
+    calls = [
+        lambda: zarrstream.open_array(url),
+        lambda: zarrstream.open_group(url),
+        lambda: zarrstream.create_array(url, (2,), "int8", (1,), overwrite=True),
+        lambda: zarrstream.create_group(url, overwrite=True),
+        lambda: zarrstream.Loader(url, batch_size=1),
+        lambda: _zarrstream.open_store(url),
+        lambda: zarrstream.Loader(str(victim), batch_size=1, normalize=url),
+    ]
+    for call in calls:
+        with pytest.raises(zarrstream.InvalidArgumentError, match="NUL byte") as e:
+            call()
+        assert "\0" not in str(e.value), "the NUL byte is shown escaped"
+    g = zarrstream.create_group(str(tmp_path / "g.zarr"))
+    for call in (lambda: g.create_array("a\0b", (2,), "int8", (1,), overwrite=True),
+                 lambda: g.create_group("a\0", overwrite=True)):
+        with pytest.raises(zarrstream.InvalidArgumentError, match="NUL byte"):
+            call()
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "g.zarr" not in p.parts) \
+        == before
+    assert list(zarrstream.open_array(str(victim)).read()) == [0, 1, 2, 3]
+
+
 # ---------------------------------------------------------------------------------------------
 # Symbolic links in a destination.
 

@@ -172,6 +172,10 @@ Result<std::shared_ptr<HttpStore>> HttpStore::Open(std::string_view url,
       (base.compare(0, scheme_end, "http") != 0 && base.compare(0, scheme_end, "https") != 0)) {
     return InvalidArgumentError("not an http(s) URL: " + display);
   }
+  if (base.find('\0') != std::string::npos) {
+    return InvalidArgumentError("an HTTP store URL cannot contain a NUL byte: " +
+                                RedactUrl(EscapeNul(url)));
+  }
   if (base.find_first_of("?#") != std::string::npos) {
     return InvalidArgumentError("an HTTP store URL cannot have a query or fragment: " +
                                 display.substr(0, display.find_first_of("?#")) + "?...");

@@ -147,6 +147,9 @@ Result<S3Location> ResolveS3Location(std::string_view url, const EnvironmentLook
   if (scheme != "s3" && scheme != "gs") {
     return InvalidArgumentError("not an s3:// or gs:// URL: " + RedactUrl(url));
   }
+  if (url.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError("a store URL cannot contain a NUL byte: " + EscapeNul(url));
+  }
   S3Location loc;
   loc.scheme = std::string(scheme);
   const size_t slash = rest.find('/');

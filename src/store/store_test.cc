@@ -295,6 +295,21 @@ TEST(StoreRegistryTest, PlainPathsAndFileUrlsOpenFileStores) {
   EXPECT_EQ((*b)->url(), "file:///tmp/other");
 }
 
+TEST(StoreRegistryTest, ANulByteAnywhereInAUrlIsRefused) {
+  using namespace std::string_literals;
+  for (const std::string& url :
+       {"/tmp/victim\0.zarr"s, "file:///tmp/victim\0/x"s, "memory://a\0b"s,
+        "http://user:secret@host/a\0b"s, "s3://bucket/a\0b"s, "gs://bucket\0/x"s, "\0"s}) {
+    auto store = OpenStore(url);
+    ASSERT_FALSE(store.ok()) << EscapeNul(url);
+    EXPECT_EQ(store.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(store.status().message().find("contains a NUL byte"), std::string::npos)
+        << store.status().ToString();
+    EXPECT_EQ(store.status().message().find('\0'), std::string::npos);
+    EXPECT_EQ(store.status().message().find("secret"), std::string::npos);
+  }
+}
+
 TEST(StoreRegistryTest, UnknownSchemeIsUnsupported) {
   auto s = OpenStore("ftp://host/x");
   ASSERT_FALSE(s.ok());
