@@ -15,7 +15,9 @@
   front of either server. It counts requests, can add latency, and injects faults into the first
   attempt of each distinct request: 503, 429 with Retry-After, connection resets, stalls, slow
   bodies and truncated bodies; and into every attempt for chosen paths (an object that fails for
-  good: 500 or any other fault).
+  good: 500 or any other fault). With ``error_rate``, a sustained share of all attempts fails
+  (503 or a reset), chosen from a seed and each attempt's identity, so a run fails the same
+  attempts whatever the order requests arrive in.
 
 A missing server binary fails the test with the command that installs it: these tests must run in
 CI (``make test`` installs nginx through scripts/install-deps.sh and moto from requirements-dev.txt).
@@ -24,6 +26,7 @@ CI (``make test`` installs nginx through scripts/install-deps.sh and moto from r
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -332,6 +335,8 @@ class FaultProxy:
     latency: seconds added before every response (the benchmark's round trip).
     broken: path suffix -> fault injected into every attempt of every request whose path ends
     with it (a permanent failure of those objects), whatever `faults` says.
+    error_rate: the share of all attempts (first or retry) that get one of `error_faults`, drawn
+    from a hash of (seed, method, path, Range, attempt number): deterministic for a seed.
     """
 
     upstream_port: int
@@ -341,10 +346,14 @@ class FaultProxy:
     stall_seconds: float = 30.0
     every_attempt: bool = False  # inject into every attempt, not just the first
     broken: dict[str, str] = field(default_factory=dict)
+    error_rate: float = 0.0
+    error_faults: tuple[str, ...] = ("503", "reset")
+    seed: int = 0
     log: list[ProxiedRequest] = field(default_factory=list)
 
     def __post_init__(self):
         self._seen: set[tuple[str, str, str]] = set()
+        self._attempts: dict[tuple[str, str, str], int] = {}
         self._next_fault = 0
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -358,13 +367,18 @@ class FaultProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def configure(self, faults=(), latency: float | None = None,
-                  broken: dict[str, str] | None = None) -> None:
+                  broken: dict[str, str] | None = None, error_rate: float = 0.0,
+                  error_faults: tuple[str, ...] = ("503", "reset"), seed: int = 0) -> None:
         with self._lock:
             self.faults = tuple(faults)
             self.broken = dict(broken or {})
+            self.error_rate = error_rate
+            self.error_faults = tuple(error_faults)
+            self.seed = seed
             if latency is not None:
                 self.latency = latency
             self._seen.clear()
+            self._attempts.clear()
             self._next_fault = 0
             self.every_attempt = False
             self.log.clear()
@@ -402,9 +416,16 @@ class FaultProxy:
             for suffix, fault in self.broken.items():
                 if path.endswith(suffix):
                     return fault
+            identity = (method, path, headers.get("range", ""))
+            if self.error_rate > 0:
+                attempt = self._attempts.get(identity, 0)
+                self._attempts[identity] = attempt + 1
+                digest = hashlib.sha256(
+                    f"{self.seed}|{method}|{path}|{identity[2]}|{attempt}".encode()).digest()
+                if int.from_bytes(digest[:8], "big") < self.error_rate * 2**64:
+                    return self.error_faults[digest[8] % len(self.error_faults)]
             if not self.faults:
                 return None
-            identity = (method, path, headers.get("range", ""))
             if identity in self._seen and not self.every_attempt:
                 return None
             self._seen.add(identity)

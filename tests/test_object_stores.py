@@ -272,6 +272,46 @@ def test_dead_and_failing_endpoints_fail_in_bounded_time(proxy, monkeypatch):
     assert "group.zarr/temperature/zarr.json" in str(e.value)
 
 
+@pytest.mark.parametrize("rate", [0.2, 0.35, 0.5])
+def test_sustained_error_rates_never_make_a_read_fail(proxy, tree, monkeypatch, rate):
+    """Hundreds of reads against a server that fails a steady share of all attempts (503s and
+    connection resets, retries included): the host's retry quota is only spent while failures
+    outnumber successes, so every read succeeds. Each request may try many times here, so that
+    only the quota could end a read."""
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "40")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS", "1")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_BACKOFF_MS", "5")
+    proxy.configure(error_rate=rate, seed=11)
+    store = _zarrstream.open_store(f"{proxy.url}/group.zarr")
+    keys = sorted(p.relative_to(tree / "group.zarr").as_posix()
+                  for p in (tree / "group.zarr" / "temperature" / "c").rglob("*") if p.is_file())
+    for i in range(400):
+        key = keys[i % len(keys)]
+        assert store.read(key, [("from", 0, 0)]) == [(tree / "group.zarr" / key).read_bytes()], key
+    m = store.metrics()
+    assert m["retries"] > 400 * rate * 0.5, m
+    faults = {r.fault for r in proxy.requests() if r.fault}
+    assert faults == {"503", "reset"}, faults
+
+
+def test_a_dead_endpoint_still_fails_every_read_fast(proxy, tree, monkeypatch):
+    """Every attempt failing: after the quota's retries, reads fail at their first failure instead
+    of each retrying for its whole budget (40 attempts each here)."""
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "40")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS", "1")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_BACKOFF_MS", "5")
+    proxy.configure(error_rate=1.0, error_faults=("503",))
+    store = _zarrstream.open_store(f"{proxy.url}/group.zarr")
+    messages = []
+    for i in range(150):
+        with pytest.raises(zarrstream.StorageError) as e:
+            store.read(f"temperature/c/0/0/{i % 2}", [("from", 0, 0)])
+        messages.append(str(e.value))
+    assert "retry quota is spent" in messages[-1]
+    # The quota's 100 retries in all, then one attempt per read.
+    assert len(proxy.requests()) <= 150 + 100
+
+
 # ---------------------------------------------------------------------------------------------
 # S3 (moto with SigV4 checking).
 

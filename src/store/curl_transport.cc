@@ -23,12 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The retry quota of one host: a retry spends kRetryCost tokens (kTimeoutRetryCost after a
-// timeout, which ties up a slot for longer), a success refunds one. The AWS SDKs' numbers.
-constexpr double kRetryQuota = 500;
-constexpr double kRetryCost = 5;
-constexpr double kTimeoutRetryCost = 10;
-
 Result<uint64_t> EnvInteger(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
@@ -252,6 +246,15 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value,
   return std::chrono::milliseconds(std::max<int64_t>(0, static_cast<int64_t>(when) - now) * 1000);
 }
 
+bool RetryQuota::TrySpend(bool timed_out) {
+  const int cost = timed_out ? kTimeoutCost : kCost;
+  if (tokens_ < cost) return false;
+  tokens_ -= cost;
+  return true;
+}
+
+void RetryQuota::Earn() { tokens_ = std::min(kCapacity, tokens_ + kCost); }
+
 std::chrono::milliseconds RetryBackoff(const RequestPolicy& policy, uint32_t retry, double unit) {
   const double cap = static_cast<double>(policy.max_backoff.count());
   const double exponential = static_cast<double>(policy.initial_backoff.count()) *
@@ -296,7 +299,7 @@ struct Transfer {
 struct HostState {
   size_t in_flight = 0;
   std::deque<Transfer*> pending;
-  double retry_tokens = kRetryQuota;
+  RetryQuota retry_quota;
 };
 
 // Orders the retry heap: earliest retry_at on top.
@@ -721,12 +724,11 @@ void CurlTransport::Impl::AttemptEnded(Transfer* t, const std::string& failure, 
     ReleaseLocked(t);
     HostState& host = hosts[t->host_key];
     if (failure.empty()) {
-      host.retry_tokens = std::min(kRetryQuota, host.retry_tokens + 1);
+      host.retry_quota.Earn();
     } else if (!retryable) {
       error = FailureStatus(*t, failure);
     } else {
       const Clock::time_point now = Clock::now();
-      const double cost = timed_out ? kTimeoutRetryCost : kRetryCost;
       std::chrono::milliseconds wait = RetryBackoff(t->request.policy, t->attempts, UniformUnit());
       if (t->retry_after && *t->retry_after > wait) wait = *t->retry_after;
       std::string gave_up;
@@ -737,14 +739,13 @@ void CurlTransport::Impl::AttemptEnded(Transfer* t, const std::string& failure, 
         gave_up = "gave up after " + std::to_string(t->attempts) + " attempts in " +
                   FormatSeconds(now - t->started) + ": the next retry (in " + FormatSeconds(wait) +
                   ") would pass the retry budget of " + FormatSeconds(t->request.policy.budget);
-      } else if (host.retry_tokens < cost) {
-        gave_up = "not retried: too many recent failures at " + t->host_key +
-                  " (its retry quota is spent)";
+      } else if (!host.retry_quota.TrySpend(timed_out)) {
+        gave_up = "not retried: " + t->host_key +
+                  " failed far more attempts than it answered lately (its retry quota is spent)";
       }
       if (!gave_up.empty()) {
         error = FailureStatus(*t, failure + "; " + gave_up);
       } else {
-        host.retry_tokens -= cost;
         t->retry_at = now + wait;
         retry_heap.push_back(t);
         std::push_heap(retry_heap.begin(), retry_heap.end(), LaterRetry());

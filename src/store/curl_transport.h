@@ -8,9 +8,10 @@
 // Retries: an attempt that fails with a connection error, a timeout, a reset, a truncated body or
 // HTTP 408/429/500/502/503/504 is retried after a jittered exponential backoff (the server's
 // Retry-After when it asks for longer), until the request's RetryPolicy runs out of attempts or
-// time. Each host also has a retry quota shared by all its requests (a retry spends tokens, a
-// success earns one back, as the AWS SDKs do): when an endpoint is down, hundreds of queued
-// requests fail fast instead of each retrying for its whole budget.
+// time. Each host also has a retry quota shared
+// by all its requests (RetryQuota): when an endpoint is down, hundreds of queued requests fail fast
+// instead of each retrying for its whole budget, while a host that answers at least as many
+// attempts as it fails never runs it out.
 //
 // Credentials: a request's URL may carry user:password (basic auth) and its headers may carry
 // secrets (Authorization); neither ever appears in an error. Errors name `display_url`.
@@ -141,6 +142,35 @@ class CurlTransport {
   explicit CurlTransport(const TransportOptions& options);
   TransportOptions options_;
   std::unique_ptr<Impl> impl_;
+};
+
+// The retry quota of one host, shared by all its requests. A retry spends the cost of one retry
+// (two after a timeout, which held a connection for longer); every successful response earns one
+// retry's cost back, up to the full quota. So the quota is what failures have taken beyond what
+// successes gave back: it runs out only when a host's failed attempts outnumber its successful
+// ones by kRetries (timeouts counting double) since they were last even. A host that answers at
+// least half of the attempts never runs it out, and no read fails for it while the request's own
+// attempts and time last; a dead endpoint (no successes) gets kRetries retries in all, and after
+// them every request fails at its first failure until the host answers again.
+//
+// Not thread-safe: the transport guards it with its lock.
+class RetryQuota {
+ public:
+  static constexpr int kRetries = 100;
+
+  // Spends the cost of a retry after a failed attempt (`timed_out`: the attempt timed out). False,
+  // with nothing spent, when too little is left: the request must fail instead of retrying.
+  bool TrySpend(bool timed_out);
+  // A successful response (any attempt): earns one retry's cost back.
+  void Earn();
+  // The retries left at the cost of one after a failure that was not a timeout.
+  int retries_left() const { return static_cast<int>(tokens_ / kCost); }
+
+ private:
+  static constexpr int kCost = 5;
+  static constexpr int kTimeoutCost = 10;
+  static constexpr int kCapacity = kRetries * kCost;
+  int tokens_ = kCapacity;
 };
 
 // "scheme://host:port" of `url` (default ports filled in; user:password dropped): the unit the
