@@ -272,6 +272,44 @@ def test_dead_and_failing_endpoints_fail_in_bounded_time(proxy, monkeypatch):
     assert "group.zarr/temperature/zarr.json" in str(e.value)
 
 
+def test_responses_that_break_http_framing_are_retried_on_a_new_connection(proxy, tree):
+    """A Content-Range other than the range asked for, a Content-Length one byte short (whose
+    leftover byte then precedes the next response on that connection) and a body without any
+    length cut short: each is retried on a new connection, and reads stay exact."""
+    expected = zarr_read(tree / "group.zarr" / "sharded")
+    for faults in (("wrong-range",), ("short-length",), ("unframed",)):
+        proxy.configure(faults=faults)
+        s = zarrstream.open_array(f"{proxy.url}/group.zarr/sharded")
+        assert_bit_equal(s.read(), expected, str(faults))
+        t = zarrstream.open_array(f"{proxy.url}/group.zarr/temperature")
+        assert_bit_equal(t.read(), zarr_read(tree / "group.zarr" / "temperature"), str(faults))
+        injected = [r for r in proxy.requests() if r.fault == faults[0]]
+        assert injected, f"the proxy injected no '{faults[0]}'"
+
+
+def test_responses_no_read_can_use_are_storage_errors_naming_the_url(proxy, monkeypatch):
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "2")
+    url = f"{proxy.url}/group.zarr/temperature"
+    # A body of unknown length cut short, every time: a storage error, never a JSON error.
+    proxy.configure(broken={"temperature/zarr.json": "unframed"})
+    with pytest.raises(zarrstream.StorageError, match="unknown length") as e:
+        zarrstream.open_array(url)
+    assert f"{url}/zarr.json" in str(e.value) and "gave up after 2 attempts" in str(e.value)
+    # 204 to a GET: what it is, not "HTTP 206 with an unusable Content-Range".
+    proxy.configure(broken={"temperature/zarr.json": "204"})
+    with pytest.raises(zarrstream.StorageError, match="unexpected HTTP 204") as e:
+        zarrstream.open_array(url)
+    assert f"{url}/zarr.json" in str(e.value) and "Content-Range" not in str(e.value)
+    # A redirect: not followed, and said where to, without credentials or query.
+    proxy.configure(broken={"temperature/zarr.json": "301"})
+    with pytest.raises(zarrstream.StorageError, match="HTTP 301 redirect to "
+                       r"http://elsewhere.invalid/group.zarr/temperature/zarr.json\?\.\.\. "
+                       r"\(redirects are not followed") as e:
+        zarrstream.open_array(url)
+    assert "hunter2" not in str(e.value) and "secret" not in str(e.value)
+    assert len(proxy.requests()) == 1, "a redirect is not retried"
+
+
 @pytest.mark.parametrize("rate", [0.2, 0.35, 0.5])
 def test_sustained_error_rates_never_make_a_read_fail(proxy, tree, monkeypatch, rate):
     """Hundreds of reads against a server that fails a steady share of all attempts (503s and

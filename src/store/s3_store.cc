@@ -355,6 +355,7 @@ HttpRequest S3Store::MakeRequest(std::string_view method, std::string_view key,
 Status S3Store::ErrorForResponse(const HttpRequest& request, const HttpResponse& response) const {
   std::string message =
       request.method + " " + request.display_url + ": HTTP " + std::to_string(response.status);
+  message += RedirectNote(response);
   const std::string detail = S3ErrorText(response.body.view());
   if (!detail.empty()) message += " " + detail;
   // S3 answers some credential problems with 400 (a malformed or expired session token).
