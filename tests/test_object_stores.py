@@ -351,6 +351,84 @@ def test_a_dead_endpoint_still_fails_every_read_fast(proxy, tree, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
+# A long Loader run at a sustained error rate.
+
+
+def write_fields(path, nt: int):
+    """A consolidated group of two (time, lat, lon) arrays: `u` in one object per chunk (whole-object
+    GETs), `v` sharded (range GETs); 16 + 4 objects' worth of requests per time step."""
+    g = zarrstream.create_group(str(path))
+    rng = np.random.default_rng(5)
+    g.create_array("u", (nt, 16, 16), "float32", (1, 4, 4), dims=["time", "lat", "lon"])[...] = \
+        rng.standard_normal((nt, 16, 16)).astype("float32")
+    g.create_array("v", (nt, 16, 16), "float32", (1, 8, 8), shards=(2, 16, 16),
+                   dims=["time", "lat", "lon"])[...] = \
+        rng.standard_normal((nt, 16, 16)).astype("float32")
+    g.consolidate_metadata()
+    return path
+
+
+@pytest.fixture(scope="module")
+def loader_stores(tmp_path_factory):
+    """48 time steps for the nginx run; 20 for moto, which answers far more slowly."""
+    root = tmp_path_factory.mktemp("loader_stores")
+    return write_fields(root / "fields.zarr", 48), write_fields(root / "small.zarr", 20)
+
+
+def loader_batches(url):
+    loader = zarrstream.Loader(url, ["u", "v"], batch_size=4, seed=2)
+    return [{k: np.asarray(v).copy() for k, v in batch.items()} for batch in loader]
+
+
+def check_loader_under_errors(url, local, proxy, min_attempts):
+    remote = loader_batches(url)
+    assert len(remote) == len(local)
+    for r, l in zip(remote, local):
+        assert r.keys() == l.keys()
+        for k in r:
+            assert_bit_equal(r[k], l[k], k)
+    attempts = proxy.requests()
+    failed = sum(1 for r in attempts if r.fault)
+    assert len(attempts) > min_attempts and 0.2 < failed / len(attempts) < 0.4, \
+        (len(attempts), failed)
+
+
+@pytest.mark.slow
+def test_a_long_loader_run_over_http_at_30_percent_errors_is_exact(loader_stores, monkeypatch):
+    """About 1,300 attempts, 30 % of them failing (503s and resets, retries too): every batch
+    equals the local store's, bit for bit."""
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "30")
+    path = loader_stores[0]
+    local = loader_batches(path)
+    server = Nginx(path.parent, path.parent / "nginx")
+    proxy = FaultProxy(server.port)
+    try:
+        proxy.configure(error_rate=0.3, seed=5)
+        check_loader_under_errors(f"{proxy.url}/{path.name}", local, proxy, 800)
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_long_loader_run_over_s3_at_30_percent_errors_is_exact(s3_env, loader_stores,
+                                                                   monkeypatch):
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "30")
+    # moto answers a few hundred requests at a time slowly on two cores: no stall timeouts.
+    monkeypatch.setenv("ZARRSTREAM_HTTP_STALL_TIMEOUT_S", "30")
+    path = loader_stores[1]
+    local = loader_batches(path)
+    s3_env.upload_tree(BUCKET, path, "loader/small.zarr")
+    proxy = FaultProxy(s3_env.port)
+    try:
+        proxy.configure(error_rate=0.3, seed=6)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        check_loader_under_errors(f"s3://{BUCKET}/loader/small.zarr", local, proxy, 350)
+    finally:
+        proxy.stop()
+
+
+# ---------------------------------------------------------------------------------------------
 # S3 (moto with SigV4 checking).
 
 
