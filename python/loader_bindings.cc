@@ -4,9 +4,11 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <string_view>
 
 #include "errors.h"
 #include "zarrstream/loader.h"
@@ -125,6 +127,58 @@ nb::dict StatsDict(const LoaderStats& s) {
 
 void RegisterLoaderBindings(nb::module_& m) {
   m.def("gpu_batches_unavailable_reason", &GpuBatchesUnavailableReason, "cuda_device"_a = 0);
+
+  nb::class_<BatchPlacement>(m, "BatchPlacement")
+      .def_prop_ro("device",
+                   [](const BatchPlacement& p) { return std::string(BatchDeviceName(p.device)); })
+      .def_ro("consumer_copies", &BatchPlacement::consumer_copies)
+      .def_ro("reason", &BatchPlacement::reason);
+  // gpu_batches: None (where possible), True (required) or False (never).
+  m.def(
+      "plan_batch_placement",
+      [](const std::string& device, int cuda_device, std::optional<bool> gpu_batches,
+         bool consumer_can_copy) {
+        const GpuBatches mode = !gpu_batches   ? GpuBatches::kAuto
+                                : *gpu_batches ? GpuBatches::kOn
+                                               : GpuBatches::kOff;
+        const BatchDevice requested = device == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
+        std::optional<Result<BatchPlacement>> placement;
+        {
+          nb::gil_scoped_release release;  // may make the CUDA device's context
+          placement.emplace(PlanBatchPlacement(requested, cuda_device, mode, consumer_can_copy));
+        }
+        return ValueOrThrow(std::move(*placement));
+      },
+      "device"_a, "cuda_device"_a, "gpu_batches"_a.none(), "consumer_can_copy"_a);
+
+  nb::class_<LabelSelection>(m, "LabelSelection")
+      .def(nb::init<>())
+      .def_rw("dim", &LabelSelection::dim)
+      .def_rw("values", &LabelSelection::values)
+      .def_prop_rw(
+          "start", [](const LabelSelection& s) { return s.start; },
+          [](LabelSelection& s, std::optional<std::string> start) { s.start = std::move(start); },
+          nb::arg("start").none())
+      .def_prop_rw(
+          "stop", [](const LabelSelection& s) { return s.stop; },
+          [](LabelSelection& s, std::optional<std::string> stop) { s.stop = std::move(stop); },
+          nb::arg("stop").none())
+      .def("__repr__", &LabelSelection::ToString);
+
+  nb::class_<DecodePlacement>(m, "DecodePlacement")
+      .def(nb::init<>())
+      .def_rw("gpu", &DecodePlacement::gpu)
+      .def_rw("cpu_share", &DecodePlacement::cpu_share)
+      .def_rw("adaptive", &DecodePlacement::adaptive);
+  // The text forms of Python's cpu_decode_share ("auto", a share), as the CLI parses them.
+  m.def("parse_cpu_decode_share", [](std::string_view text) {
+    Result<DecodePlacement> placement = ParseCpuDecodeShare(text);
+    if (!placement.ok()) {
+      throw StatusError(ConfigError("cpu_decode_share is " + placement.status().message()));
+    }
+    return *placement;
+  });
+
   nb::class_<LoaderOptions>(m, "LoaderOptions")
       .def(nb::init<>())
       .def_rw("variables", &LoaderOptions::variables)
@@ -135,7 +189,11 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("target_dim", &LoaderOptions::target_dim)
       .def_rw("target_offsets", &LoaderOptions::target_offsets)
       .def_rw("select", &LoaderOptions::select)
-      .def_rw("shuffle", &LoaderOptions::shuffle)
+      .def_prop_rw(
+          "shuffle", [](const LoaderOptions& o) { return std::string(ShuffleModeName(o.shuffle)); },
+          [](LoaderOptions& o, const std::string& name) {
+            o.shuffle = ValueOrThrow(ParseShuffleMode(name));
+          })
       .def_rw("seed", &LoaderOptions::seed)
       .def_rw("block_chunks", &LoaderOptions::block_chunks)
       .def_rw("cuda_device", &LoaderOptions::cuda_device)
@@ -168,10 +226,7 @@ void RegisterLoaderBindings(nb::module_& m) {
             o.device = name == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
           })
       .def_rw("gpu_wave_bytes", &LoaderOptions::gpu_wave_bytes)
-      .def_rw("gpu_decode", &LoaderOptions::gpu_decode)
-      .def_rw("cpu_decode_share", &LoaderOptions::cpu_decode_share)
-      .def_rw("adapt_cpu_decode_share", &LoaderOptions::adapt_cpu_decode_share)
-      .def_ro_static("AUTO_CPU_DECODE_SHARE_START", &LoaderOptions::kAutoCpuDecodeShareStart)
+      .def_rw("decode", &LoaderOptions::decode)
       .def_rw("normalize", &LoaderOptions::normalize)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
       .def_rw("nan_fill", &LoaderOptions::nan_fill)

@@ -286,7 +286,7 @@ def test_bench_errors_name_what_is_wrong(tmp_path):
         proc = run_cli("bench", store, "--cpu-decode-share", share)
         assert proc.returncode == 2 and "--cpu-decode-share: needs --device cuda" in proc.stderr
     proc = run_cli("bench", store, "--cpu-decode-share", "most")
-    assert proc.returncode == 2 and "--cpu-decode-share most: expected a share from 0 to 1, or auto" in proc.stderr
+    assert proc.returncode == 2 and "--cpu-decode-share 'most': expected a share from 0 to 1 or 'auto'" in proc.stderr
     if zarrstream._zarrstream.gpu_batches_unavailable_reason():
         proc = run_cli("bench", store, "--device", "cuda")
         assert proc.returncode == 1 and "batches cannot be made on that GPU here" in proc.stderr

@@ -190,6 +190,75 @@ def test_overlapping_patches_reuse_cached_chunks(era5):
     assert stats["chunk_refs"] > stats["chunks_decoded"]
 
 
+def test_select_takes_ranges_slices_lists_and_dates_of_any_kind(era5):
+    """Every form of a `select` value reaches the core as the same label selection: strings,
+    datetime/date, numpy datetime64 (at its own precision), open ends as None or ""."""
+    import datetime as dt
+
+    path, _ = era5
+    base = zarrstream.Loader(path, ["2m_temperature"], shuffle="none",
+                             select={"time": ("1979-01-02", "1979-01-03"), "latitude": (60, -30)})
+    assert base.num_samples == 8 and base.input_shape[2] < NY
+    same = [
+        {"time": slice("1979-01-02", "1979-01-03"), "latitude": slice(60.0, -30)},
+        {"time": (dt.date(1979, 1, 2), dt.date(1979, 1, 3)), "latitude": (np.float32(60), -30)},
+        {"time": (np.datetime64("1979-01-02"), np.datetime64("1979-01-03")), "latitude": (60, -30)},
+        {"time": (dt.datetime(1979, 1, 2), dt.datetime(1979, 1, 3, 18)), "latitude": (60, -30)},
+        {"time": (np.datetime64("1979-01-02T00:00:00.000000000"),
+                  np.datetime64("1979-01-03T18", "h")), "latitude": (60, -30)},
+        {"time": (dt.datetime(1979, 1, 2, tzinfo=dt.timezone.utc), "1979-01-03"), "latitude": (60, -30)},
+    ]
+    for select in same:
+        loader = zarrstream.Loader(path, ["2m_temperature"], shuffle="none", select=select)
+        assert (loader.num_samples, loader.input_shape) == (base.num_samples, base.input_shape), select
+    assert zarrstream.Loader(path, ["2m_temperature"], select={"time": (None, "1979-01-01")}).num_samples == 4
+    assert zarrstream.Loader(path, ["2m_temperature"], select={"time": ("", "1979-01-01")}).num_samples == 4
+    assert zarrstream.Loader(path, ["2m_temperature"], select={"time": "1979-01-02"}).num_samples == 4
+    assert zarrstream.Loader(path, ["2m_temperature"],
+                             select={"time": [np.datetime64("1979-01-02T06", "h"), "1979-01-02T12"]}).num_samples == 2
+    with pytest.raises(zarrstream.ConfigError, match=r"select\['time'\]: .* has a fraction of a second"):
+        zarrstream.Loader(path, ["2m_temperature"], select={"time": dt.datetime(1979, 1, 2, 0, 0, 0, 500)})
+    with pytest.raises(zarrstream.ConfigError, match=r"select\['time'\]: an empty list selects nothing"):
+        zarrstream.Loader(path, ["2m_temperature"], select={"time": []})
+    with pytest.raises(zarrstream.ConfigError, match=r"select\['time'\]: None is not a label"):
+        zarrstream.Loader(path, ["2m_temperature"], select={"time": [None]})
+    with pytest.raises(ValueError, match="a slice with a step"):
+        zarrstream.Loader(path, ["2m_temperature"], select={"time": slice("1979", "1980", 2)})
+    with pytest.raises(ValueError, match=r"a range is a \(start, stop\) pair"):
+        zarrstream.Loader(path, ["2m_temperature"], select={"time": ("1979", "1980", "1981")})
+
+
+def test_shuffle_and_cpu_decode_share_parse_once_in_the_core(era5):
+    path, _ = era5
+    for shuffle, name in ((True, "exact"), (False, "none"), ("block", "block")):
+        loader = zarrstream.Loader(path, ["2m_temperature"], shuffle=shuffle)
+        assert loader._options.shuffle == name
+    with pytest.raises(zarrstream.ConfigError, match="unknown shuffle mode 'Exact': expected none, exact or block"):
+        zarrstream.Loader(path, ["2m_temperature"], shuffle="Exact")
+    decode = zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="auto", gpu_decode=False)._options.decode
+    assert (decode.gpu, decode.adaptive, decode.cpu_share) == (False, True, 0.5)
+    decode = zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="0.25")._options.decode
+    assert (decode.gpu, decode.adaptive, decode.cpu_share) == (True, False, 0.25)
+    with pytest.raises(zarrstream.ConfigError, match="cpu_decode_share is '1.5': expected a share from 0 to 1 or 'auto'"):
+        zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="1.5")
+
+
+def test_cuda_without_gpu_batches_is_host_batches_torch_copies_or_an_error(era5):
+    path, _ = era5
+    loader = zarrstream.Loader(path, ["2m_temperature"], device="cuda:0", gpu_batches=False)
+    assert loader._options.device == "cpu"
+    assert loader.gpu_decode_status == ("batches are made on the CPU and copied to the GPU "
+                                        "(GPU batches are off (gpu_batches))")
+    with pytest.raises(zarrstream.ConfigError, match=r"needs GPU batches, which are off \(gpu_batches\)"):
+        zarrstream.Loader(path, ["2m_temperature"], device="cuda:0", gpu_batches=False, output="dlpack")
+    unavailable = zarrstream._zarrstream.gpu_batches_unavailable_reason()
+    if not unavailable:
+        return  # a GPU this build can use: tests/test_gpu_loader.py covers GPU batches
+    loader = zarrstream.Loader(path, ["2m_temperature"], device="cuda:0")
+    assert loader._options.device == "cpu"
+    assert loader.gpu_decode_status == f"batches are made on the CPU and copied to the GPU ({unavailable})"
+
+
 def test_date_selection_keeps_inputs_and_targets_inside(era5):
     path, data = era5
     # time index i is 1979-01-01 + 6h * i: days 2 and 3 are indices 4..11.
@@ -687,13 +756,13 @@ def test_pin_memory_follows_the_gpu_and_on_without_one_is_a_clear_error(era5):
 
 def test_gpu_batches_need_cuda_and_say_why_not(era5):
     path, _ = era5
-    with pytest.raises(zarrstream.ConfigError, match="gpu_batches=True needs device='cuda'"):
+    with pytest.raises(zarrstream.ConfigError, match=r"GPU batches \(gpu_batches on\) need device cuda, not cpu"):
         zarrstream.Loader(path, ["2m_temperature"], gpu_batches=True)
     loader = zarrstream.Loader(path, ["2m_temperature"])
     assert loader.gpu_decode_status == "batches are made on the CPU"
     if not zarrstream._zarrstream.gpu_batches_unavailable_reason():
         return  # a GPU this build can use: tests/test_gpu_loader.py covers it
-    with pytest.raises(zarrstream.ConfigError, match="gpu_batches=True needs device='cuda' and a GPU"):
+    with pytest.raises(zarrstream.ConfigError, match=r"GPU batches \(gpu_batches on\) need device cuda and a GPU .*: "):
         zarrstream.Loader(path, ["2m_temperature"], device="cuda", gpu_batches=True)
 
 

@@ -34,10 +34,19 @@
 // with crc32c; unsharded or a shard's inner chunks), and one kernel launch per wave converts,
 // normalises and scatters every box into the batch: identical values to the CPU path. Chunks of
 // other chains (bitshuffle, blosclz, transposed, ...), and all compressed chunks where nvCOMP is
-// not installed or `gpu_decode` is off, decode on the CPU and cross decoded; a chunk the GPU
+// not installed or `decode.gpu` is off, decode on the CPU and cross decoded; a chunk the GPU
 // rejects is decoded again on the CPU, so that its error names it. The chunk cache is not used. A
 // batch is complete when Next returns it; its device buffers are reused only after the work queued
 // on the consumer's stream (SetConsumerStream) before the batch was released.
+//
+// The Python front (zarrstream.Loader) maps its keywords onto these options and converts batches,
+// nothing more: shuffle → ShuffleMode (ParseShuffleMode; True "exact", False "none"), select
+// {dim: (start, stop) | slice | [labels] | label} → LabelSelection (dates and numbers as label
+// text), gpu_decode and cpu_decode_share → DecodePlacement (ParseCpuDecodeShare for "auto"),
+// device="cuda" with gpu_batches → PlanBatchPlacement (GPU batches, or host batches it copies with
+// torch), pin_memory None/True/False → PinMemory, nan=<value> → fill_nan and nan_fill,
+// on_error="skip" → skip_bad_samples, timeline → record_timeline. The command line (`zarrstream
+// bench`) parses its text with the same parsers.
 //
 // Threads and ownership. A Loader is used from one thread at a time (the training loop); its own
 // threads (`num_threads` workers, plus up to `prefetch` coordinating threads that only plan and
@@ -56,6 +65,7 @@
 #include <vector>
 
 #include "zarrstream/array.h"
+#include "zarrstream/label_selection.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {
@@ -86,6 +96,68 @@ std::string_view BatchDeviceName(BatchDevice device);  // "cpu", "cuda"
 // device's context, and no other's.
 std::string GpuBatchesUnavailableReason(int cuda_device = 0);
 
+// Whether batches for a consumer on a CUDA device are made on it (kCuda batches): kAuto where this
+// build and machine can, kOn only (else an error), kOff never.
+enum class GpuBatches : uint8_t { kAuto, kOn, kOff };
+
+// How batches reach a consumer that asked for `requested` memory (CUDA device `cuda_device`):
+// made on the GPU, or made in host memory (page-locked where a CUDA driver is present) that the
+// consumer copies to the GPU itself (as the Python front does with torch).
+struct BatchPlacement {
+  BatchDevice device = BatchDevice::kCpu;  // LoaderOptions::device
+  // With a CUDA request: whether the consumer copies host batches to the GPU, and why the
+  // batches are not made there ("" when they are).
+  bool consumer_copies = false;
+  std::string reason;
+};
+// The policy both fronts share: a cuda request gets GPU batches where they can be made here
+// (GpuBatchesUnavailableReason) and `gpu_batches` is not kOff; otherwise host batches that the
+// consumer copies, if it can (`consumer_can_copy`). A ConfigError, with the reason, when
+// gpu_batches is kOn without a cuda request or without GPU batches, or when the consumer cannot
+// copy and there are no GPU batches. Makes the context of CUDA device `cuda_device` (kCuda only).
+Result<BatchPlacement> PlanBatchPlacement(BatchDevice requested, int cuda_device,
+                                          GpuBatches gpu_batches, bool consumer_can_copy);
+
+// Epoch order: kNone (index order), kExact (a global permutation) or kBlock (a chunk-aware block
+// shuffle); see LoaderOptions::shuffle.
+enum class ShuffleMode : uint8_t { kNone, kExact, kBlock };
+// "none", "exact", "block": the names the fronts (`--shuffle`, Python shuffle=) and saved states
+// use; ParseShuffleMode is the one parser of them, a ConfigError naming the three for anything
+// else.
+std::string_view ShuffleModeName(ShuffleMode mode);
+Result<ShuffleMode> ParseShuffleMode(std::string_view name);
+
+// Where GPU batches' chunks are decoded: by nvCOMP on the GPU, by the worker threads, or split
+// between them. Ignored for batches on the CPU (which always decode there).
+struct DecodePlacement {
+  // nvCOMP decodes the chunks it can (true), or the worker threads decode every compressed chunk
+  // into pinned memory and it crosses decoded, so that the GPU only copies and assembles (false):
+  // for training steps that keep the GPU busy, where decoding there would take time from the
+  // step, on machines with cores to spare. Batches are identical either way.
+  bool gpu = true;
+  // With `gpu`: the share (0 to 1) of the chunks nvCOMP could decode that the worker threads
+  // decode instead, spread evenly over each batch, so that the CPU and the GPU decode side by
+  // side: for training steps that keep the GPU busy, where the CPU alone cannot keep up. 0: nvCOMP
+  // decodes all it can; 1: as `gpu` off. Batches are identical either way.
+  double cpu_share = 0;
+  // With `gpu`: `cpu_share` is where the worker threads' share starts, and the loader moves it as
+  // batches are taken: up while the consumer hardly waits, down when it waits more than 2 % of its
+  // time (at once when it waits long for one batch), so that the CPU decodes about as much as it
+  // carries: a GPU busy training gains whatever the CPU takes from nvCOMP, which costs a step more
+  // than such short waits (src/loader/decode_share.h). Loader::stats().cpu_decode_share says where
+  // it stands.
+  bool adaptive = false;
+
+  // Where "auto" starts the adaptive share: halfway, so that it reaches either end in a few
+  // windows of batches.
+  static constexpr double kAutoStart = 0.5;
+};
+// The one parser of the CPU share's text forms (Python cpu_decode_share="auto" or a share,
+// `zarrstream bench --cpu-decode-share`): "auto" (adaptive from kAutoStart) or a number from 0 to
+// 1 (fixed), with nvCOMP decoding the rest. Anything else is an InvalidArgument error
+// "'TEXT': expected a share from 0 to 1 or 'auto'", which the fronts prefix with their option.
+Result<DecodePlacement> ParseCpuDecodeShare(std::string_view text);
+
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
   // empty: every data variable of the dataset, sorted, but the forcings and, where some
@@ -105,18 +177,19 @@ struct LoaderOptions {
   std::string target_dim;
   std::vector<uint64_t> target_offsets;
 
-  // Label selections, in the syntax of `zarrstream stats --select` ("time=1979:2015",
-  // "latitude=60:30"). A selection of a sampled dimension must pick one run of indices.
-  std::vector<std::string> select;
+  // Label selections (label_selection.h), at most one per dimension: {"time", range "1979" to
+  // "2015"}, {"latitude", range "60" to "30"}; ParseLabelSelections reads the command line's
+  // "time=1979:2015". A selection of a sampled dimension must pick one run of indices.
+  std::vector<LabelSelection> select;
 
-  // Epoch order: "none", "exact" (global permutation) or "block" (chunk-aware block shuffle;
+  // Epoch order: kNone, kExact (global permutation) or kBlock (chunk-aware block shuffle;
   // `block_chunks` chunks per block along each sampled dimension, `block_window` blocks
   // interleaved). Deterministic for (seed, epoch), identical on every rank. block_chunks 0: the
   // largest block (up to 8 chunks) whose samples still share decoded chunks: on the CPU, the
   // `block_window` blocks in play fit in three quarters of the chunk cache, so each chunk is
   // decoded about once per epoch; with GPU batches (no chunk cache), the `block_window` blocks
   // hold at most `batch_size` samples, so a block's shared chunks are decoded once per batch.
-  std::string shuffle = "exact";
+  ShuffleMode shuffle = ShuffleMode::kExact;
   uint64_t seed = 0;
   uint64_t block_chunks = 0;
   uint64_t block_window = 4;
@@ -149,27 +222,8 @@ struct LoaderOptions {
   // and take more GPU memory: about 5× this per batch in flight (staging, decoded chunks, nvCOMP's
   // scratch).
   uint64_t gpu_wave_bytes = 0;
-  // GPU batches: nvCOMP decodes the chunks it can (true), or the worker threads decode every
-  // compressed chunk into pinned memory and it crosses decoded, so that the GPU only copies and
-  // assembles (false): for training steps that keep the GPU busy, where decoding there would take
-  // time from the step, on machines with cores to spare. Batches are identical either way.
-  bool gpu_decode = true;
-  // GPU batches with gpu_decode on: the share (0 to 1) of the chunks nvCOMP could decode that the
-  // worker threads decode instead, spread evenly over each batch, so that the CPU and the GPU
-  // decode side by side: for training steps that keep the GPU busy, where the CPU alone cannot
-  // keep up. 0: nvCOMP decodes all it can; 1: as gpu_decode off. Batches are identical either way.
-  double cpu_decode_share = 0;
-  // GPU batches with gpu_decode on: the share above is where the worker threads' share starts, and
-  // the loader moves it as batches are taken: up while the consumer hardly waits, down when it
-  // waits more than 2 % of its time (at once when it waits long for one batch), so that the CPU
-  // decodes about as much as it carries: a GPU busy training gains whatever the CPU takes from
-  // nvCOMP, which costs a step more than such short waits (src/loader/decode_share.h).
-  // Loader::stats().cpu_decode_share says where it stands.
-  bool adapt_cpu_decode_share = false;
-  // Where the fronts' "auto" (Python cpu_decode_share="auto", `zarrstream bench
-  // --cpu-decode-share auto`) starts the adaptive share: halfway, so that it reaches either end in
-  // a few windows of batches.
-  static constexpr double kAutoCpuDecodeShareStart = 0.5;
+  // GPU batches: where their chunks are decoded (nvCOMP, the worker threads, or both).
+  DecodePlacement decode;
   // Batches prepared ahead of the consumer.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;
@@ -286,7 +340,7 @@ struct LoaderStats {
   double gpu_scatter_seconds = 0;
   double wait_seconds = 0;  // the consumer's wait for batches
   // GPU batches decoded by nvCOMP: the share of its chunks the worker threads decode now (fixed,
-  // or where adapt_cpu_decode_share has taken it); 0 otherwise.
+  // or where DecodePlacement::adaptive has taken it); 0 otherwise.
   double cpu_decode_share = 0;
   // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
   // holds shorter ones; the last everything longer).

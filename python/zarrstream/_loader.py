@@ -18,27 +18,68 @@ _NAN_POLICIES = ("keep",)
 _ERROR_POLICIES = ("raise", "skip")
 
 
-def _label(value: Any) -> str:
-    if value is None:
-        return ""
-    if hasattr(value, "isoformat"):  # datetime, date, numpy/pandas timestamps
+def _label(dim: str, value: Any) -> str:
+    """A label of ``select[dim]`` as the coordinates read it: a number, or a date to the second
+    ("1979-01-01", "1979-01-01T06:00:00") from a string, a datetime/date, a pandas timestamp or a
+    numpy datetime64 (which keeps its own precision: datetime64[D] selects the whole day)."""
+    if isinstance(value, str):
+        return value
+    if type(value).__name__ == "datetime64":  # numpy, without importing it here
+        import numpy as np
+
+        unit = np.datetime_data(value.dtype)[0]
+        if unit in ("Y", "M", "D", "h", "m", "s"):
+            return str(value)
+        if unit == "W":
+            return np.datetime_as_string(value, unit="D")
+        if value != value.astype("datetime64[s]"):
+            raise ConfigError(f"select[{dim!r}]: {value!r} has a fraction of a second; labels are "
+                              "dates to the second")
+        return np.datetime_as_string(value, unit="s")
+    if hasattr(value, "hour") and hasattr(value, "isoformat"):  # datetime, pandas.Timestamp
+        if getattr(value, "microsecond", 0) or getattr(value, "nanosecond", 0):
+            raise ConfigError(f"select[{dim!r}]: {value!r} has a fraction of a second; labels are "
+                              "dates to the second")
+        if value.tzinfo is not None:
+            from datetime import timezone
+
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.isoformat(timespec="seconds")
+    if hasattr(value, "isoformat"):  # datetime.date
         return value.isoformat()
+    if value is None or isinstance(value, (bytes, dict, set, list, tuple, slice)):
+        raise ConfigError(f"select[{dim!r}]: {value!r} is not a label (a number or a date)")
     return str(value)
 
 
-def _selection(dim: str, value: Any) -> str:
-    """One `select` entry in the CLI's --select syntax ("time=1979:2015")."""
-    if isinstance(value, slice):
-        if value.step is not None:
-            raise ValueError(f"select[{dim!r}]: a slice with a step is not supported")
-        return f"{dim}={_label(value.start)}:{_label(value.stop)}"
-    if isinstance(value, tuple):
-        if len(value) != 2:
+def _range_end(dim: str, value: Any) -> str | None:
+    """A range's end: None or "" is open."""
+    return None if value is None or value == "" else _label(dim, value)
+
+
+def _selection(dim: str, value: Any) -> Any:
+    """``select[dim]`` as the core's LabelSelection: (start, stop) or slice(start, stop) a range
+    (inclusive, None an open end), a list the labels to take, anything else one label."""
+    selection = _zarrstream.LabelSelection()
+    selection.dim = dim
+    if isinstance(value, (slice, tuple)):
+        if isinstance(value, slice):
+            if value.step is not None:
+                raise ValueError(f"select[{dim!r}]: a slice with a step is not supported")
+            start, stop = value.start, value.stop
+        elif len(value) != 2:
             raise ValueError(f"select[{dim!r}]: a range is a (start, stop) pair, got {value!r}")
-        return f"{dim}={_label(value[0])}:{_label(value[1])}"
-    if isinstance(value, (list,)):
-        return f"{dim}=" + ",".join(_label(v) for v in value)
-    return f"{dim}={_label(value)}"
+        else:
+            start, stop = value
+        selection.start = _range_end(dim, start)
+        selection.stop = _range_end(dim, stop)
+    elif isinstance(value, list):
+        if not value:
+            raise ConfigError(f"select[{dim!r}]: an empty list selects nothing")
+        selection.values = [_label(dim, v) for v in value]
+    else:
+        selection.values = [_label(dim, value)]
+    return selection
 
 
 def _default_rank_world() -> tuple[int, int]:
@@ -275,38 +316,27 @@ class Loader:
         self._cuda_device = device_index
         self._device = None if torch is None else (
             torch.device("cuda", device_index) if self._device_type == "cuda" else torch.device("cpu"))
-        # device="cuda": batches are made on the GPU where this build and machine can (nvCOMP
-        # decodes, kernels assemble); else pinned host batches are copied there (by torch).
-        unavailable = (_zarrstream.gpu_batches_unavailable_reason(device_index)
-                       if self._device_type == "cuda" else "")
         if (self._device_type == "cuda" and torch is not None and torch.cuda.is_available()
                 and device_index >= torch.cuda.device_count()):
             raise ConfigError(f"device={device!r}: no such GPU, this machine has "
                               f"{torch.cuda.device_count()} (cuda:0 to cuda:{torch.cuda.device_count() - 1})")
-        if output == "dlpack" and self._device_type == "cuda":
-            if gpu_batches is False or unavailable:
-                raise ConfigError(
-                    "output='dlpack' with device='cuda' needs GPU batches (host batches are "
-                    "copied to the GPU by torch)" + (f": {unavailable}" if unavailable else ""))
-        if gpu_batches and (self._device_type != "cuda" or unavailable):
-            raise ConfigError(
-                "gpu_batches=True needs device='cuda' and a GPU this build can use"
-                + (f": {unavailable}" if unavailable else ""))
-        self._gpu_batches = (self._device_type == "cuda" and not unavailable
-                             and gpu_batches is not False)
+        # GPU batches where this build and machine make them, else pinned host batches that
+        # _to_torch copies to the GPU (torch does; DLPack consumers get no such copy).
+        self._placement = _zarrstream.plan_batch_placement(
+            self._device_type, device_index or 0, None if gpu_batches is None else bool(gpu_batches),
+            consumer_can_copy=output == "torch")
+        self._gpu_batches = self._placement.device == "cuda"
+        o.device = self._placement.device
         if self._device_type == "cuda":
             o.cuda_device = int(device_index)
-        if self._gpu_batches:
-            o.device = "cuda"
-            o.gpu_wave_bytes = _unsigned("gpu_wave_bytes", gpu_wave_bytes)
-            o.gpu_decode = bool(gpu_decode)
-        if cpu_decode_share == "auto":
-            o.adapt_cpu_decode_share = True
-            o.cpu_decode_share = _zarrstream.LoaderOptions.AUTO_CPU_DECODE_SHARE_START
-        elif isinstance(cpu_decode_share, str):
-            raise ConfigError(f"cpu_decode_share is {cpu_decode_share!r}: expected a share from 0 to 1 or 'auto'")
+        o.gpu_wave_bytes = _unsigned("gpu_wave_bytes", gpu_wave_bytes)
+        if isinstance(cpu_decode_share, str):
+            decode = _zarrstream.parse_cpu_decode_share(cpu_decode_share)
         else:
-            o.cpu_decode_share = float(cpu_decode_share)  # checked wherever it applies or not
+            decode = _zarrstream.DecodePlacement()
+            decode.cpu_share = float(cpu_decode_share)  # checked by the core where it applies
+        decode.gpu = bool(gpu_decode)
+        o.decode = decode
         self._consumer_stream: int | None = None
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.
@@ -410,9 +440,8 @@ class Loader:
     def gpu_decode_status(self) -> str:
         """How batches are made: on the CPU, or on the GPU with nvCOMP (its version) or without
         it (why: then chunks decode on the CPU and cross decoded)."""
-        if self._device_type == "cuda" and not self._gpu_batches:
-            why = _zarrstream.gpu_batches_unavailable_reason(self._cuda_device) or "gpu_batches=False"
-            return f"batches are made on the CPU and copied to the GPU ({why})"
+        if self._placement.consumer_copies:
+            return f"batches are made on the CPU and copied to the GPU ({self._placement.reason})"
         return self._core.gpu_decode_status
 
     @property

@@ -108,9 +108,9 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
       options.target_offsets.push_back(offset);
     }
   }
-  options.select = SplitCommas(o.select);
+  ZS_ASSIGN_OR_RETURN(options.select, ParseLabelSelections(o.select));
   options.batch_size = o.batch_size;
-  options.shuffle = o.shuffle;
+  ZS_ASSIGN_OR_RETURN(options.shuffle, ParseShuffleMode(o.shuffle));
   options.seed = o.seed;
   ZS_ASSIGN_OR_RETURN(options.dtype, ParseBatchDType(o.dtype));
   options.normalize = o.normalize;
@@ -129,19 +129,14 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
         "--cpu-decode: needs --device cuda (batches on the CPU are always "
         "decoded there)");
   }
-  options.gpu_decode = !o.cpu_decode;
-  if (o.cpu_decode_share == "auto") {
-    options.adapt_cpu_decode_share = true;
-    options.cpu_decode_share = LoaderOptions::kAutoCpuDecodeShareStart;
-  } else if (!o.cpu_decode_share.empty()) {
-    const std::string& text = o.cpu_decode_share;
-    const auto [end, error] =
-        std::from_chars(text.data(), text.data() + text.size(), options.cpu_decode_share);
-    if (error != std::errc() || end != text.data() + text.size()) {
-      return InvalidArgumentError("--cpu-decode-share " + text +
-                                  ": expected a share from 0 to 1, or auto");
+  if (!o.cpu_decode_share.empty()) {
+    Result<DecodePlacement> decode = ParseCpuDecodeShare(o.cpu_decode_share);
+    if (!decode.ok()) {
+      return InvalidArgumentError("--cpu-decode-share " + decode.status().message());
     }
+    options.decode = *decode;
   }
+  options.decode.gpu = !o.cpu_decode;
   if (!o.cpu_decode_share.empty() && options.device != BatchDevice::kCuda) {
     return InvalidArgumentError("--cpu-decode-share: needs --device cuda");
   }
@@ -320,6 +315,14 @@ int RunBench(const BenchCommandOptions& o) {
     std::cerr << "zarrstream bench: " << options.status().message() << "\n";
     return 2;
   }
+  // The loop below takes batches where they are made: --device cuda needs GPU batches.
+  Result<BatchPlacement> placement =
+      PlanBatchPlacement(options->device, options->cuda_device, GpuBatches::kAuto,
+                         /*consumer_can_copy=*/false);
+  if (!placement.ok()) {
+    std::cerr << "zarrstream bench: " << placement.status().ToString() << "\n";
+    return 1;
+  }
   const Clock::time_point open_start = Clock::now();
   Result<Loader> loader = Loader::Open(o.url, *options);
   if (!loader.ok()) {
@@ -455,7 +458,7 @@ int RunBench(const BenchCommandOptions& o) {
                   plan["gpu_decodable"].get<bool>() ? "GPU-decodable" : "decoded on the CPU",
                   plan["gpu_decode"].get<std::string>().c_str());
     }
-    if (o.cpu_decode_share == "auto") {
+    if (options->decode.adaptive) {
       std::printf("  the worker threads' share of nvCOMP's chunks ended at %.0f %%\n",
                   100 * stats.cpu_decode_share);
     }

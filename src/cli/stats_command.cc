@@ -11,8 +11,8 @@
 
 #include "cli/progress_bar.h"
 #include "dataset/channel_spec.h"
-#include "dataset/label_selection.h"
 #include "tools/channel_stats.h"
+#include "zarrstream/label_selection.h"
 
 namespace zarrstream::cli {
 

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "dataset/cf_time.h"
-#include "dataset/label_selection.h"
 #include "zarrstream/array.h"
+#include "zarrstream/label_selection.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {

@@ -1,5 +1,5 @@
 // The `--select` syntax: "time=1979-01-01:2015-12-31,level=500,850" into label selections.
-#include "dataset/label_selection.h"
+#include "zarrstream/label_selection.h"
 
 #include <cctype>
 #include <charconv>

@@ -1,5 +1,5 @@
 // The `--select` syntax, before any coordinate is involved.
-#include "dataset/label_selection.h"
+#include "zarrstream/label_selection.h"
 
 #include <gtest/gtest.h>
 

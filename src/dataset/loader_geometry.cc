@@ -8,11 +8,12 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
-#include "dataset/label_selection.h"
 #include "dataset/stats_file.h"
 #include "util/format.h"
+#include "zarrstream/label_selection.h"
 
 namespace zarrstream {
 
@@ -196,8 +197,12 @@ Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std
   g.dims = first.dims;
   g.ranges.resize(g.dims.size());
   for (size_t d = 0; d < g.dims.size(); ++d) g.ranges[d] = IndexRange{0, first.shape[d]};
-  ZS_ASSIGN_OR_RETURN(std::vector<LabelSelection> selections, ParseLabelSelections(options.select));
-  for (const LabelSelection& selection : selections) {
+  std::set<std::string> selected;
+  for (const LabelSelection& selection : options.select) {
+    if (!selected.insert(selection.dim).second) {
+      return InvalidArgumentError("dimension '" + selection.dim + "' is selected twice for " +
+                                  where);
+    }
     ZS_ASSIGN_OR_RETURN(size_t d, DimIndex(g, selection.dim, "selection of", where));
     ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(selection.dim));
     ZS_ASSIGN_OR_RETURN(std::vector<uint64_t> indices, coordinate.Select(selection));

@@ -53,6 +53,14 @@ Result<LoaderGeometry> Geometry(const LoaderOptions& options) {
   return MakeLoaderGeometry(dataset, options);
 }
 
+// A label list, as the fronts build it.
+LabelSelection Labels(std::string dim, std::vector<std::string> values) {
+  LabelSelection selection;
+  selection.dim = std::move(dim);
+  selection.values = std::move(values);
+  return selection;
+}
+
 TEST(LoaderGeometryTest, DefaultVariablesAreTheTimedOnesWithForcingsLast) {
   LoaderOptions options;
   options.forcings = {"tisr"};
@@ -77,7 +85,7 @@ TEST(LoaderGeometryTest, InputsAreTimeMajorAndTargetsLeadMajor) {
   options.sample = {{"time", 2}};
   options.target_dim = "time";
   options.target_offsets = {1, 0};
-  options.select = {"latitude=-10"};
+  options.select = {Labels("latitude", {"-10"})};
   auto g = Geometry(options);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->target_names, (std::vector<std::string>{"t2m", "temperature@850"}));
@@ -152,7 +160,7 @@ TEST(LoaderGeometryTest, NormalisesWithTheStatsFileAndRejectsWhatItCannotUse) {
 TEST(LoaderGeometryTest, ConfigurationErrorsSayWhatToChange) {
   LoaderOptions options;
   options.variables = {"t2m"};
-  options.select = {"level=500"};
+  options.select = {Labels("level", {"500"})};
   ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
                       {"selection of 'level'", "chosen with the variables"});
   options.select = {};

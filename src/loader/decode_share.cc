@@ -1,8 +1,31 @@
 #include "loader/decode_share.h"
 
 #include <algorithm>
+#include <charconv>
+#include <string>
+
+#include "zarrstream/loader.h"
 
 namespace zarrstream {
+
+Result<DecodePlacement> ParseCpuDecodeShare(std::string_view text) {
+  DecodePlacement placement;
+  if (text == "auto") {
+    placement.cpu_share = DecodePlacement::kAutoStart;
+    placement.adaptive = true;
+    return placement;
+  }
+  const auto [end, error] =
+      std::from_chars(text.data(), text.data() + text.size(), placement.cpu_share);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() ||
+      !(placement.cpu_share >= 0 && placement.cpu_share <= 1)) {
+    std::string s = "'";
+    s += text;
+    s += "': expected a share from 0 to 1 or 'auto'";
+    return InvalidArgumentError(std::move(s));
+  }
+  return placement;
+}
 
 DecodeShareController::DecodeShareController(double initial_share) {
   setting_.share = std::clamp(initial_share, 0.0, 1.0);

@@ -1,6 +1,7 @@
-// The split of GPU batches' decoding between the worker threads and nvCOMP: which chunks of a
-// batch the threads decode under a CPU share (LoaderOptions::cpu_decode_share), and the share that
-// adapts (LoaderOptions::adapt_cpu_decode_share).
+// The split of GPU batches' decoding between the worker threads and nvCOMP (DecodePlacement in
+// zarrstream/loader.h, whose text parser lives in decode_share.cc): which chunks of a batch the
+// threads decode under a CPU share (DecodePlacement::cpu_share), and the share that adapts
+// (DecodePlacement::adaptive).
 //
 // The adaptive share: nvCOMP decoding beside a training step slows the step
 // (they share the SMs and memory bandwidth), so every chunk the CPU takes over is GPU time the

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <string>
+
+#include "util/status_test_util.h"
+#include "zarrstream/loader.h"
 
 namespace zarrstream {
 namespace {
@@ -18,6 +22,28 @@ constexpr double kInterval = 0.1;  // seconds between the consumer's takes
 void ObserveWindow(Controller& c, double waited) {
   const uint64_t generation = c.Current().generation;
   for (int i = 0; i < Controller::kWindow; ++i) c.Observe(generation, waited, kInterval);
+}
+
+TEST(ParseCpuDecodeShareTest, AutoAdaptsFromHalfwayAndAShareIsFixed) {
+  Result<DecodePlacement> automatic = ParseCpuDecodeShare("auto");
+  ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();
+  EXPECT_TRUE(automatic->gpu);
+  EXPECT_TRUE(automatic->adaptive);
+  EXPECT_EQ(automatic->cpu_share, DecodePlacement::kAutoStart);
+  for (const auto& [text, share] : {std::pair{"0", 0.0}, {"0.25", 0.25}, {"1", 1.0}, {".5", 0.5}}) {
+    Result<DecodePlacement> fixed = ParseCpuDecodeShare(text);
+    ASSERT_TRUE(fixed.ok()) << text << ": " << fixed.status().ToString();
+    EXPECT_TRUE(fixed->gpu);
+    EXPECT_FALSE(fixed->adaptive);
+    EXPECT_EQ(fixed->cpu_share, share) << text;
+  }
+}
+
+TEST(ParseCpuDecodeShareTest, AnythingElseIsAnErrorQuotingTheText) {
+  for (std::string_view bad : {"", "half", "Auto", "1.5", "-0.1", "nan", "0.5 ", "0.5x", "inf"}) {
+    ExpectErrorContains(ParseCpuDecodeShare(bad).status(), ErrorCode::kInvalidArgument,
+                        {"'" + std::string(bad) + "': expected a share from 0 to 1 or 'auto'"});
+  }
 }
 
 TEST(DecodeShareControllerTest, StartsAtTheGivenShareWithinZeroToOne) {

@@ -39,18 +39,18 @@ Result<GpuSetup> SetUpGpu(const LoaderOptions& options) {
   }
   GpuSetup setup;
   setup.device = *device;
-  if (!options.gpu_decode) {
+  if (!options.decode.gpu) {
     setup.nvcomp_status = "chunks decode on the CPU: gpu_decode is off";
   } else if ((setup.nvcomp = Nvcomp::Get()) != nullptr) {
     setup.nvcomp_status =
         "nvCOMP " + setup.nvcomp->version() + " (" + setup.nvcomp->library() + ")";
-    const std::string percent = std::to_string(std::lround(100 * options.cpu_decode_share));
-    if (options.adapt_cpu_decode_share) {
+    const std::string percent = std::to_string(std::lround(100 * options.decode.cpu_share));
+    if (options.decode.adaptive) {
       setup.nvcomp_status +=
           "; the worker threads decode a share of its chunks that adapts to what they carry, "
           "from " +
           percent + " % (cpu_decode_share)";
-    } else if (options.cpu_decode_share > 0) {
+    } else if (options.decode.cpu_share > 0) {
       setup.nvcomp_status +=
           "; the worker threads decode " + percent + " % of its chunks (cpu_decode_share)";
     }

@@ -75,6 +75,41 @@ std::string GpuBatchesUnavailableReason(int cuda_device) {
   return device.ok() ? std::string() : device.status().message();
 }
 
+Result<BatchPlacement> PlanBatchPlacement(BatchDevice requested, int cuda_device,
+                                          GpuBatches gpu_batches, bool consumer_can_copy) {
+  BatchPlacement placement;
+  if (requested != BatchDevice::kCuda) {
+    if (gpu_batches == GpuBatches::kOn) {
+      return ConfigError("GPU batches (gpu_batches on) need device cuda, not " +
+                         std::string(BatchDeviceName(requested)));
+    }
+    return placement;
+  }
+  placement.reason = gpu_batches == GpuBatches::kOff ? "GPU batches are off (gpu_batches)"
+                                                     : GpuBatchesUnavailableReason(cuda_device);
+  if (placement.reason.empty()) {
+    placement.device = BatchDevice::kCuda;
+    return placement;
+  }
+  if (gpu_batches == GpuBatches::kOn) {
+    return ConfigError(
+        "GPU batches (gpu_batches on) need device cuda and a GPU this build can "
+        "use, but batches cannot be made on cuda:" +
+        std::to_string(cuda_device) + " here: " + placement.reason);
+  }
+  if (!consumer_can_copy) {
+    return ConfigError(
+        "device is cuda:" + std::to_string(cuda_device) +
+        " and the consumer does not copy host batches there (Python's output='dlpack', "
+        "zarrstream bench), so it needs GPU batches" +
+        (gpu_batches == GpuBatches::kOff
+             ? ", which are off (gpu_batches)"
+             : ", but batches cannot be made on that GPU here: " + placement.reason));
+  }
+  placement.consumer_copies = true;
+  return placement;
+}
+
 namespace internal {
 namespace {
 
@@ -108,7 +143,7 @@ struct LoaderState {
   uint64_t delivered = 0;  // batches of plan.epoch() delivered
   BatchContext context;
 
-  // GPU batches with adapt_cpu_decode_share: the share a batch's production starts with.
+  // GPU batches with an adaptive decode placement: the share a batch's production starts with.
   std::unique_ptr<DecodeShareController> decode_share;
   std::unique_ptr<BatchProducer> producer;
   GpuBatchProducer* gpu = nullptr;  // the producer, for device kCuda
@@ -132,7 +167,7 @@ struct LoaderState {
     PipelineOptions o;
     o.coordinators = NumCoordinators(options);
     o.prefetch = std::max<uint64_t>(options.prefetch, 1);
-    o.cpu_decode_share = options.cpu_decode_share;
+    o.cpu_decode_share = options.decode.cpu_share;
     o.adaptive = decode_share.get();
     ZS_ASSIGN_OR_RETURN(pipeline, Pipeline::Start(*producer, o, plan, delivered));
     return Status::Ok();
@@ -242,8 +277,8 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
     auto producer = std::make_unique<GpuBatchProducer>(c, std::move(*gpu));
     s.gpu = producer.get();
     s.producer = std::move(producer);
-    if (s.gpu->decodes_with_nvcomp() && options.adapt_cpu_decode_share) {
-      s.decode_share = std::make_unique<DecodeShareController>(options.cpu_decode_share);
+    if (s.gpu->decodes_with_nvcomp() && options.decode.adaptive) {
+      s.decode_share = std::make_unique<DecodeShareController>(options.decode.cpu_share);
     }
   } else {
     s.producer = std::make_unique<CpuBatchProducer>(c);
@@ -264,16 +299,16 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
     ZS_ASSIGN_OR_RETURN(gpu, internal::SetUpGpu(options));
   }
   ZS_ASSIGN_OR_RETURN(const CudaDriver* pin, internal::PinningDriver(options));
-  if (!(options.cpu_decode_share >= 0 && options.cpu_decode_share <= 1)) {
+  if (!(options.decode.cpu_share >= 0 && options.decode.cpu_share <= 1)) {
     std::ostringstream share;
-    share << options.cpu_decode_share;
+    share << options.decode.cpu_share;
     return ConfigError("cpu_decode_share is " + share.str() + ": expected a share from 0 to 1");
   }
   OpenOptions open_options;
   open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
   ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, options));
-  ZS_ASSIGN_OR_RETURN(ShuffleMode shuffle, ParseShuffleMode(options.shuffle));
+  const ShuffleMode shuffle = options.shuffle;
   ZS_ASSIGN_OR_RETURN(SamplePlan plan,
                       internal::MakeSamplePlan(dataset, geometry, options, shuffle));
   auto state = std::make_unique<LoaderState>(options, std::move(dataset), std::move(geometry),
@@ -409,7 +444,7 @@ LoaderStats Loader::stats() const {
   st.gpu_scatter_seconds = static_cast<double>(counters.gpu_scatter_ns) * 1e-9;
   if (s.gpu && s.gpu->decodes_with_nvcomp()) {
     st.cpu_decode_share =
-        CurrentDecodeShare(s.decode_share.get(), s.options.cpu_decode_share).share;
+        CurrentDecodeShare(s.decode_share.get(), s.options.decode.cpu_share).share;
   }
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;

@@ -10,6 +10,8 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -58,6 +60,22 @@ const std::string& Era5LikeUrl() {
   return url;
 }
 
+// A label range and a label list, as the fronts build them.
+LabelSelection Range(std::string dim, std::optional<std::string> start,
+                     std::optional<std::string> stop) {
+  LabelSelection selection;
+  selection.dim = std::move(dim);
+  selection.start = std::move(start);
+  selection.stop = std::move(stop);
+  return selection;
+}
+LabelSelection Labels(std::string dim, std::vector<std::string> values) {
+  LabelSelection selection;
+  selection.dim = std::move(dim);
+  selection.values = std::move(values);
+  return selection;
+}
+
 TEST(BFloat16Test, RoundsToNearestEven) {
   auto bits = [](uint32_t b) { return std::bit_cast<float>(b); };
   EXPECT_EQ(FloatToBFloat16(1.0F), 0x3F80);
@@ -82,7 +100,7 @@ TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
   options.target_dim = "time";
   options.target_offsets = {1};
   options.target_variables = {"temperature@850"};
-  options.shuffle = "none";
+  options.shuffle = ShuffleMode::kNone;
   options.batch_size = 4;
   options.num_threads = 2;
   auto loader = Loader::Open(Era5LikeUrl(), options);
@@ -182,6 +200,63 @@ TEST(LoaderTest, MisconfigurationFailsAtOpen) {
   options.target_offsets = {};
   ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), invalid,
                       {"without target offsets"});
+}
+
+TEST(LoaderTest, TypedSelectionsRestrictTheirDimensionsOncePerDimension) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.select = {Range("latitude", "10", "0"),
+                    Labels("time", {"2000-01-01T06:00", "2000-01-01T12"})};
+  auto loader = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  EXPECT_EQ(loader->input_shape(), (std::vector<int64_t>{1, 1, 2, kLon}));
+  EXPECT_EQ(loader->num_samples(), 2U);  // two time steps
+
+  options.select = {Range("latitude", std::nullopt, "0"), Labels("latitude", {"10"})};
+  ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), ErrorCode::kInvalidArgument,
+                      {"dimension 'latitude' is selected twice", "loader_test"});
+  options.select = {Labels("latitude", {"twelve"})};
+  EXPECT_FALSE(Loader::Open(Era5LikeUrl(), options).ok());
+}
+
+// The device policy: a cuda request gets GPU batches where they can be made, else host batches
+// the consumer copies, if it can; GPU batches demanded but not to be had are errors.
+TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
+  Result<BatchPlacement> cpu =
+      PlanBatchPlacement(BatchDevice::kCpu, 0, GpuBatches::kAuto, /*consumer_can_copy=*/false);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(cpu->device, BatchDevice::kCpu);
+  EXPECT_FALSE(cpu->consumer_copies);
+  ExpectErrorContains(PlanBatchPlacement(BatchDevice::kCpu, 0, GpuBatches::kOn, true).status(),
+                      ErrorCode::kConfig, {"gpu_batches on", "need device cuda, not cpu"});
+
+  Result<BatchPlacement> off = PlanBatchPlacement(BatchDevice::kCuda, 0, GpuBatches::kOff, true);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->device, BatchDevice::kCpu);
+  EXPECT_TRUE(off->consumer_copies);
+  EXPECT_EQ(off->reason, "GPU batches are off (gpu_batches)");
+  ExpectErrorContains(PlanBatchPlacement(BatchDevice::kCuda, 0, GpuBatches::kOff, false).status(),
+                      ErrorCode::kConfig,
+                      {"device is cuda:0", "needs GPU batches, which are off (gpu_batches)"});
+
+  const std::string unavailable = GpuBatchesUnavailableReason();
+  Result<BatchPlacement> automatic =
+      PlanBatchPlacement(BatchDevice::kCuda, 0, GpuBatches::kAuto, true);
+  ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();
+  if (unavailable.empty()) {
+    EXPECT_EQ(automatic->device, BatchDevice::kCuda);
+    EXPECT_FALSE(automatic->consumer_copies);
+    EXPECT_EQ(automatic->reason, "");
+    GTEST_SKIP() << "the part without a usable GPU is skipped: a GPU is usable here";
+  }
+  EXPECT_EQ(automatic->device, BatchDevice::kCpu);
+  EXPECT_TRUE(automatic->consumer_copies);
+  EXPECT_EQ(automatic->reason, unavailable);
+  ExpectErrorContains(PlanBatchPlacement(BatchDevice::kCuda, 0, GpuBatches::kOn, true).status(),
+                      ErrorCode::kConfig,
+                      {"need device cuda and a GPU this build can use", unavailable});
+  ExpectErrorContains(PlanBatchPlacement(BatchDevice::kCuda, 0, GpuBatches::kAuto, false).status(),
+                      ErrorCode::kConfig, {"batches cannot be made on that GPU here", unavailable});
 }
 
 // pin_memory: auto pins exactly when a CUDA device is present; on demands one.

@@ -123,13 +123,23 @@ void ExpectCopiesTileTheSlabs(const LoaderGeometry& g, const SampleBatch& batch,
   EXPECT_EQ(covered.size(), slabs * g.slab_elements);
 }
 
+// A label range, as the fronts build it.
+LabelSelection Range(std::string dim, std::optional<std::string> start,
+                     std::optional<std::string> stop) {
+  LabelSelection selection;
+  selection.dim = std::move(dim);
+  selection.start = std::move(start);
+  selection.stop = std::move(stop);
+  return selection;
+}
+
 TEST(ReadPlanTest, CopiesCarryEachSlabFromTheChunksThatHoldIt) {
   LoaderOptions options;
   // Level 1000 sits alone in the partial second level chunk.
   options.variables = {"temperature@850,1000", "t2m"};
   options.target_variables = {"t2m"};
   options.sample = {{"time", 2}, {"longitude", 3}};
-  options.select = {"latitude=10:-30"};
+  options.select = {Range("latitude", "10", "-30")};
   options.target_dim = "time";
   options.target_offsets = {1, 2};
   auto geometry = Geometry(options);
@@ -175,7 +185,7 @@ TEST(ReadPlanTest, PlanDimsCarryWindowsStridesTargetReachAndChunks) {
   options.variables = {"temperature@500"};
   options.sample = {{"time", 2}, {"longitude", 3}};
   options.stride = {{"longitude", 2}};
-  options.select = {"time=2000-01-01T06:00:2000-01-02T18:00"};
+  options.select = {Range("time", "2000-01-01T06:00", "2000-01-02T18:00")};
   options.target_dim = "time";
   options.target_offsets = {3, 1};
   auto geometry = Geometry(options);

@@ -64,19 +64,10 @@
 #include <vector>
 
 #include "dataset/coordinates.h"
+#include "zarrstream/loader.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {
-
-enum class ShuffleMode : uint8_t {
-  kNone,   // index order
-  kExact,  // global permutation
-  kBlock,  // chunk-aware block shuffle
-};
-
-// "none", "exact", "block": the names the Python front and saved states use.
-std::string_view ShuffleModeName(ShuffleMode mode);
-Result<ShuffleMode> ParseShuffleMode(std::string_view name);
 
 // One sampled dimension, in array index space.
 struct SampledDim {

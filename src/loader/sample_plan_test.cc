@@ -154,6 +154,20 @@ TEST(SamplePlanTest, ValidationErrorsNameTheDimensionAndNumbers) {
                       {"'random'", "none, exact or block"});
 }
 
+TEST(SamplePlanTest, ShuffleModesParseFromTheirNamesOnly) {
+  for (ShuffleMode mode : {ShuffleMode::kNone, ShuffleMode::kExact, ShuffleMode::kBlock}) {
+    Result<ShuffleMode> parsed = ParseShuffleMode(ShuffleModeName(mode));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(*parsed, mode);
+  }
+  EXPECT_EQ(ShuffleModeName(ShuffleMode::kBlock), "block");
+  for (std::string_view bad : {"", "Exact", " none", "true"}) {
+    ExpectErrorContains(
+        ParseShuffleMode(bad).status(), ErrorCode::kConfig,
+        {"unknown shuffle mode '" + std::string(bad) + "'", "none, exact or block"});
+  }
+}
+
 // ---- epoch order ----
 
 TEST(SamplePlanTest, FeistelPermutationIsABijection) {

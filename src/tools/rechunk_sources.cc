@@ -8,7 +8,7 @@
 
 #include "dataset/channel_spec.h"
 #include "dataset/coordinates.h"
-#include "dataset/label_selection.h"
+#include "zarrstream/label_selection.h"
 
 namespace zarrstream::tools {
 namespace {

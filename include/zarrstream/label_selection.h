@@ -1,6 +1,10 @@
-// Label selections as the command line and the loader's options write them, before they meet a
-// coordinate: "time=1979-01-01:2015-12-31", "level=500,850". Parsing only tells labels from ranges
-// and numbers from dates; what a label selects is the coordinate's business (coordinates.h).
+// Label selections: which labels of a dimension's coordinate to use ("time" from 1979-01-01 to
+// 2015-12-31, "level" 500 and 850), as the loader (LoaderOptions::select), `zarrstream stats` and
+// `rechunk` take them. A selection is built directly (the Python front does, from its `select`
+// dict) or parsed once from the command line's text (ParseLabelSelections). Labels stay text until
+// they meet a coordinate: a number ("500", "-10.5") or a date with its period ("1981",
+// "1979-01-01T06:00"); what a label selects, and the error for one that is neither, are the
+// coordinate's business (the dataset's coordinates).
 #pragma once
 
 #include <optional>
@@ -12,7 +16,7 @@
 
 namespace zarrstream {
 
-// One dimension's selection as written, before it meets a coordinate.
+// One dimension's selection: a range of labels, or a list of them.
 struct LabelSelection {
   std::string dim;
   // Exact labels to select, in order; empty for a range.
