@@ -74,14 +74,15 @@ fuzz: venv
 
 # The C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included), in
 # $(ASAN_BUILD_DIR). Not part of `make test` (time: a full instrumented build); run it after
-# touching memory handling, threads or parsers.
+# touching memory handling, threads or parsers. It builds every target (not just zarrstream_tests):
+# ctest also runs the NVTX ranges check (zarrstream_nvtx_tests) wherever the CUDA toolkit is found.
 ASAN_BUILD_DIR := build/asan
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 		-DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
 		-DZARRSTREAM_BUILD_PYTHON=OFF -DZARRSTREAM_WERROR=OFF
-	cmake --build $(ASAN_BUILD_DIR) --target zarrstream_tests -j $(JOBS)
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j $(JOBS)
 
