@@ -349,7 +349,8 @@ def prefetched(w: Workload, read_batch, thread_name: str) -> Iterator[Batch]:
             pending: collections.deque = collections.deque()
             submitted = 0
 
-            def fill() -> None:
+            # The epoch's state as defaults, not loop variables: fill runs only within this epoch.
+            def fill(order=order, count=count, pending=pending, epoch=epoch) -> None:
                 nonlocal submitted
                 while submitted < count and len(pending) < prefetch:
                     origins = order[submitted * w.batch_size:(submitted + 1) * w.batch_size]

@@ -202,8 +202,8 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
         idle = log.get("gpu_idle_fraction")
         idle_cell = f"{100 * idle:.1f} %" if idle is not None else ""
-        out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % | {idle_cell} | "
-                   f"{decode} | {chunks} | {peak} |")
+        out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % "
+                   f"| {idle_cell} | {decode} | {chunks} | {peak} |")
     return "\n".join(out)
 
 

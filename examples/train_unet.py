@@ -95,7 +95,8 @@ class UNet(nn.Module):
         y = skips.pop()
         for block in self.up:
             skip = skips.pop()
-            y = block(torch.cat([F.interpolate(y, size=skip.shape[-2:], mode="bilinear", align_corners=False), skip], 1))
+            up = F.interpolate(y, size=skip.shape[-2:], mode="bilinear", align_corners=False)
+            y = block(torch.cat([up, skip], 1))
         return x + self.head(y)[..., :h, :w]
 
 
@@ -184,7 +185,8 @@ class DataLoaderBatches(Batches):
         lat, lon = ds.sizes["latitude"], ds.sizes["longitude"]
         self.generator = xbatcher.BatchGenerator(ds, input_dims={"time": 2, "latitude": lat, "longitude": lon},
                                                  input_overlap={"time": 1}, preload_batch=False)
-        stacked = ds.isel(time=slice(0, 1)).to_stacked_array(new_dim="channel", sample_dims=("time", "latitude", "longitude"))
+        stacked = ds.isel(time=slice(0, 1)).to_stacked_array(
+            new_dim="channel", sample_dims=("time", "latitude", "longitude"))
         names = [_channel_name(v, lv) for v, lv in stacked.indexes["channel"]]
         by_name = {c["name"]: c for c in json.loads(Path(args.stats).read_text())["channels"]}
         missing = [n for n in names if n not in by_name]
@@ -459,24 +461,30 @@ def summary(log: dict[str, Any]) -> str:
     stats = log.get("loader_stats") or {}
     if stats:
         used = stats["bytes_used"] or 1
-        lines.append(f"  loader: read {stats['bytes_read'] / 1e6:.1f} MB, decoded {stats['bytes_decoded'] / 1e6:.1f} MB "
+        lines.append(f"  loader: read {stats['bytes_read'] / 1e6:.1f} MB, "
+                     f"decoded {stats['bytes_decoded'] / 1e6:.1f} MB "
                      f"({stats['bytes_decoded'] / used:.2f} per byte used), {stats['cache_hits']} cache hits, "
                      f"{stats['requests']} requests; read+decode {stats['read_decode_seconds']:.2f} s, "
                      f"assemble {stats['assemble_seconds']:.2f} s (loader threads, overlapping training)")
         if stats.get("bytes_to_gpu"):
-            lines.append(f"  GPU batches ({log.get('gpu_decode', '')}): {stats['gpu_decoded_chunks']} chunks decoded on the GPU, "
-                         f"{stats['bytes_to_gpu'] / 1e6:.1f} MB copied there; read {stats['gpu_read_seconds']:.2f} s, "
-                         f"copy + decode {stats['gpu_decode_seconds']:.2f} s, scatter {stats['gpu_scatter_seconds']:.2f} s")
+            lines.append(f"  GPU batches ({log.get('gpu_decode', '')}): "
+                         f"{stats['gpu_decoded_chunks']} chunks decoded on the GPU, "
+                         f"{stats['bytes_to_gpu'] / 1e6:.1f} MB copied there; "
+                         f"read {stats['gpu_read_seconds']:.2f} s, "
+                         f"copy + decode {stats['gpu_decode_seconds']:.2f} s, "
+                         f"scatter {stats['gpu_scatter_seconds']:.2f} s")
             if log.get("cpu_decode_share") == "auto":
-                lines.append(f"  the CPU threads' share of nvCOMP's chunks ended at {100 * stats['cpu_decode_share']:.0f} %")
+                lines.append("  the CPU threads' share of nvCOMP's chunks ended at "
+                             f"{100 * stats['cpu_decode_share']:.0f} %")
     if log.get("gpu_idle_fraction") is not None:
-        lines.append(f"  GPU idle {100 * log['gpu_idle_fraction']:.1f} % of the time after the first step (the training "
-                     "stream between one step's last kernel and the next's first: waiting for batches, and the "
-                     "host's work between steps)")
+        lines.append(f"  GPU idle {100 * log['gpu_idle_fraction']:.1f} % of the time after the first step "
+                     "(the training stream between one step's last kernel and the next's first: waiting for "
+                     "batches, and the host's work between steps)")
     memory = log.get("gpu_memory")
     if memory:
-        lines.append(f"  GPU memory: at most {memory['peak_used_bytes'] / 1e9:.1f} of {memory['total_bytes'] / 1e9:.1f} GB "
-                     f"in use; PyTorch reserved at most {memory['torch_peak_reserved_bytes'] / 1e9:.1f} GB, the rest is "
+        lines.append(f"  GPU memory: at most {memory['peak_used_bytes'] / 1e9:.1f} "
+                     f"of {memory['total_bytes'] / 1e9:.1f} GB in use; "
+                     f"PyTorch reserved at most {memory['torch_peak_reserved_bytes'] / 1e9:.1f} GB, the rest is "
                      "the loader's batches and workspaces, CUDA contexts and other processes")
     return "\n".join(lines)
 

@@ -10,7 +10,6 @@ which is what zarr-python calls to encode them. Seeds are generated, never commi
 """
 
 import hashlib
-import json
 import shutil
 import sys
 import tempfile

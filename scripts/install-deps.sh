@@ -8,6 +8,7 @@ packages=(
   libzstd-dev liblz4-dev libblosc-dev libdeflate-dev zlib1g-dev libbz2-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   python3-venv
+  clang-format clang-tidy  # make lint
   libcurl4-openssl-dev libssl-dev nginx libnginx-mod-http-echo wrk
 )
 if [ $# -gt 0 ]; then packages=("$@"); fi

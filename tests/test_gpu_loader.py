@@ -2,14 +2,14 @@
 must equal the CPU loader's batches bit for bit, for stores zarr-python wrote with every codec the
 GPU decodes (zstd, gzip, zlib, lz4, blosc with lz4 or zstd and byte or no shuffle, none, crc32c,
 big-endian, sharded), the ones it leaves to the CPU (blosc with bitshuffle or blosclz), missing
-chunks, NaNs, every source and batch dtype and normalisation. Bad chunks fail with the CPU path's error, or are skipped alike.
+chunks, NaNs, every source and batch dtype and normalisation. Bad chunks fail with the CPU path's
+error, or are skipped alike.
 
 Every test here is marked ``gpu``: without a CUDA device they are skipped, and the summary says so.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -425,7 +425,8 @@ def test_dlpack_batches_feed_jax(stores, monkeypatch):
     as its own step where JAX is installed."""
     # JAX would otherwise take 75 % of the GPU's memory at its first use, before the loader's.
     monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
+    import jax
     import jax.dlpack
 
     gpus = [d for d in jax.devices() if d.platform == "gpu"]

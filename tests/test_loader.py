@@ -17,7 +17,6 @@ import time
 import sys
 from pathlib import Path
 
-import cftime
 import numpy as np
 import pytest
 import zarr
@@ -505,7 +504,7 @@ def test_two_real_ranks_with_torch_distributed(era5, tmp_path):
         procs.append(subprocess.Popen([sys.executable, str(script), str(path)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     line = next(l for l in outs[0][0].splitlines() if l.startswith("ORIGINS"))
     a, b = json.loads(line.split(" ", 1)[1])
@@ -776,7 +775,8 @@ def test_a_cpu_decode_share_outside_0_to_1_is_a_clear_error(era5, share):
 
 def test_an_adaptive_cpu_decode_share_is_auto_and_nothing_else(era5):
     path, _ = era5
-    with pytest.raises(zarrstream.ConfigError, match="cpu_decode_share is 'half': expected a share from 0 to 1 or 'auto'"):
+    with pytest.raises(zarrstream.ConfigError,
+                       match="cpu_decode_share is 'half': expected a share from 0 to 1 or 'auto'"):
         zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="half")
     # Host batches decode on the CPU anyway: "auto" changes nothing there.
     loader = zarrstream.Loader(path, ["2m_temperature"], batch_size=2, cpu_decode_share="auto")

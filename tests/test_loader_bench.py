@@ -140,7 +140,7 @@ def test_synth_store_every_workload_and_tool(tmp_path):
             # The loader's own account of what it delivered: the start-up batch and the measured ones.
             assert rows[name]["loader_stats"]["samples"] == 1 * 2 + 4 * 2
     assert list(results["whole"]) == ["tensorstore", "zarr-python", "zarrs", "zarrstream"]
-    for name, r in results["whole"].items():
+    for r in results["whole"].values():
         check_whole(r, reads=2, nbytes=whole_bytes)
         assert r["config"]["variable"] == "temperature"
     # One table: a row per workload and tool, each with its ratio to zarrstream's in that workload.

@@ -47,8 +47,9 @@ PRESSURE_LEVELS = [50, 100, 150, 200, 250, 300, 400, 500, 600, 700, 850, 925, 10
 
 # zstd level 3 on float32 reanalysis fields: raw bytes / stored bytes. Continuous fields land in
 # about 1.1-1.6 (era5-small's 13-level chunks of fields spanning orders of magnitude, such as
-# specific humidity, sit at the bottom: ~1.1, so the bound is 1.08); fields with many exact zeros (precipitation, the night side of the solar forcing) or
-# mostly exact 0/1 (the land-sea mask) and sea-level orography compress more, as in ERA5.
+# specific humidity, sit at the bottom: ~1.1, so the bound is 1.08); fields with many exact zeros
+# (precipitation, the night side of the solar forcing) or mostly exact 0/1 (the land-sea mask) and
+# sea-level orography compress more, as in ERA5.
 ZSTD_RATIO = {name: (1.08, 1.6) for name in VARIABLES}
 ZSTD_RATIO.update({
     "total_precipitation": (1.5, 4.0),

@@ -107,8 +107,9 @@ def test_the_baseline_under_torchrun_shards_its_samples_among_the_ranks(dataset,
     epoch, as PyTorch users shard a Dataset."""
     launcher = (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                 "--master_addr", "127.0.0.1", "--master_port", str(free_port()))
-    run_example(dataset, tmp_path, "--loader", "dataloader", "--workers", 0, "--variables", "2m_temperature,geopotential",
-                "--epochs", 2, "--json-out", tmp_path / "baseline.json", launcher=launcher)
+    run_example(dataset, tmp_path, "--loader", "dataloader", "--workers", 0,
+                "--variables", "2m_temperature,geopotential", "--epochs", 2,
+                "--json-out", tmp_path / "baseline.json", launcher=launcher)
     logs = [json.loads((tmp_path / f"baseline{suffix}.json").read_text()) for suffix in ("", ".rank1")]
     by_epoch = []
     for epoch in (0, 1):
@@ -333,7 +334,8 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
                 "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.",
                 "E1125 torch/distributed/elastic/multiprocessing/api.py failed (exitcode: 1)",
                 "=" * 60, "  rank      : 1 (local_rank: 1)", "=" * 60]
-    assert matrix.error_line(torchrun) == "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
+    assert (matrix.error_line(torchrun)
+            == "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.")
     assert matrix.error_line(["step 3", "error: no_such_variable: not in the store"]) == \
         "error: no_such_variable: not in the store"
     assert matrix.error_line(["usage: train_unet.py", "train_unet.py: error: bad --select"]) == \

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import multiprocessing as mp
 import os
@@ -425,7 +426,9 @@ def run_config(args, name, rows, chunks, orig_dev, lib, kern, stream, results):
         scratch = cp.empty(out.nbytes, cp.uint8) if plan else None
         target = scratch if plan else out
 
-        def h2d():
+        # The closures take this configuration's buffers as defaults, not as loop variables: they
+        # are called only in this iteration, and deleted with the buffers at its end.
+        def h2d(d_stage=d_stage, pinned=pinned):
             cp.cuda.runtime.memcpyAsync(d_stage.data.ptr, pinned.ctypes.data, pinned.nbytes, 1,
                                         stream.ptr)
 
@@ -442,7 +445,7 @@ def run_config(args, name, rows, chunks, orig_dev, lib, kern, stream, results):
             d_nel = cp.asarray(np.array(nel, np.uint32))
             nblk = len(dst)
 
-            def unshuf():
+            def unshuf(nblk=nblk, d_src=d_src, d_dst=d_dst, d_nel=d_nel):
                 kern((nblk,), (256,), (d_src, d_dst, d_nel), stream=stream)
 
         dec = NvcompDecoder(lib, algo, extra)
@@ -460,7 +463,8 @@ def run_config(args, name, rows, chunks, orig_dev, lib, kern, stream, results):
         tb = dec.temp_bytes(n, max_chunk, total, stream.ptr)
         d_temp = cp.empty(max(tb, 1), cp.uint8)
 
-        def decode(k=n):
+        def decode(k=n, dec=dec, d_in_ptrs=d_in_ptrs, d_in_bytes=d_in_bytes, d_out_bytes=d_out_bytes,
+                   d_actual=d_actual, d_temp=d_temp, tb=tb, d_out_ptrs=d_out_ptrs, d_status=d_status):
             dec(d_in_ptrs.data.ptr, d_in_bytes.data.ptr, d_out_bytes.data.ptr, d_actual.data.ptr,
                 k, d_temp.data.ptr, tb, d_out_ptrs.data.ptr, d_status.data.ptr, stream.ptr)
 
@@ -487,7 +491,7 @@ def run_config(args, name, rows, chunks, orig_dev, lib, kern, stream, results):
         t_dec, all_t = time_events(decode, stream, args.reps, args.warmup)
         # one time step (the first 1/steps of the jobs): fewer chunks in flight
         k1 = n // args.steps
-        t_dec1, _ = time_events(lambda: decode(k1), stream, args.reps, args.warmup)
+        t_dec1, _ = time_events(functools.partial(decode, k1), stream, args.reps, args.warmup)
         t_un = time_events(unshuf, stream, args.reps, args.warmup)[0] if plan else 0.0
         dec_gbs = field_bytes / (t_dec + t_un) / 1e9
         dec1_gbs = field_bytes / args.steps / (t_dec1 + t_un / args.steps) / 1e9
@@ -501,7 +505,7 @@ def run_config(args, name, rows, chunks, orig_dev, lib, kern, stream, results):
                    decode_ms_all=[x * 1e3 for x in all_t], align=dec.align)
         results.append(row)
         print(fmt_row(row), flush=True)
-        del d_temp, pinned, pinned_mem, d_stage, out, scratch, target
+        del h2d, unshuf, decode, d_temp, pinned, pinned_mem, d_stage, out, scratch, target
 
 
 HEADER = ("| codec | decoder | chunk lat rows | chunk KiB | streams/batch | ratio | H2D GB/s "

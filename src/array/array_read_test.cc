@@ -207,6 +207,13 @@ TEST(ArrayReadTest, RegionOutsideTheArrayIsAnError) {
   std::vector<int32_t> out(16);
   std::vector<uint64_t> start = {3, 0}, shape = {2, 4};
   EXPECT_EQ(a->Read(start, shape, out.data()).code(), ErrorCode::kInvalidArgument);
+  // Empty along one dimension does not excuse the other's overrun (found by array_region_fuzzer).
+  start = {1, 3};
+  shape = {0, 2};
+  EXPECT_EQ(a->Read(start, shape, out.data()).code(), ErrorCode::kInvalidArgument);
+  start = {1, 0};
+  shape = {0, 4};
+  EXPECT_TRUE(a->Read(start, shape, out.data()).ok());
 }
 
 std::string Sharded(const std::string& location, const std::string& inner = kZstd) {
