@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
@@ -172,8 +173,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                            : in.ConsumeIntegral<uint64_t>();
     }
   }
-  o.select = Pick(in, kSelections, 2);
-  o.shuffle = in.PickValueInArray(kShuffles);
+  // Selections and the shuffle mode arrive as the command line's text and take its parsers.
+  auto select = ParseLabelSelections(Pick(in, kSelections, 2));
+  if (!select.ok()) {
+    fuzz::CheckNotInternal(select.status(), "ParseLabelSelections");
+    return 0;
+  }
+  o.select = std::move(*select);
+  auto shuffle = ParseShuffleMode(in.PickValueInArray(kShuffles));
+  if (!shuffle.ok()) {
+    fuzz::CheckNotInternal(shuffle.status(), "ParseShuffleMode");
+    return 0;
+  }
+  o.shuffle = *shuffle;
   o.seed = in.ConsumeIntegral<uint64_t>();
   o.block_chunks = in.ConsumeIntegralInRange<uint64_t>(0, 4);
   o.block_window = in.ConsumeIntegralInRange<uint64_t>(0, 5);
