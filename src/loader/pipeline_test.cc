@@ -116,7 +116,7 @@ TEST(PipelineTest, AnAllocationThatThrowsIsTheBatchsError) {
   const SamplePlan plan = PlanOf(6, 2);
   std::unique_ptr<Pipeline> pipeline = Start(producer, Options(2, 2), plan, 0);
   ExpectNext(*pipeline, 0, 0);
-  ExpectErrorContains(pipeline->Take().status(), ErrorCode::kConfig,
+  ExpectErrorContains(pipeline->Take().status(), ErrorCode::kOutOfMemory,
                       {"out of memory making batch 1 (epoch 0)"});
   ExpectNext(*pipeline, 0, 2);
 }

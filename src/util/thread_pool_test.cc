@@ -73,10 +73,10 @@ TEST(ParallelForTest, AnAllocationFailureInATaskIsAnErrorValue) {
       if (i == failing) throw std::bad_alloc();
       return Status::Ok();
     });
-    EXPECT_EQ(s.code(), ErrorCode::kUnsupported) << s.ToString();
+    EXPECT_EQ(s.code(), ErrorCode::kOutOfMemory) << s.ToString();
   }
   Status serial = ParallelFor(nullptr, 4, [](size_t) -> Status { throw std::bad_alloc(); });
-  EXPECT_EQ(serial.code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(serial.code(), ErrorCode::kOutOfMemory);
 }
 
 TEST(ParallelForTest, NestedCallsOnASmallPoolDoNotDeadlock) {
