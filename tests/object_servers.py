@@ -15,7 +15,12 @@
   front of either server. It counts requests, can add latency, and injects faults into the first
   attempt of each distinct request: 503, 429 with Retry-After, connection resets, stalls, slow
   bodies and truncated bodies; and into every attempt for chosen paths (an object that fails for
-  good: 500 or any other fault).
+  good: 500 or any other fault). Responses that break HTTP's rules: 204 to a GET, a redirect, a
+  Content-Range other than the range asked for, a Content-Length one byte short (the byte left
+  over lands before the next response on the connection), a body without any length cut short.
+  With ``error_rate``, a sustained share of all attempts fails (503 or a reset), chosen from a
+  seed and each attempt's identity, so a run fails the same attempts whatever the order requests
+  arrive in.
 
 A missing server binary fails the test with the command that installs it: these tests must run in
 CI (``make test`` installs nginx through scripts/install-deps.sh and moto from requirements-dev.txt).
@@ -24,6 +29,7 @@ CI (``make test`` installs nginx through scripts/install-deps.sh and moto from r
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -310,7 +316,8 @@ class MotoS3:
 # ---------------------------------------------------------------------------------------------
 # The fault-injecting proxy.
 
-FAULTS = ("500", "503", "429", "reset", "stall", "slow", "truncate")
+FAULTS = ("500", "503", "429", "reset", "stall", "slow", "truncate", "204", "301", "wrong-range",
+          "short-length", "unframed")
 
 
 @dataclass
@@ -332,6 +339,8 @@ class FaultProxy:
     latency: seconds added before every response (the benchmark's round trip).
     broken: path suffix -> fault injected into every attempt of every request whose path ends
     with it (a permanent failure of those objects), whatever `faults` says.
+    error_rate: the share of all attempts (first or retry) that get one of `error_faults`, drawn
+    from a hash of (seed, method, path, Range, attempt number): deterministic for a seed.
     """
 
     upstream_port: int
@@ -341,10 +350,14 @@ class FaultProxy:
     stall_seconds: float = 30.0
     every_attempt: bool = False  # inject into every attempt, not just the first
     broken: dict[str, str] = field(default_factory=dict)
+    error_rate: float = 0.0
+    error_faults: tuple[str, ...] = ("503", "reset")
+    seed: int = 0
     log: list[ProxiedRequest] = field(default_factory=list)
 
     def __post_init__(self):
         self._seen: set[tuple[str, str, str]] = set()
+        self._attempts: dict[tuple[str, str, str], int] = {}
         self._next_fault = 0
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -358,13 +371,18 @@ class FaultProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def configure(self, faults=(), latency: float | None = None,
-                  broken: dict[str, str] | None = None) -> None:
+                  broken: dict[str, str] | None = None, error_rate: float = 0.0,
+                  error_faults: tuple[str, ...] = ("503", "reset"), seed: int = 0) -> None:
         with self._lock:
             self.faults = tuple(faults)
             self.broken = dict(broken or {})
+            self.error_rate = error_rate
+            self.error_faults = tuple(error_faults)
+            self.seed = seed
             if latency is not None:
                 self.latency = latency
             self._seen.clear()
+            self._attempts.clear()
             self._next_fault = 0
             self.every_attempt = False
             self.log.clear()
@@ -402,9 +420,16 @@ class FaultProxy:
             for suffix, fault in self.broken.items():
                 if path.endswith(suffix):
                     return fault
+            identity = (method, path, headers.get("range", ""))
+            if self.error_rate > 0:
+                attempt = self._attempts.get(identity, 0)
+                self._attempts[identity] = attempt + 1
+                digest = hashlib.sha256(
+                    f"{self.seed}|{method}|{path}|{identity[2]}|{attempt}".encode()).digest()
+                if int.from_bytes(digest[:8], "big") < self.error_rate * 2**64:
+                    return self.error_faults[digest[8] % len(self.error_faults)]
             if not self.faults:
                 return None
-            identity = (method, path, headers.get("range", ""))
             if identity in self._seen and not self.every_attempt:
                 return None
             self._seen.add(identity)
@@ -476,6 +501,19 @@ class FaultProxy:
                                                     ("Content-Length", "4")], b"slow")
                     await client_writer.drain()
                     continue
+                if entry.fault == "204":
+                    entry.status = 204
+                    self._send(client_writer, 204, [], b"")
+                    await client_writer.drain()
+                    continue
+                if entry.fault == "301":
+                    entry.status = 301
+                    self._send(client_writer, 301,
+                               [("Location", f"http://user:hunter2@elsewhere.invalid{target}"
+                                             "?X-Amz-Signature=secret"),
+                                ("Content-Length", "5")], b"moved")
+                    await client_writer.drain()
+                    continue
                 if entry.fault == "reset":
                     sock = client_writer.get_extra_info("socket")
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -516,8 +554,30 @@ class FaultProxy:
                                 if k.lower() not in ("transfer-encoding", "content-length",
                                                      "connection")]
                 # HEAD keeps the upstream's length (there is no body); bodies are re-framed.
-                resp_headers.append(("Content-Length",
-                                     upstream_length if method == "HEAD" else str(len(resp_body))))
+                length = upstream_length if method == "HEAD" else str(len(resp_body))
+                if entry.fault == "wrong-range" and status == 206:
+                    # The right bytes, announced as starting one byte later.
+                    resp_headers = [(k, self._shift_range(v) if k.lower() == "content-range" else v)
+                                    for k, v in resp_headers]
+                if entry.fault == "short-length" and status == 206 and len(resp_body) > 1:
+                    # One byte short: the last byte stays on the connection, sent once the client
+                    # has taken the response, so it precedes the next response there.
+                    client_writer.write(self._head(status, resp_headers + [
+                        ("Content-Length", str(len(resp_body) - 1))]) + resp_body[:-1])
+                    await client_writer.drain()
+                    await asyncio.sleep(0.05)
+                    client_writer.write(resp_body[-1:])
+                    await client_writer.drain()
+                    continue
+                if entry.fault == "unframed" and len(resp_body) > 1:
+                    # No Content-Length, no chunks: the body ends when the connection closes, here
+                    # halfway through.
+                    client_writer.write(self._head(status, resp_headers + [("Connection", "close")])
+                                        + resp_body[: len(resp_body) // 2])
+                    await client_writer.drain()
+                    client_writer.close()
+                    return
+                resp_headers.append(("Content-Length", length))
                 client_writer.write(self._head(status, resp_headers))
                 if entry.fault == "stall" and resp_body:
                     await client_writer.drain()
@@ -548,6 +608,14 @@ class FaultProxy:
                 upstream[1].close()
             if not client_writer.transport.is_closing():
                 client_writer.close()
+
+    @staticmethod
+    def _shift_range(value: str) -> str:
+        """'bytes 0-9/100' -> 'bytes 1-10/100'."""
+        unit, _, rest = value.partition(" ")
+        span, _, total = rest.partition("/")
+        first, _, last = span.partition("-")
+        return f"{unit} {int(first) + 1}-{int(last) + 1}/{total}"
 
     @staticmethod
     def _head(status: int, headers: list[tuple[str, str]]) -> bytes:

@@ -272,6 +272,162 @@ def test_dead_and_failing_endpoints_fail_in_bounded_time(proxy, monkeypatch):
     assert "group.zarr/temperature/zarr.json" in str(e.value)
 
 
+def test_responses_that_break_http_framing_are_retried_on_a_new_connection(proxy, tree):
+    """A Content-Range other than the range asked for, a Content-Length one byte short (whose
+    leftover byte then precedes the next response on that connection) and a body without any
+    length cut short: each is retried on a new connection, and reads stay exact."""
+    expected = zarr_read(tree / "group.zarr" / "sharded")
+    for faults in (("wrong-range",), ("short-length",), ("unframed",)):
+        proxy.configure(faults=faults)
+        s = zarrstream.open_array(f"{proxy.url}/group.zarr/sharded")
+        assert_bit_equal(s.read(), expected, str(faults))
+        t = zarrstream.open_array(f"{proxy.url}/group.zarr/temperature")
+        assert_bit_equal(t.read(), zarr_read(tree / "group.zarr" / "temperature"), str(faults))
+        injected = [r for r in proxy.requests() if r.fault == faults[0]]
+        assert injected, f"the proxy injected no '{faults[0]}'"
+
+
+def test_responses_no_read_can_use_are_storage_errors_naming_the_url(proxy, monkeypatch):
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "2")
+    url = f"{proxy.url}/group.zarr/temperature"
+    # A body of unknown length cut short, every time: a storage error, never a JSON error.
+    proxy.configure(broken={"temperature/zarr.json": "unframed"})
+    with pytest.raises(zarrstream.StorageError, match="unknown length") as e:
+        zarrstream.open_array(url)
+    assert f"{url}/zarr.json" in str(e.value) and "gave up after 2 attempts" in str(e.value)
+    # 204 to a GET: what it is, not "HTTP 206 with an unusable Content-Range".
+    proxy.configure(broken={"temperature/zarr.json": "204"})
+    with pytest.raises(zarrstream.StorageError, match="unexpected HTTP 204") as e:
+        zarrstream.open_array(url)
+    assert f"{url}/zarr.json" in str(e.value) and "Content-Range" not in str(e.value)
+    # A redirect: not followed, and said where to, without credentials or query.
+    proxy.configure(broken={"temperature/zarr.json": "301"})
+    with pytest.raises(zarrstream.StorageError, match="HTTP 301 redirect to "
+                       r"http://elsewhere.invalid/group.zarr/temperature/zarr.json\?\.\.\. "
+                       r"\(redirects are not followed") as e:
+        zarrstream.open_array(url)
+    assert "hunter2" not in str(e.value) and "secret" not in str(e.value)
+    assert len(proxy.requests()) == 1, "a redirect is not retried"
+
+
+@pytest.mark.parametrize("rate", [0.2, 0.35, 0.5])
+def test_sustained_error_rates_never_make_a_read_fail(proxy, tree, monkeypatch, rate):
+    """Hundreds of reads against a server that fails a steady share of all attempts (503s and
+    connection resets, retries included): the host's retry quota is only spent while failures
+    outnumber successes, so every read succeeds. Each request may try many times here, so that
+    only the quota could end a read."""
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "40")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS", "1")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_BACKOFF_MS", "5")
+    proxy.configure(error_rate=rate, seed=11)
+    store = _zarrstream.open_store(f"{proxy.url}/group.zarr")
+    keys = sorted(p.relative_to(tree / "group.zarr").as_posix()
+                  for p in (tree / "group.zarr" / "temperature" / "c").rglob("*") if p.is_file())
+    for i in range(400):
+        key = keys[i % len(keys)]
+        assert store.read(key, [("from", 0, 0)]) == [(tree / "group.zarr" / key).read_bytes()], key
+    m = store.metrics()
+    assert m["retries"] > 400 * rate * 0.5, m
+    faults = {r.fault for r in proxy.requests() if r.fault}
+    assert faults == {"503", "reset"}, faults
+
+
+def test_a_dead_endpoint_still_fails_every_read_fast(proxy, tree, monkeypatch):
+    """Every attempt failing: after the quota's retries, reads fail at their first failure instead
+    of each retrying for its whole budget (40 attempts each here)."""
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "40")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS", "1")
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_BACKOFF_MS", "5")
+    proxy.configure(error_rate=1.0, error_faults=("503",))
+    store = _zarrstream.open_store(f"{proxy.url}/group.zarr")
+    messages = []
+    for i in range(150):
+        with pytest.raises(zarrstream.StorageError) as e:
+            store.read(f"temperature/c/0/0/{i % 2}", [("from", 0, 0)])
+        messages.append(str(e.value))
+    assert "retry quota is spent" in messages[-1]
+    # The quota's 100 retries in all, then one attempt per read.
+    assert len(proxy.requests()) <= 150 + 100
+
+
+# ---------------------------------------------------------------------------------------------
+# A long Loader run at a sustained error rate.
+
+
+def write_fields(path, nt: int):
+    """A consolidated group of two (time, lat, lon) arrays: `u` in one object per chunk (whole-object
+    GETs), `v` sharded (range GETs); 16 + 4 objects' worth of requests per time step."""
+    g = zarrstream.create_group(str(path))
+    rng = np.random.default_rng(5)
+    g.create_array("u", (nt, 16, 16), "float32", (1, 4, 4), dims=["time", "lat", "lon"])[...] = \
+        rng.standard_normal((nt, 16, 16)).astype("float32")
+    g.create_array("v", (nt, 16, 16), "float32", (1, 8, 8), shards=(2, 16, 16),
+                   dims=["time", "lat", "lon"])[...] = \
+        rng.standard_normal((nt, 16, 16)).astype("float32")
+    g.consolidate_metadata()
+    return path
+
+
+@pytest.fixture(scope="module")
+def loader_stores(tmp_path_factory):
+    """48 time steps for the nginx run; 20 for moto, which answers far more slowly."""
+    root = tmp_path_factory.mktemp("loader_stores")
+    return write_fields(root / "fields.zarr", 48), write_fields(root / "small.zarr", 20)
+
+
+def loader_batches(url):
+    loader = zarrstream.Loader(url, ["u", "v"], batch_size=4, seed=2)
+    return [{k: np.asarray(v).copy() for k, v in batch.items()} for batch in loader]
+
+
+def check_loader_under_errors(url, local, proxy, min_attempts):
+    remote = loader_batches(url)
+    assert len(remote) == len(local)
+    for r, l in zip(remote, local):
+        assert r.keys() == l.keys()
+        for k in r:
+            assert_bit_equal(r[k], l[k], k)
+    attempts = proxy.requests()
+    failed = sum(1 for r in attempts if r.fault)
+    assert len(attempts) > min_attempts and 0.2 < failed / len(attempts) < 0.4, \
+        (len(attempts), failed)
+
+
+@pytest.mark.slow
+def test_a_long_loader_run_over_http_at_30_percent_errors_is_exact(loader_stores, monkeypatch):
+    """About 1,300 attempts, 30 % of them failing (503s and resets, retries too): every batch
+    equals the local store's, bit for bit."""
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "30")
+    path = loader_stores[0]
+    local = loader_batches(path)
+    server = Nginx(path.parent, path.parent / "nginx")
+    proxy = FaultProxy(server.port)
+    try:
+        proxy.configure(error_rate=0.3, seed=5)
+        check_loader_under_errors(f"{proxy.url}/{path.name}", local, proxy, 800)
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_long_loader_run_over_s3_at_30_percent_errors_is_exact(s3_env, loader_stores,
+                                                                   monkeypatch):
+    monkeypatch.setenv("ZARRSTREAM_HTTP_MAX_ATTEMPTS", "30")
+    # moto answers a few hundred requests at a time slowly on two cores: no stall timeouts.
+    monkeypatch.setenv("ZARRSTREAM_HTTP_STALL_TIMEOUT_S", "30")
+    path = loader_stores[1]
+    local = loader_batches(path)
+    s3_env.upload_tree(BUCKET, path, "loader/small.zarr")
+    proxy = FaultProxy(s3_env.port)
+    try:
+        proxy.configure(error_rate=0.3, seed=6)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        check_loader_under_errors(f"s3://{BUCKET}/loader/small.zarr", local, proxy, 350)
+    finally:
+        proxy.stop()
+
+
 # ---------------------------------------------------------------------------------------------
 # S3 (moto with SigV4 checking).
 

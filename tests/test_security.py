@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +70,82 @@ def test_http_store_refuses_keys_that_leave_the_store_before_any_request(tmp_pat
         assert server.requests() == [], "a refused key reached the server"
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Special files and NUL bytes in paths.
+
+SPECIAL_FILES_SCRIPT = r"""
+import os, sys, zarr, numpy as np, zarrstream
+root, where = sys.argv[1], sys.argv[2]
+v3 = zarr.open_group(os.path.join(root, "v3.zarr"), mode="w", zarr_format=3)
+v3.create_array("t", shape=(4,), chunks=(2,), dtype="int32")[...] = np.arange(4)
+v2 = zarr.open_group(os.path.join(root, "v2.zarr"), mode="w", zarr_format=2)
+v2.create_array("t", shape=(4,), chunks=(2,), dtype="int32")[...] = np.arange(4)
+zarr.consolidate_metadata(os.path.join(root, "v2.zarr"))
+target = os.path.join(root, where)
+os.remove(target)
+os.mkfifo(target)
+try:
+    if where.startswith("v3.zarr/t"):
+        zarrstream.open_array(os.path.join(root, "v3.zarr/t")).read()
+    elif where.startswith("v3.zarr"):
+        zarrstream.open_group(os.path.join(root, "v3.zarr"))
+    elif where.startswith("v2.zarr/t"):
+        zarrstream.open_array(os.path.join(root, "v2.zarr/t")).read()
+    else:
+        zarrstream.open_group(os.path.join(root, "v2.zarr"))
+except zarrstream.StorageError as e:
+    print("REFUSED", e)
+"""
+
+
+@pytest.mark.parametrize("where", ["v3.zarr/zarr.json", "v3.zarr/t/zarr.json", "v3.zarr/t/c/1",
+                                   "v2.zarr/.zmetadata", "v2.zarr/t/.zarray", "v2.zarr/t/1"])
+def test_a_named_pipe_in_a_store_is_refused_not_waited_on(tmp_path, where):
+    """A named pipe at a metadata document or a chunk key would block an open() for ever: it is a
+    StorageError naming the key. Run in a child process with a timeout, so a regression fails."""
+    script = tmp_path / "fifo.py"
+    script.write_text(SPECIAL_FILES_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), where],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "REFUSED" in proc.stdout, proc.stdout
+    assert f"{tmp_path}/{where}: it is a named pipe, not a regular file" in proc.stdout, proc.stdout
+
+
+NUL_PATHS = ["{d}/victim\0.zarr", "file://{d}/victim\0/x.zarr", "{d}/a.zarr\0"]
+
+
+@pytest.mark.parametrize("template", NUL_PATHS)
+def test_a_nul_byte_in_a_path_or_url_is_refused_everywhere(tmp_path, template):
+    """A NUL byte would cut a path short at the C boundary ("victim\\0.zarr" opening "victim"):
+    open, create (with overwrite) and the Loader refuse it before touching anything."""
+    victim = tmp_path / "victim"
+    zarrstream.create_array(str(victim), (4,), "int8", (2,))[...] = np.arange(4, dtype="int8")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    url = template.format(d=tmp_path)
+    calls = [
+        lambda: zarrstream.open_array(url),
+        lambda: zarrstream.open_group(url),
+        lambda: zarrstream.create_array(url, (2,), "int8", (1,), overwrite=True),
+        lambda: zarrstream.create_group(url, overwrite=True),
+        lambda: zarrstream.Loader(url, batch_size=1),
+        lambda: _zarrstream.open_store(url),
+        lambda: zarrstream.Loader(str(victim), batch_size=1, normalize=url),
+    ]
+    for call in calls:
+        with pytest.raises(zarrstream.InvalidArgumentError, match="NUL byte") as e:
+            call()
+        assert "\0" not in str(e.value), "the NUL byte is shown escaped"
+    g = zarrstream.create_group(str(tmp_path / "g.zarr"))
+    for call in (lambda: g.create_array("a\0b", (2,), "int8", (1,), overwrite=True),
+                 lambda: g.create_group("a\0", overwrite=True)):
+        with pytest.raises(zarrstream.InvalidArgumentError, match="NUL byte"):
+            call()
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "g.zarr" not in p.parts) \
+        == before
+    assert list(zarrstream.open_array(str(victim)).read()) == [0, 1, 2, 3]
 
 
 # ---------------------------------------------------------------------------------------------

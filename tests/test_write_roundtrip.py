@@ -457,3 +457,48 @@ def test_zero_dimensional_array(tmp_path):
     a[()] = complex(1, -1)  # back to the fill value: the single chunk "c" is deleted
     assert chunk_files(path) == []
     check_peers(path, np.array(complex(1, -1)))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_no_node_is_made_inside_an_array(tmp_path, zarr_format):
+    """An array's folder holds its chunks ("t/c/0" in v3, "t/0" in v2): a node made inside it, at
+    any depth and through any entry point, would share its keys, and overwrite would delete them.
+    It is refused, and the array reads back unchanged."""
+    path = tmp_path / "nested.zarr"
+    root = zarr.open_group(path, mode="w", zarr_format=zarr_format)
+    values = np.arange(8, dtype="int32") + 1
+    t = root.create_array("t", shape=(8,), chunks=(2,), dtype="int32", fill_value=0)
+    t[...] = values
+    before = sorted(p.relative_to(path) for p in (path / "t").rglob("*"))
+    g = zarrstream.open_group(str(path))
+    inside = ["t/c", "t/c/0", "t/0", "t/a/b/c"]
+    for name in inside:
+        for overwrite in (False, True):
+            with pytest.raises(InvalidArgumentError, match="is an array: no node can be made"):
+                g.create_array(name, (2,), "int8", (1,), overwrite=overwrite)
+            with pytest.raises(InvalidArgumentError, match="is an array: no node can be made"):
+                g.create_group(name, overwrite=overwrite)
+            # At a URL: the folders above the store root are checked too.
+            with pytest.raises(InvalidArgumentError, match="is an array: no node can be made"):
+                zarrstream.create_array(str(path / name), (2,), "int8", (1,), overwrite=overwrite)
+            with pytest.raises(InvalidArgumentError, match="is an array: no node can be made"):
+                zarrstream.create_group(f"file://{path / name}", overwrite=overwrite)
+    assert sorted(p.relative_to(path) for p in (path / "t").rglob("*")) == before
+    assert_bit_equal(zarrstream.open_group(str(path))["t"].read(), values)
+    assert_bit_equal(zarr_read(path / "t"), values)
+
+
+def test_an_array_over_members_needs_overwrite_which_removes_only_that_node(tmp_path):
+    path = tmp_path / "members.zarr"
+    g = zarrstream.create_group(str(path))
+    g.create_array("m/x", (2,), "int8", (1,))[...] = np.array([1, 2], dtype="int8")
+    sibling = g.create_array("m2", (2,), "int8", (1,))
+    sibling[...] = np.array([3, 4], dtype="int8")
+    with pytest.raises(InvalidArgumentError, match="keys below it"):
+        g.create_array("m", (2,), "int8", (1,))
+    with pytest.raises(InvalidArgumentError, match="keys below it"):
+        zarrstream.create_array(str(path / "m"), (2,), "int8", (1,))
+    assert_bit_equal(zarrstream.open_array(str(path / "m" / "x")).read(), np.array([1, 2], "int8"))
+    g.create_array("m", (2,), "int8", (1,), overwrite=True)
+    assert sorted(p.name for p in (path / "m").iterdir()) == ["zarr.json"]
+    assert_bit_equal(zarrstream.open_array(str(path / "m2")).read(), np.array([3, 4], "int8"))

@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _zarrstream
-from .errors import ConfigError
+from .errors import ConfigError, InvalidArgumentError
 
 _NAN_POLICIES = ("keep",)
 _ERROR_POLICIES = ("raise", "skip")
@@ -247,6 +247,10 @@ class Loader:
             dtype = str(dtype).removeprefix("torch.")
         o.dtype = str(dtype)
         o.normalize = os.fspath(normalize) if normalize is not None else ""
+        if "\0" in o.normalize:
+            # The stats file is opened by path in C, where a NUL would cut the path short.
+            shown = o.normalize.replace("\0", "<NUL>")
+            raise InvalidArgumentError(f"normalize='{shown}' contains a NUL byte")
         if isinstance(nan, str):
             if nan not in _NAN_POLICIES:
                 raise ValueError(f"nan={nan!r}: expected 'keep' or a fill value (a number)")

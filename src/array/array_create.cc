@@ -5,6 +5,13 @@
 // leaves the store untouched. Replacing a node (CreateOptions::overwrite) removes every key below
 // it first, as zarr-python's mode "w" does: stale chunks of an old array must never be read as
 // chunks of the new one.
+//
+// An array's folder holds its chunks ("c/0/1", "0.1", "0/1"), so no node may be made inside an
+// array at any depth: the new node's keys would be the array's chunk keys, and replacing it would
+// delete them. Every ancestor of the new node is checked (v3 and v2) up to the group it is made
+// in, and for a node made at a URL, the folders above the store root (local and object stores).
+// An array is also refused over keys that are no node's metadata (an implicit group's members,
+// stray files) unless overwrite is passed: they would read as chunks.
 #include <array>
 
 #include "array/array_state.h"
@@ -158,9 +165,52 @@ Result<ArrayMetadata> MetadataForSpec(const ArraySpec& spec) {
   return metadata;
 }
 
+enum class NodeKind { kArray, kGroup };
+
+// The error for a node to be made inside the array at `array_url`.
+Status InsideArrayError(const std::string& array_url) {
+  return InvalidArgumentError(array_url +
+                              " is an array: no node can be made inside it (its chunks live "
+                              "there, and replacing the node would delete them)");
+}
+
+// Refuses to make a node at `path` when an ancestor of it strictly below `known_path` (the group
+// it is made in, known to be a group; "" with `path` "" for a node at a store root) is an array.
+Status CheckNoArrayAbove(Store& store, std::string_view known_path, std::string_view path) {
+  for (size_t slash = path.find('/', known_path.empty() ? 0 : known_path.size() + 1);
+       slash != std::string_view::npos; slash = path.find('/', slash + 1)) {
+    const std::string_view ancestor = path.substr(0, slash);
+    ZS_ASSIGN_OR_RETURN(bool is_array, IsArrayNode(store, ancestor));
+    if (is_array) return InsideArrayError(NodeUrl(store, ancestor));
+  }
+  return Status::Ok();
+}
+
+// The same for the folders above a store's root: a node made at "data/t/c" must not land in the
+// chunks of an array at "data/t". Checked for local and object stores (memory store names are not
+// paths; HTTP stores are read-only). A folder that cannot be read cannot be told apart and is
+// passed over: credentials scoped to a prefix may not read the levels above it.
+Status CheckNoArrayAboveRoot(const Store& store) {
+  auto [scheme, rest] = SplitScheme(store.url());
+  if (scheme != "file" && scheme != "s3" && scheme != "gs") return Status::Ok();
+  for (size_t slash = rest.rfind('/'); slash != std::string_view::npos && slash > 0;
+       slash = rest.rfind('/', slash - 1)) {
+    std::string parent_url(scheme);
+    parent_url += "://";
+    parent_url += rest.substr(0, slash);
+    Result<std::shared_ptr<Store>> parent = OpenStore(parent_url);
+    if (!parent.ok()) continue;
+    Result<bool> is_array = IsArrayNode(**parent, "");
+    if (is_array.ok() && *is_array) return InsideArrayError(parent_url);
+  }
+  return Status::Ok();
+}
+
 // Makes `path` ready for a new node: an existing node is an error unless `overwrite`, which
-// removes the node and every key below it.
-Status ClearNodePath(Store& store, const std::string& path, bool overwrite, ThreadPool* pool) {
+// removes the node and every key below it (and nothing else). Without `overwrite`, an array is
+// also refused over any keys below `path`, which it would read as chunks.
+Status ClearNodePath(Store& store, const std::string& path, NodeKind kind, bool overwrite,
+                     ThreadPool* pool) {
   for (std::string_view document : kNodeDocuments) {
     const std::string key = JoinKey(path, document);
     ZS_ASSIGN_OR_RETURN(auto existing, store.ReadIfExists(key));
@@ -173,7 +223,29 @@ Status ClearNodePath(Store& store, const std::string& path, bool overwrite, Thre
     }
     break;
   }
-  if (!overwrite) return Status::Ok();
+  if (!overwrite) {
+    if (kind == NodeKind::kGroup) return Status::Ok();  // members below become its members
+    Result<DirectoryListing> below = store.ListDirectory(path);
+    if (below.status().code() == ErrorCode::kUnsupported) return Status::Ok();
+    ZS_RETURN_IF_ERROR_CTX(below.status(), "listing what is below the new array");
+    // Names starting with '.' are never chunk keys (a tool's state beside the node, such as an
+    // interrupted rechunk's; v2 documents): only the others would be read as chunks.
+    auto hidden = [](std::string_view key) { return key[key.rfind('/') + 1] == '.'; };
+    std::string first;
+    for (const std::string& prefix : below->prefixes) {
+      if (first.empty() && !hidden(prefix)) first = prefix;
+    }
+    for (const KeyInfo& key : below->keys) {
+      if (first.empty() && !hidden(key.key)) first = key.key;
+    }
+    if (!first.empty()) {
+      return InvalidArgumentError(
+          "there are keys below it already (" + first +
+          ": members of a group, or other data), which the array would read as its chunks; "
+          "pass overwrite to replace them");
+    }
+    return Status::Ok();
+  }
   Result<std::vector<KeyInfo>> keys = store.List(path);
   if (keys.status().code() == ErrorCode::kUnsupported) {
     // A store that cannot list (plain HTTP) keeps its stale chunks; the metadata goes.
@@ -194,9 +266,12 @@ Status PutDocument(Store& store, const std::string& path, const json& document) 
                    std::as_bytes(std::span<const char>(text.data(), text.size())));
 }
 
+// Creates the array at `path` of `store`, in the group at `known_path` ("" with `path` "" for the
+// store's root).
 Result<std::shared_ptr<const internal::ArrayState>> CreateArrayAt(
-    std::shared_ptr<Store> store, std::string path, const ArraySpec& spec,
-    const CreateOptions& create, std::shared_ptr<ThreadPool> pool, const OpenOptions& options) {
+    std::shared_ptr<Store> store, std::string_view known_path, std::string path,
+    const ArraySpec& spec, const CreateOptions& create, std::shared_ptr<ThreadPool> pool,
+    const OpenOptions& options) {
   const std::string context = CreatingWhat("array", NodeUrl(*store, path));
   ZS_ASSIGN_OR_RETURN_CTX(ArrayMetadata metadata, MetadataForSpec(spec), context);
   // Preparing the codec chain checks every codec's configuration before anything is written.
@@ -205,20 +280,27 @@ Result<std::shared_ptr<const internal::ArrayState>> CreateArrayAt(
                                                    std::move(metadata), std::move(pool), options),
                           context);
   Store& target = *state->store;
-  ZS_RETURN_IF_ERROR_CTX(ClearNodePath(target, state->path, create.overwrite, state->pool.get()),
-                         context);
+  ZS_RETURN_IF_ERROR_CTX(CheckNoArrayAbove(target, known_path, state->path), context);
+  if (state->path.empty()) ZS_RETURN_IF_ERROR_CTX(CheckNoArrayAboveRoot(target), context);
+  ZS_RETURN_IF_ERROR_CTX(
+      ClearNodePath(target, state->path, NodeKind::kArray, create.overwrite, state->pool.get()),
+      context);
   ZS_RETURN_IF_ERROR_CTX(PutDocument(target, state->path, ArrayMetadataToV3Json(state->metadata)),
                          context);
   return state;
 }
 
 Result<std::shared_ptr<const internal::GroupState>> CreateGroupAt(
-    std::shared_ptr<Store> store, std::string path, std::string_view attributes_json,
-    const CreateOptions& create, std::shared_ptr<ThreadPool> pool, const OpenOptions& options) {
+    std::shared_ptr<Store> store, std::string_view known_path, std::string path,
+    std::string_view attributes_json, const CreateOptions& create, std::shared_ptr<ThreadPool> pool,
+    const OpenOptions& options) {
   const std::string context = CreatingWhat("group", NodeUrl(*store, path));
   GroupMetadata metadata;
   ZS_ASSIGN_OR_RETURN_CTX(metadata.attributes, ParseAttributesJson(attributes_json), context);
-  ZS_RETURN_IF_ERROR_CTX(ClearNodePath(*store, path, create.overwrite, pool.get()), context);
+  ZS_RETURN_IF_ERROR_CTX(CheckNoArrayAbove(*store, known_path, path), context);
+  if (path.empty()) ZS_RETURN_IF_ERROR_CTX(CheckNoArrayAboveRoot(*store), context);
+  ZS_RETURN_IF_ERROR_CTX(
+      ClearNodePath(*store, path, NodeKind::kGroup, create.overwrite, pool.get()), context);
   ZS_RETURN_IF_ERROR_CTX(PutDocument(*store, path, GroupMetadataToV3Json(metadata)), context);
   return internal::MakeGroupState(std::move(store), std::move(path), std::move(metadata),
                                   std::move(pool), options);
@@ -257,7 +339,7 @@ Status CollectMembers(Store& store, const std::string& root_path, const std::str
 Result<Array> Array::Create(std::string_view url, const ArraySpec& spec,
                             const CreateOptions& create, const OpenOptions& options) {
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));
-  ZS_ASSIGN_OR_RETURN(auto state, CreateArrayAt(std::move(store), "", spec, create,
+  ZS_ASSIGN_OR_RETURN(auto state, CreateArrayAt(std::move(store), "", "", spec, create,
                                                 internal::PoolFor(options), options));
   return Array(std::move(state));
 }
@@ -284,7 +366,7 @@ Status Array::SetAttributes(std::string_view attributes_json) const {
 Result<Group> Group::Create(std::string_view url, std::string_view attributes_json,
                             const CreateOptions& create, const OpenOptions& options) {
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));
-  ZS_ASSIGN_OR_RETURN(auto state, CreateGroupAt(std::move(store), "", attributes_json, create,
+  ZS_ASSIGN_OR_RETURN(auto state, CreateGroupAt(std::move(store), "", "", attributes_json, create,
                                                 internal::PoolFor(options), options));
   return Group(std::move(state));
 }
@@ -292,17 +374,18 @@ Result<Group> Group::Create(std::string_view url, std::string_view attributes_js
 Result<Array> Group::CreateArray(std::string_view path, const ArraySpec& spec,
                                  const CreateOptions& create) const {
   ZS_RETURN_IF_ERROR_CTX(ValidateKey(path), CreatingWhat("array in group", state_->url));
-  ZS_ASSIGN_OR_RETURN(auto state, CreateArrayAt(state_->store, JoinKey(state_->path, path), spec,
-                                                create, state_->pool, state_->options));
+  ZS_ASSIGN_OR_RETURN(auto state,
+                      CreateArrayAt(state_->store, state_->path, JoinKey(state_->path, path), spec,
+                                    create, state_->pool, state_->options));
   return Array(std::move(state));
 }
 
 Result<Group> Group::CreateGroup(std::string_view path, std::string_view attributes_json,
                                  const CreateOptions& create) const {
   ZS_RETURN_IF_ERROR_CTX(ValidateKey(path), CreatingWhat("group in group", state_->url));
-  ZS_ASSIGN_OR_RETURN(
-      auto state, CreateGroupAt(state_->store, JoinKey(state_->path, path), attributes_json, create,
-                                state_->pool, state_->options));
+  ZS_ASSIGN_OR_RETURN(auto state,
+                      CreateGroupAt(state_->store, state_->path, JoinKey(state_->path, path),
+                                    attributes_json, create, state_->pool, state_->options));
   return Group(std::move(state));
 }
 

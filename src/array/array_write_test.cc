@@ -232,6 +232,78 @@ TEST(ArrayCreateTest, ExistingNodeNeedsOverwriteWhichRemovesStaleChunks) {
   EXPECT_EQ(ReadAll(*replaced), (std::vector<int32_t>{-1, -1, -1, -1}));
 }
 
+TEST(ArrayCreateTest, NoNodeInsideAnArrayAtAnyDepthAndItsChunksSurvive) {
+  const std::string url = FreshUrl();
+  auto root = Group::Create(url);
+  ASSERT_TRUE(root.ok());
+  auto t = root->CreateArray("t", Int32Spec({8}, {2}));
+  ASSERT_TRUE(t.ok());
+  const std::vector<int32_t> values = RandomValues(8, 2);
+  const std::vector<uint64_t> start = {0}, shape = {8};
+  ASSERT_TRUE(t->Write(start, shape, values.data()).ok());
+  // A v2 array beside it, written as zarr-python does (chunk keys "0", "1").
+  const std::string zarray =
+      R"({"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i4", "compressor": null,
+          "fill_value": 0, "order": "C", "filters": null})";
+  ASSERT_TRUE(StoreOf(url).Put("v2/.zarray", std::as_bytes(std::span(zarray))).ok());
+  const std::vector<std::string> t_keys = StoredKeys(url, "t");
+  const std::vector<std::string> v2_keys = StoredKeys(url, "v2");
+
+  CreateOptions overwrite;
+  overwrite.overwrite = true;
+  for (const std::string path : {"t/c", "t/c/0", "t/x/y/z", "v2/0", "v2/a/b"}) {
+    for (const CreateOptions& options : {CreateOptions{}, overwrite}) {
+      auto array = root->CreateArray(path, Int32Spec({2}, {1}), options);
+      ASSERT_FALSE(array.ok()) << path;
+      EXPECT_EQ(array.status().code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(array.status().message().find("is an array: no node can be made inside it"),
+                std::string::npos)
+          << array.status().ToString();
+      auto group = root->CreateGroup(path, "{}", options);
+      ASSERT_FALSE(group.ok()) << path;
+      EXPECT_EQ(group.status().code(), ErrorCode::kInvalidArgument);
+    }
+  }
+  EXPECT_EQ(StoredKeys(url, "t"), t_keys);
+  EXPECT_EQ(StoredKeys(url, "v2"), v2_keys);
+  EXPECT_EQ(ReadAll(*t), values);
+  // Groups (explicit or implicit) on the way are no obstacle.
+  auto sub = root->CreateGroup("g");
+  ASSERT_TRUE(sub.ok());
+  EXPECT_TRUE(sub->CreateArray("inner/leaf", Int32Spec({2}, {1})).ok());
+}
+
+TEST(ArrayCreateTest, AnArrayOverKeysNeedsOverwriteWhichRemovesOnlyThatNode) {
+  const std::string url = FreshUrl();
+  auto root = Group::Create(url);
+  ASSERT_TRUE(root.ok());
+  // "m" is an implicit group (no zarr.json of its own) with a member array.
+  auto member = root->CreateArray("m/x", Int32Spec({2}, {1}));
+  ASSERT_TRUE(member.ok());
+  auto sibling = root->CreateArray("m2", Int32Spec({2}, {1}));
+  ASSERT_TRUE(sibling.ok());
+  const std::vector<int32_t> values = {5, 6};
+  const std::vector<uint64_t> start = {0}, shape = {2};
+  ASSERT_TRUE(sibling->Write(start, shape, values.data()).ok());
+
+  auto over = root->CreateArray("m", Int32Spec({2}, {1}));
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("keys below it"), std::string::npos)
+      << over.status().ToString();
+  EXPECT_TRUE(root->CreateGroup("m").ok()) << "a group over its members makes them its own";
+  // Names starting with '.' are never chunk keys: a tool's state there is no obstacle.
+  const std::string state = "{}";
+  ASSERT_TRUE(StoreOf(url).Put("h/.tool-state", std::as_bytes(std::span(state))).ok());
+  EXPECT_TRUE(root->CreateArray("h", Int32Spec({2}, {1})).ok());
+
+  CreateOptions overwrite;
+  overwrite.overwrite = true;
+  ASSERT_TRUE(root->CreateArray("m", Int32Spec({2}, {1}), overwrite).ok());
+  EXPECT_EQ(StoredKeys(url, "m"), (std::vector<std::string>{"m/zarr.json"}));
+  EXPECT_EQ(ReadAll(*sibling), values) << "overwriting 'm' touched 'm2'";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Write → read round trips.
 

@@ -10,6 +10,17 @@ std::string NodeUrl(const Store& store, std::string_view path) {
   return store.url() + "/" + std::string(path);
 }
 
+Result<bool> IsArrayNode(Store& store, std::string_view path) {
+  ZS_ASSIGN_OR_RETURN(auto v3, store.ReadIfExists(JoinKey(path, "zarr.json")));
+  if (v3) {
+    ZS_ASSIGN_OR_RETURN_CTX(NodeMetadata node, ParseV3Metadata(v3->view()),
+                            "reading " + NodeUrl(store, path) + "/zarr.json");
+    return std::holds_alternative<ArrayMetadata>(node);
+  }
+  ZS_ASSIGN_OR_RETURN(auto zarray, store.ReadIfExists(JoinKey(path, ".zarray")));
+  return zarray.has_value();
+}
+
 Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path) {
   const std::string where = NodeUrl(store, path);
   ZS_ASSIGN_OR_RETURN(auto v3, store.ReadIfExists(JoinKey(path, "zarr.json")));

@@ -14,6 +14,10 @@ namespace zarrstream {
 // GroupMetadata::consolidated (paths relative to the group).
 Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path);
 
+// Whether the node at `path` is an array: its zarr.json says so, or (v2) a .zarray is there. A
+// missing node is false; a zarr.json that does not parse is an error. Reads one or two keys.
+Result<bool> IsArrayNode(Store& store, std::string_view path);
+
 // `url` of the store joined with `path`.
 std::string NodeUrl(const Store& store, std::string_view path);
 

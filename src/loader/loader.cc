@@ -34,6 +34,7 @@
 #include "store/http_store.h"
 #include "store/store_metrics.h"
 #include "util/checked_size.h"
+#include "util/format.h"
 #include "util/thread_pool.h"
 
 namespace zarrstream {

@@ -23,12 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The retry quota of one host: a retry spends kRetryCost tokens (kTimeoutRetryCost after a
-// timeout, which ties up a slot for longer), a success refunds one. The AWS SDKs' numbers.
-constexpr double kRetryQuota = 500;
-constexpr double kRetryCost = 5;
-constexpr double kTimeoutRetryCost = 10;
-
 Result<uint64_t> EnvInteger(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
@@ -252,6 +246,30 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value,
   return std::chrono::milliseconds(std::max<int64_t>(0, static_cast<int64_t>(when) - now) * 1000);
 }
 
+std::string RedirectNote(const HttpResponse& response) {
+  if (response.status < 300 || response.status >= 400 || response.status == 304) return "";
+  std::string note = " redirect";
+  if (!response.location.empty()) {
+    std::string to = RedactUrl(response.location);
+    if (const size_t query = to.find_first_of("?#"); query != std::string::npos) {
+      to.resize(query);
+      to += "?...";
+    }
+    note += " to " + to;
+  }
+  note += " (redirects are not followed: open the store at the URL it moved to)";
+  return note;
+}
+
+bool RetryQuota::TrySpend(bool timed_out) {
+  const int cost = timed_out ? kTimeoutCost : kCost;
+  if (tokens_ < cost) return false;
+  tokens_ -= cost;
+  return true;
+}
+
+void RetryQuota::Earn() { tokens_ = std::min(kCapacity, tokens_ + kCost); }
+
 std::chrono::milliseconds RetryBackoff(const RequestPolicy& policy, uint32_t retry, double unit) {
   const double cap = static_cast<double>(policy.max_backoff.count());
   const double exponential = static_cast<double>(policy.initial_backoff.count()) *
@@ -281,6 +299,10 @@ struct Transfer {
   Clock::time_point attempt_started{};  // the current attempt
   Clock::time_point retry_at{};
   std::optional<std::chrono::milliseconds> retry_after;
+  // The last attempt ended with a response whose framing was wrong (a body that disagreed with
+  // its headers, or bytes that were no response at all): its connection may hold stray bytes, so
+  // the next attempt opens a new one.
+  bool fresh_connection = false;
 
   // Per attempt.
   CURL* easy = nullptr;
@@ -288,6 +310,7 @@ struct Transfer {
   size_t upload_offset = 0;
   ByteBuffer* body_out = nullptr;  // chosen at the attempt's first body byte
   std::optional<uint64_t> content_length;
+  bool chunked = false;  // Transfer-Encoding: chunked (curl checks that the last chunk came)
   char error_buffer[CURL_ERROR_SIZE] = {};
 
   Clock::time_point deadline() const { return started + request.policy.budget; }
@@ -296,7 +319,7 @@ struct Transfer {
 struct HostState {
   size_t in_flight = 0;
   std::deque<Transfer*> pending;
-  double retry_tokens = kRetryQuota;
+  RetryQuota retry_quota;
 };
 
 // Orders the retry heap: earliest retry_at on top.
@@ -411,6 +434,8 @@ size_t IoLoop::OnHeader(char* data, size_t size, size_t count, void* user) {
     t->response.content_length.clear();
     t->content_length.reset();
     t->retry_after.reset();
+    t->chunked = false;
+    t->response.location.clear();
   } else if (StartsWithNoCase(line, "content-length:")) {
     t->response.content_length = std::string(Trim(line.substr(15)));
     uint64_t n = 0;
@@ -419,6 +444,12 @@ size_t IoLoop::OnHeader(char* data, size_t size, size_t count, void* user) {
     if (ec == std::errc() && ptr == v.data() + v.size()) t->content_length = n;
   } else if (StartsWithNoCase(line, "content-range:")) {
     t->response.content_range = std::string(Trim(line.substr(14)));
+  } else if (StartsWithNoCase(line, "transfer-encoding:")) {
+    std::string value(Trim(line.substr(18)));
+    for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    t->chunked = value.find("chunked") != std::string::npos;
+  } else if (StartsWithNoCase(line, "location:")) {
+    t->response.location = std::string(Trim(line.substr(9)));
   } else if (StartsWithNoCase(line, "retry-after:")) {
     t->retry_after = ParseRetryAfter(line.substr(12), static_cast<int64_t>(std::time(nullptr)));
   }
@@ -498,6 +529,7 @@ void IoLoop::StartAttempt(Transfer* t) {
   t->body_out = nullptr;
   t->content_length.reset();
   t->retry_after.reset();
+  t->chunked = false;
   t->response = HttpResponse();
   t->error_buffer[0] = '\0';
   if (t->request.metrics) t->request.metrics->AddRequest(is_retry);
@@ -538,6 +570,8 @@ void IoLoop::StartAttempt(Transfer* t) {
   // HTTPGET also clears NOBODY and UPLOAD.
   curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, nullptr);
+  curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, t->fresh_connection ? 1L : 0L);
+  t->fresh_connection = false;
   const std::string& method = t->request.method;
   if (method == "HEAD") {
     curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
@@ -570,6 +604,10 @@ void IoLoop::CleanupAttempt(Transfer* t) {
 void IoLoop::EndAttempt(Transfer* t, CURLcode code) {
   long status = 0;
   curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+  long new_connections = 0;
+  curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &new_connections);
+  long http_version = 0;
+  curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &http_version);
   const auto latency =
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t->attempt_started);
   const uint64_t received = t->body_out != nullptr ? t->body_out->size() : 0;
@@ -578,6 +616,9 @@ void IoLoop::EndAttempt(Transfer* t, CURLcode code) {
     m->AddBytesReceived(received);
     if (code == CURLE_OK) m->AddBytesSent(t->request.body.size());
   }
+  t->response.status = status;
+  t->response.body_size = received;
+  t->response.attempts = t->attempts;
   std::string failure;
   bool retryable = false;
   if (code != CURLE_OK) {
@@ -588,6 +629,13 @@ void IoLoop::EndAttempt(Transfer* t, CURLcode code) {
       failure += ")";
     }
     retryable = IsRetryableCurlCode(code);
+    // What came back on a reused connection was no response: the bytes a previous response left
+    // behind (a server that sent more than its Content-Length). A new connection starts clean.
+    if (new_connections == 0 &&
+        (code == CURLE_WEIRD_SERVER_REPLY || code == CURLE_UNSUPPORTED_PROTOCOL)) {
+      retryable = true;
+      t->fresh_connection = true;
+    }
   } else if (IsRetryableStatus(status)) {
     failure = "HTTP " + std::to_string(status);
     retryable = true;
@@ -602,11 +650,23 @@ void IoLoop::EndAttempt(Transfer* t, CURLcode code) {
       failure = "response body truncated: received " + std::to_string(received) + " of " +
                 std::to_string(*expected) + " bytes";
       retryable = true;
+      t->fresh_connection = true;
+    } else if (!expected && !t->chunked && t->request.method == "GET" && status != 204 &&
+               (http_version == CURL_HTTP_VERSION_1_0 || http_version == CURL_HTTP_VERSION_1_1)) {
+      // An HTTP/1 body without a length that ends when the connection closes: a connection
+      // dropped midway ends it the same way, so a truncated value would pass for a whole one.
+      failure =
+          "response body of unknown length (no Content-Length, Content-Range or chunked "
+          "encoding) ended when the connection closed: it cannot be told from a truncated one";
+      retryable = true;
+    } else if (t->request.check_response) {
+      failure = t->request.check_response(t->response);
+      if (!failure.empty()) {
+        retryable = true;
+        t->fresh_connection = true;
+      }
     }
   }
-  t->response.status = status;
-  t->response.body_size = received;
-  t->response.attempts = t->attempts;
   CleanupAttempt(t);
   if (!failure.empty() && t->request.metrics) t->request.metrics->AddFailure();
   impl->AttemptEnded(t, failure, retryable, code == CURLE_OPERATION_TIMEDOUT);
@@ -721,12 +781,11 @@ void CurlTransport::Impl::AttemptEnded(Transfer* t, const std::string& failure, 
     ReleaseLocked(t);
     HostState& host = hosts[t->host_key];
     if (failure.empty()) {
-      host.retry_tokens = std::min(kRetryQuota, host.retry_tokens + 1);
+      host.retry_quota.Earn();
     } else if (!retryable) {
       error = FailureStatus(*t, failure);
     } else {
       const Clock::time_point now = Clock::now();
-      const double cost = timed_out ? kTimeoutRetryCost : kRetryCost;
       std::chrono::milliseconds wait = RetryBackoff(t->request.policy, t->attempts, UniformUnit());
       if (t->retry_after && *t->retry_after > wait) wait = *t->retry_after;
       std::string gave_up;
@@ -737,14 +796,13 @@ void CurlTransport::Impl::AttemptEnded(Transfer* t, const std::string& failure, 
         gave_up = "gave up after " + std::to_string(t->attempts) + " attempts in " +
                   FormatSeconds(now - t->started) + ": the next retry (in " + FormatSeconds(wait) +
                   ") would pass the retry budget of " + FormatSeconds(t->request.policy.budget);
-      } else if (host.retry_tokens < cost) {
-        gave_up = "not retried: too many recent failures at " + t->host_key +
-                  " (its retry quota is spent)";
+      } else if (!host.retry_quota.TrySpend(timed_out)) {
+        gave_up = "not retried: " + t->host_key +
+                  " failed far more attempts than it answered lately (its retry quota is spent)";
       }
       if (!gave_up.empty()) {
         error = FailureStatus(*t, failure + "; " + gave_up);
       } else {
-        host.retry_tokens -= cost;
         t->retry_at = now + wait;
         retry_heap.push_back(t);
         std::push_heap(retry_heap.begin(), retry_heap.end(), LaterRetry());

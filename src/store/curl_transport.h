@@ -5,12 +5,23 @@
 // connections are reused across requests). Requests wait in one FIFO queue until both the global
 // in-flight limit and their host's limit allow them to start, then go to the least-loaded thread.
 //
-// Retries: an attempt that fails with a connection error, a timeout, a reset, a truncated body or
-// HTTP 408/429/500/502/503/504 is retried after a jittered exponential backoff (the server's
-// Retry-After when it asks for longer), until the request's RetryPolicy runs out of attempts or
-// time. Each host also has a retry quota shared by all its requests (a retry spends tokens, a
-// success earns one back, as the AWS SDKs do): when an endpoint is down, hundreds of queued
-// requests fail fast instead of each retrying for its whole budget.
+// Retries: an attempt that fails with a connection error, a timeout, a reset, a truncated body, a
+// response that HttpRequest::check_response refuses, or HTTP 408/429/500/502/503/504 is retried
+// after a jittered exponential backoff (the server's Retry-After when it asks for longer), until
+// the request's RetryPolicy runs out of attempts or time. Each host also has a retry quota shared
+// by all its requests (RetryQuota): when an endpoint is down, hundreds of queued requests fail fast
+// instead of each retrying for its whole budget, while a host that answers at least as many
+// attempts as it fails never runs it out.
+//
+// Framing: a body that disagrees with its Content-Length or Content-Range, and garbage where a
+// response should start on a reused connection (bytes a previous response left behind), are
+// retried on a new connection. An HTTP/1 2xx body of a GET with no length at all (no
+// Content-Length, Content-Range or chunked encoding) is refused (and retried): it ends when the
+// connection closes, so a dropped connection would pass for a complete value.
+//
+// Redirects (3xx) are not followed: another host must not receive the request's credentials, and a
+// signed request would not match there anyway. They are final responses; RedirectNote says where
+// the value moved, for the store's error.
 //
 // Credentials: a request's URL may carry user:password (basic auth) and its headers may carry
 // secrets (Authorization); neither ever appears in an error. Errors name `display_url`.
@@ -82,6 +93,8 @@ struct RequestPolicy {
   static Result<RequestPolicy> FromEnvironment();
 };
 
+struct HttpResponse;
+
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD, PUT, DELETE
   // The URL requested. May carry user:password (sent as basic auth, never printed).
@@ -98,6 +111,11 @@ struct HttpRequest {
   // When set, a successful (2xx) response body is written here (resized to it; its memory reused)
   // rather than into HttpResponse::body. Must stay valid until the future resolves.
   ByteBuffer* body_sink = nullptr;
+  // When set, checks a successful (2xx) response of a GET or PUT whose body arrived whole (called
+  // on an I/O thread, with the body in body_sink or HttpResponse::body): a non-empty result says
+  // what is wrong with it, and the attempt is retried on a new connection, like a truncated body.
+  // For headers that contradict the request (a Content-Range other than the Range asked for).
+  std::function<std::string(const HttpResponse&)> check_response;
   RequestPolicy policy;
   // Where the attempts are counted; may be null.
   std::shared_ptr<StoreMetrics> metrics;
@@ -112,6 +130,7 @@ struct HttpResponse {
   // Header values, "" when absent.
   std::string content_range;
   std::string content_length;
+  std::string location;  // a redirect's target
   uint32_t attempts = 0;
 };
 
@@ -143,6 +162,35 @@ class CurlTransport {
   std::unique_ptr<Impl> impl_;
 };
 
+// The retry quota of one host, shared by all its requests. A retry spends the cost of one retry
+// (two after a timeout, which held a connection for longer); every successful response earns one
+// retry's cost back, up to the full quota. So the quota is what failures have taken beyond what
+// successes gave back: it runs out only when a host's failed attempts outnumber its successful
+// ones by kRetries (timeouts counting double) since they were last even. A host that answers at
+// least half of the attempts never runs it out, and no read fails for it while the request's own
+// attempts and time last; a dead endpoint (no successes) gets kRetries retries in all, and after
+// them every request fails at its first failure until the host answers again.
+//
+// Not thread-safe: the transport guards it with its lock.
+class RetryQuota {
+ public:
+  static constexpr int kRetries = 100;
+
+  // Spends the cost of a retry after a failed attempt (`timed_out`: the attempt timed out). False,
+  // with nothing spent, when too little is left: the request must fail instead of retrying.
+  bool TrySpend(bool timed_out);
+  // A successful response (any attempt): earns one retry's cost back.
+  void Earn();
+  // The retries left at the cost of one after a failure that was not a timeout.
+  int retries_left() const { return static_cast<int>(tokens_ / kCost); }
+
+ private:
+  static constexpr int kCost = 5;
+  static constexpr int kTimeoutCost = 10;
+  static constexpr int kCapacity = kRetries * kCost;
+  int tokens_ = kCapacity;
+};
+
 // "scheme://host:port" of `url` (default ports filled in; user:password dropped): the unit the
 // per-host limit and retry quota apply to.
 std::string HostKeyOf(std::string_view url);
@@ -153,6 +201,10 @@ std::string UriEncode(std::string_view s, bool keep_slash);
 
 // `url` without user:password, for messages.
 std::string RedactUrl(std::string_view url);
+
+// For a redirect (3xx but 304): " redirect to <Location, without credentials or query> (redirects
+// are not followed: ...)", to append to "HTTP 301"; "" for any other response.
+std::string RedirectNote(const HttpResponse& response);
 
 // Parses a Retry-After value: delay-seconds or an HTTP date (relative to `now`, seconds since the
 // epoch). Empty when malformed.

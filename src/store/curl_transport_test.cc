@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <random>
+
 #include "store/http_store.h"
 
 namespace zarrstream {
@@ -61,6 +63,39 @@ TEST(CurlTransportTest, EnvironmentOverridesAreValidated) {
   ASSERT_FALSE(policy.ok());
   EXPECT_EQ(policy.status().code(), ErrorCode::kConfig);
   EXPECT_NE(policy.status().message().find("ZARRSTREAM_HTTP_MAX_ATTEMPTS"), std::string::npos);
+}
+
+TEST(RetryQuotaTest, RunsOutOnlyWhenFailuresOutnumberSuccesses) {
+  RetryQuota dead;
+  for (int i = 0; i < RetryQuota::kRetries; ++i) ASSERT_TRUE(dead.TrySpend(false)) << i;
+  EXPECT_FALSE(dead.TrySpend(false));
+  EXPECT_EQ(dead.retries_left(), 0);
+  dead.Earn();  // the host answered again
+  EXPECT_TRUE(dead.TrySpend(false));
+  EXPECT_FALSE(dead.TrySpend(false));
+
+  RetryQuota timeouts;  // each timed-out attempt counts twice
+  for (int i = 0; i < RetryQuota::kRetries / 2; ++i) ASSERT_TRUE(timeouts.TrySpend(true)) << i;
+  EXPECT_FALSE(timeouts.TrySpend(true));
+
+  // Half of the attempts failing, for ever, in bursts as long as the quota and a success after
+  // each: never refused.
+  RetryQuota half;
+  for (int round = 0; round < 10000; ++round) {
+    for (int i = 0; i < RetryQuota::kRetries; ++i) ASSERT_TRUE(half.TrySpend(false)) << round;
+    for (int i = 0; i < RetryQuota::kRetries; ++i) half.Earn();
+  }
+  // 40 % of the attempts failing at random: never refused either, over a million attempts.
+  RetryQuota forty;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000000; ++i) {
+    if (rng() % 100 < 40) {
+      ASSERT_TRUE(forty.TrySpend(false)) << i;
+    } else {
+      forty.Earn();
+    }
+  }
+  EXPECT_GT(forty.retries_left(), RetryQuota::kRetries / 2);  // near full: successes dominate
 }
 
 // A loopback port nothing listens on.
@@ -117,6 +152,39 @@ TEST(CurlTransportTest, RetryBudgetBoundsTheTimeSpent) {
   EXPECT_NE(read.status().message().find("retry budget"), std::string::npos)
       << read.status().message();
   EXPECT_LT((*store)->metrics().Snapshot().requests, 20u);
+}
+
+TEST(CurlTransportTest, ADeadEndpointSpendsTheHostsRetryQuotaAndEveryRequestFailsFast) {
+  auto transport = CurlTransport::Create({});
+  ASSERT_TRUE(transport.ok());
+  HttpStoreOptions options;
+  // Each request alone would retry for a minute.
+  options.policy.max_attempts = 1000;
+  options.policy.initial_backoff = std::chrono::milliseconds(1);
+  options.policy.max_backoff = std::chrono::milliseconds(5);
+  options.policy.budget = std::chrono::milliseconds(60000);
+  auto store =
+      HttpStore::Open("http://127.0.0.1:" + std::to_string(ClosedPort()), *transport, options);
+  ASSERT_TRUE(store.ok());
+  constexpr int kReads = 300;
+  std::vector<ByteBuffer> outs(kReads);
+  std::vector<ByteRange> ranges(kReads, ByteRange::Full());
+  std::vector<std::string> keys(kReads);
+  std::vector<Future<uint64_t>> reads;
+  for (int i = 0; i < kReads; ++i) {
+    keys[i] = "c/" + std::to_string(i);
+    reads.push_back((*store)->Read(keys[i], std::span(&ranges[i], 1), std::span(&outs[i], 1)));
+  }
+  int refused = 0;
+  for (auto& read : reads) {
+    Result<uint64_t> result = read.Wait();
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), ErrorCode::kStorage);
+    refused += result.status().message().find("retry quota is spent") != std::string::npos;
+  }
+  EXPECT_GT(refused, 0);
+  // One attempt per request, and the quota's retries among them all.
+  EXPECT_LE((*store)->metrics().Snapshot().requests, uint64_t{kReads + RetryQuota::kRetries});
 }
 
 TEST(HttpStoreTest, RejectsUrlsItCannotServeAndIsReadOnly) {

@@ -59,6 +59,26 @@ Status PreadFully(int fd, std::byte* dst, uint64_t length, uint64_t offset,
   return Status::Ok();
 }
 
+// What a file that is not a regular file or a directory is, for messages.
+const char* FileTypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a named pipe";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a special file";
+}
+
+Status NotRegularFileError(std::string_view key, const std::string& path, mode_t mode) {
+  std::string message = "refusing to read key '";
+  message += key;
+  message += "' at ";
+  message += path;
+  message += ": it is ";
+  message += FileTypeName(mode);
+  message += ", not a regular file";
+  return StorageError(std::move(message));
+}
+
 std::string StripTrailingSlashes(std::string s) {
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
@@ -163,21 +183,25 @@ Result<uint64_t> FileStore::ReadSync(std::string_view key, std::span<const ByteR
   ZS_RETURN_IF_ERROR(ValidateKey(key));
   if (ranges.size() != outs.size()) return InternalError("FileStore::Read: ranges/outs mismatch");
   std::string path = PathOf(key);
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Only regular files are values. Opening anything else may block for ever (a named pipe waits
+  // for a writer) or act on a device, so the type is checked before opening, and again on the
+  // opened file (it may have been replaced in between), which is opened non-blocking for that.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return NotFoundError("no such key: " + path);
+    return StorageError("stat " + path + ": " + ErrnoMessage(errno));
+  }
+  if (S_ISDIR(st.st_mode)) return NotFoundError("no such key (a directory): " + path);
+  if (!S_ISREG(st.st_mode)) return NotRegularFileError(key, path, st.st_mode);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return NotFoundError("no such key: " + path);
     return StorageError("opening " + path + ": " + ErrnoMessage(errno));
   }
-  uint64_t size = 0;
-  bool need_size = false;
-  for (const ByteRange& r : ranges) need_size |= r.kind != ByteRange::Kind::kBounded;
-  if (need_size || !ranges.empty()) {
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0)
-      return StorageError("stat " + path + ": " + ErrnoMessage(errno));
-    if (S_ISDIR(st.st_mode)) return NotFoundError("no such key (a directory): " + path);
-    size = static_cast<uint64_t>(st.st_size);
-  }
+  if (::fstat(fd.get(), &st) != 0) return StorageError("stat " + path + ": " + ErrnoMessage(errno));
+  if (S_ISDIR(st.st_mode)) return NotFoundError("no such key (a directory): " + path);
+  if (!S_ISREG(st.st_mode)) return NotRegularFileError(key, path, st.st_mode);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
   uint64_t total = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     uint64_t begin = 0, end = 0;

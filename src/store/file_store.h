@@ -7,6 +7,10 @@
 // relative to the one above and fail with a kStorage error naming the link, so a link planted in
 // the store cannot redirect a write outside it; a link at the key itself is replaced, not followed.
 // The root path itself may be a link.
+//
+// Special files: only regular files are values. A read of a named pipe, socket or device at a key
+// is a kStorage error naming the key (never a read that blocks for ever: the type is checked before
+// opening, and on the file opened non-blocking); listings leave them out.
 #pragma once
 
 #include <string>

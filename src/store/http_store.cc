@@ -70,11 +70,37 @@ struct ReadOperation {
   }
 };
 
+// What is wrong with a successful response to a GET of `range` that a new attempt may cure ("" when
+// nothing): a 206 whose Content-Range is unusable or is not the range asked for, or whose body is
+// not what it says. A range the value is too short for is not among them (a corrupt store, which
+// AcceptBody reports).
+std::string RangeResponseProblem(const ByteRange& range, const HttpResponse& response) {
+  if (response.status != 206) return "";
+  std::optional<uint64_t> total = ContentRangeTotal(response.content_range);
+  std::optional<uint64_t> first = ContentRangeFirst(response.content_range);
+  if (!total || !first) {
+    return "HTTP 206 with an unusable Content-Range '" + response.content_range + "'";
+  }
+  uint64_t begin = 0, end = 0;
+  if (!ResolveByteRange(range, *total, &begin, &end).ok()) return "";
+  if (*first != begin || response.body_size != end - begin) {
+    return "asked for " + range.ToString() + ", the server sent '" + response.content_range +
+           "' (" + std::to_string(response.body_size) + " bytes)";
+  }
+  return "";
+}
+
 // Checks a successful response of merged read `r` and cuts the body down to the range asked for
 // (servers may answer a range request with the whole value, status 200).
 Status AcceptBody(ReadOperation& op, size_t r, const HttpResponse& response) {
   const ByteRange& range = op.plan.reads[r];
   ByteBuffer& body = *op.sinks[r];
+  if (response.status != 200 && response.status != 206) {
+    // 204 No Content, 203, ...: no value the read can use.
+    return StorageError("reading " + op.key_url + ": unexpected HTTP " +
+                        std::to_string(response.status) + " to a GET of " + range.ToString() +
+                        " (a value comes with 200 or 206)");
+  }
   if (response.status == 200) {
     // The whole value (the request had no Range, or the server ignored it).
     const uint64_t size = body.size();
@@ -88,24 +114,18 @@ Status AcceptBody(ReadOperation& op, size_t r, const HttpResponse& response) {
     body.Resize(end - begin);
     return Status::Ok();
   }
-  // 206: the server says which bytes it sent and how large the value is.
-  std::optional<uint64_t> total = ContentRangeTotal(response.content_range);
-  std::optional<uint64_t> first = ContentRangeFirst(response.content_range);
-  if (!total || !first) {
-    return StorageError("reading " + op.key_url + ": HTTP 206 with an unusable Content-Range '" +
-                        response.content_range + "'");
+  // 206: the server says which bytes it sent and how large the value is. The transport retried
+  // responses RangeResponseProblem objects to until it ran out of attempts.
+  if (std::string problem = RangeResponseProblem(range, response); !problem.empty()) {
+    return StorageError("reading " + op.key_url + ": " + problem);
   }
+  const uint64_t total = *ContentRangeTotal(response.content_range);
   {
     std::lock_guard<std::mutex> lock(op.mutex);
-    op.object_size = *total;
+    op.object_size = total;
   }
   uint64_t begin = 0, end = 0;
-  ZS_RETURN_IF_ERROR_CTX(ResolveByteRange(range, *total, &begin, &end), op.key_url);
-  if (*first != begin || body.size() != end - begin) {
-    return StorageError("reading " + op.key_url + ": asked for " + range.ToString() +
-                        ", the server sent '" + response.content_range + "' (" +
-                        std::to_string(body.size()) + " bytes)");
-  }
+  ZS_RETURN_IF_ERROR_CTX(ResolveByteRange(range, total, &begin, &end), op.key_url);
   return Status::Ok();
 }
 
@@ -172,6 +192,10 @@ Result<std::shared_ptr<HttpStore>> HttpStore::Open(std::string_view url,
       (base.compare(0, scheme_end, "http") != 0 && base.compare(0, scheme_end, "https") != 0)) {
     return InvalidArgumentError("not an http(s) URL: " + display);
   }
+  if (base.find('\0') != std::string::npos) {
+    return InvalidArgumentError("an HTTP store URL cannot contain a NUL byte: " +
+                                RedactUrl(EscapeNul(url)));
+  }
   if (base.find_first_of("?#") != std::string::npos) {
     return InvalidArgumentError("an HTTP store URL cannot have a query or fragment: " +
                                 display.substr(0, display.find_first_of("?#")) + "?...");
@@ -210,6 +234,7 @@ HttpRequest HttpStore::MakeRequest(std::string_view method, std::string_view key
 Status HttpStore::ErrorForResponse(const HttpRequest& request, const HttpResponse& response) const {
   std::string message =
       request.method + " " + request.display_url + ": HTTP " + std::to_string(response.status);
+  message += RedirectNote(response);
   if (response.status == 401 || response.status == 403) {
     message +=
         ": access denied — the server refused to authorise the request (an authorisation "
@@ -262,6 +287,11 @@ Future<uint64_t> HttpStore::Read(std::string_view key, std::span<const ByteRange
       request.headers.push_back(RangeHeader(op->plan.reads[r]));
     }
     request.body_sink = op->sinks[r];
+    if (!head_only) {
+      request.check_response = [range = op->plan.reads[r]](const HttpResponse& response) {
+        return RangeResponseProblem(range, response);
+      };
+    }
     HttpRequest described = request;  // for ErrorForResponse (the original moves into Send)
     described.body = {};
     described.sign = nullptr;

@@ -147,6 +147,9 @@ Result<S3Location> ResolveS3Location(std::string_view url, const EnvironmentLook
   if (scheme != "s3" && scheme != "gs") {
     return InvalidArgumentError("not an s3:// or gs:// URL: " + RedactUrl(url));
   }
+  if (url.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError("a store URL cannot contain a NUL byte: " + EscapeNul(url));
+  }
   S3Location loc;
   loc.scheme = std::string(scheme);
   const size_t slash = rest.find('/');
@@ -352,6 +355,7 @@ HttpRequest S3Store::MakeRequest(std::string_view method, std::string_view key,
 Status S3Store::ErrorForResponse(const HttpRequest& request, const HttpResponse& response) const {
   std::string message =
       request.method + " " + request.display_url + ": HTTP " + std::to_string(response.status);
+  message += RedirectNote(response);
   const std::string detail = S3ErrorText(response.body.view());
   if (!detail.empty()) message += " " + detail;
   // S3 answers some credential problems with 400 (a malformed or expired session token).

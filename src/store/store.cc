@@ -60,9 +60,7 @@ Result<std::optional<ByteBuffer>> Store::ReadIfExists(std::string_view key) {
 
 Status ValidateKey(std::string_view key) {
   auto bad = [&](std::string_view why) {
-    std::string printable;
-    for (char c : key) printable += (c == '\0') ? std::string("\\0") : std::string(1, c);
-    return InvalidArgumentError("invalid store key '" + printable + "': " + std::string(why));
+    return InvalidArgumentError("invalid store key '" + EscapeNul(key) + "': " + std::string(why));
   };
   if (key.empty()) return bad("empty");
   if (key.front() == '/') return bad("absolute paths are not allowed");
@@ -78,6 +76,19 @@ Status ValidateKey(std::string_view key) {
     start = slash + 1;
   }
   return Status::Ok();
+}
+
+std::string EscapeNul(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\0') {
+      out += "\\0";
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 std::string JoinKey(std::string_view prefix, std::string_view key) {

@@ -96,6 +96,9 @@ class Store {
 // leading '/', no "." or ".." or empty segments, no NUL or backslash.
 Status ValidateKey(std::string_view key);
 
+// `text` with each NUL byte written as "\0", for messages.
+std::string EscapeNul(std::string_view text);
+
 // Joins a prefix and a relative key with '/' ("" prefix: the key itself).
 std::string JoinKey(std::string_view prefix, std::string_view key);
 

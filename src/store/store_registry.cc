@@ -65,6 +65,12 @@ void RegisterStoreScheme(std::string scheme, StoreFactory factory) {
 
 Result<std::shared_ptr<Store>> OpenStore(std::string_view url) {
   if (url.empty()) return InvalidArgumentError("empty store URL");
+  // A NUL would cut the path short where it reaches the operating system: "victim\0.zarr" would
+  // open (and, with overwrite, replace) "victim".
+  if (url.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError("store URL '" + RedactUrl(EscapeNul(url)) +
+                                "' contains a NUL byte: paths and URLs cannot contain one");
+  }
   auto [scheme, rest] = SplitScheme(url);
   if (scheme.empty()) return std::shared_ptr<Store>(std::make_shared<FileStore>(std::string(url)));
   Registry& r = GetRegistry();

@@ -18,7 +18,8 @@ using StoreFactory = std::function<Result<std::shared_ptr<Store>>(std::string_vi
 // the same scheme replace earlier ones.
 void RegisterStoreScheme(std::string scheme, StoreFactory factory);
 
-// Opens the store rooted at `url`.
+// Opens the store rooted at `url`. A URL containing a NUL byte is kInvalidArgument, whatever its
+// scheme (factories never see one).
 Result<std::shared_ptr<Store>> OpenStore(std::string_view url);
 
 // Splits "scheme://rest" (no scheme: "" and the whole string).

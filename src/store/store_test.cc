@@ -1,11 +1,16 @@
 // The store conformance suite: every backend must pass the same tests.
 #include "store/store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -240,6 +245,47 @@ TEST_F(FileStoreTest, PutsRacingDeletesThatPruneTheirDirectoryAllSucceed) {
   EXPECT_FALSE(std::filesystem::exists(base_ / "root" / "a"));
 }
 
+TEST_F(FileStoreTest, SpecialFilesAreRefusedWithoutBlockingAndNotListed) {
+  const std::filesystem::path dir = base_ / "root" / "arr" / "c";
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir / "0").c_str(), 0644), 0);
+  ASSERT_EQ(::mkfifo((base_ / "root" / "zarr.json").c_str(), 0644), 0);
+  ASSERT_TRUE(store_->Put("arr/c/1", Bytes("v")).ok());
+  // A read that blocked on the pipe would never return: run it on a thread, and should it not end
+  // in time, open the pipe's other end to release it, so that the test fails instead of hanging.
+  for (const std::string key : {"arr/c/0", "zarr.json"}) {
+    auto done = std::make_shared<std::promise<Status>>();
+    std::future<Status> result = done->get_future();
+    std::thread([store = store_, key, done] {
+      ByteBuffer out;
+      done->set_value(store->ReadInto(key, ByteRange::Full(), &out));
+    }).detach();
+    if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      const std::string path = (base_ / "root" / key).string();
+      ::close(::open(path.c_str(), O_WRONLY | O_NONBLOCK));
+      FAIL() << "reading the named pipe at " << key << " blocked";
+    }
+    const Status s = result.get();
+    EXPECT_EQ(s.code(), ErrorCode::kStorage) << s.ToString();
+    EXPECT_NE(s.message().find("refusing to read key '" + key + "'"), std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("a named pipe"), std::string::npos) << s.ToString();
+  }
+  auto keys = store_->List("");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  ASSERT_EQ(keys->size(), 1u);
+  EXPECT_EQ((*keys)[0].key, "arr/c/1");
+  auto listing = store_->ListDirectory("arr/c");
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  ASSERT_EQ(listing->keys.size(), 1u);
+  EXPECT_EQ(listing->keys[0].key, "arr/c/1");
+  // A device reached through a link is refused the same way.
+  std::filesystem::create_symlink("/dev/zero", base_ / "root" / "arr" / "c" / "2");
+  EXPECT_EQ(store_->ReadAll("arr/c/2").status().code(), ErrorCode::kStorage);
+  ASSERT_TRUE(store_->Delete("arr/c/0").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "0"));
+}
+
 TEST(StoreRegistryTest, PlainPathsAndFileUrlsOpenFileStores) {
   auto a = OpenStore("/tmp/some/dir");
   ASSERT_TRUE(a.ok());
@@ -247,6 +293,21 @@ TEST(StoreRegistryTest, PlainPathsAndFileUrlsOpenFileStores) {
   auto b = OpenStore("file:///tmp/other/");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ((*b)->url(), "file:///tmp/other");
+}
+
+TEST(StoreRegistryTest, ANulByteAnywhereInAUrlIsRefused) {
+  using namespace std::string_literals;
+  for (const std::string& url :
+       {"/tmp/victim\0.zarr"s, "file:///tmp/victim\0/x"s, "memory://a\0b"s,
+        "http://user:secret@host/a\0b"s, "s3://bucket/a\0b"s, "gs://bucket\0/x"s, "\0"s}) {
+    auto store = OpenStore(url);
+    ASSERT_FALSE(store.ok()) << EscapeNul(url);
+    EXPECT_EQ(store.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(store.status().message().find("contains a NUL byte"), std::string::npos)
+        << store.status().ToString();
+    EXPECT_EQ(store.status().message().find('\0'), std::string::npos);
+    EXPECT_EQ(store.status().message().find("secret"), std::string::npos);
+  }
 }
 
 TEST(StoreRegistryTest, UnknownSchemeIsUnsupported) {
