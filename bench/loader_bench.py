@@ -38,8 +38,8 @@ the time index of each sample, so that the harness can check what it got):
   zarrs        zarrs-python: the same reads as zarr-python with zarr's codec pipeline set to the
                Rust one (codec_pipeline.path = zarrs.ZarrsCodecPipeline, strict: an array it cannot
                read fails instead of falling back to zarr-python's pipeline).
-  zarrstream   zarrstream.Loader (DESIGN.md §5), exact shuffle as the others; zarrstream-block: its
-               chunk-aware block shuffle. Whole-array read: zarrstream.open_array(url).read().
+  zarrstream   zarrstream.Loader (docs/loader.md), exact shuffle as the others; zarrstream-block:
+               its chunk-aware block shuffle. Whole-array read: zarrstream.open_array(url).read().
 
 Measured per tool and workload, each in a fresh child process (so one tool's imports, caches and
 threads do not weigh on the next): time to first batch (from constructing the loader, store opening
@@ -419,7 +419,7 @@ def zarrs_batches(w: Workload) -> Iterator[Batch]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Loader 3: zarrstream.Loader (its planned API, DESIGN.md §5).
+# Loader 3: zarrstream.Loader (docs/loader.md).
 
 
 # loader.stats() of the zarrstream loader run in this process, once its batches are exhausted.

@@ -3,7 +3,7 @@
 Chooses the layout of ``zarrstream rechunk --gpu-friendly`` (and ``synth``'s GPU layout): for each
 candidate codec and latitude-band chunk size it compresses a batch of ERA5-like float32 fields
 (bench/era5_like.py) with the standard CPU libraries that Zarr writers use (numcodecs), then on the
-GPU measures what the zarrstream GPU path will do per batch (DESIGN.md §2):
+GPU measures what the zarrstream GPU path will do per batch (docs/architecture.md, "On the GPU"):
 
 * one H2D copy of all the batch's compressed bytes from pinned host memory (CUDA events);
 * ONE nvCOMP batched decode call per codec per batch (nvcompBatched*DecompressAsync, called through

@@ -11,7 +11,7 @@
 //   auto loader = zarrstream::Loader::Open("era5.zarr", options);
 //   while (auto batch = loader->Next()) { ... (*batch)->input() ... }
 //
-// Sample model (DESIGN.md §5). The channels are the resolved variables (then the forcings), each
+// Sample model (docs/loader.md). The channels are the resolved variables (then the forcings), each
 // one 2-D (or n-D) field of one array: "temperature@500" is one level of `temperature`. Every
 // channel must have the same dimensions. A dimension named in `sample` is sampled with that
 // window; `stride` (default: the window) spaces the sample origins; a time dimension

@@ -1,7 +1,7 @@
 // Reading whole read chunks (inner chunks of a sharded array), many at once, from any number of
-// arrays: the read and decode stages of the loader (DESIGN.md §2), and the engine under
-// Array::Read. This is the one place that fetches stored objects, shard indexes and inner-chunk
-// ranges and decodes them.
+// arrays: the read and decode stages of the loader (docs/architecture.md, "The life of a chunk"),
+// and the engine under Array::Read. This is the one place that fetches stored objects, shard
+// indexes and inner-chunk ranges and decodes them.
 //
 // A caller (the loader's read planner) has already decided which chunks it needs and deduplicated
 // them; ReadChunks fetches their bytes and decodes each into a buffer the caller owns (a chunk

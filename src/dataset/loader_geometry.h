@@ -1,7 +1,8 @@
-// The loader's geometry (DESIGN.md §2): the sample model of include/zarrstream/loader.h resolved
-// against a dataset. Which channels (inputs, then targets) come from which arrays, which range of
-// each dimension is selected, which dimensions are sampled with which windows and strides, where
-// each output channel's slab comes from, and how each channel is normalised.
+// The loader's geometry (docs/architecture.md, "The life of a batch"): the sample model of
+// include/zarrstream/loader.h resolved against a dataset. Which channels (inputs, then targets)
+// come from which arrays, which range of each dimension is selected, which dimensions are sampled
+// with which windows and strides, where each output channel's slab comes from, and how each channel
+// is normalised.
 //
 // MakeLoaderGeometry resolves it once at open and validates everything that can be wrong in a
 // configuration, so a running loader only meets I/O and data errors; the read plan

@@ -1,7 +1,7 @@
 // The CUDA driver API, loaded at run time (libcuda.so.1), so that zarrstream builds without CUDA
-// and runs on machines with no GPU or driver. The base of the GPU layer (DESIGN.md §3, src/gpu):
-// device discovery, page-locking the host memory batches and staging buffers live in, device
-// memory, streams, events, copies and kernel launches.
+// and runs on machines with no GPU or driver. The base of the GPU layer (src/gpu; see "Layers" in
+// docs/architecture.md): device discovery, page-locking the host memory batches and staging buffers
+// live in, device memory, streams, events, copies and kernel launches.
 //
 // Only the few entry points used are declared here (the driver's C ABI is stable); nothing
 // includes cuda.h.

@@ -1,6 +1,6 @@
-// Decoding chunks on the GPU (DESIGN.md §2, the GPU path): which codec chains the GPU decodes, and
-// the per-batch workspace that stages a wave of chunks' compressed bytes in pinned host memory,
-// copies them to the GPU in one transfer and decodes them there.
+// Decoding chunks on the GPU (docs/architecture.md, "On the GPU"): which codec chains the GPU
+// decodes, and the per-batch workspace that stages a wave of chunks' compressed bytes in pinned
+// host memory, copies them to the GPU in one transfer and decodes them there.
 //
 // A wave, on one workspace:
 //   1. Begin(chunks, host_bytes, gpu_bytes): the chunks of the wave, and room for those decoded on

@@ -1,7 +1,7 @@
 // The loader's CUDA kernels, compiled by nvcc into a fatbin that the library embeds and loads
 // through the driver at run time (gpu_kernels.cc): no CUDA runtime is linked. Each kernel runs once
-// per batch over every chunk of the batch (DESIGN.md §6: no per-chunk launches); its arguments are
-// arrays of descriptors (kernel_abi.h) in device memory.
+// per wave over every chunk of the wave (no per-chunk launches: docs/architecture.md, "On the
+// GPU"); its arguments are arrays of descriptors (kernel_abi.h) in device memory.
 //
 // zs_scatter reproduces the CPU's AssembleCopy bit for bit (loader/batch_assembly.h): the same
 // arithmetic in the same precision, rounded alike, and NaN payloads carried as x86-64 carries them

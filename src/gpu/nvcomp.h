@@ -1,6 +1,6 @@
 // nvCOMP's batched decompressors (PyPI `nvidia-libnvcomp-cu13`), loaded at run time so that
-// zarrstream builds and runs without it: the GPU path decodes a whole batch's chunks of one codec
-// in one call (DESIGN.md §6).
+// zarrstream builds and runs without it: the GPU path decodes a whole wave's chunks of one codec
+// in one call (docs/architecture.md, "On the GPU").
 //
 // Where the library is found: the file named by ZARRSTREAM_NVCOMP_LIBRARY (the Python package sets
 // it to the installed wheel's copy before first use), else `libnvcomp.so.6` on the loader's search

@@ -1,12 +1,12 @@
 // The assemble stage on the CPU: one planned box of a decoded chunk → its slab of a batch tensor,
 // converted from the array's data type to the batch's, normalised, with the NaN policy applied.
-// The GPU path does the same in one kernel launch per batch (DESIGN.md §2); batches from the two
-// must be identical, so the arithmetic is spelled out here: out = (x - mean) * inv_std, computed in
-// float32 for sources float32 holds exactly (float16/32, 8/16-bit integers) and in float64 for
-// wider ones (float64, 32/64-bit integers), rounded to float32; then NaN → nan_fill when filling;
-// then rounded to the batch dtype (bfloat16 and float16 round to nearest even; NaN stays NaN).
-// float16 (source or batch) uses the compiler's _Float16 (GCC 12, clang 15 on x86-64); a build
-// without it rejects float16 at open.
+// The GPU path does the same in one kernel launch per wave (docs/architecture.md, "On the GPU");
+// batches from the two must be identical, so the arithmetic is spelled out here:
+// out = (x - mean) * inv_std, computed in float32 for sources float32 holds exactly (float16/32,
+// 8/16-bit integers) and in float64 for wider ones (float64, 32/64-bit integers), rounded to
+// float32; then NaN → nan_fill when filling; then rounded to the batch dtype (bfloat16 and float16
+// round to nearest even; NaN stays NaN). float16 (source or batch) uses the compiler's _Float16
+// (GCC 12, clang 15 on x86-64); a build without it rejects float16 at open.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
-// The loader's pipeline (DESIGN.md §2): the order batches are produced and delivered in, how far
-// ahead production runs, and the epochs it spans. It knows nothing of how a batch is made (a
-// BatchProducer does that), so it can be driven without I/O.
+// The loader's pipeline (docs/architecture.md, "The life of a batch"): the order batches are
+// produced and delivered in, how far ahead production runs, and the epochs it spans. It knows
+// nothing of how a batch is made (a BatchProducer does that), so it can be driven without I/O.
 //
 // Coordinating threads (one per batch in flight, at most `prefetch`) each take the next batch
 // slot and produce it; batches are delivered in order, and a failed batch is delivered as its

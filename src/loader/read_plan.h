@@ -1,6 +1,6 @@
-// The loader's read planning (DESIGN.md §2): how a batch of sample origins becomes regions of the
-// channels' arrays, which read chunks those regions touch, and where each chunk's values go in the
-// batch.
+// The loader's read planning (docs/architecture.md, "The life of a batch"): how a batch of sample
+// origins becomes regions of the channels' arrays, which read chunks those regions touch, and where
+// each chunk's values go in the batch.
 //
 // PlanBatchReads turns one batch of sample origins into a BatchReadPlan against a LoaderGeometry
 // (dataset/loader_geometry.h): the distinct read chunks the batch needs (a chunk shared by several

@@ -1,8 +1,9 @@
-// The sample plan: the first stage of the loader (DESIGN.md §2). It turns the sampled dimensions of
-// a dataset into an index space of sample origins, orders that space for an epoch (deterministic
-// for (seed, epoch), identical on every rank), shards it over data-parallel ranks and hands the
-// read planner this rank's batches of origins, one after another, from a resumable cursor. Pure
-// index arithmetic: no I/O, no allocation proportional to the number of samples.
+// The sample plan: the first stage of the loader (docs/architecture.md, "The life of a batch"). It
+// turns the sampled dimensions of a dataset into an index space of sample origins, orders that
+// space for an epoch (deterministic for (seed, epoch), identical on every rank), shards it over
+// data-parallel ranks and hands the read planner this rank's batches of origins, one after another,
+// from a resumable cursor. Pure index arithmetic: no I/O, no allocation proportional to the number
+// of samples.
 //
 // Index space. Each sampled dimension d has a selected index range [start, stop) (label selection,
 // already resolved), a window, a stride and a reach (the indices after the window that targets
