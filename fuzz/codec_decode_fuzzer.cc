@@ -156,8 +156,8 @@ void CheckDecodeError(const Status& status, const char* where) {
 // `payload` decompressed by the CPU library of `compression` into exactly `out`, as nvCOMP decodes
 // a valid stream; false where it does not fill `out` exactly (nvCOMP reports such a stream, or its
 // size differs, and the loader then decodes the chunk on the CPU). gzip's CRC-32 is verified here,
-// and zlib's Adler-32 by the caller, although the GPU path verifies neither (docs/loader.md says
-// so): damage only they catch is a known limit, not what this comparison looks for.
+// and zlib's Adler-32 by the caller, as the GPU path verifies them after decoding (a mismatch
+// rejects the chunk).
 bool DecompressExactly(GpuCompression compression, std::span<const std::byte> payload,
                        std::span<std::byte> out) {
   switch (compression) {
@@ -243,7 +243,7 @@ void CheckGpuReading(const CodecChain& chain, std::span<const std::byte> stored,
       for (int k = 0; k < 4; ++k) {
         stored_adler = stored_adler << 8 | static_cast<uint8_t>(trailer[k]);
       }
-      if (libdeflate_adler32(1, out.data(), out.size()) != stored_adler) return;  // the known limit
+      if (libdeflate_adler32(1, out.data(), out.size()) != stored_adler) return;  // rejected
     }
   }
   std::vector<std::byte> decoded = landing;

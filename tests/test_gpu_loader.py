@@ -3,7 +3,8 @@ must equal the CPU loader's batches bit for bit, for stores zarr-python wrote wi
 GPU decodes (zstd, gzip, zlib, lz4, blosc with lz4 or zstd and byte or no shuffle, none, crc32c,
 big-endian, sharded), the ones it leaves to the CPU (blosc with bitshuffle or blosclz), missing
 chunks, NaNs, every source and batch dtype and normalisation. Bad chunks fail with the CPU path's
-error, or are skipped alike.
+error, or are skipped alike, down to a single bit flipped in zlib or gzip data that still decodes
+to the chunk's size (the checksums are verified on the GPU).
 
 Every test here is marked ``gpu``: without a CUDA device they are skipped, and the summary says so.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import zlib
 from pathlib import Path
 
 import numcodecs
@@ -366,6 +368,97 @@ def test_a_corrupt_chunk_fails_with_the_cpu_error_or_is_skipped_alike(stores, tm
     gpu = zarrstream.Loader(bad, ["zstd_f32", "gzip_f64"], device="cuda", **common)
     _assert_same_batches(cpu, gpu, epochs=1)
     assert gpu.stats()["skipped_samples"] == cpu.stats()["skipped_samples"] > 0
+
+
+def _deflate_span(kind: str, stored: bytes) -> tuple[int, int]:
+    """Where the deflate stream of a zlib stream or gzip member lies in it."""
+    if kind == "zlib":
+        return 2, len(stored) - 4  # header, then Adler-32 (big-endian)
+    assert stored[:4] == b"\x1f\x8b\x08\x00", "a gzip header without optional fields"
+    return 10, len(stored) - 8  # header, then CRC-32 and ISIZE (little-endian)
+
+
+def _flip_a_bit_keeping_the_size(kind: str, stored: bytes) -> bytes:
+    """`stored` with one bit of its deflate data flipped such that the stream still decodes, whole,
+    to as many bytes (others): only the checksum can tell."""
+    start, end = _deflate_span(kind, stored)
+    original = zlib.decompress(stored, wbits=15 if kind == "zlib" else 31)
+    middle = (start + end) // 2
+    for byte in [*range(middle, end), *range(start, middle)]:
+        for bit in range(8):
+            damaged = bytearray(stored)
+            damaged[byte] ^= 1 << bit
+            d = zlib.decompressobj(wbits=-15)
+            try:
+                out = d.decompress(bytes(damaged[start:end]))
+            except zlib.error:
+                continue
+            if d.eof and not d.unused_data and len(out) == len(original) and out != original:
+                return bytes(damaged)
+    raise AssertionError(f"no single-bit flip of this {kind} stream keeps its size")
+
+
+@pytest.fixture(scope="module")
+def deflate_stores(stores, tmp_path_factory):
+    """Copies of the stores with zlib (v2) and gzip (v3) arrays at level 0 (stored blocks: the
+    chunk's bytes as they are) besides the level-5 ones (Huffman-coded literals)."""
+    root = tmp_path_factory.mktemp("deflate")
+    v3, v2 = shutil.copytree(stores[0], root / "v3.zarr"), shutil.copytree(stores[1], root / "v2.zarr")
+    rng = np.random.default_rng(5)
+    g3 = zarr.open_group(str(v3), mode="r+")
+    a = g3.create_array("gzip0_f64", shape=(NT, NY, NX), chunks=(2, 9, 14), dtype="float64",
+                        fill_value=0, dimension_names=DIMS, compressors=GzipCodec(level=0))
+    a[...] = _field(rng, "float64")
+    zarr.consolidate_metadata(str(v3))
+    g2 = zarr.open_group(str(v2), mode="r+")
+    a = g2.create_array("zlib0_f32", shape=(NT, NY, NX), chunks=(2, 5, 14), dtype="<f4", fill_value=0,
+                        compressors=numcodecs.Zlib(level=0))
+    a[...] = _field(rng, "float32")
+    a.attrs["_ARRAY_DIMENSIONS"] = DIMS
+    zarr.consolidate_metadata(str(v2))
+    return v3, v2
+
+
+def _corrupt_chunk_error(path: Path, name: str, **device) -> tuple[zarrstream.Loader, str]:
+    loader = zarrstream.Loader(path, [name], batch_size=4, shuffle="none", **device)
+    with pytest.raises(zarrstream.CorruptChunkError) as e:
+        for _ in loader:
+            pass
+    return loader, str(e.value)
+
+
+@pytest.mark.parametrize("store, name, key, kind", [
+    (0, "gzip_f64", "c/2/0/0", "gzip"),
+    (0, "gzip0_f64", "c/2/0/0", "gzip"),
+    (1, "zlib_f32", "2.1.0", "zlib"),
+    (1, "zlib0_f32", "2.1.0", "zlib"),
+])
+@pytest.mark.parametrize("damage", ["deflate data", "checksum", "gzip size"])
+def test_a_flipped_bit_that_keeps_the_size_fails_with_the_cpu_error(deflate_stores, store, name, key,
+                                                                   kind, damage):
+    """zlib's Adler-32 and gzip's CRC-32 (and ISIZE) are verified when the GPU decodes: a single bit
+    flipped in the deflate data (the stream still decodes to the chunk's size) or in the trailer
+    fails as the CPU loader fails, with its error naming the chunk."""
+    if damage == "gzip size" and kind != "gzip":
+        pytest.skip("zlib streams carry no size")
+    path = deflate_stores[store]
+    chunk = path / name / key
+    stored = chunk.read_bytes()
+    if damage == "deflate data":
+        damaged = _flip_a_bit_keeping_the_size(kind, stored)
+    else:
+        damaged = bytearray(stored)
+        damaged[{"checksum": -3 if kind == "zlib" else -7, "gzip size": -2}[damage]] ^= 0x10
+    chunk.write_bytes(bytes(damaged))
+    try:
+        _, cpu_error = _corrupt_chunk_error(path, name)
+        gpu, gpu_error = _corrupt_chunk_error(path, name, device="cuda", gpu_batches=True)
+    finally:
+        chunk.write_bytes(stored)
+    assert gpu_error == cpu_error
+    assert name in gpu_error and key in gpu_error, gpu_error
+    assert "nvcompBatchedCRC32Async" not in gpu.gpu_decode_status  # gzip decoded on the GPU
+    assert gpu.stats()["gpu_rejected_chunks"] >= 1
 
 
 def test_released_batches_are_reused_only_after_the_consumers_stream(stores):

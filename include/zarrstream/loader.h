@@ -34,10 +34,11 @@
 // with crc32c; unsharded or a shard's inner chunks), and one kernel launch per wave converts,
 // normalises and scatters every box into the batch: identical values to the CPU path. Chunks of
 // other chains (bitshuffle, blosclz, transposed, ...), and all compressed chunks where nvCOMP is
-// not installed or `decode.gpu` is off, decode on the CPU and cross decoded; a chunk the GPU
-// rejects is decoded again on the CPU, so that its error names it. The chunk cache is not used. A
-// batch is complete when Next returns it; its device buffers are reused only after the work queued
-// on the consumer's stream (SetConsumerStream) before the batch was released.
+// not installed or `decode.gpu` is off, decode on the CPU and cross decoded. The checksums zlib and
+// gzip store (Adler-32, CRC-32) are verified on the GPU; a chunk the GPU rejects (nvCOMP's status,
+// its size, a checksum) is decoded again on the CPU, so that its error names it. The chunk cache
+// is not used. A batch is complete when Next returns it; its device buffers are reused only after
+// the work queued on the consumer's stream (SetConsumerStream) before the batch was released.
 //
 // The Python front (zarrstream.Loader) maps its keywords onto these options and converts batches,
 // nothing more: shuffle → ShuffleMode (ParseShuffleMode; True "exact", False "none"), select

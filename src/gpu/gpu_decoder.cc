@@ -35,6 +35,11 @@ uint32_t LoadLittle32(const std::byte* p) {
          static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
+uint32_t LoadBig32(const std::byte* p) {
+  return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 |
+         static_cast<uint32_t>(p[2]) << 8 | static_cast<uint32_t>(p[3]);
+}
+
 // `stored` without its trailing crc32c, once the checksum matches.
 Result<std::span<const std::byte>> WithoutCrc32c(std::span<const std::byte> stored) {
   if (stored.size() < 4) return CorruptChunkError("crc32c: fewer than 4 bytes stored");
@@ -121,6 +126,14 @@ Result<std::span<const std::byte>> GpuChunkCodec::Payload(std::span<const std::b
   }
   if (compression == GpuCompression::kZstd)
     ZS_RETURN_IF_ERROR(CheckZstdFrame(stored, decoded_bytes));
+  if (compression == GpuCompression::kGzip) {
+    // RFC 1952: a 10-byte header, deflate, then CRC-32 and ISIZE (the size mod 2^32), both
+    // little-endian. The CRC-32 is verified on the GPU once decoded; ISIZE here.
+    if (stored.size() < 18) return CorruptChunkError("gzip: member too short");
+    if (LoadLittle32(stored.data() + stored.size() - 4) != static_cast<uint32_t>(decoded_bytes)) {
+      return CorruptChunkError("gzip: the trailer's size is not the chunk's");
+    }
+  }
   if (!compression && stored.size() != decoded_bytes) {
     return CorruptChunkError("stored " + std::to_string(stored.size()) + " bytes, expected " +
                              std::to_string(decoded_bytes));
@@ -166,7 +179,8 @@ Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t deco
     if (frame.size() != kHeader + nbytes) {
       return CorruptChunkError("blosc: the stored data is not the frame's size");
     }
-    parse.streams.push_back(GpuStream{std::nullopt, frame.subspan(kHeader, nbytes), 0, nbytes});
+    parse.streams.push_back(
+        GpuStream{std::nullopt, frame.subspan(kHeader, nbytes), 0, nbytes, std::nullopt});
     return parse;
   }
   const unsigned codec = flags >> 5;
@@ -199,7 +213,8 @@ Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t deco
       if (size == 0 || size > neblock || at + size > frame.size()) {
         return CorruptChunkError("blosc: bad stream size");
       }
-      GpuStream stream{std::nullopt, frame.subspan(at, size), b * blocksize + j * neblock, neblock};
+      GpuStream stream{std::nullopt, frame.subspan(at, size), b * blocksize + j * neblock, neblock,
+                       std::nullopt};
       if (size != neblock) {
         stream.compression = compression;
         if (compression == GpuCompression::kZstd) {
@@ -222,8 +237,16 @@ Result<GpuChunkParse> ParseBlosc(std::span<const std::byte> frame, uint64_t deco
 Result<GpuChunkParse> GpuChunkCodec::Parse(std::span<const std::byte> stored) const {
   if (!blosc) {
     ZS_ASSIGN_OR_RETURN(std::span<const std::byte> payload, Payload(stored));
+    GpuStream stream{compression, payload, 0, decoded_bytes, std::nullopt};
+    if (framing == Framing::kZlib) {  // big-endian, right after the deflate stream
+      stream.checksum =
+          GpuChecksum{GpuChecksum::Kind::kAdler32, LoadBig32(payload.data() + payload.size())};
+    } else if (compression == GpuCompression::kGzip) {  // little-endian, before ISIZE
+      stream.checksum =
+          GpuChecksum{GpuChecksum::Kind::kCrc32, LoadLittle32(payload.data() + payload.size() - 8)};
+    }
     GpuChunkParse parse;
-    parse.streams.push_back(GpuStream{compression, payload, 0, decoded_bytes});
+    parse.streams.push_back(stream);
     return parse;
   }
   if (crc32c) {
@@ -473,13 +496,6 @@ std::span<std::byte> GpuDecodeWorkspace::HostOutput(size_t i, uint64_t bytes) {
   return {staging_.host + chunk.host_offset, bytes};
 }
 
-void GpuDecodeWorkspace::Stage(size_t i, std::optional<GpuCompression> compression,
-                               std::span<const std::byte> payload, uint64_t decoded_bytes) {
-  GpuChunkParse parse;
-  parse.streams.push_back(GpuStream{compression, payload, 0, decoded_bytes});
-  Stage(i, parse, decoded_bytes);
-}
-
 void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t decoded_bytes) {
   Chunk& chunk = chunks_[i];
   chunk.staged = true;
@@ -499,6 +515,7 @@ void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t de
     stream.payload_bytes = g.payload.size();
     stream.output_offset = g.output_offset;
     stream.output_bytes = g.output_bytes;
+    stream.checksum = g.checksum;
     if (fits) {
       stream.staging_offset = offset;
       std::memcpy(staging_.host + offset, g.payload.data(), g.payload.size());
@@ -575,9 +592,13 @@ Status GpuDecodeWorkspace::Decode() {
       c.device = staging_.device + c.host_offset;
       continue;
     }
-    bool compressed = false;
-    for (const Stream& st : c.streams) compressed |= st.compression.has_value();
-    if (compressed && nvcomp_ == nullptr) {
+    bool compressed = false, crc32 = false;
+    for (const Stream& st : c.streams) {
+      compressed |= st.compression.has_value();
+      crc32 |= st.checksum && st.checksum->kind == GpuChecksum::Kind::kCrc32;
+    }
+    // Without nvCOMP, or without its CRC-32 for a gzip chunk, the CPU decodes (and verifies).
+    if ((compressed && nvcomp_ == nullptr) || (crc32 && !nvcomp_->has_crc32())) {
       c.rejected = true;
       continue;
     }
@@ -593,6 +614,7 @@ Status GpuDecodeWorkspace::Decode() {
                                    std::max(arena_bytes + arena_bytes / 4, expected_arena_bytes_)));
   // Streams by compression (nvCOMP), stored streams copied, blocks to unshuffle.
   std::vector<std::pair<size_t, size_t>> groups[4];
+  std::vector<std::pair<size_t, size_t>> checksummed;
   std::vector<gpu_abi::UnshuffleDescriptor> copies, unshuffles;
   for (size_t i : in_arena) {
     Chunk& c = chunks_[i];
@@ -600,6 +622,7 @@ Status GpuDecodeWorkspace::Decode() {
     c.landing += arena_;
     for (size_t k = 0; k < c.streams.size(); ++k) {
       const Stream& st = c.streams[k];
+      if (st.checksum) checksummed.emplace_back(i, k);
       if (st.compression) {
         groups[static_cast<size_t>(*st.compression)].emplace_back(i, k);
       } else {
@@ -617,9 +640,11 @@ Status GpuDecodeWorkspace::Decode() {
   }
   size_t compressed = 0;
   for (const auto& g : groups) compressed += g.size();
-  const uint64_t results_bytes = SizesOffset(compressed) + compressed * 8;
+  const uint64_t checksums_offset = SizesOffset(compressed) + compressed * 8;
+  const uint64_t results_bytes = checksums_offset + checksummed.size() * 4;
   if (compressed > 0) {
-    // Statuses (int32) then decoded sizes (uint64), per stream in group order.
+    // Statuses (int32) then decoded sizes (uint64), per stream in group order; then the checksums
+    // (uint32) of the decoded streams that carry one (see Checksum).
     ZS_RETURN_IF_ERROR(Reserve(results_, results_bytes, 0));
     uint64_t results_offset = 0;
     for (size_t g = 0; g < 4; ++g) {
@@ -628,6 +653,7 @@ Status GpuDecodeWorkspace::Decode() {
           DecodeGroup(static_cast<GpuCompression>(g), groups[g], results_offset, compressed));
       results_offset += groups[g].size();
     }
+    ZS_RETURN_IF_ERROR(Checksum(checksummed, results_.device + checksums_offset));
   }
   ZS_RETURN_IF_ERROR(Unshuffle(copies));      // stored streams into place (typesize 1: a copy)
   ZS_RETURN_IF_ERROR(Unshuffle(unshuffles));  // then blosc's shuffle undone
@@ -644,20 +670,73 @@ Status GpuDecodeWorkspace::Decode() {
       ++k;
     }
   }
+  // A checksum that does not match what the stored bytes say rejects the chunk: the CPU's decode
+  // then names it (a bit flip in stored or literal data can leave a deflate stream decodable).
+  const auto* checksums = reinterpret_cast<const uint32_t*>(results_.host + checksums_offset);
+  k = 0;
+  for (const GpuChecksum::Kind kind : {GpuChecksum::Kind::kAdler32, GpuChecksum::Kind::kCrc32}) {
+    for (const auto& [i, s] : checksummed) {
+      const GpuChecksum& checksum = *chunks_[i].streams[s].checksum;
+      if (checksum.kind != kind) continue;
+      chunks_[i].rejected |= checksums[k] != checksum.expected;
+      ++k;
+    }
+  }
   for (size_t i : in_arena) chunks_decoded_ += chunks_[i].rejected ? 0 : 1;
   return Status::Ok();
 }
 
-Status GpuDecodeWorkspace::Unshuffle(const std::vector<gpu_abi::UnshuffleDescriptor>& blocks) {
-  if (blocks.empty()) return Status::Ok();
+Result<const GpuKernels*> GpuDecodeWorkspace::Kernels() {
   if (kernels_ == nullptr) {
     ZS_ASSIGN_OR_RETURN(kernels_, GpuKernels::ForDevice(driver_));
   }
+  return kernels_;
+}
+
+Status GpuDecodeWorkspace::Unshuffle(const std::vector<gpu_abi::UnshuffleDescriptor>& blocks) {
+  if (blocks.empty()) return Status::Ok();
+  ZS_ASSIGN_OR_RETURN(const GpuKernels* kernels, Kernels());
   uint64_t max_bytes = 0;
   for (const auto& b : blocks) max_bytes = std::max<uint64_t>(max_bytes, b.bytes);
   ZS_ASSIGN_OR_RETURN(const uint64_t descriptors,
                       Upload(std::as_bytes(std::span<const gpu_abi::UnshuffleDescriptor>(blocks))));
-  return kernels_->Unshuffle(descriptors, static_cast<uint32_t>(blocks.size()), max_bytes, stream_);
+  return kernels->Unshuffle(descriptors, static_cast<uint32_t>(blocks.size()), max_bytes, stream_);
+}
+
+Status GpuDecodeWorkspace::Checksum(const std::vector<std::pair<size_t, size_t>>& members,
+                                    uint64_t results) {
+  std::vector<gpu_abi::ChecksumDescriptor> adler32;
+  std::vector<uint64_t> crc32_addresses, crc32_bytes;
+  for (const auto& [i, s] : members) {
+    const Chunk& c = chunks_[i];
+    const Stream& st = c.streams[s];
+    const uint64_t address = c.landing + st.output_offset;
+    if (st.checksum->kind == GpuChecksum::Kind::kAdler32) {
+      adler32.push_back({address, st.output_bytes});
+    } else {
+      crc32_addresses.push_back(address);
+      crc32_bytes.push_back(st.output_bytes);
+    }
+  }
+  if (!adler32.empty()) {
+    ZS_ASSIGN_OR_RETURN(const GpuKernels* kernels, Kernels());
+    ZS_ASSIGN_OR_RETURN(
+        const uint64_t descriptors,
+        Upload(std::as_bytes(std::span<const gpu_abi::ChecksumDescriptor>(adler32))));
+    ZS_RETURN_IF_ERROR(
+        kernels->Adler32(descriptors, static_cast<uint32_t>(adler32.size()), results, stream_));
+  }
+  if (crc32_addresses.empty()) return Status::Ok();
+  // nvCOMP's arguments: the addresses, then the sizes (Decode rejected gzip chunks before they got
+  // here where nvCOMP has no CRC-32).
+  const size_t n = crc32_addresses.size();
+  crc32_addresses.insert(crc32_addresses.end(), crc32_bytes.begin(), crc32_bytes.end());
+  ZS_ASSIGN_OR_RETURN(const uint64_t arguments,
+                      Upload(std::as_bytes(std::span<const uint64_t>(crc32_addresses))));
+  const auto* args = reinterpret_cast<const uint64_t*>(arguments);
+  return nvcomp_->Crc32Async(*driver_, args, args + n, n,
+                             *std::max_element(crc32_bytes.begin(), crc32_bytes.end()),
+                             reinterpret_cast<uint32_t*>(results) + adler32.size(), stream_);
 }
 
 Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,

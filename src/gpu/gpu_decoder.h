@@ -9,11 +9,12 @@
 //      frame's block streams), copied into pinned staging (any threads, concurrently: the read
 //      engine calls it as bytes arrive);
 //   3. Decode(): one host→device copy of everything staged, the batched decodes (one nvCOMP call
-//      per codec), stored streams copied into place and blosc's shuffle undone (zs_unshuffle),
-//      and a wait; then DeviceAddress(i) is each chunk's decoded bytes in device memory and
-//      Rejected(i) says which chunks the GPU could not decode (the caller decodes those on the
-//      CPU, so that the error names the chunk and nothing the GPU produced from a corrupt frame
-//      is trusted);
+//      per codec), the checksums the streams carry (one zs_adler32 launch for zlib's, one nvCOMP
+//      CRC-32 call for gzip's), stored streams copied into place and blosc's shuffle undone
+//      (zs_unshuffle), and a wait; then DeviceAddress(i) is each chunk's decoded bytes in device
+//      memory and Rejected(i) says which chunks the GPU could not decode or whose checksum did not
+//      match (the caller decodes those on the CPU, so that the error names the chunk and nothing
+//      the GPU produced from a corrupt frame is trusted);
 //   4. Upload(bytes) for descriptors and chunks decoded on the CPU after a rejection.
 // The addresses stay valid until the next Begin. Memory grows to the largest wave (or what
 // ExpectWaves announced) and is reused.
@@ -43,12 +44,20 @@ namespace zarrstream {
 class CudaDriver;
 class GpuKernels;
 
+// A checksum of a stream's decoded bytes that its stored bytes carry, verified on the GPU once the
+// stream is decoded: zlib's Adler-32 (zs_adler32), gzip's CRC-32 (nvCOMP's batched CRC-32).
+struct GpuChecksum {
+  enum class Kind : uint8_t { kAdler32, kCrc32 } kind = Kind::kAdler32;
+  uint32_t expected = 0;  // as stored
+};
+
 // One compressed (or stored) stream of a chunk and where its decoded bytes go in the chunk.
 struct GpuStream {
   std::optional<GpuCompression> compression;  // none: `payload` is the output as it is
   std::span<const std::byte> payload;
   uint64_t output_offset = 0;
   uint64_t output_bytes = 0;
+  std::optional<GpuChecksum> checksum;
 };
 
 // A chunk's stored bytes as the GPU decodes them: streams, then (blosc's byte shuffle) each block
@@ -61,8 +70,10 @@ struct GpuChunkParse {
 };
 
 // How the GPU decodes a codec chain's chunks: stored bytes → payload (framing removed on the CPU:
-// numcodecs' LZ4 size prefix, a zlib header, a crc32c checksum, checked) → `compression` (none:
-// the payload is the chunk) → elements, byte-swapped when stored big-endian. Blosc frames (`blosc`)
+// numcodecs' LZ4 size prefix, a zlib header, a crc32c checksum, checked; gzip's trailer size
+// checked) → `compression` (none: the payload is the chunk) → elements, byte-swapped when stored
+// big-endian. zlib's Adler-32 and gzip's CRC-32 of the decoded bytes are verified on the GPU
+// (GpuStream::checksum): a mismatch rejects the chunk. Blosc frames (`blosc`)
 // are parsed on the CPU into their blocks' LZ4 or zstd streams, decoded by nvCOMP and unshuffled
 // by a kernel.
 struct GpuChunkCodec {
@@ -74,11 +85,12 @@ struct GpuChunkCodec {
   uint64_t decoded_bytes = 0;
 
   // The payload of `stored` (a view into it), or a kCorruptChunk error naming the problem. Not
-  // for blosc.
+  // for blosc. A zlib payload is followed in `stored` by its Adler-32; a gzip payload is the whole
+  // member, its trailer included.
   Result<std::span<const std::byte>> Payload(std::span<const std::byte> stored) const;
-  // The streams of `stored` (views into it): kCorruptChunk for a malformed frame, kUnsupported
-  // for a blosc frame the GPU does not decode (bitshuffle, another inner codec, a block split
-  // older writers made): the CPU decodes those.
+  // The streams of `stored` (views into it), with the checksums they carry: kCorruptChunk for a
+  // malformed frame, kUnsupported for a blosc frame the GPU does not decode (bitshuffle, another
+  // inner codec, a block split older writers made): the CPU decodes those.
   Result<GpuChunkParse> Parse(std::span<const std::byte> stored) const;
 };
 
@@ -89,7 +101,8 @@ struct GpuChunkCodec {
 // The GPU decodes [bytes (little- or big-endian: the scatter swaps)] then at most one of zstd,
 // gzip, zlib, lz4, or blosc with lz4/lz4hc/zstd inside and no or byte shuffle, then optionally
 // crc32c. A sharded array ([sharding_indexed] alone) is read by inner chunk, so the answer is its
-// inner chain's. Everything else is decoded on the CPU, for the reason `description` names:
+// inner chain's (gzip only where nvCOMP has its batched CRC-32: Nvcomp::has_crc32, which the
+// caller asks). Everything else is decoded on the CPU, for the reason `description` names:
 // array→array codecs (transpose, as v2's order F becomes; filters), bz2, blosc with blosclz, zlib,
 // snappy or bitshuffle, zstd with content checksums (nvCOMP does not verify them), a second
 // compressor, nested sharding, codecs around sharding.
@@ -110,7 +123,7 @@ GpuDecodePlan PlanGpuDecode(const CodecChain& chain);
 class GpuDecodeWorkspace {
  public:
   // Needs the CUDA driver; `nvcomp` may be null (then every compressed chunk is rejected and
-  // decoded on the CPU by the caller).
+  // decoded on the CPU by the caller; so is every gzip chunk where nvCOMP has no batched CRC-32).
   static Result<std::unique_ptr<GpuDecodeWorkspace>> Create(const CudaDriver* driver,
                                                             const Nvcomp* nvcomp);
   ~GpuDecodeWorkspace();
@@ -132,9 +145,6 @@ class GpuDecodeWorkspace {
   std::span<std::byte> HostOutput(size_t i, uint64_t bytes);
   // Chunk i cannot be staged (its framing is wrong): Decode reports it rejected.
   void Reject(size_t i) { chunks_[i].rejected = true; }
-  // Chunk i for the GPU: `payload` (see GpuChunkCodec::Payload) decoding to `decoded_bytes`.
-  void Stage(size_t i, std::optional<GpuCompression> compression,
-             std::span<const std::byte> payload, uint64_t decoded_bytes);
   // Chunk i for the GPU from its parse (GpuChunkCodec::Parse).
   void Stage(size_t i, const GpuChunkParse& parse, uint64_t decoded_bytes);
   // Copies everything staged to the GPU, decodes it and waits. Errors are the CUDA calls'.
@@ -174,6 +184,11 @@ class GpuDecodeWorkspace {
                      uint64_t results_total);
   // Queues zs_unshuffle over `blocks` (nothing when empty).
   Status Unshuffle(const std::vector<gpu_abi::UnshuffleDescriptor>& blocks);
+  // Queues the checksums of the decoded streams `members` (chunk, stream) carry, into the device
+  // array of uint32 at `results`: the Adler-32s first, then the CRC-32s, each kind in the order
+  // of `members`.
+  Status Checksum(const std::vector<std::pair<size_t, size_t>>& members, uint64_t results);
+  Result<const GpuKernels*> Kernels();
 
   struct Stream {
     std::optional<GpuCompression> compression;
@@ -181,6 +196,7 @@ class GpuDecodeWorkspace {
     uint64_t payload_bytes = 0;
     uint64_t output_offset = 0;  // in the chunk's landing buffer
     uint64_t output_bytes = 0;
+    std::optional<GpuChecksum> checksum;
     ByteBuffer overflow;  // a payload that did not fit the staging capacity
   };
   struct Chunk {
@@ -198,13 +214,13 @@ class GpuDecodeWorkspace {
 
   const CudaDriver* driver_;
   const Nvcomp* nvcomp_;
-  const GpuKernels* kernels_ = nullptr;  // the driver's device's, found at the first unshuffle
+  const GpuKernels* kernels_ = nullptr;  // the driver's device's, found at the first launch
   void* stream_ = nullptr;
   Mirror staging_;  // host-decoded chunks, then staged payloads
   Mirror uploads_;  // Upload's bytes (nvCOMP's arguments, descriptors)
   uint64_t uploads_used_ = 0;
   std::vector<Mirror> retired_;  // outgrown upload buffers, freed at the next Begin
-  Mirror results_;               // nvCOMP's statuses and decoded sizes
+  Mirror results_;               // nvCOMP's statuses and decoded sizes, then checksums
   uint64_t arena_ = 0;           // decoded chunks (device)
   uint64_t arena_capacity_ = 0;
   uint64_t expected_wave_bytes_ = 0;  // ExpectWaves

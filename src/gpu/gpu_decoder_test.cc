@@ -1,9 +1,12 @@
 // Which chains the GPU decodes and how their framing comes off (any machine), and on a GPU: every
 // compression decoded by nvCOMP in one wave equals what the CPU chain decodes, a corrupt frame is
-// rejected rather than trusted, and uploads land where they say.
+// rejected rather than trusted, zlib's Adler-32 (our kernel) and gzip's CRC-32 (nvCOMP's) equal
+// zlib's and reject a chunk whose decoded bytes do not match them, and uploads land where they
+// say.
 #include "gpu/gpu_decoder.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +14,7 @@
 #include "codec/codec_registry.h"
 #include "codec/codec_test_harness.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_kernels.h"
 
 namespace zarrstream {
 namespace {
@@ -245,6 +249,249 @@ TEST(GpuChunkCodecTest, PayloadChecksAndStripsTheFraming) {
   const GpuChunkCodec raw = *PlanGpuDecode(*Chain({Bytes()})).codec;
   EXPECT_TRUE(raw.Payload(data).ok());
   EXPECT_EQ(raw.Payload(std::span(data).first(100)).status().code(), ErrorCode::kCorruptChunk);
+}
+
+uint32_t ZlibAdler32(std::span<const std::byte> data) {
+  return static_cast<uint32_t>(
+      adler32_z(adler32(0, nullptr, 0), reinterpret_cast<const Bytef*>(data.data()), data.size()));
+}
+
+uint32_t ZlibCrc32(std::span<const std::byte> data) {
+  return static_cast<uint32_t>(
+      crc32_z(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(data.data()), data.size()));
+}
+
+TEST(GpuChunkCodecTest, ParseCarriesTheStoredChecksumsAndChecksGzipsSize) {
+  const std::vector<std::byte> data = testing::FieldBytes(kChunk.num_bytes());
+  auto zlib_chain = Chain({Bytes(), Zlib()});
+  const GpuChunkCodec zlib = *PlanGpuDecode(*zlib_chain).codec;
+  auto parse = zlib.Parse(Encode(*zlib_chain, data));
+  ASSERT_TRUE(parse.ok()) << parse.status().ToString();
+  ASSERT_TRUE(parse->streams[0].checksum.has_value());
+  EXPECT_EQ(parse->streams[0].checksum->kind, GpuChecksum::Kind::kAdler32);
+  EXPECT_EQ(parse->streams[0].checksum->expected, ZlibAdler32(data));
+
+  auto gzip_chain = Chain({Bytes(), Gzip(), Crc32c()});
+  const GpuChunkCodec gzip = *PlanGpuDecode(*gzip_chain).codec;
+  std::vector<std::byte> stored = Encode(*gzip_chain, data);
+  parse = gzip.Parse(stored);
+  ASSERT_TRUE(parse.ok()) << parse.status().ToString();
+  ASSERT_TRUE(parse->streams[0].checksum.has_value());
+  EXPECT_EQ(parse->streams[0].checksum->kind, GpuChecksum::Kind::kCrc32);
+  EXPECT_EQ(parse->streams[0].checksum->expected, ZlibCrc32(data));
+
+  // ISIZE (the 4 bytes before crc32c's) says another size: refused before the GPU.
+  auto plain_gzip_chain = Chain({Bytes(), Gzip()});
+  stored = Encode(*plain_gzip_chain, data);
+  stored[stored.size() - 2] ^= std::byte{0x10};
+  const GpuChunkCodec plain_gzip = *PlanGpuDecode(*plain_gzip_chain).codec;
+  EXPECT_EQ(plain_gzip.Parse(stored).status().code(), ErrorCode::kCorruptChunk);
+  CodecScratch scratch;
+  std::vector<std::byte> cpu(data.size());
+  EXPECT_EQ(plain_gzip_chain->Decode(stored, cpu, &scratch).code(), ErrorCode::kCorruptChunk);
+  EXPECT_EQ(plain_gzip.Parse(std::span(stored).first(17)).status().code(),
+            ErrorCode::kCorruptChunk);
+
+  for (const auto& specs :
+       std::vector<std::vector<CodecSpec>>{{Bytes(), Zstd()}, {Bytes(), Lz4()}}) {
+    auto chain = Chain(specs);
+    parse = PlanGpuDecode(*chain).codec->Parse(Encode(*chain, data));
+    ASSERT_TRUE(parse.ok());
+    EXPECT_FALSE(parse->streams[0].checksum.has_value());
+  }
+}
+
+// Device memory holding `cases` back to back, each starting `misalignment` bytes past a 256-byte
+// boundary, and a stream for the test's launches; freed at the end of the test.
+class DeviceCases {
+ public:
+  DeviceCases(const CudaDriver* driver, const std::vector<std::vector<std::byte>>& cases,
+              uint64_t misalignment)
+      : driver_(driver) {
+    uint64_t total = 0;
+    for (const auto& c : cases) {
+      offsets_.push_back(total + misalignment);
+      total = (total + misalignment + c.size() + 255) / 256 * 256;
+    }
+    auto memory = driver->AllocateDevice(std::max<uint64_t>(total, 1));
+    EXPECT_TRUE(memory.ok()) << memory.status().ToString();
+    memory_ = memory.ok() ? *memory : 0;
+    auto stream = driver->CreateStream();
+    EXPECT_TRUE(stream.ok());
+    stream_ = stream.ok() ? *stream : nullptr;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_TRUE(
+          driver->CopyToDevice(memory_ + offsets_[i], cases[i].data(), cases[i].size(), stream_)
+              .ok());
+    }
+  }
+  ~DeviceCases() {
+    (void)driver_->SynchronizeStream(stream_);
+    for (uint64_t a : allocations_) driver_->FreeDevice(a);
+    driver_->FreeDevice(memory_);
+    driver_->DestroyStream(stream_);
+  }
+  uint64_t address(size_t i) const { return memory_ + offsets_[i]; }
+  void* stream() const { return stream_; }
+  // Device memory holding `bytes`, freed with this.
+  template <typename T>
+  uint64_t Copy(const std::vector<T>& values) {
+    auto memory = driver_->AllocateDevice(std::max<size_t>(values.size() * sizeof(T), 1));
+    EXPECT_TRUE(memory.ok());
+    if (!memory.ok()) return 0;
+    allocations_.push_back(*memory);
+    EXPECT_TRUE(
+        driver_->CopyToDevice(*memory, values.data(), values.size() * sizeof(T), stream_).ok());
+    return *memory;
+  }
+  std::vector<uint32_t> Back(uint64_t address, size_t count) {
+    std::vector<uint32_t> values(count);
+    EXPECT_TRUE(driver_->CopyToHost(values.data(), address, count * 4, stream_).ok());
+    EXPECT_TRUE(driver_->SynchronizeStream(stream_).ok());
+    return values;
+  }
+
+ private:
+  const CudaDriver* driver_;
+  uint64_t memory_ = 0;
+  void* stream_ = nullptr;
+  std::vector<uint64_t> offsets_;
+  std::vector<uint64_t> allocations_;
+};
+
+// The checksum cases: zlib's block boundaries (5552 bytes between its reductions), the 16-byte
+// words the kernel reads (sizes not a multiple of them), tens of MB, and all 0xFF bytes, the
+// largest sums a stream of its size can have.
+std::vector<std::vector<std::byte>> ChecksumCases() {
+  std::vector<std::vector<std::byte>> cases;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{17}, size_t{5551}, size_t{5552},
+                   size_t{65536}, size_t{65537}, size_t{10} << 20, (size_t{32} << 20) + 7}) {
+    cases.push_back(testing::RandomBytes(n, static_cast<uint32_t>(n)));
+  }
+  cases.emplace_back((size_t{24} << 20) + 3, std::byte{0xFF});
+  return cases;
+}
+
+TEST(GpuChecksumGpuTest, Adler32KernelEqualsZlibAtAnyAlignment) {
+  const CudaDriver* driver = CudaDriver::Get();
+  if (driver == nullptr) GTEST_SKIP() << "GPU test skipped: " << CudaDriver::UnavailableReason();
+  auto kernels = GpuKernels::ForDevice(driver);
+  ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
+  const std::vector<std::vector<std::byte>> cases = ChecksumCases();
+  for (uint64_t misalignment : {0, 1, 7, 15}) {
+    SCOPED_TRACE(misalignment);
+    DeviceCases device(driver, cases, misalignment);
+    std::vector<gpu_abi::ChecksumDescriptor> descriptors;
+    for (size_t i = 0; i < cases.size(); ++i)
+      descriptors.push_back({device.address(i), cases[i].size()});
+    const uint64_t d = device.Copy(descriptors);
+    const uint64_t results = device.Copy(std::vector<uint32_t>(cases.size(), 0));
+    ASSERT_TRUE(
+        (*kernels)->Adler32(d, static_cast<uint32_t>(cases.size()), results, device.stream()).ok());
+    const std::vector<uint32_t> got = device.Back(results, cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(got[i], ZlibAdler32(cases[i])) << cases[i].size() << " bytes";
+    }
+  }
+}
+
+TEST(GpuChecksumGpuTest, NvcompCrc32EqualsZlibAtAnyAlignment) {
+  const CudaDriver* driver = CudaDriver::Get();
+  if (driver == nullptr) GTEST_SKIP() << "GPU test skipped: " << CudaDriver::UnavailableReason();
+  const Nvcomp* nvcomp = Nvcomp::Get();
+  ASSERT_NE(nvcomp, nullptr) << Nvcomp::UnavailableReason();
+  ASSERT_TRUE(nvcomp->has_crc32())
+      << "nvCOMP " << nvcomp->version() << " has no nvcompBatchedCRC32Async";
+  const std::vector<std::vector<std::byte>> cases = ChecksumCases();
+  for (uint64_t misalignment : {0, 3}) {
+    SCOPED_TRACE(misalignment);
+    DeviceCases device(driver, cases, misalignment);
+    std::vector<uint64_t> arguments;  // addresses, then sizes
+    size_t max_bytes = 0;
+    for (size_t i = 0; i < cases.size(); ++i) arguments.push_back(device.address(i));
+    for (const auto& c : cases) {
+      arguments.push_back(c.size());
+      max_bytes = std::max(max_bytes, c.size());
+    }
+    const auto* args = reinterpret_cast<const uint64_t*>(device.Copy(arguments));
+    const uint64_t results = device.Copy(std::vector<uint32_t>(cases.size(), 0));
+    ASSERT_TRUE(nvcomp
+                    ->Crc32Async(*driver, args, args + cases.size(), cases.size(), max_bytes,
+                                 reinterpret_cast<uint32_t*>(results), device.stream())
+                    .ok());
+    const std::vector<uint32_t> got = device.Back(results, cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(got[i], ZlibCrc32(cases[i])) << cases[i].size() << " bytes";
+    }
+  }
+}
+
+// Where the deflate stream of `stored` (zlib or gzip at level 0: stored blocks) keeps the chunk's
+// bytes as they are, one of them flipped: the stream still decodes to the chunk's size, and only
+// the checksum tells.
+std::vector<std::byte> FlipStoredByte(std::vector<std::byte> stored,
+                                      std::span<const std::byte> data) {
+  const std::byte* at = std::search(stored.data(), stored.data() + stored.size(),
+                                    data.data() + 1000, data.data() + 1064);
+  EXPECT_NE(at, stored.data() + stored.size()) << "the data is not stored as it is";
+  stored[at - stored.data() + 7] ^= std::byte{0x04};
+  return stored;
+}
+
+// GPU: in one wave of zlib, gzip and zstd chunks, a single bit flipped in the deflate data (where
+// it still decodes to the chunk's size) or in the checksum trailer rejects exactly that chunk, as
+// the CPU refuses it; intact chunks pass.
+TEST(GpuDecodeWorkspaceGpuTest, ChecksumMismatchesRejectTheChunk) {
+  const CudaDriver* driver = CudaDriver::Get();
+  if (driver == nullptr) GTEST_SKIP() << "GPU test skipped: " << CudaDriver::UnavailableReason();
+  const Nvcomp* nvcomp = Nvcomp::Get();
+  ASSERT_NE(nvcomp, nullptr) << Nvcomp::UnavailableReason();
+  ASSERT_TRUE(nvcomp->has_crc32());
+  auto workspace = GpuDecodeWorkspace::Create(driver, nvcomp);
+  ASSERT_TRUE(workspace.ok());
+  GpuDecodeWorkspace& w = **workspace;
+  const std::vector<std::byte> data = testing::RandomBytes(kChunk.num_bytes(), 5);
+  auto zlib_chain = Chain({Bytes(), {"numcodecs.zlib", {{"level", 0}}}});
+  auto gzip_chain = Chain({Bytes(), {"gzip", {{"level", 0}}}});
+  auto zstd_chain = Chain({Bytes(), Zstd()});
+  struct Case {
+    const CodecChain* chain;
+    std::vector<std::byte> stored;
+    bool damaged;
+  };
+  std::vector<Case> cases;
+  for (const CodecChain* chain : {zlib_chain.get(), gzip_chain.get()}) {
+    const std::vector<std::byte> good = Encode(*chain, data);
+    std::vector<std::byte> trailer = good;  // a bit of the Adler-32, or of gzip's CRC-32
+    trailer[trailer.size() - (chain == gzip_chain.get() ? 6 : 2)] ^= std::byte{0x20};
+    cases.push_back({chain, good, false});
+    cases.push_back({chain, FlipStoredByte(good, data), true});
+    cases.push_back({chain, trailer, true});
+  }
+  cases.push_back({zstd_chain.get(), Encode(*zstd_chain, data), false});
+  std::swap(cases[1], cases[4]);  // kinds interleaved in the wave
+  ASSERT_TRUE(w.Begin(cases.size(), 0, cases.size() * data.size()).ok());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const GpuChunkCodec codec = *PlanGpuDecode(*cases[i].chain).codec;
+    auto parse = codec.Parse(cases[i].stored);
+    ASSERT_TRUE(parse.ok()) << i << ": " << parse.status().ToString();
+    w.Stage(i, *parse, codec.decoded_bytes);
+  }
+  ASSERT_TRUE(w.Decode().ok());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(w.Rejected(i), cases[i].damaged);
+    std::vector<std::byte> cpu(data.size());
+    CodecScratch scratch;
+    const Status status = cases[i].chain->Decode(cases[i].stored, cpu, &scratch);
+    EXPECT_EQ(status.code(), cases[i].damaged ? ErrorCode::kCorruptChunk : ErrorCode::kOk)
+        << status.ToString();
+    if (cases[i].damaged) continue;
+    std::vector<std::byte> back(data.size());
+    ASSERT_TRUE(driver->CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
+    ASSERT_TRUE(w.Synchronize().ok());
+    EXPECT_EQ(back, data);
+  }
 }
 
 // GPU: a wave of chunks of every compression (and raw, and a host output), decoded at once.

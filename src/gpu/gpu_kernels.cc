@@ -54,14 +54,18 @@ class GpuKernelsLoader {
     }
     Result<void*> scatter = driver->GetFunction(*module, "zs_scatter");
     Result<void*> unshuffle = driver->GetFunction(*module, "zs_unshuffle");
-    if (!scatter.ok() || !unshuffle.ok()) {
-      loaded.reason = (!scatter.ok() ? scatter.status() : unshuffle.status()).message();
-      return loaded;
+    Result<void*> adler32 = driver->GetFunction(*module, "zs_adler32");
+    for (const Result<void*>* function : {&scatter, &unshuffle, &adler32}) {
+      if (!function->ok()) {
+        loaded.reason = function->status().message();
+        return loaded;
+      }
     }
     loaded.kernels = new GpuKernels();  // lives for the process, as the module stays loaded
     loaded.kernels->driver_ = driver;
     loaded.kernels->scatter_ = *scatter;
     loaded.kernels->unshuffle_ = *unshuffle;
+    loaded.kernels->adler32_ = *adler32;
 #else
     (void)driver;
     loaded.reason =
@@ -110,6 +114,15 @@ Status GpuKernels::Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_
   GridFor(*driver_, count, max_bytes, 8, grid);
   void* arguments[] = {&descriptors, &count};
   return driver_->Launch(unshuffle_, grid, kThreadsPerBlock, stream, arguments);
+}
+
+Status GpuKernels::Adler32(uint64_t descriptors, uint32_t count, uint64_t results,
+                           void* stream) const {
+  if (count == 0) return Status::Ok();
+  // One block per stream: its threads' partial sums meet in the block, with no second pass.
+  uint32_t grid[3] = {1, static_cast<uint32_t>(std::min<uint64_t>(count, kMaxGridY)), 1};
+  void* arguments[] = {&descriptors, &count, &results};
+  return driver_->Launch(adler32_, grid, kThreadsPerBlock, stream, arguments);
 }
 
 }  // namespace zarrstream

@@ -27,6 +27,9 @@ class GpuKernels {
   Status Scatter(uint64_t descriptors, uint32_t count, uint64_t max_elements, void* stream) const;
   // zs_unshuffle over `count` UnshuffleDescriptors, the largest block `max_bytes` long.
   Status Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_bytes, void* stream) const;
+  // zs_adler32 over `count` ChecksumDescriptors, each stream's Adler-32 into the device array of
+  // `count` uint32 at `results`.
+  Status Adler32(uint64_t descriptors, uint32_t count, uint64_t results, void* stream) const;
 
  private:
   friend class GpuKernelsLoader;  // gpu_kernels.cc
@@ -34,6 +37,7 @@ class GpuKernels {
   const CudaDriver* driver_ = nullptr;  // the device the module is loaded on
   void* scatter_ = nullptr;             // CUfunction
   void* unshuffle_ = nullptr;           // CUfunction
+  void* adler32_ = nullptr;             // CUfunction
 };
 
 }  // namespace zarrstream

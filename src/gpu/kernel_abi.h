@@ -65,4 +65,11 @@ struct UnshuffleDescriptor {
   uint32_t typesize = 0;
 };
 
+// One decoded stream whose Adler-32 (zlib's) zs_adler32 computes: `bytes` bytes at device address
+// `data`, any alignment.
+struct ChecksumDescriptor {
+  uint64_t data = 0;
+  uint64_t bytes = 0;
+};
+
 }  // namespace zarrstream::gpu_abi

@@ -14,6 +14,7 @@
 
 namespace {
 
+using zarrstream::gpu_abi::ChecksumDescriptor;
 using zarrstream::gpu_abi::CopyDescriptor;
 using zarrstream::gpu_abi::UnshuffleDescriptor;
 namespace abi = zarrstream::gpu_abi;
@@ -215,6 +216,96 @@ extern "C" __global__ void zs_unshuffle(const UnshuffleDescriptor* blocks, uint3
       } else {
         out[i] = in[i];  // the bytes after the last whole element are stored as they are
       }
+    }
+  }
+}
+
+namespace {
+
+constexpr uint32_t kAdlerModulus = 65521;
+
+// Σ b and Σ w·b of one byte `b` of weight `w` (its distance from the end of the stream).
+__device__ __forceinline__ void AdlerByte(uint32_t b, uint64_t weight, uint64_t& sum,
+                                          uint64_t& weighted) {
+  sum += b;
+  weighted += (weight % kAdlerModulus) * b;
+}
+
+// The sum of `value` over the block's threads, in thread 0 (`scratch`: one word per warp).
+__device__ __forceinline__ uint64_t BlockSum(uint64_t value, uint64_t* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
+  }
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  value = 0;
+  if (threadIdx.x == 0) {
+    for (uint32_t w = 0; w < (blockDim.x + 31) / 32; ++w) value += scratch[w];
+  }
+  __syncthreads();  // scratch is free again
+  return value;
+}
+
+}  // namespace
+
+// zlib's Adler-32 of every stream of `streams` (count of them) into `results`: one block per stream
+// (y; looping when there are more than gridDim.y), blockDim.x a multiple of 32. For n bytes b_i,
+// s1 = 1 + Σ b_i and s2 = n + Σ (n − i)·b_i, both mod 65521, and the result is s2 << 16 | s1.
+// Each thread sums whole 16-byte words in 64-bit partial sums: per word, its bytes' sum (≤ 4080)
+// and their weights within the word, the weight of the bytes after it kept mod 65521, so that a
+// term stays below 2^28 and no partial sum of a stream under 2^40 bytes can wrap; partial s2s are
+// reduced mod 65521 before the block adds them. The bytes before the first aligned word and after
+// the last whole one are read one by one: nothing past the stream is read.
+extern "C" __global__ void zs_adler32(const ChecksumDescriptor* streams, uint32_t count,
+                                      uint32_t* results) {
+  __shared__ uint64_t scratch[32];
+  for (uint32_t s = blockIdx.y; s < count; s += gridDim.y) {
+    const ChecksumDescriptor d = streams[s];
+    const auto* bytes = reinterpret_cast<const unsigned char*>(d.data);
+    const uint64_t n = d.bytes;
+    const uint64_t misaligned = (16 - d.data % 16) % 16;
+    const uint64_t head = misaligned < n ? misaligned : n;
+    const uint64_t words = (n - head) / 16;
+    const uint64_t body_end = head + 16 * words;
+    const auto* body = reinterpret_cast<const uint4*>(bytes + head);
+    uint64_t sum = 0, weighted = 0;
+    // The bytes after this thread's word, mod 65521: its byte j weighs after + 16 − j. It falls by
+    // 16·blockDim.x from one word of the thread to its next (kept reduced: no 64-bit division).
+    const uint32_t step = 16 * blockDim.x % kAdlerModulus;
+    uint32_t after =
+        threadIdx.x < words
+            ? static_cast<uint32_t>((n - (head + 16 * threadIdx.x + 16)) % kAdlerModulus)
+            : 0;
+    for (uint64_t w = threadIdx.x; w < words; w += blockDim.x) {
+      const uint4 v = body[w];
+      const uint32_t parts[4] = {v.x, v.y, v.z, v.w};
+      uint32_t word_sum = 0, word_weighted = 0;  // weights 16 … 1 within the word
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t b = (parts[k] >> (8 * j)) & 0xFFu;
+          word_sum += b;
+          word_weighted += (16 - (4 * k + j)) * b;
+        }
+      }
+      sum += word_sum;
+      weighted += static_cast<uint64_t>(after) * word_sum + word_weighted;
+      after = after >= step ? after - step : after + kAdlerModulus - step;
+    }
+    for (uint64_t i = threadIdx.x; i < head; i += blockDim.x) {
+      AdlerByte(bytes[i], n - i, sum, weighted);
+    }
+    for (uint64_t i = body_end + threadIdx.x; i < n; i += blockDim.x) {
+      AdlerByte(bytes[i], n - i, sum, weighted);
+    }
+    sum = BlockSum(sum % kAdlerModulus, scratch);
+    weighted = BlockSum(weighted % kAdlerModulus, scratch);
+    if (threadIdx.x == 0) {
+      const uint64_t s1 = (1 + sum) % kAdlerModulus;
+      const uint64_t s2 = (n % kAdlerModulus + weighted) % kAdlerModulus;
+      results[s] = static_cast<uint32_t>(s2 << 16 | s1);
     }
   }
 }

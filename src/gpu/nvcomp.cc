@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "gpu/cuda_driver.h"
@@ -30,12 +31,45 @@ using DecompressFn = NvcompStatus (*)(const void* const*, const size_t*, const s
                                       size_t, void*, size_t, void* const*, DecompressOptions,
                                       NvcompStatus*, void*);
 
+// crc32.h's nvcompBatchedCRC32Opts_t (128 bytes, passed by value): the CRC model, then the kernel
+// configuration nvcompBatchedCRC32GetHeuristicConf fills; reserved bytes zero.
+struct Crc32Spec {
+  uint32_t poly = 0;
+  uint32_t init = 0;
+  bool ref_in = false;
+  bool ref_out = false;
+  uint32_t xorout = 0;
+  char reserved[16] = {};
+};
+struct Crc32KernelConf {
+  int32_t kernel_kind = 0;
+  int32_t bytes_per_read = 0;
+  int32_t blocks_per_msg = 0;
+  char reserved[20] = {};
+};
+struct Crc32Options {
+  Crc32Spec spec;
+  Crc32KernelConf kernel_conf;
+  char reserved[64] = {};
+};
+static_assert(sizeof(Crc32Spec) == 32 && sizeof(Crc32KernelConf) == 32 &&
+              sizeof(Crc32Options) == 128);
+// CRC-32/ISO-HDLC, gzip's (crc32.h: nvcompCRC32).
+constexpr Crc32Spec kGzipCrc32 = {0x04C11DB7, 0xFFFFFFFF, true, true, 0xFFFFFFFF, {}};
+constexpr int32_t kCrc32OnlySegment = 0;  // nvcompCRC32OnlySegment: each input is a whole message
+
+using Crc32Fn = NvcompStatus (*)(const void* const*, const size_t*, size_t, uint32_t*, Crc32Options,
+                                 int32_t, NvcompStatus*, void*);
+using Crc32ConfFn = NvcompStatus (*)(const size_t*, size_t, Crc32KernelConf*, size_t, void*);
+
 }  // namespace
 
 struct Nvcomp::Api {
   NvcompStatus (*nvcompGetProperties)(Properties*) = nullptr;
   TempSizeFn temp_size[4] = {};  // by GpuCompression
   DecompressFn decompress[4] = {};
+  Crc32Fn crc32 = nullptr;  // null in nvCOMP before 6.0
+  Crc32ConfFn crc32_conf = nullptr;
 };
 
 std::string_view GpuCompressionName(GpuCompression compression) {
@@ -127,6 +161,10 @@ class NvcompLoader {
       loaded.reason = name + " lacks an entry point zarrstream needs (nvCOMP 5 or later needed)";
       return loaded;
     }
+    api.crc32 = reinterpret_cast<Crc32Fn>(dlsym(library, "nvcompBatchedCRC32Async"));
+    api.crc32_conf =
+        reinterpret_cast<Crc32ConfFn>(dlsym(library, "nvcompBatchedCRC32GetHeuristicConf"));
+    if (api.crc32_conf == nullptr) api.crc32 = nullptr;  // both or neither
     Properties properties;
     if (api.nvcompGetProperties(&properties) != kNvcompSuccess) {
       loaded.reason = "nvcompGetProperties failed";
@@ -195,6 +233,29 @@ Status Nvcomp::DecompressAsync(const CudaDriver& driver, GpuCompression compress
         DecompressOptions{}, statuses, stream);
     return status == kNvcompSuccess ? Status::Ok()
                                     : NvcompError("DecompressAsync", compression, status);
+  });
+}
+
+bool Nvcomp::has_crc32() const { return api_->crc32 != nullptr; }
+
+Status Nvcomp::Crc32Async(const CudaDriver& driver, const uint64_t* inputs,
+                          const uint64_t* input_bytes, size_t chunks, size_t max_input_bytes,
+                          uint32_t* crcs, void* stream) const {
+  return driver.InContext([&] {
+    Crc32Options options;
+    options.spec = kGzipCrc32;
+    // Given the largest size, the heuristic neither reads device memory nor synchronizes.
+    NvcompStatus status = api_->crc32_conf(nullptr, chunks, &options.kernel_conf,
+                                           std::max<size_t>(max_input_bytes, 1), stream);
+    if (status != kNvcompSuccess) {
+      return CudaError("nvcompBatchedCRC32GetHeuristicConf failed: " + Nvcomp::StatusName(status));
+    }
+    status = api_->crc32(reinterpret_cast<const void* const*>(inputs),
+                         reinterpret_cast<const size_t*>(input_bytes), chunks, crcs, options,
+                         kCrc32OnlySegment, nullptr, stream);
+    return status == kNvcompSuccess
+               ? Status::Ok()
+               : CudaError("nvcompBatchedCRC32Async failed: " + Nvcomp::StatusName(status));
   });
 }
 

@@ -54,6 +54,17 @@ class Nvcomp {
                          uint64_t temp, size_t temp_bytes, const uint64_t* outputs,
                          int32_t* statuses, void* stream) const;
 
+  // Whether this nvCOMP computes batched CRC-32s (nvcompBatchedCRC32Async, nvCOMP 6.0 on): without
+  // it gzip chunks decode on the CPU, since nvCOMP's gzip decoder does not verify the CRC-32 gzip
+  // stores.
+  bool has_crc32() const;
+  // Queues the CRC-32 (gzip's and zlib's crc32()) of `chunks` byte ranges on `stream`: `inputs` and
+  // `input_bytes` are device arrays of `chunks` addresses and sizes (no alignment needed), `crcs`
+  // a device array nvCOMP fills; `max_input_bytes` is the largest size, from which nvCOMP picks its
+  // kernel. Needs has_crc32(). Runs in `driver`'s device's context.
+  Status Crc32Async(const CudaDriver& driver, const uint64_t* inputs, const uint64_t* input_bytes,
+                    size_t chunks, size_t max_input_bytes, uint32_t* crcs, void* stream) const;
+
   // "nvcompErrorCannotDecompress" for a status value.
   static std::string StatusName(int32_t status);
 

@@ -44,6 +44,11 @@ Result<GpuSetup> SetUpGpu(const LoaderOptions& options) {
   } else if ((setup.nvcomp = Nvcomp::Get()) != nullptr) {
     setup.nvcomp_status =
         "nvCOMP " + setup.nvcomp->version() + " (" + setup.nvcomp->library() + ")";
+    if (!setup.nvcomp->has_crc32()) {
+      setup.nvcomp_status +=
+          "; gzip chunks decode on the CPU: this nvCOMP has no batched CRC-32 "
+          "(nvcompBatchedCRC32Async, nvCOMP 6.0 on) to verify them";
+    }
     const std::string percent = std::to_string(std::lround(100 * options.decode.cpu_share));
     if (options.decode.adaptive) {
       setup.nvcomp_status +=
@@ -63,10 +68,14 @@ Result<GpuSetup> SetUpGpu(const LoaderOptions& options) {
 GpuBatchProducer::GpuBatchProducer(BatchContext& context, GpuSetup setup)
     : BatchProducerBase(context), setup_(std::move(setup)) {
   for (const internal::ArrayState* array : context.geometry.arrays) {
-    // Without nvCOMP the GPU takes only chunks it copies as they are; the CPU decodes the rest
-    // (staging them would read them twice: once for the GPU to reject, once for the CPU).
+    // Without nvCOMP the GPU takes only chunks it copies as they are, and gzip chunks only where
+    // nvCOMP can verify their CRC-32; the CPU decodes the rest (staging them would read them
+    // twice: once for the GPU to reject, once for the CPU).
     std::optional<GpuChunkCodec> codec = PlanGpuDecode(*array->chain).codec;
     if (codec && setup_.nvcomp == nullptr && (codec->compression || codec->blosc)) codec.reset();
+    if (codec && codec->compression == GpuCompression::kGzip && !setup_.nvcomp->has_crc32()) {
+      codec.reset();
+    }
     codecs_.push_back(codec);
     max_chunk_bytes_ = std::max(max_chunk_bytes_, ReadChunkBytes(*array));
     any_blosc_ |= codecs_.back() && codecs_.back()->blosc;
