@@ -238,7 +238,8 @@ def test_shuffle_and_cpu_decode_share_parse_once_in_the_core(era5):
     assert (decode.gpu, decode.adaptive, decode.cpu_share) == (False, True, 0.5)
     decode = zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="0.25")._options.decode
     assert (decode.gpu, decode.adaptive, decode.cpu_share) == (True, False, 0.25)
-    with pytest.raises(zarrstream.ConfigError, match="cpu_decode_share is '1.5': expected a share from 0 to 1 or 'auto'"):
+    with pytest.raises(zarrstream.ConfigError,
+                       match="cpu_decode_share is '1.5': expected a share from 0 to 1 or 'auto'"):
         zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="1.5")
 
 
