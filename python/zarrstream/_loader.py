@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _zarrstream
@@ -42,13 +43,11 @@ def _selection(dim: str, value: Any) -> str:
 
 
 def _default_rank_world() -> tuple[int, int]:
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except ImportError:
-        pass
+    # A process group exists only where torch.distributed was imported: never import torch here
+    # (output="dlpack" needs none).
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
@@ -237,7 +236,8 @@ class Loader:
         o.block_chunks = _unsigned("block_chunks", block_chunks)
         o.block_window = _unsigned("block_window", block_window)
         o.batch_size = _unsigned("batch_size", batch_size)
-        default_rank, default_world = _default_rank_world()
+        default_rank, default_world = (
+            _default_rank_world() if rank is None or world_size is None else (0, 1))
         o.rank = default_rank if rank is None else _unsigned("rank", rank, bits=32)
         o.world_size = (
             default_world if world_size is None else _unsigned("world_size", world_size, bits=32)
