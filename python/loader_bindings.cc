@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "errors.h"
+#include "gil.h"
 #include "zarrstream/loader.h"
 
 namespace nb = nanobind;
@@ -48,7 +49,7 @@ nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle
 nb::object NextBatch(Loader& loader) {
   std::optional<Result<std::optional<BatchRef>>> next;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     next.emplace(loader.Next());
   }
   std::optional<BatchRef> batch = ValueOrThrow(std::move(*next));
@@ -188,7 +189,7 @@ void RegisterLoaderBindings(nb::module_& m) {
           [](Loader* self, const std::string& url, const LoaderOptions& options) {
             std::optional<Result<Loader>> loader;
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               loader.emplace(Loader::Open(url, options));
             }
             new (self) Loader(ValueOrThrow(std::move(*loader)));
@@ -197,7 +198,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def("next", &NextBatch)
       .def("set_epoch",
            [](Loader& l, uint64_t epoch) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              l.SetEpoch(epoch);
            })
       .def_prop_ro("epoch", &Loader::epoch)
@@ -209,7 +210,7 @@ void RegisterLoaderBindings(nb::module_& m) {
            [](Loader& l, const std::string& json) {
              Status status;
              {
-               nb::gil_scoped_release release;
+               GilRelease release;
                status = l.RestoreStateJson(json);
              }
              ThrowIfError(status);
