@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _zarrstream
@@ -307,6 +308,9 @@ class Loader:
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.
         self._in_transfer: tuple[dict[str, Any], Any] | None = None
+        # Loops over one loader in several threads: the one that finds the epoch done starts the
+        # next, the others join it (the core hands each batch to one of them).
+        self._epoch_lock = threading.Lock()
         self._core = _zarrstream.Loader(os.fspath(url), o)
         self._options = o
 
@@ -361,13 +365,25 @@ class Loader:
         self._core.set_epoch(_unsigned("epoch", epoch))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self._core.next_batch >= self._core.num_batches:
-            self._core.set_epoch(self._core.epoch + 1)
+        with self._epoch_lock:
+            if self._core.next_batch >= self._core.num_batches:
+                self._core.set_epoch(self._core.epoch + 1)
         while True:
-            batch = self._core.next()
-            if batch is None:
-                return
-            yield self._to_torch(batch) if self._output == "torch" else self._to_dlpack(batch)
+            # A batch counts as delivered once it is yielded: an exception before that (Ctrl-C's
+            # KeyboardInterrupt as the core returns, a failed conversion) puts it back, so that
+            # state_dict() and the next loop start at it. Nothing between the try block and the
+            # yield checks for signals.
+            taken: list[Any] = []
+            try:
+                batch = self._core.next(taken)
+                if batch is None:
+                    return
+                out = self._to_torch(batch) if self._output == "torch" else self._to_dlpack(batch)
+            except BaseException:
+                if taken:
+                    self._core.put_back(taken[0])
+                raise
+            yield out
 
     def _to_dlpack(self, batch: dict[str, Any]) -> dict[str, Any]:
         # The same keys as the torch batches.
