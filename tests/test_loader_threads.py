@@ -29,7 +29,9 @@ import zarr
 import zarrstream
 
 NT, NY, NX = 24, 96, 96
-SLOW = dict(num_threads=1, cache_bytes=1 << 16)  # every batch decodes its 144 chunks again
+# Every batch decodes its 144 chunks again (the cache size is part of a state's geometry: the
+# resumed loaders take the same).
+SLOW = dict(num_threads=1, cache_bytes=1 << 16)
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +153,7 @@ def test_ctrl_c_in_a_loop_resumes_with_exactly_the_batches_not_received(store, o
         pytest.importorskip("torch")
     script = SIGINT_SCRIPT.format(store=store, output=output, consumer_s=consumer_s,
                                   imports="import torch" if output == "torch" else "")
-    full = [list(map(list, b)) for b in epoch_batches(store, 0, batch_size=1, seed=2)]
+    full = [list(map(list, b)) for b in epoch_batches(store, 0, batch_size=1, seed=2, **SLOW)]
     for delay in (0.05, 0.13, 0.31, 0.47):
         proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
@@ -164,9 +166,11 @@ def test_ctrl_c_in_a_loop_resumes_with_exactly_the_batches_not_received(store, o
             proc.kill()
         assert proc.returncode == 0, err
         result = json.loads(out)
-        resumed = zarrstream.Loader(store, ["t2m"], output="dlpack", batch_size=1, seed=2)
+        resumed = zarrstream.Loader(store, ["t2m"], output="dlpack", batch_size=1, seed=2, **SLOW)
         resumed.load_state_dict(result["state"])
-        rest = [list(map(list, origins(b))) for b in resumed]
+        # A loop after the epoch's end starts the next epoch: nothing left when the loop had all.
+        done = len(result["got"]) == len(full)
+        rest = [] if done else [list(map(list, origins(b))) for b in resumed]
         assert result["got"] + rest == full, (delay, len(result["got"]), len(rest))
 
 
