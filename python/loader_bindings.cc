@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "errors.h"
+#include "gil.h"
 #include "zarrstream/loader.h"
 
 namespace nb = nanobind;
@@ -47,12 +48,18 @@ nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle
   return nb::cast(array, nb::rv_policy::reference);
 }
 
-nb::object NextBatch(Loader& loader) {
+// The next batch as a dict of DLPack arrays, or None at the end of the epoch. The batch's owner
+// (a capsule) is appended to `taken` last, with nothing that could raise after it, so that a
+// caller interrupted before it passes the batch on can put it back (Loader.put_back). Ctrl-C while
+// waiting raises KeyboardInterrupt with nothing taken.
+nb::object NextBatch(Loader& loader, nb::list taken) {
   std::optional<Result<std::optional<BatchRef>>> next;
+  bool interrupted = false;
   {
-    nb::gil_scoped_release release;
-    next.emplace(loader.Next());
+    GilRelease release;
+    next.emplace(loader.Next([&] { return interrupted = release.SignalRaised(); }));
   }
+  if (interrupted) throw nb::python_error();
   std::optional<BatchRef> batch = ValueOrThrow(std::move(*next));
   if (!batch) return nb::none();
   const Batch& b = **batch;
@@ -84,7 +91,14 @@ nb::object NextBatch(Loader& loader) {
   out["index"] = b.index();
   out["num_padding"] = b.num_padding();
   out["num_skipped"] = b.num_skipped();
+  taken.append(owner);
   return out;
+}
+
+bool PutBack(Loader& loader, nb::capsule owner) {
+  BatchRef batch = *static_cast<const BatchRef*>(owner.data());
+  GilRelease release;
+  return loader.PutBack(std::move(batch));
 }
 
 nb::dict StatsDict(const LoaderStats& s) {
@@ -243,16 +257,17 @@ void RegisterLoaderBindings(nb::module_& m) {
           [](Loader* self, const std::string& url, const LoaderOptions& options) {
             std::optional<Result<Loader>> loader;
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               loader.emplace(Loader::Open(url, options));
             }
             new (self) Loader(ValueOrThrow(std::move(*loader)));
           },
           "url"_a, "options"_a)
-      .def("next", &NextBatch)
+      .def("next", &NextBatch, "taken"_a)
+      .def("put_back", &PutBack, "owner"_a)
       .def("set_epoch",
            [](Loader& l, uint64_t epoch) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              l.SetEpoch(epoch);
            })
       .def_prop_ro("epoch", &Loader::epoch)
@@ -264,7 +279,7 @@ void RegisterLoaderBindings(nb::module_& m) {
            [](Loader& l, const std::string& json) {
              Status status;
              {
-               nb::gil_scoped_release release;
+               GilRelease release;
                status = l.RestoreStateJson(json);
              }
              ThrowIfError(status);

@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "errors.h"
+#include "gil.h"
 #include "loader_bindings.h"
 #include "store_bindings.h"
 #include "zarrstream/array.h"
@@ -48,7 +49,7 @@ void ReadInto(const Array& array, const std::vector<uint64_t>& start,
   void* data = out.data();
   Status status;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     status = array.Read(start, shape, data, strides);
   }
   ThrowIfError(status);
@@ -76,7 +77,7 @@ void WriteFrom(const Array& array, const std::vector<uint64_t>& start,
   const void* bytes = data.data();
   Status status;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     status = array.Write(start, shape, bytes, strides);
   }
   ThrowIfError(status);
@@ -111,6 +112,7 @@ NB_MODULE(_zarrstream, m) {
   using namespace zarrstream;
   using namespace zarrstream::python;
   RegisterErrorTranslator(m);
+  RegisterInterpreterExit(m);
   RegisterStoreBindings(m);
   RegisterLoaderBindings(m);
 
@@ -138,7 +140,7 @@ NB_MODULE(_zarrstream, m) {
       .def("set_attributes", [](const Array& a, const std::string& attributes_json) {
         Status status;
         {
-          nb::gil_scoped_release release;
+          GilRelease release;
           status = a.SetAttributes(attributes_json);
         }
         ThrowIfError(status);
@@ -167,7 +169,7 @@ NB_MODULE(_zarrstream, m) {
                                       std::move(compressor), std::move(dims),
                                       std::move(fill_value_json), std::move(attributes_json));
             Result<Array> array = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               return g.CreateArray(path, spec, MakeCreateOptions(overwrite));
             }();
             return ValueOrThrow(std::move(array));
@@ -179,7 +181,7 @@ NB_MODULE(_zarrstream, m) {
           [](const Group& g, const std::string& path, const std::string& attributes_json,
              bool overwrite) {
             Result<Group> group = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               return g.CreateGroup(path, attributes_json, MakeCreateOptions(overwrite));
             }();
             return ValueOrThrow(std::move(group));
@@ -188,7 +190,7 @@ NB_MODULE(_zarrstream, m) {
       .def("reopen",
            [](const Group& g) {
              Result<Group> group = [&] {
-               nb::gil_scoped_release release;
+               GilRelease release;
                return g.Reopen();
              }();
              return ValueOrThrow(std::move(group));
@@ -196,7 +198,7 @@ NB_MODULE(_zarrstream, m) {
       .def("consolidate_metadata", [](const Group& g) {
         Status status;
         {
-          nb::gil_scoped_release release;
+          GilRelease release;
           status = g.ConsolidateMetadata();
         }
         ThrowIfError(status);
@@ -206,7 +208,7 @@ NB_MODULE(_zarrstream, m) {
       "open_array",
       [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors) {
         Result<Array> array = [&] {
-          nb::gil_scoped_release release;
+          GilRelease release;
           return Array::Open(url, MakeOptions(num_threads, missing_chunks_are_errors));
         }();
         return ValueOrThrow(std::move(array));
@@ -216,7 +218,7 @@ NB_MODULE(_zarrstream, m) {
       "open_group",
       [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors) {
         Result<Group> group = [&] {
-          nb::gil_scoped_release release;
+          GilRelease release;
           return Group::Open(url, MakeOptions(num_threads, missing_chunks_are_errors));
         }();
         return ValueOrThrow(std::move(group));
@@ -232,7 +234,7 @@ NB_MODULE(_zarrstream, m) {
                                   std::move(compressor), std::move(dims),
                                   std::move(fill_value_json), std::move(attributes_json));
         Result<Array> array = [&] {
-          nb::gil_scoped_release release;
+          GilRelease release;
           return Array::Create(url, spec, MakeCreateOptions(overwrite),
                                MakeOptions(num_threads, false));
         }();
@@ -245,7 +247,7 @@ NB_MODULE(_zarrstream, m) {
       [](const std::string& url, const std::string& attributes_json, bool overwrite,
          size_t num_threads) {
         Result<Group> group = [&] {
-          nb::gil_scoped_release release;
+          GilRelease release;
           return Group::Create(url, attributes_json, MakeCreateOptions(overwrite),
                                MakeOptions(num_threads, false));
         }();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "gil.h"
 #include "store/http_store.h"
 #include "store/store.h"
 #include "store/store_registry.h"
@@ -65,7 +66,7 @@ void RegisterStoreBindings(nb::module_& m) {
             for (const auto& r : ranges) byte_ranges.push_back(ToByteRange(r));
             std::vector<ByteBuffer> outs(byte_ranges.size());
             Result<uint64_t> total = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               return store.Read(key, byte_ranges, outs).Wait();
             }();
             ThrowIfError(total.status());
@@ -80,7 +81,7 @@ void RegisterStoreBindings(nb::module_& m) {
           [](Store& store, const std::string& key, const nb::bytes& value) {
             Status s;
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               s = store.Put(key, AsBytes(value));
             }
             ThrowIfError(s);
@@ -91,7 +92,7 @@ void RegisterStoreBindings(nb::module_& m) {
           [](Store& store, const std::string& key) {
             Status s;
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               s = store.Delete(key);
             }
             ThrowIfError(s);
@@ -101,7 +102,7 @@ void RegisterStoreBindings(nb::module_& m) {
           "list",
           [](Store& store, const std::string& prefix) {
             Result<std::vector<KeyInfo>> keys = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               return store.List(prefix);
             }();
             std::vector<std::pair<std::string, uint64_t>> out;
@@ -113,7 +114,7 @@ void RegisterStoreBindings(nb::module_& m) {
           "list_dir",
           [](Store& store, const std::string& prefix) {
             Result<DirectoryListing> listing = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               return store.ListDirectory(prefix);
             }();
             DirectoryListing l = ValueOrThrow(std::move(listing));
@@ -128,7 +129,7 @@ void RegisterStoreBindings(nb::module_& m) {
       "open_store",
       [](const std::string& url) {
         Result<std::shared_ptr<Store>> store = [&] {
-          nb::gil_scoped_release release;
+          GilRelease release;
           return OpenStore(url);
         }();
         return ValueOrThrow(std::move(store));

@@ -49,14 +49,19 @@
 // on_error="skip" → skip_bad_samples, timeline → record_timeline. The command line (`zarrstream
 // bench`) parses its text with the same parsers.
 //
-// Threads and ownership. A Loader is used from one thread at a time (the training loop); its own
-// threads (`num_threads` workers, plus up to `prefetch` coordinating threads that only plan and
-// wait) run the pipeline in the background. A Batch is owned by the shared_ptr Next returns; its
-// buffers return to the loader's pool when the last reference goes, and may outlive the Loader.
+// Threads and ownership. Next, SetEpoch and RestoreStateJson may be called from several threads at
+// once: they take turns (a Next waiting for its batch holds the others back), and each batch is
+// delivered to exactly one caller; the accessors (epoch, next_batch, StateJson, stats) see the
+// position between two of them, never halfway through one. Opening and destroying the Loader are
+// not concurrent with anything. Its own threads (`num_threads` workers, plus up to `prefetch`
+// coordinating threads that only plan and wait) run the pipeline in the background. A Batch is
+// owned by the shared_ptr Next returns; its buffers return to the loader's pool when the last
+// reference goes, and may outlive the Loader.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -383,6 +388,17 @@ class Loader {
   // out of memory, what and how many bytes); the pipeline stays usable and the failed batch counts
   // as delivered. A pipeline thread that cannot start is a ConfigError.
   Result<std::optional<std::shared_ptr<const Batch>>> Next();
+  // Next for a consumer that must stay responsive while it waits (the Python binding checks for
+  // Ctrl-C): while the batch is not ready, `interrupted` is called about every 50 ms on this thread
+  // (during Next's turn: it must not call the loader); once it returns true, Next gives up with
+  // nullopt and nothing delivered (the caller knows why: its callback said so).
+  Result<std::optional<std::shared_ptr<const Batch>>> Next(
+      const std::function<bool()>& interrupted);
+  // Takes back `batch`, the batch Next delivered last, as not delivered: the position (next_batch,
+  // StateJson) moves back before it, and the next Next delivers it again. For a consumer that took
+  // a batch but could not pass it on (the Python loop interrupted between the two). False, with
+  // nothing changed, where another batch was delivered since or the epoch changed.
+  bool PutBack(std::shared_ptr<const Batch> batch);
 
   // Starts epoch `epoch` at its first batch (drops prepared batches).
   void SetEpoch(uint64_t epoch);

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _zarrstream
@@ -83,13 +85,11 @@ def _selection(dim: str, value: Any) -> Any:
 
 
 def _default_rank_world() -> tuple[int, int]:
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except ImportError:
-        pass
+    # A process group exists only where torch.distributed was imported: never import torch here
+    # (output="dlpack" needs none).
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
@@ -278,7 +278,8 @@ class Loader:
         o.block_chunks = _unsigned("block_chunks", block_chunks)
         o.block_window = _unsigned("block_window", block_window)
         o.batch_size = _unsigned("batch_size", batch_size)
-        default_rank, default_world = _default_rank_world()
+        default_rank, default_world = (
+            _default_rank_world() if rank is None or world_size is None else (0, 1))
         o.rank = default_rank if rank is None else _unsigned("rank", rank, bits=32)
         o.world_size = (
             default_world if world_size is None else _unsigned("world_size", world_size, bits=32)
@@ -341,6 +342,9 @@ class Loader:
         # The host batch whose copy to the GPU may still be running, and the event that says when
         # it is done: its buffer goes back to the loader's pool only then.
         self._in_transfer: tuple[dict[str, Any], Any] | None = None
+        # Loops over one loader in several threads: the one that finds the epoch done starts the
+        # next, the others join it (the core hands each batch to one of them).
+        self._epoch_lock = threading.Lock()
         self._core = _zarrstream.Loader(os.fspath(url), o)
         self._options = o
 
@@ -395,13 +399,25 @@ class Loader:
         self._core.set_epoch(_unsigned("epoch", epoch))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self._core.next_batch >= self._core.num_batches:
-            self._core.set_epoch(self._core.epoch + 1)
+        with self._epoch_lock:
+            if self._core.next_batch >= self._core.num_batches:
+                self._core.set_epoch(self._core.epoch + 1)
         while True:
-            batch = self._core.next()
-            if batch is None:
-                return
-            yield self._to_torch(batch) if self._output == "torch" else self._to_dlpack(batch)
+            # A batch counts as delivered once it is yielded: an exception before that (Ctrl-C's
+            # KeyboardInterrupt as the core returns, a failed conversion) puts it back, so that
+            # state_dict() and the next loop start at it. Nothing between the try block and the
+            # yield checks for signals.
+            taken: list[Any] = []
+            try:
+                batch = self._core.next(taken)
+                if batch is None:
+                    return
+                out = self._to_torch(batch) if self._output == "torch" else self._to_dlpack(batch)
+            except BaseException:
+                if taken:
+                    self._core.put_back(taken[0])
+                raise
+            yield out
 
     def _to_dlpack(self, batch: dict[str, Any]) -> dict[str, Any]:
         # The same keys as the torch batches.

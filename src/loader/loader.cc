@@ -15,7 +15,9 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -140,7 +142,15 @@ struct LoaderState {
   Dataset dataset;
   LoaderGeometry geometry;
   SamplePlan plan;
+  // Next, SetEpoch and RestoreStateJson take turns under consumer_turn (held while Next waits for
+  // its batch). The position (plan's epoch, delivered, returned, delivered_stats) changes only
+  // with both mutexes held, so that it is read under either: position_mutex for the accessors,
+  // which must not wait for a batch.
+  std::mutex consumer_turn;
+  mutable std::mutex position_mutex;
   uint64_t delivered = 0;  // batches of plan.epoch() delivered
+  // A delivered batch put back (Loader::PutBack): delivered again before the pipeline's next.
+  std::shared_ptr<const Batch> returned;
   BatchContext context;
 
   // GPU batches with an adaptive decode placement: the share a batch's production starts with.
@@ -148,7 +158,7 @@ struct LoaderState {
   std::unique_ptr<BatchProducer> producer;
   GpuBatchProducer* gpu = nullptr;  // the producer, for device kCuda
 
-  // Delivered-batch statistics (the consumer's thread only).
+  // Delivered-batch statistics.
   LoaderStats delivered_stats;
   double estimated_amplification = 0, estimated_amplification_exact = 0;
 
@@ -162,7 +172,30 @@ struct LoaderState {
         context(options, geometry, CacheBytes(options), IdleChunkBytes(options)) {}
   ~LoaderState() { StopPipeline(); }
 
+  // Under position_mutex: `b` counts as delivered, or (taken_back) no longer.
+  void CountDelivered(const Batch& b, bool taken_back = false) {
+    const auto count = [taken_back](uint64_t& counter, uint64_t n) {
+      counter = taken_back ? counter - n : counter + n;
+    };
+    LoaderStats& st = delivered_stats;
+    count(delivered, 1);
+    count(st.batches, 1);
+    count(st.samples, b.size());
+    count(st.skipped_samples, b.num_skipped());
+    count(st.bytes_delivered, b.input().data.size() + b.target().data.size());
+  }
+
   void StopPipeline() { pipeline.reset(); }
+  // In consumer_turn.
+  void SetEpoch(uint64_t epoch) {
+    // The pipeline has been producing the next epoch since this one's last batches: keep them.
+    const bool ahead = pipeline && delivered == plan.num_batches() && pipeline->AdvanceEpoch(epoch);
+    if (!ahead) StopPipeline();
+    std::lock_guard<std::mutex> position(position_mutex);
+    plan.SetEpoch(epoch);
+    delivered = 0;
+    returned.reset();
+  }
   Status StartPipeline() {
     PipelineOptions o;
     o.coordinators = NumCoordinators(options);
@@ -326,46 +359,84 @@ Loader& Loader::operator=(Loader&&) noexcept = default;
 Loader::~Loader() = default;
 
 Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
+  return Next(std::function<bool()>());
+}
+
+Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next(
+    const std::function<bool()>& interrupted) {
+  using Delivery = std::optional<std::shared_ptr<const Batch>>;
   LoaderState& s = *state_;
-  const uint64_t end = s.plan.num_batches();
-  if (s.delivered >= end) return std::optional<std::shared_ptr<const Batch>>();
+  std::lock_guard<std::mutex> turn(s.consumer_turn);
+  {
+    std::lock_guard<std::mutex> position(s.position_mutex);
+    if (s.returned) {
+      s.CountDelivered(*s.returned);
+      return Delivery(std::move(s.returned));
+    }
+  }
+  if (s.delivered >= s.plan.num_batches()) return Delivery();
   if (!s.pipeline) ZS_RETURN_IF_ERROR(s.StartPipeline());
   internal::StageSpan wait(s.context.timeline, "wait", s.plan.epoch(), s.delivered);
-  Result<std::shared_ptr<Batch>> batch = s.pipeline->Take();
+  std::optional<Result<std::shared_ptr<Batch>>> batch = s.pipeline->Take(interrupted);
+  if (!batch) return Delivery();
   const double waited = internal::Seconds(wait.End() - wait.start());
-  ++s.delivered;
+  std::lock_guard<std::mutex> position(s.position_mutex);
   LoaderStats& st = s.delivered_stats;
   st.wait_seconds += waited;
   const auto micros = static_cast<uint64_t>(waited * 1e6);
   size_t bucket = 0;
   while (bucket + 1 < LoaderStats::kWaitBuckets && (uint64_t{2} << bucket) <= micros) ++bucket;
   ++st.wait_histogram[bucket];
-  if (!batch.ok()) return std::move(batch).status();
-  const Batch& b = **batch;
-  ++st.batches;
-  st.samples += b.size();
-  st.skipped_samples += b.num_skipped();
-  st.bytes_delivered += b.input().data.size() + b.target().data.size();
-  return std::optional<std::shared_ptr<const Batch>>(std::move(*batch));
+  if (!batch->ok()) {
+    ++s.delivered;  // a failed batch counts as delivered: the pipeline goes on after it
+    return std::move(*batch).status();
+  }
+  s.CountDelivered(***batch);
+  return Delivery(std::move(**batch));
+}
+
+bool Loader::PutBack(std::shared_ptr<const Batch> batch) {
+  LoaderState& s = *state_;
+  std::lock_guard<std::mutex> turn(s.consumer_turn);
+  std::lock_guard<std::mutex> position(s.position_mutex);
+  if (!batch || s.returned || s.delivered == 0 || batch->epoch() != s.plan.epoch() ||
+      batch->index() + 1 != s.delivered) {
+    return false;
+  }
+  s.CountDelivered(*batch, /*taken_back=*/true);
+  s.returned = std::move(batch);
+  return true;
 }
 
 void Loader::SetEpoch(uint64_t epoch) {
-  LoaderState& s = *state_;
-  // The pipeline has been producing the next epoch since this one's last batches: keep them.
-  const bool ahead =
-      s.pipeline && s.delivered == s.plan.num_batches() && s.pipeline->AdvanceEpoch(epoch);
-  if (!ahead) s.StopPipeline();
-  s.plan.SetEpoch(epoch);
-  s.delivered = 0;
+  std::lock_guard<std::mutex> turn(state_->consumer_turn);
+  state_->SetEpoch(epoch);
 }
 
-void Loader::StartNextEpoch() { SetEpoch(epoch() + 1); }
-uint64_t Loader::epoch() const { return state_->plan.epoch(); }
-uint64_t Loader::next_batch() const { return state_->delivered; }
-uint64_t Loader::num_batches() const { return state_->plan.num_batches(); }
-uint64_t Loader::num_samples() const { return state_->plan.num_samples(); }
+void Loader::StartNextEpoch() {
+  std::lock_guard<std::mutex> turn(state_->consumer_turn);
+  state_->SetEpoch(state_->plan.epoch() + 1);  // in one turn: two callers start two epochs
+}
+
+uint64_t Loader::epoch() const {
+  std::lock_guard<std::mutex> position(state_->position_mutex);
+  return state_->plan.epoch();
+}
+uint64_t Loader::next_batch() const {
+  std::lock_guard<std::mutex> position(state_->position_mutex);
+  return state_->delivered;
+}
+uint64_t Loader::num_batches() const {
+  std::lock_guard<std::mutex> position(state_->position_mutex);
+  return state_->plan.num_batches();
+}
+uint64_t Loader::num_samples() const {
+  std::lock_guard<std::mutex> position(state_->position_mutex);
+  return state_->plan.num_samples();
+}
 
 std::string Loader::StateJson() const {
+  std::lock_guard<std::mutex> position(state_->position_mutex);
   SamplePlanState state = state_->plan.State();
   state.next_batch = state_->delivered;
   return state.ToJson();
@@ -373,9 +444,13 @@ std::string Loader::StateJson() const {
 
 Status Loader::RestoreStateJson(std::string_view json) {
   ZS_ASSIGN_OR_RETURN(SamplePlanState state, SamplePlanState::FromJson(json));
-  state_->StopPipeline();
-  ZS_RETURN_IF_ERROR(state_->plan.Restore(state));
-  state_->delivered = state.next_batch;
+  LoaderState& s = *state_;
+  std::lock_guard<std::mutex> turn(s.consumer_turn);
+  s.StopPipeline();
+  std::lock_guard<std::mutex> position(s.position_mutex);
+  ZS_RETURN_IF_ERROR(s.plan.Restore(state));
+  s.delivered = state.next_batch;
+  s.returned.reset();
   return Status::Ok();
 }
 
@@ -423,7 +498,11 @@ LoaderStats Loader::stats() const {
   const LoaderState& s = *state_;
   const internal::LoaderCounters& counters = s.context.counters;
   const ChunkReadCounters& reads = s.context.read_counters;
-  LoaderStats st = s.delivered_stats;
+  LoaderStats st;
+  {
+    std::lock_guard<std::mutex> position(s.position_mutex);
+    st = s.delivered_stats;
+  }
   st.cache_hits = counters.cache_hits;
   st.chunks_decoded = reads.chunks;
   st.chunk_refs = counters.chunk_refs;

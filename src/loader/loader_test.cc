@@ -10,8 +10,11 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -180,6 +183,73 @@ TEST(LoaderTest, ResumedLoaderContinuesWithTheSameBatches) {
   }
   EXPECT_EQ(resumed, rest);
   EXPECT_EQ(resumed.size(), 4U);  // 6 samples, 3 batches, one delivered before the state
+}
+
+// Threads sharing one loader: each batch of an epoch goes to one of them, none of the next epoch's
+// while the loader is in this one, and every epoch starts where the previous one ended.
+TEST(LoaderTest, ThreadsSharingALoaderGetEachBatchOnceInItsEpoch) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.seed = 3;
+  options.prefetch = 3;
+  auto loader = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  for (uint64_t epoch = 0; epoch < 4; ++epoch) {
+    std::mutex mutex;
+    std::vector<std::pair<uint64_t, uint64_t>> got;  // (epoch, index)
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        while (true) {
+          Result<std::optional<std::shared_ptr<const Batch>>> next = loader->Next();
+          ASSERT_TRUE(next.ok()) << next.status().ToString();
+          if (!*next) break;
+          const uint64_t position = loader->next_batch();  // between two Next calls: whole
+          std::lock_guard<std::mutex> lock(mutex);
+          EXPECT_LE(position, loader->num_batches());
+          got.emplace_back((**next)->epoch(), (**next)->index());
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    std::sort(got.begin(), got.end());
+    ASSERT_EQ(got.size(), loader->num_batches());
+    for (uint64_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], std::pair(epoch, i));
+    EXPECT_EQ(loader->epoch(), epoch);
+    EXPECT_EQ(loader->next_batch(), loader->num_batches());
+    loader->StartNextEpoch();  // keeps what the pipeline made ahead
+  }
+}
+
+TEST(LoaderTest, APutBackBatchIsDeliveredAgainAndTheStateIsBeforeIt) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.batch_size = 2;
+  options.seed = 4;
+  auto loader = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  const std::shared_ptr<const Batch> first = *loader->Next().value();
+  const std::shared_ptr<const Batch> second = *loader->Next().value();
+  const std::string state_before_second = [&] {
+    auto fresh = Loader::Open(Era5LikeUrl(), options);
+    EXPECT_TRUE(fresh->Next().ok());
+    return fresh->StateJson();
+  }();
+  EXPECT_FALSE(loader->PutBack(first));  // not the last delivered
+  ASSERT_TRUE(loader->PutBack(second));
+  EXPECT_FALSE(loader->PutBack(second));  // already back
+  EXPECT_EQ(loader->next_batch(), 1U);
+  EXPECT_EQ(loader->StateJson(), state_before_second);
+  EXPECT_EQ(loader->stats().batches, 1U);
+  EXPECT_EQ(*loader->Next().value(), second);
+  const std::shared_ptr<const Batch> third = *loader->Next().value();
+  EXPECT_EQ(third->index(), 2U);
+  EXPECT_FALSE(loader->Next().value().has_value());
+  EXPECT_EQ(loader->stats().batches, 3U);
+  // A new epoch forgets what was put back.
+  ASSERT_TRUE(loader->PutBack(third));
+  loader->StartNextEpoch();
+  EXPECT_EQ((*loader->Next().value())->epoch(), 1U);
 }
 
 TEST(LoaderTest, MisconfigurationFailsAtOpen) {

@@ -57,12 +57,25 @@ bool Pipeline::AdvanceEpoch(uint64_t epoch) {
   return true;
 }
 
-Result<std::shared_ptr<Batch>> Pipeline::Take() {
+Result<std::shared_ptr<Batch>> Pipeline::Take() { return *Take(std::function<bool()>()); }
+
+std::optional<Result<std::shared_ptr<Batch>>> Pipeline::Take(
+    const std::function<bool()>& interrupted) {
   const std::optional<Clock::time_point> asked =
       options_.adaptive ? std::optional(Clock::now()) : std::nullopt;
   std::unique_lock<std::mutex> lock(mutex_);
-  const bool was_ready = ready_.count(next_deliver_) > 0;
-  cv_.wait(lock, [&] { return ready_.count(next_deliver_) > 0; });
+  const auto ready = [&] { return ready_.count(next_deliver_) > 0; };
+  const bool was_ready = ready();
+  while (!ready()) {
+    if (!interrupted) {
+      cv_.wait(lock, ready);
+    } else if (!cv_.wait_for(lock, kInterruptPoll, ready)) {
+      lock.unlock();
+      const bool stop = interrupted();
+      lock.lock();
+      if (stop) return std::nullopt;
+    }
+  }
   auto node = ready_.extract(next_deliver_);
   ++next_deliver_;
   lock.unlock();

@@ -15,9 +15,11 @@
 // by batches made under it (decode_share.h).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,9 +58,14 @@ class Pipeline {
   // produced ahead (true), and production with the epoch after it.
   bool AdvanceEpoch(uint64_t epoch);
 
-  // The next batch in order; waits for it. The consumer's thread only. With an adaptive decode
-  // share, tells it how long the consumer waited and how long since it last asked.
+  // The next batch in order; waits for it. One consumer at a time (the loader serialises them).
+  // With an adaptive decode share, tells it how long the consumer waited and how long since it
+  // last asked.
   Result<std::shared_ptr<Batch>> Take();
+  // Take, asking `interrupted` (when not empty) every kInterruptPoll while the batch is not ready,
+  // without the pipeline's lock: once it says true, nullopt and nothing is taken.
+  std::optional<Result<std::shared_ptr<Batch>>> Take(const std::function<bool()>& interrupted);
+  static constexpr std::chrono::milliseconds kInterruptPoll{50};
 
  private:
   // One epoch's batches [first, plan.num_batches()) at slots [slot_begin, end_slot()).

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -39,6 +40,7 @@ class FakeProducer : public BatchProducer {
     if (hold_first && plan.epoch() == 0 && index == 0) {
       cv_.wait(lock, [&] { return produced_.count({0, 1}) > 0; });
     }
+    cv_.wait(lock, [&] { return !held_; });
     produced_.insert({plan.epoch(), index});
     cv_.notify_all();
     if (index == throw_index) throw std::bad_alloc();
@@ -50,6 +52,19 @@ class FakeProducer : public BatchProducer {
     BatchAccess::epoch(*batch) = plan.epoch();
     BatchAccess::index(*batch) = index;
     return batch;
+  }
+
+  // Batches are made only after Release.
+  void Hold() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held_ = false;
+    }
+    cv_.notify_all();
   }
 
   std::set<double> shares() {
@@ -66,6 +81,7 @@ class FakeProducer : public BatchProducer {
   std::condition_variable cv_;
   std::set<std::pair<uint64_t, uint64_t>> produced_;
   std::set<double> shares_;
+  bool held_ = false;
 };
 
 PipelineOptions Options(size_t coordinators, uint64_t prefetch) {
@@ -118,6 +134,22 @@ TEST(PipelineTest, AnAllocationThatThrowsIsTheBatchsError) {
   ExpectNext(*pipeline, 0, 0);
   ExpectErrorContains(pipeline->Take().status(), ErrorCode::kOutOfMemory,
                       {"out of memory making batch 1 (epoch 0)"});
+  ExpectNext(*pipeline, 0, 2);
+}
+
+TEST(PipelineTest, AnInterruptedTakeTakesNothing) {
+  FakeProducer producer;
+  producer.Hold();
+  const SamplePlan plan = PlanOf(6, 2);
+  std::unique_ptr<Pipeline> pipeline = Start(producer, Options(2, 2), plan, 0);
+  int asked = 0;
+  EXPECT_FALSE(pipeline->Take([&] { return ++asked == 2; }).has_value());
+  EXPECT_EQ(asked, 2);  // asked while waiting, until it said so
+  producer.Release();
+  ExpectNext(*pipeline, 0, 0);
+  std::optional<Result<std::shared_ptr<Batch>>> next = pipeline->Take([] { return false; });
+  ASSERT_TRUE(next.has_value() && next->ok());
+  EXPECT_EQ((**next)->index(), 1U);
   ExpectNext(*pipeline, 0, 2);
 }
 

@@ -50,10 +50,19 @@ thread_local const ThreadPool* current_pool = nullptr;
 ThreadPool::ThreadPool(size_t num_threads) {
   if (num_threads == 0) num_threads = UsableCores();
   workers_.reserve(num_threads);
-  for (size_t i = 0; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  try {
+    for (size_t i = 0; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  } catch (...) {
+    // No destructor runs for a constructor that throws, and a joinable std::thread destroyed
+    // aborts the process.
+    StopWorkers();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopWorkers(); }
+
+void ThreadPool::StopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;

@@ -32,7 +32,8 @@ Result<size_t> CoresPerLocalRank();
 
 class ThreadPool {
  public:
-  // Starts `num_threads` workers (0 means UsableCores()).
+  // Starts `num_threads` workers (0 means UsableCores()). Throws std::system_error where a worker
+  // cannot start, after stopping and joining those that did.
   explicit ThreadPool(size_t num_threads = 0);
   // Runs every task already submitted, then joins the workers.
   ~ThreadPool();
@@ -49,6 +50,8 @@ class ThreadPool {
 
  private:
   void WorkerLoop();
+  // Runs the queued tasks and joins the workers.
+  void StopWorkers();
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -1,15 +1,20 @@
 #include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -22,6 +27,38 @@ TEST(UsableCoresTest, CountsTheAffinityAndDefaultPoolsFollowIt) {
   ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
   EXPECT_EQ(UsableCores(), static_cast<size_t>(CPU_COUNT(&set)));
   EXPECT_EQ(ThreadPool().num_threads(), UsableCores());
+}
+
+// Lets this process start about three more threads: 1 GiB stacks, and an address space of what
+// it maps now plus 3.5 GiB.
+void LeaveRoomForThreeThreads() {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const rlim_t now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+  const rlimit limit{now + (rlim_t{7} << 29), now + (rlim_t{7} << 29)};
+  setrlimit(RLIMIT_AS, &limit);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t{1} << 30);
+  pthread_setattr_default_np(&attr);
+  pthread_attr_destroy(&attr);
+}
+
+// Workers that start, then one that cannot: the constructor joins those that started and throws
+// (a joinable std::thread destroyed would abort the process).
+TEST(ThreadPoolDeathTest, WorkerThatCannotStartIsAnExceptionNotAnAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        LeaveRoomForThreeThreads();
+        try {
+          ThreadPool pool(64);
+          std::_Exit(1);  // all started: the limit did not bite
+        } catch (const std::system_error&) {
+          std::_Exit(0);
+        }
+      },
+      testing::ExitedWithCode(0), "");
 }
 
 TEST(UsableCoresTest, LocalRanksShareTheCores) {
