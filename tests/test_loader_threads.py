@@ -14,13 +14,11 @@ so that a batch takes a while to make and consumers spend their time waiting in 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
