@@ -289,102 +289,71 @@ Result<std::vector<Channel>> Dataset::StackedChannels(const std::string& array_n
   return channels;
 }
 
-Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const {
-  const bool is_variable =
-      std::find(variables_.begin(), variables_.end(), spec.variable) != variables_.end();
-  if (is_variable) {
-    ZS_ASSIGN_OR_RETURN(Array array, OpenVariable(spec.variable));
-    const std::string what = "variable '" + spec.variable + "' of " + Describe();
-    if (array.dims().empty() && array.rank() > 0) {
-      return InvalidArgumentError(what +
-                                  " has no dimension names (v3 dimension_names or v2 "
-                                  "_ARRAY_DIMENSIONS), so it cannot be part of a dataset");
-    }
-    ZS_ASSIGN_OR_RETURN(std::vector<Channel> stacked, StackedChannels(spec.variable, array));
-    if (!stacked.empty()) {
-      if (spec.levels == VariableSpec::Levels::kList) {
-        return InvalidArgumentError(what + " is a stacked array of channels; name its channels (" +
-                                    JoinNames({stacked.front().name}) + ", …) instead of levels");
-      }
-      return stacked;
-    }
-    std::optional<size_t> level_dim;
-    for (size_t d = 0; d < array.rank(); ++d) {
-      const std::string& dim = array.dims()[d];
-      if (IsLevelDimension(dim)) {
-        if (level_dim) {
-          std::string s = what;
-          s += " has two level dimensions, '";
-          s += array.dims()[*level_dim];
-          s += "' and '";
-          s += dim;
-          s += "'";
-          return InvalidArgumentError(std::move(s));
-        }
-        level_dim = d;
-      } else if (!IsTimeDimension(dim) &&
-                 std::find(shared_dims_.begin(), shared_dims_.end(), dim) == shared_dims_.end()) {
+namespace {
+
+// The level dimension of variable `array` (`what` names it in errors), nullopt when it has none;
+// an error for a second level dimension or a dimension that is neither level, time nor one of
+// `shared_dims`.
+Result<std::optional<size_t>> FindLevelDimension(const Array& array, const std::string& what,
+                                                 const std::vector<std::string>& shared_dims) {
+  std::optional<size_t> level_dim;
+  for (size_t d = 0; d < array.rank(); ++d) {
+    const std::string& dim = array.dims()[d];
+    if (IsLevelDimension(dim)) {
+      if (level_dim) {
         std::string s = what;
-        s += " has dimension '";
+        s += " has two level dimensions, '";
+        s += array.dims()[*level_dim];
+        s += "' and '";
         s += dim;
-        s += "', which is neither a level dimension (level, pressure_level, isobaricInhPa, plev), ";
-        s += "a time dimension, nor shared by every data variable (";
-        s += JoinNames(shared_dims_);
-        s += ")";
+        s += "'";
         return InvalidArgumentError(std::move(s));
       }
+      level_dim = d;
+    } else if (!IsTimeDimension(dim) &&
+               std::find(shared_dims.begin(), shared_dims.end(), dim) == shared_dims.end()) {
+      std::string s = what;
+      s += " has dimension '";
+      s += dim;
+      s += "', which is neither a level dimension (level, pressure_level, isobaricInhPa, plev), ";
+      s += "a time dimension, nor shared by every data variable (";
+      s += JoinNames(shared_dims);
+      s += ")";
+      return InvalidArgumentError(std::move(s));
     }
-    Channel base(spec.variable, array);
-    base.variable = spec.variable;
-    if (!level_dim) {
-      if (spec.levels != VariableSpec::Levels::kUnspecified) {
-        return InvalidArgumentError(
-            what + " has no level dimension (its dimensions: " + JoinNames(array.dims()) +
-            "), so '" + spec.ToString() + "' names levels it does not have");
-      }
-      base.name = spec.variable;
-      FillDims(array, &base);
-      return std::vector<Channel>{std::move(base)};
-    }
-    const std::string& level_name = array.dims()[*level_dim];
-    ZS_ASSIGN_OR_RETURN_CTX(Coordinate levels, LoadCoordinate(level_name),
-                            "naming the levels of " + what);
-    if (levels.is_time()) {
-      return InvalidArgumentError("level coordinate '" + level_name + "' of " + Describe() +
-                                  " holds times, not levels");
-    }
-    if (levels.size() != array.shape()[*level_dim]) {
-      return InvalidArgumentError(what + " has " + std::to_string(array.shape()[*level_dim]) +
-                                  " levels but coordinate '" + level_name + "' has " +
-                                  std::to_string(levels.size()));
-    }
-    std::vector<uint64_t> indices;
-    if (spec.levels == VariableSpec::Levels::kList) {
-      ZS_ASSIGN_OR_RETURN_CTX(indices, levels.SelectValues(spec.level_labels),
-                              "variable '" + spec.ToString() + "'");
-    } else {
-      for (uint64_t i = 0; i < levels.size(); ++i) indices.push_back(i);
-    }
-    base.level_dim = level_dim;
-    FillDims(array, &base);
-    std::vector<Channel> channels;
-    for (uint64_t index : indices) {
-      Channel channel = base;
-      channel.level_index = index;
-      channel.level = levels.NumericValue(index);
-      channel.name = spec.variable + "@" + levels.FormatLabel(index);
-      channels.push_back(std::move(channel));
-    }
-    return channels;
   }
+  return level_dim;
+}
 
-  // Not a variable: a channel (or the channels of a variable) inside stacked arrays.
-  std::vector<Channel> all_stacked;
-  for (const std::string& name : variables_) {
-    ZS_ASSIGN_OR_RETURN(Array array, OpenVariable(name));
-    ZS_ASSIGN_OR_RETURN(std::vector<Channel> stacked, StackedChannels(name, array));
-    for (Channel& c : stacked) all_stacked.push_back(std::move(c));
+// The channels of `base`'s variable that `spec` names (all its levels unless it lists some), one
+// per level of coordinate `levels`.
+Result<std::vector<Channel>> LevelChannels(const VariableSpec& spec, const Channel& base,
+                                           const Coordinate& levels) {
+  std::vector<uint64_t> indices;
+  if (spec.levels == VariableSpec::Levels::kList) {
+    ZS_ASSIGN_OR_RETURN_CTX(indices, levels.SelectValues(spec.level_labels),
+                            "variable '" + spec.ToString() + "'");
+  } else {
+    for (uint64_t i = 0; i < levels.size(); ++i) indices.push_back(i);
   }
+  std::vector<Channel> channels;
+  for (uint64_t index : indices) {
+    Channel channel = base;
+    channel.level_index = index;
+    channel.level = levels.NumericValue(index);
+    channel.name = spec.variable + "@" + levels.FormatLabel(index);
+    channels.push_back(std::move(channel));
+  }
+  return channels;
+}
+
+// The channels among `all_stacked` (the stacked arrays' channels of `dataset`, whose variables are
+// `variables`) that `spec` names: a channel by its name, or the channels of a variable, picked by
+// level when `spec` lists levels.
+Result<std::vector<Channel>> PickStackedChannels(const VariableSpec& spec,
+                                                 const std::vector<Channel>& all_stacked,
+                                                 const std::vector<std::string>& variables,
+                                                 const std::string& dataset) {
   std::vector<Channel> matched;
   if (spec.levels == VariableSpec::Levels::kUnspecified) {
     for (const Channel& c : all_stacked) {
@@ -397,12 +366,12 @@ Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const
     }
   }
   if (matched.empty()) {
-    std::vector<std::string> available = variables_;
+    std::vector<std::string> available = variables;
     for (const Channel& c : all_stacked) available.push_back(c.name);
     std::string s = "no variable or channel '";
     s += spec.variable;
     s += "' in ";
-    s += Describe();
+    s += dataset;
     s += " (available: ";
     s += JoinNames(available);
     s += ")";
@@ -418,12 +387,73 @@ Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const
       std::vector<std::string> names;
       names.reserve(matched.size());
       for (const Channel& c : matched) names.push_back(c.name);
-      return NotFoundError("no channel '" + spec.variable + "@" + label + "' in " + Describe() +
+      return NotFoundError("no channel '" + spec.variable + "@" + label + "' in " + dataset +
                            " (channels of '" + spec.variable + "': " + JoinNames(names) + ")");
     }
     picked.push_back(*it);
   }
   return picked;
+}
+
+}  // namespace
+
+Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const {
+  const bool is_variable =
+      std::find(variables_.begin(), variables_.end(), spec.variable) != variables_.end();
+  if (!is_variable) {
+    // Not a variable: a channel (or the channels of a variable) inside stacked arrays.
+    std::vector<Channel> all_stacked;
+    for (const std::string& name : variables_) {
+      ZS_ASSIGN_OR_RETURN(Array array, OpenVariable(name));
+      ZS_ASSIGN_OR_RETURN(std::vector<Channel> stacked, StackedChannels(name, array));
+      for (Channel& c : stacked) all_stacked.push_back(std::move(c));
+    }
+    return PickStackedChannels(spec, all_stacked, variables_, Describe());
+  }
+  ZS_ASSIGN_OR_RETURN(Array array, OpenVariable(spec.variable));
+  const std::string what = "variable '" + spec.variable + "' of " + Describe();
+  if (array.dims().empty() && array.rank() > 0) {
+    return InvalidArgumentError(what +
+                                " has no dimension names (v3 dimension_names or v2 "
+                                "_ARRAY_DIMENSIONS), so it cannot be part of a dataset");
+  }
+  ZS_ASSIGN_OR_RETURN(std::vector<Channel> stacked, StackedChannels(spec.variable, array));
+  if (!stacked.empty()) {
+    if (spec.levels == VariableSpec::Levels::kList) {
+      return InvalidArgumentError(what + " is a stacked array of channels; name its channels (" +
+                                  JoinNames({stacked.front().name}) + ", …) instead of levels");
+    }
+    return stacked;
+  }
+  ZS_ASSIGN_OR_RETURN(std::optional<size_t> level_dim,
+                      FindLevelDimension(array, what, shared_dims_));
+  Channel base(spec.variable, array);
+  base.variable = spec.variable;
+  if (!level_dim) {
+    if (spec.levels != VariableSpec::Levels::kUnspecified) {
+      return InvalidArgumentError(
+          what + " has no level dimension (its dimensions: " + JoinNames(array.dims()) + "), so '" +
+          spec.ToString() + "' names levels it does not have");
+    }
+    base.name = spec.variable;
+    FillDims(array, &base);
+    return std::vector<Channel>{std::move(base)};
+  }
+  const std::string& level_name = array.dims()[*level_dim];
+  ZS_ASSIGN_OR_RETURN_CTX(Coordinate levels, LoadCoordinate(level_name),
+                          "naming the levels of " + what);
+  if (levels.is_time()) {
+    return InvalidArgumentError("level coordinate '" + level_name + "' of " + Describe() +
+                                " holds times, not levels");
+  }
+  if (levels.size() != array.shape()[*level_dim]) {
+    return InvalidArgumentError(what + " has " + std::to_string(array.shape()[*level_dim]) +
+                                " levels but coordinate '" + level_name + "' has " +
+                                std::to_string(levels.size()));
+  }
+  base.level_dim = level_dim;
+  FillDims(array, &base);
+  return LevelChannels(spec, base, levels);
 }
 
 Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSpec> specs) const {

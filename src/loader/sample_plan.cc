@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "util/mix64.h"
@@ -191,24 +193,100 @@ Result<SamplePlanState> SamplePlanState::FromJson(std::string_view json) {
 
 // ---- SamplePlan: construction ----
 
-Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
-                                      const SamplePlanOptions& options) {
-  const std::string what = "sample plan";
-  if (dims.empty()) {
+namespace {
+
+// "sample plan, dimension '<name>'": where errors about one sampled dimension point.
+std::string DimWhere(const std::string& what, const std::string& name) {
+  return what + ", dimension '" + name + "'";
+}
+
+// Refuses options no plan can have: no sampled dimensions, a zero batch size, world size or block
+// size, a rank outside the world.
+Status CheckPlanOptions(size_t num_dims, const SamplePlanOptions& options,
+                        const std::string& what) {
+  if (num_dims == 0) {
     return ConfigError(what + ": no sampled dimensions; sample at least one (e.g. time)");
   }
   if (options.batch_size == 0) return ConfigError(what + ": batch_size must be at least 1");
   if (options.world_size == 0) return ConfigError(what + ": world_size must be at least 1");
   if (options.rank >= options.world_size) {
-    std::string s = what;
-    s += ": rank ";
-    s += std::to_string(options.rank);
-    s += " is not below world_size ";
-    s += std::to_string(options.world_size);
-    return ConfigError(std::move(s));
+    return ConfigError(what + ": rank " + std::to_string(options.rank) +
+                       " is not below world_size " + std::to_string(options.world_size));
   }
   if (options.block_chunks == 0) return ConfigError(what + ": block_chunks must be at least 1");
   if (options.block_window == 0) return ConfigError(what + ": block_window must be at least 1");
+  return Status::Ok();
+}
+
+// Refuses sampled dimension `i` of `dims` when it has no name or one an earlier dimension has, a
+// zero window, stride or chunk extent, an empty selection, or a window (plus target reach) that
+// does not fit its selection.
+Status CheckSampledDim(std::span<const SampledDim> dims, size_t i, const std::string& what) {
+  const SampledDim& dim = dims[i];
+  if (dim.name.empty()) {
+    return ConfigError(what + ": sampled dimension " + std::to_string(i) + " has no name");
+  }
+  for (size_t k = 0; k < i; ++k) {
+    if (dims[k].name == dim.name) {
+      return ConfigError(what + ": dimension '" + dim.name + "' is sampled twice");
+    }
+  }
+  const std::string where = DimWhere(what, dim.name);
+  if (dim.window == 0) return ConfigError(where + ": window must be at least 1");
+  if (dim.stride.has_value() && *dim.stride == 0) {
+    return ConfigError(where + ": stride must be at least 1");
+  }
+  if (dim.chunk == 0) return ConfigError(where + ": chunk extent must be at least 1");
+  if (dim.range.stop <= dim.range.start) {
+    return ConfigError(where + ": the selection " + RangeText(dim.range) + " is empty");
+  }
+  const uint64_t size = dim.range.size();
+  const uint64_t needed = dim.window + dim.reach;
+  if (needed < dim.window || needed > size) {
+    const std::string reach = dim.reach == 0 ? ""
+                                             : " plus target reach " + std::to_string(dim.reach) +
+                                                   " (the largest target offset past the window)";
+    return ConfigError(where + ": window " + std::to_string(dim.window) + reach +
+                       " does not fit the selected range " + RangeText(dim.range) + " of " +
+                       std::to_string(size) + " indices");
+  }
+  return Status::Ok();
+}
+
+// This rank's slice of the epoch order of `n` samples, as (first position, count) (see the
+// overview for the remainder policies).
+Result<std::pair<uint64_t, uint64_t>> RankSlice(uint64_t n, const SamplePlanOptions& options,
+                                                const std::string& what) {
+  const uint64_t world = options.world_size;
+  const uint64_t batch = options.batch_size;
+  if (options.drop_last) {
+    uint64_t per_step = 0;
+    const bool overflow = MulOverflows(world, batch, &per_step);
+    const uint64_t per_rank = overflow ? 0 : n / per_step * batch;
+    if (per_rank == 0) {
+      return ConfigError(what + ": drop_last with " + std::to_string(n) +
+                         " samples leaves no batches: one batch of " + std::to_string(batch) +
+                         " on each of " + std::to_string(world) + " ranks needs more samples");
+    }
+    return std::pair<uint64_t, uint64_t>{options.rank * per_rank, per_rank};
+  }
+  if (options.pad_to_equal) {
+    const uint64_t per_rank = CeilDiv(n, world);
+    return std::pair<uint64_t, uint64_t>{options.rank * per_rank, per_rank};
+  }
+  const uint64_t base = n / world;
+  const uint64_t extra = n % world;
+  return std::pair<uint64_t, uint64_t>{
+      options.rank * base + std::min<uint64_t>(options.rank, extra),
+      base + (options.rank < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
+                                      const SamplePlanOptions& options) {
+  const std::string what = "sample plan";
+  ZS_RETURN_IF_ERROR(CheckPlanOptions(dims.size(), options, what));
 
   SamplePlan plan;
   plan.options_ = options;
@@ -216,45 +294,11 @@ Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
   plan.num_blocks_ = 1;
   Fingerprint fingerprint;
   for (size_t i = 0; i < dims.size(); ++i) {
+    ZS_RETURN_IF_ERROR(CheckSampledDim(dims, i, what));
     const SampledDim& dim = dims[i];
-    if (dim.name.empty()) {
-      return ConfigError(what + ": sampled dimension " + std::to_string(i) + " has no name");
-    }
-    for (size_t k = 0; k < i; ++k) {
-      if (dims[k].name == dim.name) {
-        return ConfigError(what + ": dimension '" + dim.name + "' is sampled twice");
-      }
-    }
-    std::string where = what;
-    where += ", dimension '";
-    where += dim.name;
-    where += "'";
-    if (dim.window == 0) return ConfigError(where + ": window must be at least 1");
-    if (dim.stride.has_value() && *dim.stride == 0) {
-      return ConfigError(where + ": stride must be at least 1");
-    }
-    if (dim.chunk == 0) return ConfigError(where + ": chunk extent must be at least 1");
-    if (dim.range.stop <= dim.range.start) {
-      return ConfigError(where + ": the selection " + RangeText(dim.range) + " is empty");
-    }
+    const std::string where = DimWhere(what, dim.name);
     const uint64_t size = dim.range.size();
     const uint64_t needed = dim.window + dim.reach;
-    if (needed < dim.window || needed > size) {
-      std::string s = where;
-      s += ": window ";
-      s += std::to_string(dim.window);
-      if (dim.reach > 0) {
-        s += " plus target reach ";
-        s += std::to_string(dim.reach);
-        s += " (the largest target offset past the window)";
-      }
-      s += " does not fit the selected range ";
-      s += RangeText(dim.range);
-      s += " of ";
-      s += std::to_string(size);
-      s += " indices";
-      return ConfigError(std::move(s));
-    }
     DimGeometry g;
     g.stride = dim.stride.value_or(dim.window);
     const uint64_t count = (size - needed) / g.stride + 1;
@@ -289,38 +333,11 @@ Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
   plan.fingerprint_ = fingerprint.value();
   plan.dims_ = std::move(dims);
 
-  // This rank's slice of the epoch order (see the overview for the remainder policies).
-  const uint64_t n = plan.num_samples_;
-  const uint64_t world = options.world_size;
-  const uint64_t batch = options.batch_size;
-  if (options.drop_last) {
-    uint64_t per_step = 0;
-    const bool overflow = MulOverflows(world, batch, &per_step);
-    const uint64_t per_rank = overflow ? 0 : n / per_step * batch;
-    if (per_rank == 0) {
-      std::string s = what;
-      s += ": drop_last with ";
-      s += std::to_string(n);
-      s += " samples leaves no batches: one batch of ";
-      s += std::to_string(batch);
-      s += " on each of ";
-      s += std::to_string(world);
-      s += " ranks needs more samples";
-      return ConfigError(std::move(s));
-    }
-    plan.rank_begin_ = options.rank * per_rank;
-    plan.rank_size_ = per_rank;
-  } else if (options.pad_to_equal) {
-    const uint64_t per_rank = CeilDiv(n, world);
-    plan.rank_begin_ = options.rank * per_rank;
-    plan.rank_size_ = per_rank;
-  } else {
-    const uint64_t base = n / world;
-    const uint64_t extra = n % world;
-    plan.rank_begin_ = options.rank * base + std::min<uint64_t>(options.rank, extra);
-    plan.rank_size_ = base + (options.rank < extra ? 1 : 0);
-  }
-  plan.num_batches_ = CeilDiv(plan.rank_size_, batch);
+  // This rank's slice of the epoch order.
+  ZS_ASSIGN_OR_RETURN(const auto slice, RankSlice(plan.num_samples_, options, what));
+  plan.rank_begin_ = slice.first;
+  plan.rank_size_ = slice.second;
+  plan.num_batches_ = CeilDiv(plan.rank_size_, options.batch_size);
   plan.order_ = plan.MakeOrder(options.shuffle, 0);
   return plan;
 }

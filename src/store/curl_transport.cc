@@ -1,3 +1,5 @@
+// The HTTP transport: I/O threads that drive libcurl multi handles, the per-host limits and the
+// retry schedule (the policy it applies and its response checks: http_policy.cc).
 #include "store/curl_transport.h"
 
 #include <curl/curl.h>
@@ -23,42 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Result<uint64_t> EnvInteger(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  uint64_t value = 0;
-  const char* end = text + std::strlen(text);
-  auto [ptr, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || ptr != end || value < min || value > max) {
-    std::string message = "environment variable ";
-    message += name;
-    message += "='";
-    message += text;
-    message += "' is not an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-    return ConfigError(std::move(message));
-  }
-  return value;
-}
-
-bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) !=
-        std::tolower(static_cast<unsigned char>(prefix[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
-    s.remove_suffix(1);
-  return s;
-}
-
 bool IsRetryableCurlCode(CURLcode code) {
   switch (code) {
     case CURLE_COULDNT_RESOLVE_HOST:
@@ -79,27 +45,6 @@ bool IsRetryableCurlCode(CURLcode code) {
   }
 }
 
-bool IsRetryableStatus(long status) {
-  return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
-         status == 504;
-}
-
-// Parses "bytes first-last/total" (total may be '*'): the number of bytes it spans.
-std::optional<uint64_t> ContentRangeLength(std::string_view value) {
-  if (!StartsWithNoCase(value, "bytes ")) return std::nullopt;
-  value.remove_prefix(6);
-  size_t dash = value.find('-');
-  size_t slash = value.find('/');
-  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) {
-    return std::nullopt;
-  }
-  uint64_t first = 0, last = 0;
-  auto a = std::from_chars(value.data(), value.data() + dash, first);
-  auto b = std::from_chars(value.data() + dash + 1, value.data() + slash, last);
-  if (a.ec != std::errc() || b.ec != std::errc() || last < first) return std::nullopt;
-  return last - first + 1;
-}
-
 double UniformUnit() {
   thread_local std::minstd_rand engine(std::random_device{}());
   return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
@@ -112,173 +57,6 @@ std::string FormatSeconds(Clock::duration d) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// Configuration.
-
-size_t DefaultIoThreads() {
-  Result<size_t> cores = CoresPerLocalRank();
-  return std::clamp<size_t>((cores.ok() ? *cores : UsableCores()) * 3 / 4, 2, 16);
-}
-
-Result<TransportOptions> TransportOptions::FromEnvironment() {
-  ZS_RETURN_IF_ERROR(CoresPerLocalRank().status());  // the I/O threads' default is a share of it
-  TransportOptions o;
-  ZS_ASSIGN_OR_RETURN(o.io_threads, EnvInteger("ZARRSTREAM_HTTP_IO_THREADS", o.io_threads, 1, 64));
-  ZS_ASSIGN_OR_RETURN(o.max_in_flight,
-                      EnvInteger("ZARRSTREAM_HTTP_MAX_IN_FLIGHT", o.max_in_flight, 1, 65536));
-  ZS_ASSIGN_OR_RETURN(o.max_in_flight_per_host, EnvInteger("ZARRSTREAM_HTTP_MAX_PER_HOST",
-                                                           o.max_in_flight_per_host, 1, 65536));
-  return o;
-}
-
-Result<RequestPolicy> RequestPolicy::FromEnvironment() {
-  RequestPolicy p;
-  constexpr uint64_t kDay = uint64_t{24} * 3600 * 1000;
-  ZS_ASSIGN_OR_RETURN(p.max_attempts,
-                      EnvInteger("ZARRSTREAM_HTTP_MAX_ATTEMPTS", p.max_attempts, 1, 1000));
-  ZS_ASSIGN_OR_RETURN(uint64_t initial, EnvInteger("ZARRSTREAM_HTTP_INITIAL_BACKOFF_MS",
-                                                   p.initial_backoff.count(), 0, kDay));
-  ZS_ASSIGN_OR_RETURN(uint64_t max_backoff,
-                      EnvInteger("ZARRSTREAM_HTTP_MAX_BACKOFF_MS", p.max_backoff.count(), 0, kDay));
-  ZS_ASSIGN_OR_RETURN(uint64_t budget,
-                      EnvInteger("ZARRSTREAM_HTTP_RETRY_BUDGET_MS", p.budget.count(), 1, kDay));
-  ZS_ASSIGN_OR_RETURN(uint64_t connect, EnvInteger("ZARRSTREAM_HTTP_CONNECT_TIMEOUT_MS",
-                                                   p.connect_timeout.count(), 1, kDay));
-  ZS_ASSIGN_OR_RETURN(uint64_t stall, EnvInteger("ZARRSTREAM_HTTP_STALL_TIMEOUT_S",
-                                                 p.stall_timeout.count(), 1, kDay / 1000));
-  p.initial_backoff = std::chrono::milliseconds(initial);
-  p.max_backoff = std::chrono::milliseconds(max_backoff);
-  p.budget = std::chrono::milliseconds(budget);
-  p.connect_timeout = std::chrono::milliseconds(connect);
-  p.stall_timeout = std::chrono::seconds(stall);
-  return p;
-}
-
-// ---------------------------------------------------------------------------------------------
-// URL helpers.
-
-namespace {
-
-// Splits `url` into scheme, authority (userinfo included) and the rest (from the first '/').
-struct UrlParts {
-  std::string_view scheme;
-  std::string_view authority;
-  std::string_view rest;
-};
-
-UrlParts SplitUrl(std::string_view url) {
-  UrlParts parts;
-  size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) {
-    parts.rest = url;
-    return parts;
-  }
-  parts.scheme = url.substr(0, scheme_end);
-  std::string_view after = url.substr(scheme_end + 3);
-  size_t path = after.find_first_of("/?#");
-  parts.authority = after.substr(0, path);
-  parts.rest = path == std::string_view::npos ? std::string_view() : after.substr(path);
-  return parts;
-}
-
-}  // namespace
-
-std::string RedactUrl(std::string_view url) {
-  UrlParts parts = SplitUrl(url);
-  if (parts.scheme.empty()) return std::string(url);
-  std::string_view authority = parts.authority;
-  size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) authority.remove_prefix(at + 1);
-  std::string out(parts.scheme);
-  out += "://";
-  out += authority;
-  out += parts.rest;
-  return out;
-}
-
-std::string UriEncode(std::string_view s, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        (keep_slash && c == '/')) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
-
-std::string HostKeyOf(std::string_view url) {
-  UrlParts parts = SplitUrl(url);
-  std::string_view authority = parts.authority;
-  size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) authority.remove_prefix(at + 1);
-  std::string scheme(parts.scheme);
-  std::string host(authority);
-  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  size_t bracket = host.rfind(']');
-  size_t colon = host.rfind(':');
-  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) {
-    host += scheme == "https" ? ":443" : ":80";
-  }
-  return scheme + "://" + host;
-}
-
-std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, int64_t now) {
-  value = Trim(value);
-  if (value.empty()) return std::nullopt;
-  uint64_t seconds = 0;
-  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-  if (ec == std::errc() && ptr == value.data() + value.size()) {
-    return std::chrono::milliseconds(std::min<uint64_t>(seconds, 86400) * 1000);
-  }
-  std::string date(value);
-  const time_t when = curl_getdate(date.c_str(), nullptr);
-  if (when < 0) return std::nullopt;
-  return std::chrono::milliseconds(std::max<int64_t>(0, static_cast<int64_t>(when) - now) * 1000);
-}
-
-std::string RedirectNote(const HttpResponse& response) {
-  if (response.status < 300 || response.status >= 400 || response.status == 304) return "";
-  std::string note = " redirect";
-  if (!response.location.empty()) {
-    std::string to = RedactUrl(response.location);
-    if (const size_t query = to.find_first_of("?#"); query != std::string::npos) {
-      to.resize(query);
-      to += "?...";
-    }
-    note += " to " + to;
-  }
-  note += " (redirects are not followed: open the store at the URL it moved to)";
-  return note;
-}
-
-bool RetryQuota::TrySpend(bool timed_out) {
-  const int cost = timed_out ? kTimeoutCost : kCost;
-  if (tokens_ < cost) return false;
-  tokens_ -= cost;
-  return true;
-}
-
-void RetryQuota::Earn() { tokens_ = std::min(kCapacity, tokens_ + kCost); }
-
-std::chrono::milliseconds RetryBackoff(const RequestPolicy& policy, uint32_t retry, double unit) {
-  const double cap = static_cast<double>(policy.max_backoff.count());
-  const double exponential = static_cast<double>(policy.initial_backoff.count()) *
-                             std::ldexp(1.0, static_cast<int>(std::min(retry, 40u)) - 1);
-  const double d = std::min(cap, exponential);
-  // "Equal jitter": at least half the exponential delay (so retries do back off), the rest random
-  // (so clients that failed together do not retry together).
-  return std::chrono::milliseconds(static_cast<int64_t>(d / 2 + unit * d / 2));
-}
 
 // ---------------------------------------------------------------------------------------------
 // The transport.
@@ -309,8 +87,7 @@ struct Transfer {
   curl_slist* header_list = nullptr;
   size_t upload_offset = 0;
   ByteBuffer* body_out = nullptr;  // chosen at the attempt's first body byte
-  std::optional<uint64_t> content_length;
-  bool chunked = false;  // Transfer-Encoding: chunked (curl checks that the last chunk came)
+  BodyFraming framing;
   char error_buffer[CURL_ERROR_SIZE] = {};
 
   Clock::time_point deadline() const { return started + request.policy.budget; }
@@ -427,32 +204,8 @@ struct IoLoop {
 
 size_t IoLoop::OnHeader(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
-  std::string_view line(data, size * count);
-  if (StartsWithNoCase(line, "HTTP/")) {
-    // A new response (after a 100 Continue or a redirect): forget the previous one's headers.
-    t->response.content_range.clear();
-    t->response.content_length.clear();
-    t->content_length.reset();
-    t->retry_after.reset();
-    t->chunked = false;
-    t->response.location.clear();
-  } else if (StartsWithNoCase(line, "content-length:")) {
-    t->response.content_length = std::string(Trim(line.substr(15)));
-    uint64_t n = 0;
-    const std::string& v = t->response.content_length;
-    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec == std::errc() && ptr == v.data() + v.size()) t->content_length = n;
-  } else if (StartsWithNoCase(line, "content-range:")) {
-    t->response.content_range = std::string(Trim(line.substr(14)));
-  } else if (StartsWithNoCase(line, "transfer-encoding:")) {
-    std::string value(Trim(line.substr(18)));
-    for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    t->chunked = value.find("chunked") != std::string::npos;
-  } else if (StartsWithNoCase(line, "location:")) {
-    t->response.location = std::string(Trim(line.substr(9)));
-  } else if (StartsWithNoCase(line, "retry-after:")) {
-    t->retry_after = ParseRetryAfter(line.substr(12), static_cast<int64_t>(std::time(nullptr)));
-  }
+  ApplyHeaderLine(std::string_view(data, size * count), static_cast<int64_t>(std::time(nullptr)),
+                  &t->response, &t->framing, &t->retry_after);
   return size * count;
 }
 
@@ -466,7 +219,7 @@ size_t IoLoop::OnBody(char* data, size_t size, size_t count, void* user) {
     t->body_out =
         (success && t->request.body_sink != nullptr) ? t->request.body_sink : &t->response.body;
     t->body_out->Clear();
-    if (t->content_length) t->body_out->ReserveReusable(*t->content_length);
+    if (t->framing.content_length) t->body_out->ReserveReusable(*t->framing.content_length);
   }
   ByteBuffer& out = *t->body_out;
   const size_t old = out.size();
@@ -527,9 +280,8 @@ void IoLoop::StartAttempt(Transfer* t) {
   t->attempt_started = now;
   t->upload_offset = 0;
   t->body_out = nullptr;
-  t->content_length.reset();
+  t->framing = BodyFraming();
   t->retry_after.reset();
-  t->chunked = false;
   t->response = HttpResponse();
   t->error_buffer[0] = '\0';
   if (t->request.metrics) t->request.metrics->AddRequest(is_retry);
@@ -640,25 +392,13 @@ void IoLoop::EndAttempt(Transfer* t, CURLcode code) {
     failure = "HTTP " + std::to_string(status);
     retryable = true;
   } else if (status >= 200 && status < 300 && t->request.method != "HEAD") {
-    // A body shorter than announced is a dropped connection that curl did not catch (or a proxy
-    // that cut it): retry rather than hand truncated chunk bytes to a decoder.
-    std::optional<uint64_t> expected = t->content_length;
-    if (status == 206) {
-      if (auto span = ContentRangeLength(t->response.content_range)) expected = span;
-    }
-    if (expected && *expected != received) {
-      failure = "response body truncated: received " + std::to_string(received) + " of " +
-                std::to_string(*expected) + " bytes";
+    if (std::optional<FramingFailure> framing =
+            CheckBodyFraming(t->request.method, t->response, t->framing, received,
+                             /*http1=*/http_version == CURL_HTTP_VERSION_1_0 ||
+                                 http_version == CURL_HTTP_VERSION_1_1)) {
+      failure = std::move(framing->message);
       retryable = true;
-      t->fresh_connection = true;
-    } else if (!expected && !t->chunked && t->request.method == "GET" && status != 204 &&
-               (http_version == CURL_HTTP_VERSION_1_0 || http_version == CURL_HTTP_VERSION_1_1)) {
-      // An HTTP/1 body without a length that ends when the connection closes: a connection
-      // dropped midway ends it the same way, so a truncated value would pass for a whole one.
-      failure =
-          "response body of unknown length (no Content-Length, Content-Range or chunked "
-          "encoding) ended when the connection closed: it cannot be told from a truncated one";
-      retryable = true;
+      if (framing->connection_suspect) t->fresh_connection = true;
     } else if (t->request.check_response) {
       failure = t->request.check_response(t->response);
       if (!failure.empty()) {

@@ -40,6 +40,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -213,5 +214,35 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value,
 // The backoff before retry `retry` (1 for the first retry) under `policy`, `unit` in [0, 1)
 // choosing within the jitter interval.
 std::chrono::milliseconds RetryBackoff(const RequestPolicy& policy, uint32_t retry, double unit);
+
+// Whether a response with HTTP status `status` is retried (408, 429 and the 5xx of overload).
+bool IsRetryableStatus(long status);
+
+// The framing the current response's headers announce for its body.
+struct BodyFraming {
+  std::optional<uint64_t> content_length;
+  bool chunked = false;  // Transfer-Encoding: chunked (curl checks that the last chunk came)
+};
+
+// Applies one received header line to `response`, `framing` and `retry_after` (a Retry-After
+// relative to `now`, seconds since the epoch); a status line starts a new response and forgets
+// the previous one's headers.
+void ApplyHeaderLine(std::string_view line, int64_t now, HttpResponse* response,
+                     BodyFraming* framing, std::optional<std::chrono::milliseconds>* retry_after);
+
+// Why a finished 2xx body is not known to be whole: its message, and whether the connection may
+// hold stray bytes (so the retry opens a new one).
+struct FramingFailure {
+  std::string message;
+  bool connection_suspect = false;
+};
+
+// Checks the `received` body bytes of a 2xx response to a `method` request (not HEAD) against its
+// framing: a body shorter or longer than announced, or, over HTTP/1 (`http1`), a GET body of
+// unknown length that ended with the connection. nullopt when the body is whole.
+std::optional<FramingFailure> CheckBodyFraming(std::string_view method,
+                                               const HttpResponse& response,
+                                               const BodyFraming& framing, uint64_t received,
+                                               bool http1);
 
 }  // namespace zarrstream

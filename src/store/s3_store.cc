@@ -134,6 +134,103 @@ std::string S3ErrorText(std::string_view body) {
   return text;
 }
 
+// The bucket and key prefix of `url` (`rest`: what follows its scheme) into `loc`.
+Status ParseBucketAndPrefix(std::string_view url, std::string_view rest, S3Location* loc) {
+  const size_t slash = rest.find('/');
+  loc->bucket = std::string(rest.substr(0, slash));
+  if (loc->bucket.empty() || loc->bucket.find_first_of("@:?#") != std::string::npos) {
+    return InvalidArgumentError(loc->scheme + ":// URL needs a bucket name: " + loc->scheme +
+                                "://BUCKET/PREFIX");
+  }
+  if (slash != std::string_view::npos) {
+    std::string_view prefix = rest.substr(slash + 1);
+    while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
+    if (!prefix.empty()) {
+      ZS_RETURN_IF_ERROR_CTX(ValidateKey(prefix), "in " + RedactUrl(url));
+      loc->prefix = std::string(prefix);
+    }
+  }
+  return Status::Ok();
+}
+
+// The region, addressing style and credentials of an s3:// location from the AWS variables of
+// `env` into `loc`; returns the endpoint.
+Result<std::string> ResolveAwsSettings(const EnvironmentLookup& env, S3Location* loc) {
+  loc->region = NonEmpty(env, "AWS_REGION")
+                    .value_or(NonEmpty(env, "AWS_DEFAULT_REGION").value_or("us-east-1"));
+  std::optional<std::string> endpoint = NonEmpty(env, "AWS_ENDPOINT_URL_S3");
+  if (!endpoint) endpoint = NonEmpty(env, "AWS_ENDPOINT_URL");
+  const bool custom_endpoint = endpoint.has_value();
+  if (!endpoint) endpoint = "https://s3." + loc->region + ".amazonaws.com";
+  loc->addressing =
+      custom_endpoint ? S3Location::Addressing::kPath : S3Location::Addressing::kVirtualHosted;
+  if (std::optional<std::string> style = NonEmpty(env, "ZARRSTREAM_S3_ADDRESSING_STYLE")) {
+    if (*style == "path") {
+      loc->addressing = S3Location::Addressing::kPath;
+    } else if (*style == "virtual") {
+      loc->addressing = S3Location::Addressing::kVirtualHosted;
+    } else {
+      return ConfigError("ZARRSTREAM_S3_ADDRESSING_STYLE must be 'path' or 'virtual', not '" +
+                         *style + "'");
+    }
+  }
+  std::optional<std::string> key_id = NonEmpty(env, "AWS_ACCESS_KEY_ID");
+  std::optional<std::string> secret = NonEmpty(env, "AWS_SECRET_ACCESS_KEY");
+  if (key_id.has_value() != secret.has_value()) {
+    return ConfigError(
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (only one is set)");
+  }
+  if (key_id && !IsTrue(env("AWS_NO_SIGN_REQUEST"))) {
+    loc->credentials.access_key_id = *key_id;
+    loc->credentials.secret_access_key = *secret;
+    loc->credentials.session_token = NonEmpty(env, "AWS_SESSION_TOKEN").value_or("");
+    loc->credential_source = loc->credentials.session_token.empty()
+                                 ? "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+                                 : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN";
+  }
+  return *endpoint;
+}
+
+// The region, addressing style and credentials of a gs:// location (GCS's S3-compatible API) from
+// `env` into `loc`; returns the endpoint.
+Result<std::string> ResolveGcsSettings(const EnvironmentLookup& env, S3Location* loc) {
+  loc->region = "auto";
+  std::optional<std::string> endpoint = NonEmpty(env, "STORAGE_EMULATOR_HOST");
+  if (endpoint && endpoint->find("://") == std::string::npos) endpoint = "http://" + *endpoint;
+  if (!endpoint) endpoint = "https://storage.googleapis.com";
+  loc->addressing = S3Location::Addressing::kPath;
+  std::optional<std::string> key_id = NonEmpty(env, "GS_ACCESS_KEY_ID");
+  std::optional<std::string> secret = NonEmpty(env, "GS_SECRET_ACCESS_KEY");
+  if (key_id.has_value() != secret.has_value()) {
+    return ConfigError(
+        "GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY must be set together (only one is set)");
+  }
+  if (key_id) {
+    loc->credentials.access_key_id = *key_id;
+    loc->credentials.secret_access_key = *secret;
+    loc->credential_source = "GS_ACCESS_KEY_ID/GS_SECRET_ACCESS_KEY (HMAC)";
+  } else if (std::optional<std::string> token = NonEmpty(env, "GOOGLE_OAUTH_ACCESS_TOKEN")) {
+    loc->bearer_token = *token;
+    loc->credential_source = "GOOGLE_OAUTH_ACCESS_TOKEN";
+  }
+  return *endpoint;
+}
+
+// Refuses an endpoint (trailing slashes removed) that is not scheme://host[:port].
+Status CheckEndpoint(const std::string& endpoint, const std::string& scheme) {
+  if (endpoint.rfind("http://", 0) != 0 && endpoint.rfind("https://", 0) != 0) {
+    return ConfigError("the " + scheme +
+                       " endpoint must be an http:// or https:// URL: " + RedactUrl(endpoint));
+  }
+  if (endpoint.find('/', endpoint.find("://") + 3) != std::string::npos ||
+      endpoint.find('@') != std::string::npos) {
+    return ConfigError(
+        "the " + scheme +
+        " endpoint must be scheme://host[:port] without a path or user: " + RedactUrl(endpoint));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::optional<std::string> ProcessEnvironment(std::string_view name) {
@@ -152,75 +249,12 @@ Result<S3Location> ResolveS3Location(std::string_view url, const EnvironmentLook
   }
   S3Location loc;
   loc.scheme = std::string(scheme);
-  const size_t slash = rest.find('/');
-  loc.bucket = std::string(rest.substr(0, slash));
-  if (loc.bucket.empty() || loc.bucket.find_first_of("@:?#") != std::string::npos) {
-    return InvalidArgumentError(loc.scheme + ":// URL needs a bucket name: " + loc.scheme +
-                                "://BUCKET/PREFIX");
-  }
-  if (slash != std::string_view::npos) {
-    std::string_view prefix = rest.substr(slash + 1);
-    while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
-    if (!prefix.empty()) {
-      ZS_RETURN_IF_ERROR_CTX(ValidateKey(prefix), "in " + RedactUrl(url));
-      loc.prefix = std::string(prefix);
-    }
-  }
-
-  std::optional<std::string> endpoint;
+  ZS_RETURN_IF_ERROR(ParseBucketAndPrefix(url, rest, &loc));
+  std::string endpoint;
   if (loc.scheme == "s3") {
-    loc.region = NonEmpty(env, "AWS_REGION")
-                     .value_or(NonEmpty(env, "AWS_DEFAULT_REGION").value_or("us-east-1"));
-    endpoint = NonEmpty(env, "AWS_ENDPOINT_URL_S3");
-    if (!endpoint) endpoint = NonEmpty(env, "AWS_ENDPOINT_URL");
-    const bool custom_endpoint = endpoint.has_value();
-    if (!endpoint) endpoint = "https://s3." + loc.region + ".amazonaws.com";
-    loc.addressing =
-        custom_endpoint ? S3Location::Addressing::kPath : S3Location::Addressing::kVirtualHosted;
-    if (std::optional<std::string> style = NonEmpty(env, "ZARRSTREAM_S3_ADDRESSING_STYLE")) {
-      if (*style == "path") {
-        loc.addressing = S3Location::Addressing::kPath;
-      } else if (*style == "virtual") {
-        loc.addressing = S3Location::Addressing::kVirtualHosted;
-      } else {
-        return ConfigError("ZARRSTREAM_S3_ADDRESSING_STYLE must be 'path' or 'virtual', not '" +
-                           *style + "'");
-      }
-    }
-    std::optional<std::string> key_id = NonEmpty(env, "AWS_ACCESS_KEY_ID");
-    std::optional<std::string> secret = NonEmpty(env, "AWS_SECRET_ACCESS_KEY");
-    if (key_id.has_value() != secret.has_value()) {
-      return ConfigError(
-          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (only one is set)");
-    }
-    if (key_id && !IsTrue(env("AWS_NO_SIGN_REQUEST"))) {
-      loc.credentials.access_key_id = *key_id;
-      loc.credentials.secret_access_key = *secret;
-      loc.credentials.session_token = NonEmpty(env, "AWS_SESSION_TOKEN").value_or("");
-      loc.credential_source = loc.credentials.session_token.empty()
-                                  ? "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
-                                  : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN";
-    }
+    ZS_ASSIGN_OR_RETURN(endpoint, ResolveAwsSettings(env, &loc));
   } else {
-    loc.region = "auto";
-    endpoint = NonEmpty(env, "STORAGE_EMULATOR_HOST");
-    if (endpoint && endpoint->find("://") == std::string::npos) endpoint = "http://" + *endpoint;
-    if (!endpoint) endpoint = "https://storage.googleapis.com";
-    loc.addressing = S3Location::Addressing::kPath;
-    std::optional<std::string> key_id = NonEmpty(env, "GS_ACCESS_KEY_ID");
-    std::optional<std::string> secret = NonEmpty(env, "GS_SECRET_ACCESS_KEY");
-    if (key_id.has_value() != secret.has_value()) {
-      return ConfigError(
-          "GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY must be set together (only one is set)");
-    }
-    if (key_id) {
-      loc.credentials.access_key_id = *key_id;
-      loc.credentials.secret_access_key = *secret;
-      loc.credential_source = "GS_ACCESS_KEY_ID/GS_SECRET_ACCESS_KEY (HMAC)";
-    } else if (std::optional<std::string> token = NonEmpty(env, "GOOGLE_OAUTH_ACCESS_TOKEN")) {
-      loc.bearer_token = *token;
-      loc.credential_source = "GOOGLE_OAUTH_ACCESS_TOKEN";
-    }
+    ZS_ASSIGN_OR_RETURN(endpoint, ResolveGcsSettings(env, &loc));
   }
   if (loc.credential_source.empty()) loc.credential_source = "anonymous (no credentials set)";
   if (std::optional<std::string> page = NonEmpty(env, "ZARRSTREAM_S3_LIST_PAGE_SIZE")) {
@@ -232,19 +266,9 @@ Result<S3Location> ResolveS3Location(std::string_view url, const EnvironmentLook
     }
     loc.list_page_size = n;
   }
-
-  while (!endpoint->empty() && endpoint->back() == '/') endpoint->pop_back();
-  if (endpoint->rfind("http://", 0) != 0 && endpoint->rfind("https://", 0) != 0) {
-    return ConfigError("the " + loc.scheme +
-                       " endpoint must be an http:// or https:// URL: " + RedactUrl(*endpoint));
-  }
-  if (endpoint->find('/', endpoint->find("://") + 3) != std::string::npos ||
-      endpoint->find('@') != std::string::npos) {
-    return ConfigError(
-        "the " + loc.scheme +
-        " endpoint must be scheme://host[:port] without a path or user: " + RedactUrl(*endpoint));
-  }
-  loc.endpoint = *endpoint;
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  ZS_RETURN_IF_ERROR(CheckEndpoint(endpoint, loc.scheme));
+  loc.endpoint = endpoint;
   if (loc.addressing == S3Location::Addressing::kVirtualHosted &&
       !IsHostCompatibleBucket(loc.bucket)) {
     loc.addressing = S3Location::Addressing::kPath;

@@ -52,44 +52,47 @@ std::string DestinationFor(std::string_view url) {
   return base + "-train.zarr";
 }
 
-}  // namespace
-
-Result<nlohmann::json> StoreAdvice(std::string_view url) {
-  nlohmann::json report;
-  // The report is printed and shared: the URL without a user:password it may carry.
-  const std::string shown = RedactUrl(url);
-  report["url"] = shown;
-  std::vector<ArrayFacts> arrays;
-  uint64_t open_requests = 0;
-  if (Result<Group> group = Group::Open(url); group.ok()) {
-    report["kind"] = "group";
-    report["consolidated"] = group->consolidated();
-    // Consolidated: the group's metadata document holds every array's. Otherwise one read per
-    // array (and a listing to find them).
-    open_requests = group->consolidated() ? 1 : 2 + group->array_names().size();
-    for (const std::string& name : group->array_names()) {
-      ZS_ASSIGN_OR_RETURN(Array array, group->OpenArray(name));
-      arrays.push_back({name, std::move(array), std::nullopt, std::nullopt});
-    }
-  } else if (Result<Array> array = Array::Open(url); array.ok()) {
-    report["kind"] = "array";
-    report["consolidated"] = nullptr;
-    open_requests = 1;
-    arrays.push_back({"", std::move(*array), std::nullopt, std::nullopt});
-  } else {
-    return std::move(group).status().WithContext("doctor: opening " + shown);
-  }
-  report["open_requests"] = open_requests;
-  const bool gpu = GpuBatchesUnavailableReason().empty();
-  report["gpu"] = gpu;
-
-  nlohmann::json findings = nlohmann::json::array();
-  nlohmann::json listed = nlohmann::json::array();
+// What the survey of a store's time-dependent arrays found: each kind of finding with the
+// arrays it concerns, and what the suggested rechunk needs.
+struct Survey {
+  nlohmann::json listed = nlohmann::json::array();  // one entry per array with a time dimension
   Kind steps_kind{"warning", {}, 1}, levels_kind{"info", {}, 1}, small_kind{"warning", {}, ~0ULL},
       large_kind{"warning", {}, 0}, cpu_kind{"info", {}, 0};
   std::string time_name = "time", level_name;
   uint64_t field_bytes = 0;  // one step of one level, the smallest a chunk can usefully be
   std::vector<std::string> cpu_reasons;  // why the CPU decodes arrays' chunks, each reason once
+};
+
+// Opens the group or array at `url` (`shown`: without credentials) and its arrays, recording in
+// `report` what it is; `open_requests`: the reads opening it takes.
+Result<std::vector<ArrayFacts>> OpenArrays(std::string_view url, const std::string& shown,
+                                           nlohmann::json* report, uint64_t* open_requests) {
+  std::vector<ArrayFacts> arrays;
+  if (Result<Group> group = Group::Open(url); group.ok()) {
+    (*report)["kind"] = "group";
+    (*report)["consolidated"] = group->consolidated();
+    // Consolidated: the group's metadata document holds every array's. Otherwise one read per
+    // array (and a listing to find them).
+    *open_requests = group->consolidated() ? 1 : 2 + group->array_names().size();
+    for (const std::string& name : group->array_names()) {
+      ZS_ASSIGN_OR_RETURN(Array array, group->OpenArray(name));
+      arrays.push_back({name, std::move(array), std::nullopt, std::nullopt});
+    }
+  } else if (Result<Array> array = Array::Open(url); array.ok()) {
+    (*report)["kind"] = "array";
+    (*report)["consolidated"] = nullptr;
+    *open_requests = 1;
+    arrays.push_back({"", std::move(*array), std::nullopt, std::nullopt});
+  } else {
+    return std::move(group).status().WithContext("doctor: opening " + shown);
+  }
+  return arrays;
+}
+
+// Lists each array with a time dimension (coordinates and static fields are skipped) and notes
+// which kinds of finding concern it.
+Survey SurveyArrays(std::vector<ArrayFacts>& arrays) {
+  Survey survey;
   for (ArrayFacts& facts : arrays) {
     const Array& a = facts.array;
     const std::vector<std::string>& dims = a.dims();
@@ -98,8 +101,8 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
       if (IsLevelDimension(dims[d]) && !facts.level_dim) facts.level_dim = d;
     }
     if (!facts.time_dim || a.shape().size() < 2) continue;  // coordinates and static fields
-    time_name = dims[*facts.time_dim];
-    if (facts.level_dim) level_name = dims[*facts.level_dim];
+    survey.time_name = dims[*facts.time_dim];
+    if (facts.level_dim) survey.level_name = dims[*facts.level_dim];
     const std::vector<uint64_t> chunks = a.chunks();
     uint64_t chunk_bytes = DataTypeSize(a.dtype());
     uint64_t field = DataTypeSize(a.dtype());
@@ -108,12 +111,12 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
       if (d != *facts.time_dim && (!facts.level_dim || d != *facts.level_dim))
         field *= a.shape()[d];
     }
-    field_bytes = std::max(field_bytes, field);
+    survey.field_bytes = std::max(survey.field_bytes, field);
     const uint64_t steps = chunks[*facts.time_dim];
     const std::optional<uint64_t> levels =
         facts.level_dim ? std::optional<uint64_t>(chunks[*facts.level_dim]) : std::nullopt;
     const GpuDecodePlan decode = PlanGpuDecode(*a.state().chain);
-    listed.push_back(
+    survey.listed.push_back(
         {{"name", facts.name},
          {"shape", a.shape()},
          {"dims", dims},
@@ -132,45 +135,54 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
       kind.arrays.push_back(facts.name);
       kind.worst = larger_is_worse ? std::max(kind.worst, value) : std::min(kind.worst, value);
     };
-    note(steps_kind, steps > 1, steps, true);
-    note(levels_kind, levels && *levels > 1, levels.value_or(1), true);
+    note(survey.steps_kind, steps > 1, steps, true);
+    note(survey.levels_kind, levels && *levels > 1, levels.value_or(1), true);
     // A chunk smaller than one field cannot grow without more steps per chunk: shards fix that.
-    note(small_kind, chunk_bytes < kSmallChunkBytes && !a.shard_shape(), chunk_bytes, false);
-    note(large_kind, chunk_bytes > kLargeChunkBytes, chunk_bytes, true);
-    note(cpu_kind, !decode.gpu(), 0, true);
-    if (!decode.gpu() && std::ranges::find(cpu_reasons, decode.description) == cpu_reasons.end()) {
-      cpu_reasons.push_back(decode.description);
+    note(survey.small_kind, chunk_bytes < kSmallChunkBytes && !a.shard_shape(), chunk_bytes, false);
+    note(survey.large_kind, chunk_bytes > kLargeChunkBytes, chunk_bytes, true);
+    note(survey.cpu_kind, !decode.gpu(), 0, true);
+    if (!decode.gpu() &&
+        std::ranges::find(survey.cpu_reasons, decode.description) == survey.cpu_reasons.end()) {
+      survey.cpu_reasons.push_back(decode.description);
     }
   }
-  if (!steps_kind.arrays.empty()) {
+  return survey;
+}
+
+// The findings of `survey`, and of the store's metadata (`report`: what OpenArrays recorded),
+// worded for the reader.
+nlohmann::json Findings(const Survey& survey, bool gpu, const nlohmann::json& report,
+                        uint64_t open_requests) {
+  nlohmann::json findings = nlohmann::json::array();
+  if (!survey.steps_kind.arrays.empty()) {
     findings.push_back(Finding(
-        "warning", steps_kind.arrays,
-        "up to " + std::to_string(steps_kind.worst) +
+        "warning", survey.steps_kind.arrays,
+        "up to " + std::to_string(survey.steps_kind.worst) +
             " time steps per chunk: a sample of one step decodes them all (read amplification "
             "up to that with an exact shuffle; block shuffle recovers part of it)"));
   }
-  if (!levels_kind.arrays.empty()) {
-    findings.push_back(Finding("info", levels_kind.arrays,
-                               "up to " + std::to_string(levels_kind.worst) +
+  if (!survey.levels_kind.arrays.empty()) {
+    findings.push_back(Finding("info", survey.levels_kind.arrays,
+                               "up to " + std::to_string(survey.levels_kind.worst) +
                                    " levels per chunk: selecting some levels decodes them all"));
   }
-  if (!small_kind.arrays.empty()) {
-    findings.push_back(Finding("warning", small_kind.arrays,
+  if (!survey.small_kind.arrays.empty()) {
+    findings.push_back(Finding("warning", survey.small_kind.arrays,
                                "unsharded chunks as small as " +
-                                   FormatBytes(static_cast<double>(small_kind.worst)) +
+                                   FormatBytes(static_cast<double>(survey.small_kind.worst)) +
                                    ": per-request and per-chunk overhead dominates; shards of "
                                    "several steps read faster"));
   }
-  if (!large_kind.arrays.empty()) {
-    findings.push_back(Finding("warning", large_kind.arrays,
+  if (!survey.large_kind.arrays.empty()) {
+    findings.push_back(Finding("warning", survey.large_kind.arrays,
                                "chunks as large as " +
-                                   FormatBytes(static_cast<double>(large_kind.worst)) +
+                                   FormatBytes(static_cast<double>(survey.large_kind.worst)) +
                                    ": one chunk is a large share of a batch's memory and latency"));
   }
-  if (!cpu_kind.arrays.empty()) {
+  if (!survey.cpu_kind.arrays.empty()) {
     findings.push_back(
-        Finding(gpu ? "warning" : "info", cpu_kind.arrays,
-                "chunks the GPU path leaves to the CPU (" + Join(cpu_reasons, "; ") + ")"));
+        Finding(gpu ? "warning" : "info", survey.cpu_kind.arrays,
+                "chunks the GPU path leaves to the CPU (" + Join(survey.cpu_reasons, "; ") + ")"));
   }
   if (report["kind"] == "group" && !report["consolidated"].get<bool>()) {
     findings.push_back(Finding("warning", {},
@@ -179,43 +191,65 @@ Result<nlohmann::json> StoreAdvice(std::string_view url) {
                                    " requests (one per array); consolidate it (rechunk writes "
                                    "consolidated metadata)"));
   }
-  if (listed.empty()) {
+  if (survey.listed.empty()) {
     findings.push_back(
         Finding("warning", {}, "no array with a time dimension: nothing for the loader to sample"));
   }
-  report["arrays"] = listed;
-  report["findings"] = findings;
+  return findings;
+}
 
+// The rechunk that fixes what was found, as a command line; null when nothing needs it.
+nlohmann::json RechunkCommand(const Survey& survey, bool gpu, const std::string& shown) {
   // The rechunk that fixes what was found: one step per chunk; one level per chunk when a field is
   // big enough to be a chunk, else shards of several steps; on a GPU machine --gpu-friendly (one
   // step and level per chunk, levels sharded together, blosc-lz4: measured fastest there).
   const bool needs_rechunk =
-      !listed.empty() && (!steps_kind.arrays.empty() || !small_kind.arrays.empty() ||
-                          !large_kind.arrays.empty() || (gpu && !cpu_kind.arrays.empty()) ||
-                          (!levels_kind.arrays.empty() && field_bytes >= kSmallChunkBytes));
+      !survey.listed.empty() &&
+      (!survey.steps_kind.arrays.empty() || !survey.small_kind.arrays.empty() ||
+       !survey.large_kind.arrays.empty() || (gpu && !survey.cpu_kind.arrays.empty()) ||
+       (!survey.levels_kind.arrays.empty() && survey.field_bytes >= kSmallChunkBytes));
   if (needs_rechunk) {
     std::vector<std::string> command = {"zarrstream", "rechunk", shown, DestinationFor(shown)};
     if (gpu) {
       command.push_back("--gpu-friendly");
-    } else if (field_bytes >= kSmallChunkBytes || level_name.empty()) {
+    } else if (survey.field_bytes >= kSmallChunkBytes || survey.level_name.empty()) {
       command.push_back("--chunks");
-      command.push_back(time_name + "=1" + (level_name.empty() ? "" : "," + level_name + "=1"));
+      command.push_back(survey.time_name + "=1" +
+                        (survey.level_name.empty() ? "" : "," + survey.level_name + "=1"));
       command.push_back("--codec");
       command.push_back("zstd:3");
     } else {
-      const uint64_t steps_per_shard =
-          std::clamp<uint64_t>((uint64_t{4} << 20) / std::max<uint64_t>(field_bytes, 1), 2, 64);
+      const uint64_t steps_per_shard = std::clamp<uint64_t>(
+          (uint64_t{4} << 20) / std::max<uint64_t>(survey.field_bytes, 1), 2, 64);
       command.push_back("--chunks");
-      command.push_back(time_name + "=1");
+      command.push_back(survey.time_name + "=1");
       command.push_back("--shard");
-      command.push_back(time_name + "=" + std::to_string(steps_per_shard));
+      command.push_back(survey.time_name + "=" + std::to_string(steps_per_shard));
       command.push_back("--codec");
       command.push_back("zstd:3");
     }
-    report["rechunk_command"] = Join(command, " ");
-  } else {
-    report["rechunk_command"] = nullptr;
+    return Join(command, " ");
   }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<nlohmann::json> StoreAdvice(std::string_view url) {
+  nlohmann::json report;
+  // The report is printed and shared: the URL without a user:password it may carry.
+  const std::string shown = RedactUrl(url);
+  report["url"] = shown;
+  uint64_t open_requests = 0;
+  ZS_ASSIGN_OR_RETURN(std::vector<ArrayFacts> arrays,
+                      OpenArrays(url, shown, &report, &open_requests));
+  report["open_requests"] = open_requests;
+  const bool gpu = GpuBatchesUnavailableReason().empty();
+  report["gpu"] = gpu;
+  const Survey survey = SurveyArrays(arrays);
+  report["arrays"] = survey.listed;
+  report["findings"] = Findings(survey, gpu, report, open_requests);
+  report["rechunk_command"] = RechunkCommand(survey, gpu, shown);
   return report;
 }
 

@@ -340,6 +340,88 @@ class WorkerBufferPool {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// Refuses to write over an existing Zarr node, whichever layout it has.
+Status RefuseExistingNode(Store& store, const std::string& context) {
+  for (const char* document : {"zarr.json", ".zgroup", ".zarray"}) {
+    ZS_ASSIGN_OR_RETURN_CTX(std::optional<ByteBuffer> existing, store.ReadIfExists(document),
+                            context);
+    if (existing) {
+      return InvalidArgumentError(context + ": a Zarr node is already there ('" + document +
+                                  "'); pass overwrite (--overwrite) to replace it");
+    }
+  }
+  return Status::Ok();
+}
+
+// The group's attributes: what made the dataset.
+json GroupAttributes(const SynthPreset& preset, const SynthOptions& options) {
+  std::string title = "Synthetic ERA5-like reanalysis: ";
+  title += preset.description;
+  return {
+      {"title", title},
+      {"source", "zarrstream synth"},
+      {"preset", preset.name},
+      {"seed", options.seed},
+      {"layout", SynthLayoutName(options.layout)},
+  };
+}
+
+// Generates the fields of `task` (its steps × levels of `info`'s variable, steps counted from
+// `start_hours`) into `buffers->object`.
+Status GenerateTaskFields(const Era5FieldGenerator& generator, const Era5VariableInfo& info,
+                          const Task& task, int64_t start_hours, WorkerBuffers* buffers) {
+  const size_t points = generator.grid().num_points();
+  buffers->object.resize(task.num_steps * task.num_levels * points);
+  for (uint64_t t = 0; t < task.num_steps; ++t) {
+    const int64_t hours = start_hours + kStepHours * static_cast<int64_t>(task.first_step + t);
+    for (uint64_t l = 0; l < task.num_levels; ++l) {
+      std::span<float> field(buffers->object.data() + (t * task.num_levels + l) * points, points);
+      Status status =
+          generator.Generate(info.variable, hours, task.first_level + l, field, &buffers->scratch);
+      if (!status.ok()) {
+        std::string what = "generating '";
+        what += info.name;
+        what += "' at ";
+        what += FormatHours(hours);
+        return std::move(status).WithContext(what);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Writes `object` (the values of `task`) to its place in `array`.
+Status WriteTaskObject(const DataArray& array, const Era5Grid& grid, const Task& task,
+                       std::span<const float> object) {
+  const Era5VariableInfo& info = *array.info;
+  const std::vector<uint64_t> start = TaskStart(info, task);
+  const std::vector<uint64_t> shape = DimsShape(info, grid, task.num_steps, task.num_levels);
+  if (array.v3) return array.v3->Write(start, shape, object.data());
+  // wb2 objects are single whole chunks.
+  std::vector<uint64_t> chunk_index(start.size());
+  const std::vector<uint64_t>& chunks = array.v2->metadata().chunk_shape;
+  for (size_t d = 0; d < start.size(); ++d) chunk_index[d] = start[d] / chunks[d];
+  return array.v2->WriteChunk(chunk_index, std::as_bytes(object));
+}
+
+// The bytes of all of `tasks`' objects and of the largest one, for fields of `field_bytes`.
+std::pair<uint64_t, uint64_t> ObjectBytes(const std::vector<Task>& tasks, uint64_t field_bytes) {
+  uint64_t total_bytes = 0, largest_object = 0;
+  for (const Task& task : tasks) {
+    const uint64_t bytes = task.num_steps * task.num_levels * field_bytes;
+    total_bytes += bytes;
+    largest_object = std::max(largest_object, bytes);
+  }
+  return {total_bytes, largest_object};
+}
+
+// Consolidates the written dataset's metadata (v2 for the wb2 layout, else v3).
+Status ConsolidateDataset(Store& store, const SynthOptions& options) {
+  if (options.layout == SynthLayout::kWb2) return ConsolidateV2Metadata(store, "");
+  ZS_ASSIGN_OR_RETURN(Group group, Group::Open(options.dest_url));
+  return group.ConsolidateMetadata();
+}
+
 }  // namespace
 
 std::string_view SynthLayoutName(SynthLayout layout) {
@@ -401,26 +483,9 @@ Result<SynthReport> WriteSynthDataset(const SynthOptions& options) {
   ZS_ASSIGN_OR_RETURN_CTX(std::shared_ptr<Store> store, OpenStore(options.dest_url), context);
 
   // Refuse to write over an existing Zarr node unless asked to, whichever layout it has.
-  if (!options.overwrite) {
-    for (const char* document : {"zarr.json", ".zgroup", ".zarray"}) {
-      ZS_ASSIGN_OR_RETURN_CTX(std::optional<ByteBuffer> existing, store->ReadIfExists(document),
-                              context);
-      if (existing) {
-        return InvalidArgumentError(context + ": a Zarr node is already there ('" + document +
-                                    "'); pass overwrite (--overwrite) to replace it");
-      }
-    }
-  }
+  if (!options.overwrite) ZS_RETURN_IF_ERROR(RefuseExistingNode(*store, context));
 
-  std::string title = "Synthetic ERA5-like reanalysis: ";
-  title += preset.description;
-  const json group_attributes = {
-      {"title", title},
-      {"source", "zarrstream synth"},
-      {"preset", preset.name},
-      {"seed", options.seed},
-      {"layout", SynthLayoutName(options.layout)},
-  };
+  const json group_attributes = GroupAttributes(preset, options);
   const std::vector<Coordinate> coordinates = MakeCoordinates(preset.grid, start_hours, steps);
   std::vector<DataArray> arrays;
   if (options.layout == SynthLayout::kWb2) {
@@ -433,12 +498,8 @@ Result<SynthReport> WriteSynthDataset(const SynthOptions& options) {
 
   const std::vector<Task> tasks = MakeTasks(arrays, steps);
   const uint64_t field_bytes = preset.grid.num_points() * sizeof(float);
-  uint64_t total_bytes = 0, largest_object = 0;
-  for (const Task& task : tasks) {
-    const uint64_t bytes = task.num_steps * task.num_levels * field_bytes;
-    total_bytes += bytes;
-    largest_object = std::max(largest_object, bytes);
-  }
+  const std::pair<uint64_t, uint64_t> object_bytes = ObjectBytes(tasks, field_bytes);
+  const uint64_t total_bytes = object_bytes.first, largest_object = object_bytes.second;
 
   ThreadPool pool(options.threads);
   WorkerBufferPool buffer_pool;
@@ -449,39 +510,10 @@ Result<SynthReport> WriteSynthDataset(const SynthOptions& options) {
 
   auto run_task = [&](const Task& task, WorkerBuffers& buffers) -> Status {
     const DataArray& array = arrays[task.array];
-    const Era5VariableInfo& info = *array.info;
-    const size_t points = preset.grid.num_points();
-    buffers.object.resize(task.num_steps * task.num_levels * points);
     const Clock::time_point generate_start = Clock::now();
-    for (uint64_t t = 0; t < task.num_steps; ++t) {
-      const int64_t hours = start_hours + kStepHours * static_cast<int64_t>(task.first_step + t);
-      for (uint64_t l = 0; l < task.num_levels; ++l) {
-        std::span<float> field(buffers.object.data() + (t * task.num_levels + l) * points, points);
-        Status status =
-            generator.Generate(info.variable, hours, task.first_level + l, field, &buffers.scratch);
-        if (!status.ok()) {
-          std::string what = "generating '";
-          what += info.name;
-          what += "' at ";
-          what += FormatHours(hours);
-          return std::move(status).WithContext(what);
-        }
-      }
-    }
+    ZS_RETURN_IF_ERROR(GenerateTaskFields(generator, *array.info, task, start_hours, &buffers));
     const Clock::time_point write_start = Clock::now();
-    const std::vector<uint64_t> start = TaskStart(info, task);
-    const std::vector<uint64_t> shape =
-        DimsShape(info, preset.grid, task.num_steps, task.num_levels);
-    if (array.v3) {
-      ZS_RETURN_IF_ERROR(array.v3->Write(start, shape, buffers.object.data()));
-    } else {
-      // wb2 objects are single whole chunks.
-      std::vector<uint64_t> chunk_index(start.size());
-      const std::vector<uint64_t>& chunks = array.v2->metadata().chunk_shape;
-      for (size_t d = 0; d < start.size(); ++d) chunk_index[d] = start[d] / chunks[d];
-      ZS_RETURN_IF_ERROR(
-          array.v2->WriteChunk(chunk_index, std::as_bytes(std::span<const float>(buffers.object))));
-    }
+    ZS_RETURN_IF_ERROR(WriteTaskObject(array, preset.grid, task, buffers.object));
     const Clock::time_point end = Clock::now();
     generate_ns += std::chrono::nanoseconds(write_start - generate_start).count();
     write_ns += std::chrono::nanoseconds(end - write_start).count();
@@ -502,12 +534,7 @@ Result<SynthReport> WriteSynthDataset(const SynthOptions& options) {
                                      }),
                          context);
 
-  if (options.layout == SynthLayout::kWb2) {
-    ZS_RETURN_IF_ERROR_CTX(ConsolidateV2Metadata(*store, ""), context);
-  } else {
-    ZS_ASSIGN_OR_RETURN_CTX(Group group, Group::Open(options.dest_url), context);
-    ZS_RETURN_IF_ERROR_CTX(group.ConsolidateMetadata(), context);
-  }
+  ZS_RETURN_IF_ERROR_CTX(ConsolidateDataset(*store, options), context);
 
   SynthReport report;
   report.preset = preset.name;
