@@ -1,7 +1,8 @@
 // The field formulas. Each variable is climatology (functions of latitude, level, season, local
-// time and the static fields) plus weather (noise streams, era5_noise.h) scaled by a spread that depends
-// on latitude and level. Magnitudes follow ERA5: jets of ~40 m/s at 200-250 hPa, 500 hPa height
-// anomalies of ~100-150 m in midlatitudes, a 2 m temperature diurnal range of ~10 K over land.
+// time and the static fields) plus weather (noise streams, era5_noise.h) scaled by a spread that
+// depends on latitude and level. Magnitudes follow ERA5: jets of ~40 m/s at 200-250 hPa, 500 hPa
+// height anomalies of ~100-150 m in midlatitudes, a 2 m temperature diurnal range of ~10 K over
+// land.
 #include "tools/era5_fields.h"
 
 #include <algorithm>
