@@ -427,20 +427,25 @@ def _corrupt_chunk_error(path: Path, name: str, **device) -> tuple[zarrstream.Lo
     return loader, str(e.value)
 
 
-@pytest.mark.parametrize("store, name, key, kind", [
-    (0, "gzip_f64", "c/2/0/0", "gzip"),
-    (0, "gzip0_f64", "c/2/0/0", "gzip"),
-    (1, "zlib_f32", "2.1.0", "zlib"),
-    (1, "zlib0_f32", "2.1.0", "zlib"),
-])
-@pytest.mark.parametrize("damage", ["deflate data", "checksum", "gzip size"])
+_DEFLATE_DAMAGE = [
+    (store, name, key, kind, damage)
+    for store, name, key, kind in [
+        (0, "gzip_f64", "c/2/0/0", "gzip"),
+        (0, "gzip0_f64", "c/2/0/0", "gzip"),
+        (1, "zlib_f32", "2.1.0", "zlib"),
+        (1, "zlib0_f32", "2.1.0", "zlib"),
+    ]
+    # zlib streams carry no size: only gzip's ISIZE can be damaged.
+    for damage in ["deflate data", "checksum"] + (["gzip size"] if kind == "gzip" else [])
+]
+
+
+@pytest.mark.parametrize("store, name, key, kind, damage", _DEFLATE_DAMAGE)
 def test_a_flipped_bit_that_keeps_the_size_fails_with_the_cpu_error(deflate_stores, store, name, key,
                                                                    kind, damage):
     """zlib's Adler-32 and gzip's CRC-32 (and ISIZE) are verified when the GPU decodes: a single bit
     flipped in the deflate data (the stream still decodes to the chunk's size) or in the trailer
     fails as the CPU loader fails, with its error naming the chunk."""
-    if damage == "gzip size" and kind != "gzip":
-        pytest.skip("zlib streams carry no size")
     path = deflate_stores[store]
     chunk = path / name / key
     stored = chunk.read_bytes()

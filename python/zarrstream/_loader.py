@@ -335,7 +335,9 @@ class Loader:
             decode = _zarrstream.parse_cpu_decode_share(cpu_decode_share)
         else:
             decode = _zarrstream.DecodePlacement()
-            decode.cpu_share = float(cpu_decode_share)  # checked by the core where it applies
+            decode.cpu_share = float(cpu_decode_share)
+            if not 0.0 <= decode.cpu_share <= 1.0:
+                raise ConfigError(f"cpu_decode_share is {decode.cpu_share}: expected a share from 0 to 1")
         decode.gpu = bool(gpu_decode)
         o.decode = decode
         self._consumer_stream: int | None = None

@@ -327,16 +327,17 @@ using internal::LoaderState;
 
 Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) {
   ZS_RETURN_IF_ERROR(ParseBatchDType(BatchDTypeName(options.dtype)).status());
-  std::optional<internal::GpuSetup> gpu;
-  if (options.device == BatchDevice::kCuda) {
-    ZS_ASSIGN_OR_RETURN(gpu, internal::SetUpGpu(options));
-  }
-  ZS_ASSIGN_OR_RETURN(const CudaDriver* pin, internal::PinningDriver(options));
+  // Options are checked before any CUDA driver is touched.
   if (!(options.decode.cpu_share >= 0 && options.decode.cpu_share <= 1)) {
     std::ostringstream share;
     share << options.decode.cpu_share;
     return ConfigError("cpu_decode_share is " + share.str() + ": expected a share from 0 to 1");
   }
+  std::optional<internal::GpuSetup> gpu;
+  if (options.device == BatchDevice::kCuda) {
+    ZS_ASSIGN_OR_RETURN(gpu, internal::SetUpGpu(options));
+  }
+  ZS_ASSIGN_OR_RETURN(const CudaDriver* pin, internal::PinningDriver(options));
   OpenOptions open_options;
   open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
