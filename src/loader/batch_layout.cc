@@ -5,15 +5,10 @@
 #include <string>
 #include <utility>
 
+#include "util/checked_size.h"
+
 namespace zarrstream::internal {
 namespace {
-
-// a * b, or nullopt where it overflows.
-std::optional<uint64_t> Multiply(uint64_t a, uint64_t b) {
-  uint64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
-  return product;
-}
 
 // `n` + `add` rounded up to the alignment, or nullopt where it overflows.
 std::optional<uint64_t> AddAligned(uint64_t n, uint64_t add) {
@@ -38,8 +33,8 @@ Result<BatchLayout::Tensor> Slabs(const BatchLayoutSpec& spec, uint64_t channels
   t.present = true;
   t.sample_shape.push_back(static_cast<int64_t>(channels));
   for (uint64_t s : spec.spatial_shape) t.sample_shape.push_back(static_cast<int64_t>(s));
-  std::optional<uint64_t> bytes = Multiply(channels, spec.slab_elements);
-  if (bytes) bytes = Multiply(*bytes, item_bytes);
+  std::optional<uint64_t> bytes = CheckedMul(channels, spec.slab_elements);
+  if (bytes) bytes = CheckedMul(*bytes, item_bytes);
   if (!bytes) {
     return TooLarge(spec, std::string(name) + " sample (" + std::to_string(channels) +
                               " channels of " + std::to_string(spec.slab_elements) +
@@ -76,12 +71,12 @@ Result<BatchLayout> BatchLayout::Make(const BatchLayoutSpec& spec) {
   for (const auto& [t, name] : tensors) {
     t->offset = offset;
     if (!t->present) continue;
-    std::optional<uint64_t> end = Multiply(spec.batch_size, t->sample_bytes);
+    std::optional<uint64_t> end = CheckedMul(spec.batch_size, t->sample_bytes);
     if (end) end = AddAligned(offset, *end);
     if (!end) return TooLarge(spec, std::string(name) + " tensor");
     offset = *end;
   }
-  std::optional<uint64_t> origins_bytes = Multiply(spec.batch_size, layout.origins.sample_bytes);
+  std::optional<uint64_t> origins_bytes = CheckedMul(spec.batch_size, layout.origins.sample_bytes);
   if (origins_bytes) origins_bytes = AddAligned(0, *origins_bytes);
   if (!origins_bytes) return TooLarge(spec, "origins");
   if (spec.tensors_on_device) {
