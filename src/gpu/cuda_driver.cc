@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <atomic>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -236,8 +235,9 @@ Result<const CudaDriver*> CudaDriver::ForDevice(int ordinal) {
   }
   // One instance per device, made at first use (a data-parallel rank never touches the other
   // ranks' devices: each context takes GPU memory) and kept for the process.
-  static const std::unique_ptr<std::atomic<const CudaDriver*>[]> made(
-      new std::atomic<const CudaDriver*>[static_cast<size_t>(loaded.device_count)]());
+  // The slots are never destroyed either: the drivers stay reachable from them until exit.
+  static auto* const made =
+      new std::atomic<const CudaDriver*>[static_cast<size_t>(loaded.device_count)]();
   std::atomic<const CudaDriver*>& slot = made[static_cast<size_t>(ordinal)];
   if (const CudaDriver* driver = slot.load(std::memory_order_acquire)) return driver;
   static std::mutex mutex;

@@ -79,7 +79,9 @@ class GpuKernelsLoader {
 Result<const GpuKernels*> GpuKernels::ForDevice(const CudaDriver* driver) {
   if (driver == nullptr) return CudaError("no CUDA kernels: " + CudaDriver::UnavailableReason());
   static std::mutex mutex;
-  static std::map<int, LoadedKernels> by_device;  // loaded once per device, kept for the process
+  // Loaded once per device and kept for the process: never destroyed, so a thread still running at
+  // exit finds it intact (and leak checkers see the kernels reachable).
+  static auto& by_device = *new std::map<int, LoadedKernels>();
   std::lock_guard lock(mutex);
   auto [it, made] = by_device.try_emplace(driver->ordinal());
   if (made) it->second = GpuKernelsLoader::Load(driver);
