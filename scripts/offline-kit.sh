@@ -69,9 +69,9 @@ pinned() {  # the version requirements-dev.txt pins for $1, else $2
 }
 requirements=(
   "zarr==$(pinned zarr)" "numcodecs==$(pinned numcodecs)" "crc32c==$(pinned crc32c)"
-  "cftime==$(pinned cftime)" "xbatcher==$(pinned xbatcher)"
+  "cftime==$(pinned cftime)" "xbatcher==$(pinned xbatcher)" "netCDF4==$(pinned netCDF4)"
   # What those need beyond a PyTorch image's packages.
-  donfig==0.8.1.post1 google-crc32c==1.9.0 dask==2026.8.0 partd==1.4.2 locket==1.0.0
+  donfig==0.8.1.post1 google-crc32c==1.9.0 dask==2026.8.0 partd==1.4.2 locket==1.0.0 certifi==2026.10.19.post1
   # The GPU codecs (nvCOMP's batched API, loaded at run time).
   nvidia-libnvcomp-cu13==6.0.0.12
 )
