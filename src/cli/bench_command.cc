@@ -251,6 +251,237 @@ nlohmann::json GpuDecodePlans(const std::string& url, const LoaderOptions& optio
   return plans;
 }
 
+// What the training loop measured. The first batch is the start-up; the rates are over the
+// batches after it.
+struct LoopMeasurement {
+  double startup_s = 0;
+  uint64_t batches = 0;
+  uint64_t samples = 0;                            // after the first batch
+  uint64_t bytes = 0;                              // after the first batch
+  double wait_s = 0;                               // after the first batch
+  double elapsed_s = 0;                            // from the end of the first batch
+  nlohmann::json steps = nlohmann::json::array();  // per batch: its wait and the whole step
+};
+
+// Takes --epochs epochs of (up to --steps) batches as a training loop would, with a simulated
+// training step of --train-step-ms after each batch. `open_start`: when the loader was opened.
+Result<LoopMeasurement> RunTrainingLoop(Loader& loader, const BenchCommandOptions& o,
+                                        Clock::time_point open_start) {
+  const uint64_t per_epoch =
+      o.steps ? std::min<uint64_t>(*o.steps, loader.num_batches()) : loader.num_batches();
+  const auto step = std::chrono::duration<double, std::milli>(o.train_step_ms);
+  LoopMeasurement m;
+  Clock::time_point measure_start = Clock::now();
+  for (uint64_t epoch = 0; epoch < o.epochs; ++epoch) {
+    loader.SetEpoch(epoch);
+    for (uint64_t k = 0; k < per_epoch; ++k) {
+      const Clock::time_point wait_start = Clock::now();
+      ZS_ASSIGN_OR_RETURN(auto batch, loader.Next());
+      if (!batch) break;
+      if (m.batches++ == 0) {
+        m.startup_s = Seconds(Clock::now() - open_start);
+        measure_start = Clock::now();
+      } else {
+        m.wait_s += Seconds(Clock::now() - wait_start);
+        m.samples += (*batch)->size();
+        m.bytes += (*batch)->input().data.size() + (*batch)->target().data.size();
+      }
+      const double waited_ms = 1e3 * Seconds(Clock::now() - wait_start);
+      if (o.train_step_ms > 0) std::this_thread::sleep_for(step);
+      m.steps.push_back(
+          {{"wait_ms", waited_ms}, {"step_ms", 1e3 * Seconds(Clock::now() - wait_start)}});
+    }
+  }
+  m.elapsed_s = std::max(Seconds(Clock::now() - measure_start), 1e-9);
+  return m;
+}
+
+// The loop's measurement with the loader's counters and what follows from them.
+struct BenchResult {
+  LoopMeasurement loop;
+  LoaderStats stats;
+  std::string gpu_decode_status;
+  nlohmann::json gpu_decode_plans;  // --device cuda: GpuDecodePlans
+  double amplification = 0;         // bytes decoded per byte used
+  double waiting_fraction = 0;      // of each training step, with --train-step-ms
+  // Reports and traces are shared: the URL without a user:password it may carry.
+  std::string shown_url;
+
+  double samples_per_second() const { return static_cast<double>(loop.samples) / loop.elapsed_s; }
+  double bytes_per_second() const { return static_cast<double>(loop.bytes) / loop.elapsed_s; }
+};
+
+BenchResult Summarize(const BenchCommandOptions& o, const LoaderOptions& options,
+                      const Loader& loader, LoopMeasurement loop) {
+  BenchResult r;
+  r.loop = std::move(loop);
+  r.stats = loader.stats();
+  r.gpu_decode_status = loader.gpu_decode_status();
+  r.gpu_decode_plans =
+      o.device == "cuda" ? GpuDecodePlans(o.url, options) : nlohmann::json::array();
+  const LoaderStats& stats = r.stats;
+  r.amplification = stats.bytes_used > 0 ? static_cast<double>(stats.bytes_decoded) /
+                                               static_cast<double>(stats.bytes_used)
+                                         : 0;
+  const double step_s = o.train_step_ms / 1e3;
+  const uint64_t batches = r.loop.batches;
+  r.waiting_fraction =
+      batches > 1 && step_s > 0
+          ? r.loop.wait_s / (r.loop.wait_s + step_s * static_cast<double>(batches - 1))
+          : 0;
+  r.shown_url = RedactUrl(o.url);
+  return r;
+}
+
+nlohmann::json StageSeconds(const LoaderStats& stats) {
+  return {{"plan_seconds", stats.plan_seconds},
+          {"read_decode_seconds", stats.read_decode_seconds},
+          {"assemble_seconds", stats.assemble_seconds},
+          {"gpu_read_seconds", stats.gpu_read_seconds},
+          {"gpu_decode_seconds", stats.gpu_decode_seconds},
+          {"gpu_scatter_seconds", stats.gpu_scatter_seconds},
+          {"wait_seconds", stats.wait_seconds}};
+}
+
+// The report --json writes (and --plot draws from).
+nlohmann::json MakeReport(const BenchCommandOptions& o, const BenchResult& r) {
+  const LoaderStats& stats = r.stats;
+  return {{"url", r.shown_url},
+          {"batches", r.loop.batches},
+          {"measured_samples", r.loop.samples},
+          {"epochs", o.epochs},
+          {"startup_seconds", r.loop.startup_s},
+          {"elapsed_seconds", r.loop.elapsed_s},
+          {"samples_per_second", r.samples_per_second()},
+          {"delivered_bytes_per_second", r.bytes_per_second()},
+          {"read_amplification", r.amplification},
+          {"estimated_read_amplification", stats.estimated_read_amplification},
+          {"block_chunks", stats.block_chunks},
+          {"train_step_ms", o.train_step_ms},
+          {"waiting_fraction", r.waiting_fraction},
+          {"device", o.device},
+          {"gpu_decode", r.gpu_decode_status},
+          {"gpu_decode_plans", r.gpu_decode_plans},
+          {"stages", StageSeconds(stats)},
+          {"gpu_decoded_chunks", stats.gpu_decoded_chunks},
+          {"cpu_decode_share", stats.cpu_decode_share},
+          {"gpu_rejected_chunks", stats.gpu_rejected_chunks},
+          {"bytes_to_gpu", stats.bytes_to_gpu},
+          {"requests", stats.requests},
+          {"retries", stats.retries},
+          {"failed_requests", stats.failed_requests},
+          {"request_latency_us_log2", stats.request_latency_histogram},
+          {"chunks_decoded", stats.chunks_decoded},
+          {"cache_hits", stats.cache_hits},
+          {"missing_chunks", stats.missing_chunks},
+          {"skipped_samples", stats.skipped_samples},
+          {"bytes_read", stats.bytes_read},
+          {"bytes_decoded", stats.bytes_decoded},
+          {"bytes_used", stats.bytes_used},
+          {"wait_histogram_us_log2", stats.wait_histogram},
+          {"steps", r.loop.steps},
+          {"options",
+           {{"batch_size", o.batch_size},
+            {"shuffle", o.shuffle},
+            {"prefetch", o.prefetch},
+            {"threads", o.threads},
+            {"cache_mb", o.cache_mb},
+            {"dtype", o.dtype}}}};
+}
+
+// The rates, volumes and stage times.
+void PrintThroughput(const BenchCommandOptions& o, const BenchResult& r) {
+  const LoaderStats& stats = r.stats;
+  std::printf(
+      "%s: %llu batches of up to %llu samples over %llu epoch(s); rates over the %llu "
+      "samples after the first batch\n",
+      r.shown_url.c_str(), static_cast<unsigned long long>(r.loop.batches),
+      static_cast<unsigned long long>(o.batch_size), static_cast<unsigned long long>(o.epochs),
+      static_cast<unsigned long long>(r.loop.samples));
+  std::printf("  start-up (open + first batch)  %.3f s\n", r.loop.startup_s);
+  std::printf("  samples/s                      %.1f\n", r.samples_per_second());
+  std::printf("  delivered                      %s/s\n", FormatBytes(r.bytes_per_second()).c_str());
+  std::printf("  read / decoded in all          %s / %s\n",
+              FormatBytes(static_cast<double>(stats.bytes_read)).c_str(),
+              FormatBytes(static_cast<double>(stats.bytes_decoded)).c_str());
+  std::printf(
+      "  read amplification             %.2f bytes decoded per byte used (below 1: chunks "
+      "served again from the cache; estimated at open, without a cache: %.2f)\n",
+      r.amplification, stats.estimated_read_amplification);
+  std::printf("  requests %llu, chunks decoded %llu, cache hits %llu, missing %llu\n",
+              static_cast<unsigned long long>(stats.requests),
+              static_cast<unsigned long long>(stats.chunks_decoded),
+              static_cast<unsigned long long>(stats.cache_hits),
+              static_cast<unsigned long long>(stats.missing_chunks));
+  std::printf(
+      "  stages: plan %.3f s, read+decode %.3f s (wall, per wave), assemble %.3f s, "
+      "waiting %.3f s\n",
+      stats.plan_seconds, stats.read_decode_seconds, stats.assemble_seconds, r.loop.wait_s);
+}
+
+// --device cuda: where chunks decoded and what the GPU's stages took.
+void PrintGpuDecode(const LoaderOptions& options, const BenchResult& r) {
+  const LoaderStats& stats = r.stats;
+  std::printf("  %s\n", r.gpu_decode_status.c_str());
+  for (const nlohmann::json& plan : r.gpu_decode_plans) {
+    std::printf("    %s: %s (%s)\n", plan["array"].get<std::string>().c_str(),
+                plan["gpu_decodable"].get<bool>() ? "GPU-decodable" : "decoded on the CPU",
+                plan["gpu_decode"].get<std::string>().c_str());
+  }
+  if (options.decode.adaptive) {
+    std::printf("  the worker threads' share of nvCOMP's chunks ended at %.0f %%\n",
+                100 * stats.cpu_decode_share);
+  }
+  std::printf(
+      "  gpu: %llu chunks decoded there (%llu rejected, decoded again on the CPU), %s copied; "
+      "stages read %.3f s, copy + decode %.3f s, scatter %.3f s (wall, per wave)\n",
+      static_cast<unsigned long long>(stats.gpu_decoded_chunks),
+      static_cast<unsigned long long>(stats.gpu_rejected_chunks),
+      FormatBytes(static_cast<double>(stats.bytes_to_gpu)).c_str(), stats.gpu_read_seconds,
+      stats.gpu_decode_seconds, stats.gpu_scatter_seconds);
+}
+
+void PrintWaitHistogram(const std::vector<uint64_t>& histogram) {
+  std::printf("  wait per batch (the first included):\n");
+  const uint64_t most = *std::max_element(histogram.begin(), histogram.end());
+  for (size_t b = 0; b < histogram.size(); ++b) {
+    if (histogram[b] == 0) continue;
+    std::printf("    %-20s %6llu %s\n", BucketLabel(b).c_str(),
+                static_cast<unsigned long long>(histogram[b]), Bar(histogram[b], most, 40).c_str());
+  }
+}
+
+void PrintReport(const BenchCommandOptions& o, const LoaderOptions& options, const BenchResult& r) {
+  PrintThroughput(o, r);
+  if (o.device == "cuda") PrintGpuDecode(options, r);
+  if (o.train_step_ms > 0) {
+    std::printf("  waiting for data: %.1f %% of each %.1f ms step\n", 100 * r.waiting_fraction,
+                o.train_step_ms);
+  }
+  PrintWaitHistogram(r.stats.wait_histogram);
+}
+
+// --trace, --json and --plot. The plot is drawn by Python (matplotlib) from the JSON report:
+// --json's, or a temporary one.
+Status WriteReportFiles(const BenchCommandOptions& o, const Loader& loader,
+                        const nlohmann::json& report) {
+  if (!o.trace.empty()) ZS_RETURN_IF_ERROR(WriteTrace(loader.Timeline(), o.trace));
+  std::string json_path = o.json;
+  if (json_path.empty() && !o.plot.empty()) json_path = o.plot + ".json";
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << report.dump(2) << "\n";
+    if (!out) return InvalidArgumentError("cannot write " + json_path);
+  }
+  if (!o.plot.empty()) {
+    const Status plotted = RunPlot(json_path, o.plot);
+    if (o.json.empty()) std::remove(json_path.c_str());
+    if (!plotted.ok()) return InvalidArgumentError("--plot: " + plotted.message());
+    std::printf("  plot: %s\n", o.plot.c_str());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
@@ -315,7 +546,7 @@ int RunBench(const BenchCommandOptions& o) {
     std::cerr << "zarrstream bench: " << options.status().message() << "\n";
     return 2;
   }
-  // The loop below takes batches where they are made: --device cuda needs GPU batches.
+  // The loop takes batches where they are made: --device cuda needs GPU batches.
   Result<BatchPlacement> placement =
       PlanBatchPlacement(options->device, options->cuda_device, GpuBatches::kAuto,
                          /*consumer_can_copy=*/false);
@@ -329,184 +560,16 @@ int RunBench(const BenchCommandOptions& o) {
     std::cerr << "zarrstream bench: " << loader.status().ToString() << "\n";
     return 1;
   }
-  const uint64_t per_epoch =
-      o.steps ? std::min<uint64_t>(*o.steps, loader->num_batches()) : loader->num_batches();
-  const auto step = std::chrono::duration<double, std::milli>(o.train_step_ms);
-
-  // The first batch is the start-up; the rates are over the batches after it.
-  double startup_s = 0;
-  uint64_t batches = 0, samples = 0, bytes = 0;
-  double wait_s = 0;
-  nlohmann::json steps = nlohmann::json::array();  // per batch: its wait and the whole step
-  Clock::time_point measure_start = Clock::now();
-  for (uint64_t epoch = 0; epoch < o.epochs; ++epoch) {
-    loader->SetEpoch(epoch);
-    for (uint64_t k = 0; k < per_epoch; ++k) {
-      const Clock::time_point wait_start = Clock::now();
-      auto batch = loader->Next();
-      if (!batch.ok()) {
-        std::cerr << "zarrstream bench: " << batch.status().ToString() << "\n";
-        return 1;
-      }
-      if (!*batch) break;
-      if (batches++ == 0) {
-        startup_s = Seconds(Clock::now() - open_start);
-        measure_start = Clock::now();
-      } else {
-        wait_s += Seconds(Clock::now() - wait_start);
-        samples += (**batch)->size();
-        bytes += (**batch)->input().data.size() + (**batch)->target().data.size();
-      }
-      const double waited_ms = 1e3 * Seconds(Clock::now() - wait_start);
-      if (o.train_step_ms > 0) std::this_thread::sleep_for(step);
-      steps.push_back(
-          {{"wait_ms", waited_ms}, {"step_ms", 1e3 * Seconds(Clock::now() - wait_start)}});
-    }
+  Result<LoopMeasurement> loop = RunTrainingLoop(*loader, o, open_start);
+  if (!loop.ok()) {
+    std::cerr << "zarrstream bench: " << loop.status().ToString() << "\n";
+    return 1;
   }
-  const double elapsed = std::max(Seconds(Clock::now() - measure_start), 1e-9);
-  const LoaderStats stats = loader->stats();
-  const nlohmann::json gpu_decode_plans =
-      o.device == "cuda" ? GpuDecodePlans(o.url, *options) : nlohmann::json::array();
-
-  const double amplification = stats.bytes_used > 0 ? static_cast<double>(stats.bytes_decoded) /
-                                                          static_cast<double>(stats.bytes_used)
-                                                    : 0;
-  const double step_s = o.train_step_ms / 1e3;
-  const double waiting_fraction =
-      batches > 1 && step_s > 0 ? wait_s / (wait_s + step_s * static_cast<double>(batches - 1)) : 0;
-  // Reports and traces are shared: the URL without a user:password it may carry.
-  const std::string shown_url = RedactUrl(o.url);
-  nlohmann::json report = {{"url", shown_url},
-                           {"batches", batches},
-                           {"measured_samples", samples},
-                           {"epochs", o.epochs},
-                           {"startup_seconds", startup_s},
-                           {"elapsed_seconds", elapsed},
-                           {"samples_per_second", static_cast<double>(samples) / elapsed},
-                           {"delivered_bytes_per_second", static_cast<double>(bytes) / elapsed},
-                           {"read_amplification", amplification},
-                           {"estimated_read_amplification", stats.estimated_read_amplification},
-                           {"block_chunks", stats.block_chunks},
-                           {"train_step_ms", o.train_step_ms},
-                           {"waiting_fraction", waiting_fraction},
-                           {"device", o.device},
-                           {"gpu_decode", loader->gpu_decode_status()},
-                           {"gpu_decode_plans", gpu_decode_plans},
-                           {"stages",
-                            {{"plan_seconds", stats.plan_seconds},
-                             {"read_decode_seconds", stats.read_decode_seconds},
-                             {"assemble_seconds", stats.assemble_seconds},
-                             {"gpu_read_seconds", stats.gpu_read_seconds},
-                             {"gpu_decode_seconds", stats.gpu_decode_seconds},
-                             {"gpu_scatter_seconds", stats.gpu_scatter_seconds},
-                             {"wait_seconds", stats.wait_seconds}}},
-                           {"gpu_decoded_chunks", stats.gpu_decoded_chunks},
-                           {"cpu_decode_share", stats.cpu_decode_share},
-                           {"gpu_rejected_chunks", stats.gpu_rejected_chunks},
-                           {"bytes_to_gpu", stats.bytes_to_gpu},
-                           {"requests", stats.requests},
-                           {"retries", stats.retries},
-                           {"failed_requests", stats.failed_requests},
-                           {"request_latency_us_log2", stats.request_latency_histogram},
-                           {"chunks_decoded", stats.chunks_decoded},
-                           {"cache_hits", stats.cache_hits},
-                           {"missing_chunks", stats.missing_chunks},
-                           {"skipped_samples", stats.skipped_samples},
-                           {"bytes_read", stats.bytes_read},
-                           {"bytes_decoded", stats.bytes_decoded},
-                           {"bytes_used", stats.bytes_used},
-                           {"wait_histogram_us_log2", stats.wait_histogram},
-                           {"steps", steps},
-                           {"options",
-                            {{"batch_size", o.batch_size},
-                             {"shuffle", o.shuffle},
-                             {"prefetch", o.prefetch},
-                             {"threads", o.threads},
-                             {"cache_mb", o.cache_mb},
-                             {"dtype", o.dtype}}}};
-
-  std::printf(
-      "%s: %llu batches of up to %llu samples over %llu epoch(s); rates over the %llu "
-      "samples after the first batch\n",
-      shown_url.c_str(), static_cast<unsigned long long>(batches),
-      static_cast<unsigned long long>(o.batch_size), static_cast<unsigned long long>(o.epochs),
-      static_cast<unsigned long long>(samples));
-  std::printf("  start-up (open + first batch)  %.3f s\n", startup_s);
-  std::printf("  samples/s                      %.1f\n", static_cast<double>(samples) / elapsed);
-  std::printf("  delivered                      %s/s\n",
-              FormatBytes(static_cast<double>(bytes) / elapsed).c_str());
-  std::printf("  read / decoded in all          %s / %s\n",
-              FormatBytes(static_cast<double>(stats.bytes_read)).c_str(),
-              FormatBytes(static_cast<double>(stats.bytes_decoded)).c_str());
-  std::printf(
-      "  read amplification             %.2f bytes decoded per byte used (below 1: chunks "
-      "served again from the cache; estimated at open, without a cache: %.2f)\n",
-      amplification, stats.estimated_read_amplification);
-  std::printf("  requests %llu, chunks decoded %llu, cache hits %llu, missing %llu\n",
-              static_cast<unsigned long long>(stats.requests),
-              static_cast<unsigned long long>(stats.chunks_decoded),
-              static_cast<unsigned long long>(stats.cache_hits),
-              static_cast<unsigned long long>(stats.missing_chunks));
-  std::printf(
-      "  stages: plan %.3f s, read+decode %.3f s (wall, per wave), assemble %.3f s, "
-      "waiting %.3f s\n",
-      stats.plan_seconds, stats.read_decode_seconds, stats.assemble_seconds, wait_s);
-  if (o.device == "cuda") {
-    std::printf("  %s\n", loader->gpu_decode_status().c_str());
-    for (const nlohmann::json& plan : gpu_decode_plans) {
-      std::printf("    %s: %s (%s)\n", plan["array"].get<std::string>().c_str(),
-                  plan["gpu_decodable"].get<bool>() ? "GPU-decodable" : "decoded on the CPU",
-                  plan["gpu_decode"].get<std::string>().c_str());
-    }
-    if (options->decode.adaptive) {
-      std::printf("  the worker threads' share of nvCOMP's chunks ended at %.0f %%\n",
-                  100 * stats.cpu_decode_share);
-    }
-    std::printf(
-        "  gpu: %llu chunks decoded there (%llu rejected, decoded again on the CPU), %s copied; "
-        "stages read %.3f s, copy + decode %.3f s, scatter %.3f s (wall, per wave)\n",
-        static_cast<unsigned long long>(stats.gpu_decoded_chunks),
-        static_cast<unsigned long long>(stats.gpu_rejected_chunks),
-        FormatBytes(static_cast<double>(stats.bytes_to_gpu)).c_str(), stats.gpu_read_seconds,
-        stats.gpu_decode_seconds, stats.gpu_scatter_seconds);
-  }
-  if (step_s > 0) {
-    std::printf("  waiting for data: %.1f %% of each %.1f ms step\n", 100 * waiting_fraction,
-                o.train_step_ms);
-  }
-  std::printf("  wait per batch (the first included):\n");
-  const uint64_t most = *std::max_element(stats.wait_histogram.begin(), stats.wait_histogram.end());
-  for (size_t b = 0; b < stats.wait_histogram.size(); ++b) {
-    if (stats.wait_histogram[b] == 0) continue;
-    std::printf("    %-20s %6llu %s\n", BucketLabel(b).c_str(),
-                static_cast<unsigned long long>(stats.wait_histogram[b]),
-                Bar(stats.wait_histogram[b], most, 40).c_str());
-  }
-  if (!o.trace.empty()) {
-    if (Status status = WriteTrace(loader->Timeline(), o.trace); !status.ok()) {
-      std::cerr << "zarrstream bench: " << status.message() << "\n";
-      return 1;
-    }
-  }
-  // The plot is drawn by Python (matplotlib) from the JSON report: --json's, or a temporary one.
-  std::string json_path = o.json;
-  if (json_path.empty() && !o.plot.empty()) json_path = o.plot + ".json";
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << report.dump(2) << "\n";
-    if (!out) {
-      std::cerr << "zarrstream bench: cannot write " << json_path << "\n";
-      return 1;
-    }
-  }
-  if (!o.plot.empty()) {
-    const Status plotted = RunPlot(json_path, o.plot);
-    if (o.json.empty()) std::remove(json_path.c_str());
-    if (!plotted.ok()) {
-      std::cerr << "zarrstream bench: --plot: " << plotted.message() << "\n";
-      return 1;
-    }
-    std::printf("  plot: %s\n", o.plot.c_str());
+  const BenchResult result = Summarize(o, *options, *loader, *std::move(loop));
+  PrintReport(o, *options, result);
+  if (Status written = WriteReportFiles(o, *loader, MakeReport(o, result)); !written.ok()) {
+    std::cerr << "zarrstream bench: " << written.message() << "\n";
+    return 1;
   }
   return 0;
 }
