@@ -547,7 +547,21 @@ Result<uint64_t> GpuDecodeWorkspace::Upload(std::span<const std::byte> bytes) {
 }
 
 Status GpuDecodeWorkspace::Decode() {
-  // Place payloads that did not fit, growing the staging (its contents so far kept).
+  ZS_ASSIGN_OR_RETURN(const uint64_t staged_end, PlaceOverflowPayloads());
+  ZS_RETURN_IF_ERROR(driver_->CopyToDevice(staging_.device, staging_.host, staged_end, stream_));
+  bytes_uploaded_ += staged_end;
+  ZS_ASSIGN_OR_RETURN(const std::vector<size_t> in_arena, AssignLandings());
+  const WaveWork work = SortStreams(in_arena);
+  ZS_RETURN_IF_ERROR(QueueDecodes(work));
+  ZS_RETURN_IF_ERROR(Unshuffle(work.copies));      // stored streams into place (typesize 1: a copy)
+  ZS_RETURN_IF_ERROR(Unshuffle(work.unshuffles));  // then blosc's shuffle undone
+  if (work.compressed == 0) return Status::Ok();
+  ZS_RETURN_IF_ERROR(RejectFailedStreams(work));
+  for (size_t i : in_arena) chunks_decoded_ += chunks_[i].rejected ? 0 : 1;
+  return Status::Ok();
+}
+
+Result<uint64_t> GpuDecodeWorkspace::PlaceOverflowPayloads() {
   uint64_t end = std::min(staged_end_.load(), staging_.capacity);
   uint64_t overflow_bytes = 0, kept = host_bytes_;
   for (const Chunk& c : chunks_) {
@@ -559,25 +573,24 @@ Status GpuDecodeWorkspace::Decode() {
       }
     }
   }
-  if (overflow_bytes > 0) {
-    end = AlignUp(kept, kPayloadAlignment);
-    ZS_RETURN_IF_ERROR(Reserve(staging_, end + overflow_bytes, end));
-    for (Chunk& c : chunks_) {
-      for (Stream& st : c.streams) {
-        if (st.staging_offset != kUnplaced) continue;
-        st.staging_offset = end;
-        std::memcpy(staging_.host + end, st.overflow.data(), st.payload_bytes);
-        st.overflow = ByteBuffer();
-        end += AlignUp(st.payload_bytes, kPayloadAlignment);
-      }
+  if (overflow_bytes == 0) return end;
+  end = AlignUp(kept, kPayloadAlignment);
+  ZS_RETURN_IF_ERROR(Reserve(staging_, end + overflow_bytes, end));
+  for (Chunk& c : chunks_) {
+    for (Stream& st : c.streams) {
+      if (st.staging_offset != kUnplaced) continue;
+      st.staging_offset = end;
+      std::memcpy(staging_.host + end, st.overflow.data(), st.payload_bytes);
+      st.overflow = ByteBuffer();
+      end += AlignUp(st.payload_bytes, kPayloadAlignment);
     }
   }
-  ZS_RETURN_IF_ERROR(driver_->CopyToDevice(staging_.device, staging_.host, end, stream_));
-  bytes_uploaded_ += end;
+  return end;
+}
 
-  // Where each chunk lands. Host outputs, and one uncompressed stream that is the whole chunk, are
-  // used where they were copied; other chunks get a slot of the arena (and one more to land in
-  // before unshuffling).
+Result<std::vector<size_t>> GpuDecodeWorkspace::AssignLandings() {
+  // Host outputs, and one uncompressed stream that is the whole chunk, are used where they were
+  // copied; other chunks get a slot of the arena (and one more to land in before unshuffling).
   uint64_t arena_bytes = 0;
   auto slot = [&](uint64_t bytes) {
     const uint64_t at = arena_bytes;
@@ -612,58 +625,64 @@ Status GpuDecodeWorkspace::Decode() {
   }
   ZS_RETURN_IF_ERROR(ReserveDevice(&arena_, &arena_capacity_, arena_bytes,
                                    std::max(arena_bytes + arena_bytes / 4, expected_arena_bytes_)));
-  // Streams by compression (nvCOMP), stored streams copied, blocks to unshuffle.
-  std::vector<std::pair<size_t, size_t>> groups[4];
-  std::vector<std::pair<size_t, size_t>> checksummed;
-  std::vector<gpu_abi::UnshuffleDescriptor> copies, unshuffles;
   for (size_t i : in_arena) {
-    Chunk& c = chunks_[i];
-    c.device += arena_;
-    c.landing += arena_;
+    chunks_[i].device += arena_;
+    chunks_[i].landing += arena_;
+  }
+  return in_arena;
+}
+
+GpuDecodeWorkspace::WaveWork GpuDecodeWorkspace::SortStreams(
+    const std::vector<size_t>& in_arena) const {
+  WaveWork work;
+  for (size_t i : in_arena) {
+    const Chunk& c = chunks_[i];
     for (size_t k = 0; k < c.streams.size(); ++k) {
       const Stream& st = c.streams[k];
-      if (st.checksum) checksummed.emplace_back(i, k);
+      if (st.checksum) work.checksummed.emplace_back(i, k);
       if (st.compression) {
-        groups[static_cast<size_t>(*st.compression)].emplace_back(i, k);
+        work.groups[static_cast<size_t>(*st.compression)].emplace_back(i, k);
       } else {
-        copies.push_back({staging_.device + st.staging_offset, c.landing + st.output_offset,
-                          static_cast<uint32_t>(st.output_bytes), 1});
+        work.copies.push_back({staging_.device + st.staging_offset, c.landing + st.output_offset,
+                               static_cast<uint32_t>(st.output_bytes), 1});
       }
     }
     if (c.unshuffle_typesize != 0) {
       for (uint64_t at = 0; at < c.decoded_bytes; at += c.block_bytes) {
         const uint64_t bytes = std::min(c.block_bytes, c.decoded_bytes - at);
-        unshuffles.push_back(
+        work.unshuffles.push_back(
             {c.landing + at, c.device + at, static_cast<uint32_t>(bytes), c.unshuffle_typesize});
       }
     }
   }
-  size_t compressed = 0;
-  for (const auto& g : groups) compressed += g.size();
-  const uint64_t checksums_offset = SizesOffset(compressed) + compressed * 8;
-  const uint64_t results_bytes = checksums_offset + checksummed.size() * 4;
-  if (compressed > 0) {
-    // Statuses (int32) then decoded sizes (uint64), per stream in group order; then the checksums
-    // (uint32) of the decoded streams that carry one (see Checksum).
-    ZS_RETURN_IF_ERROR(Reserve(results_, results_bytes, 0));
-    uint64_t results_offset = 0;
-    for (size_t g = 0; g < 4; ++g) {
-      if (groups[g].empty()) continue;
-      ZS_RETURN_IF_ERROR(
-          DecodeGroup(static_cast<GpuCompression>(g), groups[g], results_offset, compressed));
-      results_offset += groups[g].size();
-    }
-    ZS_RETURN_IF_ERROR(Checksum(checksummed, results_.device + checksums_offset));
+  for (const auto& g : work.groups) work.compressed += g.size();
+  work.checksums_offset = SizesOffset(work.compressed) + work.compressed * 8;
+  work.results_bytes = work.checksums_offset + work.checksummed.size() * 4;
+  return work;
+}
+
+Status GpuDecodeWorkspace::QueueDecodes(const WaveWork& work) {
+  if (work.compressed == 0) return Status::Ok();
+  ZS_RETURN_IF_ERROR(Reserve(results_, work.results_bytes, 0));
+  uint64_t results_offset = 0;
+  for (size_t g = 0; g < work.groups.size(); ++g) {
+    if (work.groups[g].empty()) continue;
+    ZS_RETURN_IF_ERROR(DecodeGroup(static_cast<GpuCompression>(g), work.groups[g], results_offset,
+                                   work.compressed));
+    results_offset += work.groups[g].size();
   }
-  ZS_RETURN_IF_ERROR(Unshuffle(copies));      // stored streams into place (typesize 1: a copy)
-  ZS_RETURN_IF_ERROR(Unshuffle(unshuffles));  // then blosc's shuffle undone
-  if (compressed == 0) return Status::Ok();
-  ZS_RETURN_IF_ERROR(driver_->CopyToHost(results_.host, results_.device, results_bytes, stream_));
+  return Checksum(work.checksummed, results_.device + work.checksums_offset);
+}
+
+Status GpuDecodeWorkspace::RejectFailedStreams(const WaveWork& work) {
+  ZS_RETURN_IF_ERROR(
+      driver_->CopyToHost(results_.host, results_.device, work.results_bytes, stream_));
   ZS_RETURN_IF_ERROR(Synchronize());
   const auto* statuses = reinterpret_cast<const int32_t*>(results_.host);
-  const auto* sizes = reinterpret_cast<const uint64_t*>(results_.host + SizesOffset(compressed));
+  const auto* sizes =
+      reinterpret_cast<const uint64_t*>(results_.host + SizesOffset(work.compressed));
   size_t k = 0;
-  for (const auto& g : groups) {
+  for (const auto& g : work.groups) {
     for (const auto& [i, s] : g) {
       Chunk& c = chunks_[i];
       c.rejected |= statuses[k] != 0 || sizes[k] != c.streams[s].output_bytes;
@@ -672,17 +691,16 @@ Status GpuDecodeWorkspace::Decode() {
   }
   // A checksum that does not match what the stored bytes say rejects the chunk: the CPU's decode
   // then names it (a bit flip in stored or literal data can leave a deflate stream decodable).
-  const auto* checksums = reinterpret_cast<const uint32_t*>(results_.host + checksums_offset);
+  const auto* checksums = reinterpret_cast<const uint32_t*>(results_.host + work.checksums_offset);
   k = 0;
   for (const GpuChecksum::Kind kind : {GpuChecksum::Kind::kAdler32, GpuChecksum::Kind::kCrc32}) {
-    for (const auto& [i, s] : checksummed) {
+    for (const auto& [i, s] : work.checksummed) {
       const GpuChecksum& checksum = *chunks_[i].streams[s].checksum;
       if (checksum.kind != kind) continue;
       chunks_[i].rejected |= checksums[k] != checksum.expected;
       ++k;
     }
   }
-  for (size_t i : in_arena) chunks_decoded_ += chunks_[i].rejected ? 0 : 1;
   return Status::Ok();
 }
 
@@ -770,7 +788,7 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
         ReserveDevice(&temp_, &temp_capacity_, temp_bytes, temp_bytes + temp_bytes / 4));
   }
   const auto* args = reinterpret_cast<const uint64_t*>(device_arguments);
-  // The results (see Decode): every stream's status, then every decoded size.
+  // The results (see WaveWork): every stream's status, then every decoded size.
   auto* statuses = reinterpret_cast<int32_t*>(results_.device) + results_offset;
   auto* sizes =
       reinterpret_cast<uint64_t*>(results_.device + SizesOffset(results_total)) + results_offset;

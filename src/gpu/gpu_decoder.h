@@ -23,6 +23,7 @@
 // everything else from the thread that owns the workspace. All GPU work is queued on stream().
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -177,8 +178,33 @@ class GpuDecodeWorkspace {
   void Release(Mirror& mirror);
   // Grows a device buffer to hold `needed` bytes (to `reserve` when it must grow).
   Status ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t needed, uint64_t reserve);
+  // Decode's steps. The work of a wave's chunks in the arena: their compressed streams grouped by
+  // compression (one nvCOMP call per group), the streams that carry a checksum, the stored streams
+  // to copy into place and the blocks to unshuffle; and where the results of the decodes and
+  // checksums go in results_: every compressed stream's status (int32), then every decoded size
+  // (uint64), in group order; then the checksums (uint32) (see Checksum).
+  struct WaveWork {
+    std::array<std::vector<std::pair<size_t, size_t>>, 4> groups;  // (chunk, stream)
+    std::vector<std::pair<size_t, size_t>> checksummed;
+    std::vector<gpu_abi::UnshuffleDescriptor> copies, unshuffles;
+    size_t compressed = 0;  // streams in all groups
+    uint64_t checksums_offset = 0;
+    uint64_t results_bytes = 0;
+  };
+  // Places the payloads Stage could not fit, growing the staging (its contents so far kept);
+  // returns the end of what is staged.
+  Result<uint64_t> PlaceOverflowPayloads();
+  // Sets where each chunk's streams land and its decoded bytes end up (the arena grown to hold
+  // them); returns the chunks in the arena, which the GPU decodes, copies or unshuffles.
+  Result<std::vector<size_t>> AssignLandings();
+  WaveWork SortStreams(const std::vector<size_t>& in_arena) const;
+  // Queues the batched decodes and the checksums of `work`.
+  Status QueueDecodes(const WaveWork& work);
+  // Waits for the results, and rejects the chunks whose decode failed, came out the wrong size or
+  // whose checksum does not match.
+  Status RejectFailedStreams(const WaveWork& work);
   // Queues nvCOMP's decode of chunks `members`; their results go at index results_offset of
-  // results_total (see Decode).
+  // results_total (see WaveWork).
   Status DecodeGroup(GpuCompression compression,
                      const std::vector<std::pair<size_t, size_t>>& members, uint64_t results_offset,
                      uint64_t results_total);
