@@ -63,12 +63,52 @@ struct ReadOperation {
   Status error;
   std::optional<uint64_t> object_size;
 
+  // Only empty ranges (or none): a HEAD says whether the key exists and how large it is.
+  bool head_only() const { return plan.reads.empty(); }
+  size_t num_requests() const { return head_only() ? 1 : plan.reads.size(); }
+
   void Fail(Status s) {
     std::lock_guard<std::mutex> lock(mutex);
     // kNotFound wins: the key is missing whatever else went wrong.
     if (error.ok() || s.code() == ErrorCode::kNotFound) error = std::move(s);
   }
+  // One request is done; true for the last.
+  bool FinishRequest() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return --remaining == 0;
+  }
 };
+
+// The operation of a Read of `ranges` of `key` into `outs`: its merged reads, and where each
+// lands (a read that serves exactly one range whole goes straight into that range's output).
+std::shared_ptr<ReadOperation> StartReadOperation(std::string_view key, std::string key_url,
+                                                  std::span<const ByteRange> ranges,
+                                                  std::span<ByteBuffer> outs,
+                                                  const CoalescingOptions& coalescing) {
+  auto op = std::make_shared<ReadOperation>();
+  op->key = std::string(key);
+  op->key_url = std::move(key_url);
+  op->requested.assign(ranges.begin(), ranges.end());
+  op->outs = outs;
+  op->plan = CoalesceRanges(ranges, coalescing);
+  const size_t num_requests = op->num_requests();
+  op->merged.resize(num_requests);
+  op->sinks.resize(num_requests);
+  std::vector<size_t> users(num_requests, 0);
+  for (const RangeSlice& slice : op->plan.slices) {
+    if (slice.read != RangeSlice::kNoRead) ++users[slice.read];
+  }
+  for (size_t r = 0; r < num_requests; ++r) op->sinks[r] = &op->merged[r];
+  for (size_t i = 0; i < op->plan.slices.size(); ++i) {
+    const RangeSlice& slice = op->plan.slices[i];
+    if (slice.read == RangeSlice::kNoRead || users[slice.read] != 1 || slice.offset != 0) continue;
+    if (slice.whole_read || slice.length == op->plan.reads[slice.read].length) {
+      op->sinks[slice.read] = &outs[i];
+    }
+  }
+  op->remaining = num_requests;
+  return op;
+}
 
 // What is wrong with a successful response to a GET of `range` that a new attempt may cure ("" when
 // nothing): a 206 whose Content-Range is unusable or is not the range asked for, or whose body is
@@ -126,6 +166,39 @@ Status AcceptBody(ReadOperation& op, size_t r, const HttpResponse& response) {
   }
   uint64_t begin = 0, end = 0;
   ZS_RETURN_IF_ERROR_CTX(ResolveByteRange(range, total, &begin, &end), op.key_url);
+  return Status::Ok();
+}
+
+// Final statuses a read takes as its answer (TakeReadResponse); others are the store's errors.
+bool IsReadOutcome(int status) {
+  return status == 404 || status == 416 || (status >= 200 && status < 300);
+}
+
+// A 416 to merged read `r`: the range starts past the end. A from-offset range starting exactly at
+// the end is valid (and empty); tell which from the size the server reports.
+Status AcceptUnsatisfiableRange(ReadOperation& op, size_t r, const HttpResponse& response) {
+  std::optional<uint64_t> size = ContentRangeTotal(response.content_range);
+  uint64_t begin = 0, end = 0;
+  if (size && ResolveByteRange(op.plan.reads[r], *size, &begin, &end).ok()) {
+    op.sinks[r]->Resize(0);
+    return Status::Ok();
+  }
+  return CorruptChunkError(
+      "byte range " + op.plan.reads[r].ToString() + " lies outside the stored value" +
+      (size ? " of " + std::to_string(*size) + " bytes" : "") + " (HTTP 416): " + op.key_url);
+}
+
+// Takes the response to request `r` of `op` whose status IsReadOutcome.
+Status TakeReadResponse(ReadOperation& op, size_t r, const HttpResponse& response) {
+  if (response.status == 404) return NotFoundError("no such key: " + op.key_url);
+  if (response.status == 416) return AcceptUnsatisfiableRange(op, r, response);
+  if (!op.head_only()) return AcceptBody(op, r, response);
+  uint64_t size = 0;
+  const std::string& length = response.content_length;
+  if (std::from_chars(length.data(), length.data() + length.size(), size).ec == std::errc()) {
+    std::lock_guard<std::mutex> lock(op.mutex);
+    op.object_size = size;
+  }
   return Status::Ok();
 }
 
@@ -253,89 +326,32 @@ Future<uint64_t> HttpStore::Read(std::string_view key, std::span<const ByteRange
   if (ranges.size() != outs.size()) {
     return Future<uint64_t>::Ready(InternalError("HttpStore::Read: ranges/outs mismatch"));
   }
-  auto op = std::make_shared<ReadOperation>();
-  op->key = std::string(key);
-  op->key_url = KeyUrl(key);
-  op->requested.assign(ranges.begin(), ranges.end());
-  op->outs = outs;
-  op->plan = CoalesceRanges(ranges, options_.coalescing);
+  std::shared_ptr<ReadOperation> op =
+      StartReadOperation(key, KeyUrl(key), ranges, outs, options_.coalescing);
   Future<uint64_t> future = op->promise.future();
-
-  // Only empty ranges (or none): a HEAD says whether the key exists and how large it is.
-  const bool head_only = op->plan.reads.empty();
-  const size_t num_requests = head_only ? 1 : op->plan.reads.size();
-  op->merged.resize(num_requests);
-  op->sinks.resize(num_requests);
-  std::vector<size_t> users(num_requests, 0);
-  for (const RangeSlice& slice : op->plan.slices) {
-    if (slice.read != RangeSlice::kNoRead) ++users[slice.read];
-  }
-  for (size_t r = 0; r < num_requests; ++r) op->sinks[r] = &op->merged[r];
-  // A read that serves exactly one range whole goes straight into that range's output.
-  for (size_t i = 0; i < op->plan.slices.size(); ++i) {
-    const RangeSlice& slice = op->plan.slices[i];
-    if (slice.read == RangeSlice::kNoRead || users[slice.read] != 1 || slice.offset != 0) continue;
-    if (slice.whole_read || slice.length == op->plan.reads[slice.read].length) {
-      op->sinks[slice.read] = &outs[i];
-    }
-  }
-  op->remaining = num_requests;
-
-  for (size_t r = 0; r < num_requests; ++r) {
-    HttpRequest request = MakeRequest(head_only ? "HEAD" : "GET", key, "");
-    if (!head_only && !op->plan.reads[r].is_full()) {
-      request.headers.push_back(RangeHeader(op->plan.reads[r]));
-    }
-    request.body_sink = op->sinks[r];
-    if (!head_only) {
-      request.check_response = [range = op->plan.reads[r]](const HttpResponse& response) {
+  for (size_t r = 0; r < op->num_requests(); ++r) {
+    HttpRequest request = MakeRequest(op->head_only() ? "HEAD" : "GET", key, "");
+    if (!op->head_only()) {
+      const ByteRange& range = op->plan.reads[r];
+      if (!range.is_full()) request.headers.push_back(RangeHeader(range));
+      request.check_response = [range](const HttpResponse& response) {
         return RangeResponseProblem(range, response);
       };
     }
+    request.body_sink = op->sinks[r];
     HttpRequest described = request;  // for ErrorForResponse (the original moves into Send)
     described.body = {};
     described.sign = nullptr;
     transport_->Send(std::move(request))
-        .OnReady([this, op, r, head_only,
-                  described = std::move(described)](Result<HttpResponse>& result) {
+        .OnReady([this, op, r, described = std::move(described)](Result<HttpResponse>& result) {
           if (!result.ok()) {
             op->Fail(result.status());
-          } else if (result->status == 404) {
-            op->Fail(NotFoundError("no such key: " + op->key_url));
-          } else if (result->status == 416) {
-            // Unsatisfiable: the range starts past the end. A from-offset range starting exactly
-            // at the end is valid (and empty); tell which from the size the server reports.
-            std::optional<uint64_t> size = ContentRangeTotal(result->content_range);
-            uint64_t begin = 0, end = 0;
-            if (size && ResolveByteRange(op->plan.reads[r], *size, &begin, &end).ok()) {
-              op->sinks[r]->Resize(0);
-            } else {
-              op->Fail(CorruptChunkError("byte range " + op->plan.reads[r].ToString() +
-                                         " lies outside the stored value" +
-                                         (size ? " of " + std::to_string(*size) + " bytes" : "") +
-                                         " (HTTP 416): " + op->key_url));
-            }
-          } else if (result->status >= 200 && result->status < 300) {
-            if (head_only) {
-              uint64_t size = 0;
-              const std::string& length = result->content_length;
-              if (std::from_chars(length.data(), length.data() + length.size(), size).ec ==
-                  std::errc()) {
-                std::lock_guard<std::mutex> lock(op->mutex);
-                op->object_size = size;
-              }
-            } else if (Status s = AcceptBody(*op, r, *result); !s.ok()) {
-              op->Fail(std::move(s));
-            }
-          } else {
+          } else if (!IsReadOutcome(result->status)) {
             op->Fail(ErrorForResponse(described, *result));
+          } else if (Status s = TakeReadResponse(*op, r, *result); !s.ok()) {
+            op->Fail(std::move(s));
           }
-          bool last = false;
-          {
-            std::lock_guard<std::mutex> lock(op->mutex);
-            last = --op->remaining == 0;
-          }
-          if (last) FinishRead(op);
+          if (op->FinishRequest()) FinishRead(op);
         });
   }
   return future;
