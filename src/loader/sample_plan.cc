@@ -5,11 +5,13 @@
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
 #include <utility>
 
+#include "util/checked_size.h"
 #include "util/mix64.h"
 
 namespace zarrstream {
@@ -29,12 +31,6 @@ uint64_t DeriveKey(uint64_t seed, uint64_t epoch, uint64_t purpose) {
 }
 
 enum KeyPurpose : uint64_t { kSamplesKey = 1, kBlocksKey = 2, kGroupsKey = 3 };
-
-bool MulOverflows(uint64_t a, uint64_t b, uint64_t* product) {
-  return __builtin_mul_overflow(a, b, product);
-}
-
-uint64_t CeilDiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 std::string RangeText(const IndexRange& range) {
   std::string s = "[";
@@ -260,9 +256,8 @@ Result<std::pair<uint64_t, uint64_t>> RankSlice(uint64_t n, const SamplePlanOpti
   const uint64_t world = options.world_size;
   const uint64_t batch = options.batch_size;
   if (options.drop_last) {
-    uint64_t per_step = 0;
-    const bool overflow = MulOverflows(world, batch, &per_step);
-    const uint64_t per_rank = overflow ? 0 : n / per_step * batch;
+    const std::optional<uint64_t> per_step = CheckedMul(world, batch);
+    const uint64_t per_rank = per_step ? n / *per_step * batch : 0;
     if (per_rank == 0) {
       return ConfigError(what + ": drop_last with " + std::to_string(n) +
                          " samples leaves no batches: one batch of " + std::to_string(batch) +
@@ -305,18 +300,20 @@ Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
     // A block spans at least one stride so that every block holds an origin.
     const uint64_t span_chunks = std::max(options.block_chunks, CeilDiv(g.stride, dim.chunk));
     // BlockBegin computes block boundaries up to one block past the range's end.
-    if (MulOverflows(span_chunks, dim.chunk, &g.block_span) ||
-        g.block_span > UINT64_MAX - dim.range.stop) {
+    const std::optional<uint64_t> block_span = CheckedMul(span_chunks, dim.chunk);
+    if (!block_span || *block_span > UINT64_MAX - dim.range.stop) {
       return ConfigError(where + ": block_chunks × chunk extent overflows");
     }
+    g.block_span = *block_span;
     g.first_block = dim.range.start / g.block_span;
     const uint64_t last_origin = dim.range.start + (count - 1) * g.stride;
     g.num_blocks = last_origin / g.block_span - g.first_block + 1;
-    if (MulOverflows(plan.num_samples_, count, &plan.num_samples_) ||
-        plan.num_samples_ > kMaxSamples) {
+    const std::optional<uint64_t> num_samples = CheckedMul(plan.num_samples_, count);
+    if (!num_samples || *num_samples > kMaxSamples) {
       return ConfigError(what + ": the index space has more than 2^62 samples (at dimension '" +
                          dim.name + "', " + std::to_string(count) + " origins)");
     }
+    plan.num_samples_ = *num_samples;
     plan.num_blocks_ *= g.num_blocks;  // <= num_samples_: every block holds an origin
     plan.origin_counts_.push_back(count);
     plan.geometry_.push_back(g);
@@ -597,35 +594,85 @@ Status SamplePlan::Restore(const SamplePlanState& state) {
 
 // ---- read estimate ----
 
+namespace {
+
+// Distinct chunks along `dim` that some sample's window plus reach overlaps, for `origins` origins
+// `stride` apart. With stride <= chunk every chunk between the first and the last is overlapped;
+// otherwise walk the origins (their count is then at most the selection's size / chunk).
+uint64_t ChunksOverlapped(const SampledDim& dim, uint64_t origins, uint64_t stride) {
+  const uint64_t footprint = dim.window + dim.reach;
+  const uint64_t last_origin = dim.range.start + (origins - 1) * stride;
+  if (stride <= dim.chunk) {
+    return (last_origin + footprint - 1) / dim.chunk - dim.range.start / dim.chunk + 1;
+  }
+  uint64_t chunks = 0;
+  uint64_t next_uncounted = 0;  // chunks below this one are counted
+  for (uint64_t j = 0; j < origins; ++j) {
+    const uint64_t origin = dim.range.start + j * stride;
+    const uint64_t low = std::max(origin / dim.chunk, next_uncounted);
+    const uint64_t high = (origin + footprint - 1) / dim.chunk;
+    if (low <= high) {
+      chunks += high - low + 1;
+      next_uncounted = high + 1;
+    }
+  }
+  return chunks;
+}
+
+// The chunk cells (one chunk index per sampled dimension) that the windows plus reach of one
+// batch's samples touch: the distinct ones, and the references (per sample, the cells it touches).
+class BatchCells {
+ public:
+  explicit BatchCells(std::span<const SampledDim> dims)
+      : dims_(dims), low_(dims.size()), high_(dims.size()), cell_(dims.size()) {}
+
+  void Clear() { cells_.clear(); }
+
+  // Adds the cells of the sample at `origin`; returns how many it touches.
+  uint64_t AddSample(std::span<const uint64_t> origin) {
+    uint64_t refs = 1;
+    for (size_t d = 0; d < dims_.size(); ++d) {
+      low_[d] = origin[d] / dims_[d].chunk;
+      high_[d] = (origin[d] + dims_[d].window + dims_[d].reach - 1) / dims_[d].chunk;
+      refs *= high_[d] - low_[d] + 1;
+      cell_[d] = low_[d];
+    }
+    // Every cell of the box [low, high], odometer order.
+    bool more = true;
+    while (more) {
+      cells_.insert(cell_);
+      more = false;
+      for (size_t d = dims_.size(); d-- > 0;) {
+        if (cell_[d] < high_[d]) {
+          ++cell_[d];
+          more = true;
+          break;
+        }
+        cell_[d] = low_[d];
+      }
+    }
+    return refs;
+  }
+
+  size_t distinct() const { return cells_.size(); }
+
+ private:
+  std::span<const SampledDim> dims_;
+  std::vector<uint64_t> low_;
+  std::vector<uint64_t> high_;
+  std::vector<uint64_t> cell_;
+  std::set<std::vector<uint64_t>> cells_;
+};
+
+}  // namespace
+
 ReadEstimate SamplePlan::EstimateReads(ShuffleMode mode, uint64_t max_batches) const {
   ReadEstimate estimate;
   estimate.mode = mode;
-  const size_t num_dims = dims_.size();
-
-  // Distinct chunks along each dimension that some sample's window plus reach overlaps. With
-  // stride <= chunk every chunk between the first and the last is overlapped; otherwise walk the
-  // origins (their count is then at most the selection's size / chunk).
   estimate.chunks_in_selection = 1;
-  for (size_t d = 0; d < num_dims; ++d) {
-    const SampledDim& dim = dims_[d];
-    const uint64_t footprint = dim.window + dim.reach;
-    const uint64_t last_origin = dim.range.start + (origin_counts_[d] - 1) * geometry_[d].stride;
-    uint64_t chunks = 0;
-    if (geometry_[d].stride <= dim.chunk) {
-      chunks = (last_origin + footprint - 1) / dim.chunk - dim.range.start / dim.chunk + 1;
-    } else {
-      uint64_t next_uncounted = 0;  // chunks below this one are counted
-      for (uint64_t j = 0; j < origin_counts_[d]; ++j) {
-        const uint64_t origin = dim.range.start + j * geometry_[d].stride;
-        const uint64_t low = std::max(origin / dim.chunk, next_uncounted);
-        const uint64_t high = (origin + footprint - 1) / dim.chunk;
-        if (low <= high) {
-          chunks += high - low + 1;
-          next_uncounted = high + 1;
-        }
-      }
-    }
-    estimate.chunks_in_selection *= static_cast<double>(chunks);
+  for (size_t d = 0; d < dims_.size(); ++d) {
+    estimate.chunks_in_selection *=
+        static_cast<double>(ChunksOverlapped(dims_[d], origin_counts_[d], geometry_[d].stride));
   }
 
   const EpochOrder other = mode == options_.shuffle ? EpochOrder{} : MakeOrder(mode, epoch_);
@@ -636,44 +683,20 @@ ReadEstimate SamplePlan::EstimateReads(ShuffleMode mode, uint64_t max_batches) c
   const uint64_t measured = std::min(std::max<uint64_t>(max_batches, 1), batches);
 
   std::vector<uint64_t> ids(batch_size);
-  std::vector<uint64_t> origin(num_dims);
-  std::vector<uint64_t> low(num_dims);
-  std::vector<uint64_t> high(num_dims);
-  std::vector<uint64_t> cell(num_dims);
-  std::set<std::vector<uint64_t>> cells;
+  std::vector<uint64_t> origin(dims_.size());
+  BatchCells cells(dims_);
   double distinct_sum = 0;
   double refs_sum = 0;
   for (uint64_t k = 0; k < measured; ++k) {
     // Evenly spaced: batch floor(k × batches / measured), without overflowing the product.
     const uint64_t batch = batches / measured * k + batches % measured * k / measured;
     FillOrder(order, batch * batch_size, ids);
-    cells.clear();
+    cells.Clear();
     for (uint64_t id : ids) {
       SampleOrigin(id, origin);
-      uint64_t refs = 1;
-      for (size_t d = 0; d < num_dims; ++d) {
-        low[d] = origin[d] / dims_[d].chunk;
-        high[d] = (origin[d] + dims_[d].window + dims_[d].reach - 1) / dims_[d].chunk;
-        refs *= high[d] - low[d] + 1;
-        cell[d] = low[d];
-      }
-      refs_sum += static_cast<double>(refs);
-      // Every cell of the box [low, high], odometer order.
-      bool more = true;
-      while (more) {
-        cells.insert(cell);
-        more = false;
-        for (size_t d = num_dims; d-- > 0;) {
-          if (cell[d] < high[d]) {
-            ++cell[d];
-            more = true;
-            break;
-          }
-          cell[d] = low[d];
-        }
-      }
+      refs_sum += static_cast<double>(cells.AddSample(origin));
     }
-    distinct_sum += static_cast<double>(cells.size());
+    distinct_sum += static_cast<double>(cells.distinct());
   }
   estimate.batches_measured = measured;
   estimate.chunks_per_batch = distinct_sum / static_cast<double>(measured);
