@@ -422,6 +422,59 @@ Status ConsolidateDataset(Store& store, const SynthOptions& options) {
   return group.ConsolidateMetadata();
 }
 
+// The group's data variables (and coordinates), in `options.layout`.
+Result<std::vector<DataArray>> CreateArrays(const std::shared_ptr<Store>& store,
+                                            const SynthOptions& options, const SynthPreset& preset,
+                                            const std::vector<Coordinate>& coordinates,
+                                            uint64_t steps) {
+  const json group_attributes = GroupAttributes(preset, options);
+  if (options.layout == SynthLayout::kWb2) {
+    return CreateWb2(store, options, preset, group_attributes, coordinates, steps);
+  }
+  return CreateV3(options, preset, group_attributes, coordinates, steps);
+}
+
+// Generates and writes the object of every task on `options.threads` threads, reporting progress
+// against report->data_bytes; sets the report's threads and their time generating and writing.
+Status WriteObjects(const std::vector<DataArray>& arrays, const std::vector<Task>& tasks,
+                    const Era5FieldGenerator& generator, const Era5Grid& grid, int64_t start_hours,
+                    const SynthOptions& options, SynthReport* report) {
+  ThreadPool pool(options.threads);
+  WorkerBufferPool buffer_pool;
+  std::atomic<int64_t> generate_ns{0}, write_ns{0};
+  std::mutex progress_mutex;
+  uint64_t done_bytes = 0;
+  const uint64_t total_bytes = report->data_bytes;
+  if (options.on_progress) options.on_progress(0, total_bytes);
+
+  auto run_task = [&](const Task& task, WorkerBuffers& buffers) -> Status {
+    const DataArray& array = arrays[task.array];
+    const Clock::time_point generate_start = Clock::now();
+    ZS_RETURN_IF_ERROR(GenerateTaskFields(generator, *array.info, task, start_hours, &buffers));
+    const Clock::time_point write_start = Clock::now();
+    ZS_RETURN_IF_ERROR(WriteTaskObject(array, grid, task, buffers.object));
+    const Clock::time_point end = Clock::now();
+    generate_ns += std::chrono::nanoseconds(write_start - generate_start).count();
+    write_ns += std::chrono::nanoseconds(end - write_start).count();
+    if (options.on_progress) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      done_bytes += buffers.object.size() * sizeof(float);
+      options.on_progress(done_bytes, total_bytes);
+    }
+    return Status::Ok();
+  };
+  ZS_RETURN_IF_ERROR(ParallelFor(&pool, tasks.size(), [&](size_t i) {
+    std::unique_ptr<WorkerBuffers> buffers = buffer_pool.Acquire();
+    Status status = run_task(tasks[i], *buffers);
+    buffer_pool.Release(std::move(buffers));
+    return status;
+  }));
+  report->threads = pool.num_threads();
+  report->generate_seconds = static_cast<double>(generate_ns.load()) * 1e-9;
+  report->write_seconds = static_cast<double>(write_ns.load()) * 1e-9;
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view SynthLayoutName(SynthLayout layout) {
@@ -485,56 +538,12 @@ Result<SynthReport> WriteSynthDataset(const SynthOptions& options) {
   // Refuse to write over an existing Zarr node unless asked to, whichever layout it has.
   if (!options.overwrite) ZS_RETURN_IF_ERROR(RefuseExistingNode(*store, context));
 
-  const json group_attributes = GroupAttributes(preset, options);
   const std::vector<Coordinate> coordinates = MakeCoordinates(preset.grid, start_hours, steps);
-  std::vector<DataArray> arrays;
-  if (options.layout == SynthLayout::kWb2) {
-    ZS_ASSIGN_OR_RETURN_CTX(
-        arrays, CreateWb2(store, options, preset, group_attributes, coordinates, steps), context);
-  } else {
-    ZS_ASSIGN_OR_RETURN_CTX(arrays, CreateV3(options, preset, group_attributes, coordinates, steps),
-                            context);
-  }
-
+  ZS_ASSIGN_OR_RETURN_CTX(std::vector<DataArray> arrays,
+                          CreateArrays(store, options, preset, coordinates, steps), context);
   const std::vector<Task> tasks = MakeTasks(arrays, steps);
   const uint64_t field_bytes = preset.grid.num_points() * sizeof(float);
-  const std::pair<uint64_t, uint64_t> object_bytes = ObjectBytes(tasks, field_bytes);
-  const uint64_t total_bytes = object_bytes.first, largest_object = object_bytes.second;
-
-  ThreadPool pool(options.threads);
-  WorkerBufferPool buffer_pool;
-  std::atomic<int64_t> generate_ns{0}, write_ns{0};
-  std::mutex progress_mutex;
-  uint64_t done_bytes = 0;
-  if (options.on_progress) options.on_progress(0, total_bytes);
-
-  auto run_task = [&](const Task& task, WorkerBuffers& buffers) -> Status {
-    const DataArray& array = arrays[task.array];
-    const Clock::time_point generate_start = Clock::now();
-    ZS_RETURN_IF_ERROR(GenerateTaskFields(generator, *array.info, task, start_hours, &buffers));
-    const Clock::time_point write_start = Clock::now();
-    ZS_RETURN_IF_ERROR(WriteTaskObject(array, preset.grid, task, buffers.object));
-    const Clock::time_point end = Clock::now();
-    generate_ns += std::chrono::nanoseconds(write_start - generate_start).count();
-    write_ns += std::chrono::nanoseconds(end - write_start).count();
-    if (options.on_progress) {
-      std::lock_guard<std::mutex> lock(progress_mutex);
-      done_bytes += buffers.object.size() * sizeof(float);
-      options.on_progress(done_bytes, total_bytes);
-    }
-    return Status::Ok();
-  };
-  ZS_RETURN_IF_ERROR_CTX(ParallelFor(&pool, tasks.size(),
-                                     [&](size_t i) {
-                                       std::unique_ptr<WorkerBuffers> buffers =
-                                           buffer_pool.Acquire();
-                                       Status status = run_task(tasks[i], *buffers);
-                                       buffer_pool.Release(std::move(buffers));
-                                       return status;
-                                     }),
-                         context);
-
-  ZS_RETURN_IF_ERROR_CTX(ConsolidateDataset(*store, options), context);
+  const auto [total_bytes, largest_object] = ObjectBytes(tasks, field_bytes);
 
   SynthReport report;
   report.preset = preset.name;
@@ -545,12 +554,13 @@ Result<SynthReport> WriteSynthDataset(const SynthOptions& options) {
   report.stored_objects = tasks.size();
   for (const Task& task : tasks) report.fields += task.num_steps * task.num_levels;
   report.data_bytes = total_bytes;
-  report.threads = pool.num_threads();
+  ZS_RETURN_IF_ERROR_CTX(
+      WriteObjects(arrays, tasks, generator, preset.grid, start_hours, options, &report), context);
+  ZS_RETURN_IF_ERROR_CTX(ConsolidateDataset(*store, options), context);
+
   // Per task in flight: the object's values, its encoded form and the writer's chunk buffers
   // (about two objects), and the generator's scratch (about five fields).
   report.memory_bound_bytes = report.threads * (2 * largest_object + 5 * field_bytes);
-  report.generate_seconds = static_cast<double>(generate_ns.load()) * 1e-9;
-  report.write_seconds = static_cast<double>(write_ns.load()) * 1e-9;
   report.wall_seconds = Seconds(Clock::now() - wall_start);
   return report;
 }
