@@ -18,65 +18,30 @@
 #include <utility>
 #include <vector>
 
-#include "array/memory_dataset_test_util.h"
 #include "gpu/cuda_driver.h"
 #include "loader/batch_assembly.h"
+#include "loader/loader_test_util.h"
 #include "util/status_test_util.h"
 
 namespace zarrstream {
 namespace {
 
+using testing::AddEra5LikeArrays;
+using testing::Era5LikeValue;
+using testing::LabelList;
+using testing::LabelRange;
 using testing::MemoryDataset;
 
-constexpr uint64_t kTimes = 6, kLevels = 3, kLat = 3, kLon = 4;
+constexpr uint64_t kTimes = 6, kLat = 3, kLon = 4;
 
-// value(t, l, y, x) = 1000 t + 100 l + 10 y + x: every value says where it came from.
-float Value(uint64_t t, uint64_t l, uint64_t y, uint64_t x) {
-  return static_cast<float>(1000 * t + 100 * l + 10 * y + x);
-}
-
+// Chunks of temperature hold two times, two levels and half the longitudes.
 const std::string& Era5LikeUrl() {
-  static const std::string url = [] {
-    static MemoryDataset dataset("loader_test");  // for the process: the store registry finds it
-    MemoryDataset* m = &dataset;
-    m->AddArray<int64_t>("time", {kTimes}, {kTimes}, {"time"}, {0, 6, 12, 18, 24, 30},
-                         {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
-    m->AddArray<int32_t>("level", {kLevels}, {kLevels}, {"level"}, {500, 850, 1000});
-    m->AddArray<float>("latitude", {kLat}, {kLat}, {"latitude"}, {10, 0, -10});
-    m->AddArray<float>("longitude", {kLon}, {kLon}, {"longitude"}, {0, 90, 180, 270});
-    std::vector<float> temperature;
-    for (uint64_t t = 0; t < kTimes; ++t)
-      for (uint64_t l = 0; l < kLevels; ++l)
-        for (uint64_t y = 0; y < kLat; ++y)
-          for (uint64_t x = 0; x < kLon; ++x) temperature.push_back(Value(t, l, y, x));
-    // Chunks hold two times, two levels and half the longitudes.
-    m->AddArray<float>("temperature", {kTimes, kLevels, kLat, kLon}, {2, 2, kLat, 2},
-                       {"time", "level", "latitude", "longitude"}, temperature);
-    std::vector<double> t2m;
-    for (uint64_t t = 0; t < kTimes; ++t)
-      for (uint64_t y = 0; y < kLat; ++y)
-        for (uint64_t x = 0; x < kLon; ++x) t2m.push_back(-Value(t, 0, y, x));
-    m->AddArray<double>("t2m", {kTimes, kLat, kLon}, {1, kLat, kLon},
-                        {"time", "latitude", "longitude"}, t2m);
-    return m->url();
+  static const MemoryDataset dataset = [] {  // for the process: the store registry finds it
+    MemoryDataset m("loader_test");
+    AddEra5LikeArrays(&m, {kTimes, {10, 0, -10}, {0, 90, 180, 270}, 2});
+    return m;
   }();
-  return url;
-}
-
-// A label range and a label list, as the fronts build them.
-LabelSelection Range(std::string dim, std::optional<std::string> start,
-                     std::optional<std::string> stop) {
-  LabelSelection selection;
-  selection.dim = std::move(dim);
-  selection.start = std::move(start);
-  selection.stop = std::move(stop);
-  return selection;
-}
-LabelSelection Labels(std::string dim, std::vector<std::string> values) {
-  LabelSelection selection;
-  selection.dim = std::move(dim);
-  selection.values = std::move(values);
-  return selection;
+  return dataset.url();
 }
 
 TEST(BFloat16Test, RoundsToNearestEven) {
@@ -136,8 +101,8 @@ TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
             for (uint64_t x = 0; x < 2; ++x) {
               // Time-major channels: step 0's three channels, then step 1's.
               const float got = input[((s * 6 + step * 3 + c) * kLat + y) * 2 + x];
-              const float want = c == 0 ? -Value(t0 + step, 0, y, x0 + x)
-                                        : Value(t0 + step, c, y, x0 + x);  // levels 1 and 2
+              const float want = c == 0 ? -Era5LikeValue(t0 + step, 0, y, x0 + x)
+                                        : Era5LikeValue(t0 + step, c, y, x0 + x);  // levels 1 and 2
               ASSERT_EQ(got, want) << "sample " << s << " step " << step << " channel " << c;
             }
           }
@@ -145,7 +110,7 @@ TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
       }
       for (uint64_t y = 0; y < kLat; ++y) {
         for (uint64_t x = 0; x < 2; ++x) {
-          ASSERT_EQ(target[(s * kLat + y) * 2 + x], Value(t0 + 2, 1, y, x0 + x));
+          ASSERT_EQ(target[(s * kLat + y) * 2 + x], Era5LikeValue(t0 + 2, 1, y, x0 + x));
         }
       }
     }
@@ -275,17 +240,17 @@ TEST(LoaderTest, MisconfigurationFailsAtOpen) {
 TEST(LoaderTest, TypedSelectionsRestrictTheirDimensionsOncePerDimension) {
   LoaderOptions options;
   options.variables = {"t2m"};
-  options.select = {Range("latitude", "10", "0"),
-                    Labels("time", {"2000-01-01T06:00", "2000-01-01T12"})};
+  options.select = {LabelRange("latitude", "10", "0"),
+                    LabelList("time", {"2000-01-01T06:00", "2000-01-01T12"})};
   auto loader = Loader::Open(Era5LikeUrl(), options);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   EXPECT_EQ(loader->input_shape(), (std::vector<int64_t>{1, 1, 2, kLon}));
   EXPECT_EQ(loader->num_samples(), 2U);  // two time steps
 
-  options.select = {Range("latitude", std::nullopt, "0"), Labels("latitude", {"10"})};
+  options.select = {LabelRange("latitude", std::nullopt, "0"), LabelList("latitude", {"10"})};
   ExpectErrorContains(Loader::Open(Era5LikeUrl(), options).status(), ErrorCode::kInvalidArgument,
                       {"dimension 'latitude' is selected twice", "loader_test"});
-  options.select = {Labels("latitude", {"twelve"})};
+  options.select = {LabelList("latitude", {"twelve"})};
   EXPECT_FALSE(Loader::Open(Era5LikeUrl(), options).ok());
 }
 

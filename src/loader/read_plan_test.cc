@@ -12,38 +12,26 @@
 #include <utility>
 #include <vector>
 
-#include "array/memory_dataset_test_util.h"
+#include "loader/loader_test_util.h"
 
 namespace zarrstream {
 namespace {
 
+using testing::AddEra5LikeArrays;
+using testing::LabelRange;
 using testing::MemoryDataset;
 
-constexpr uint64_t kTimes = 8, kLevels = 3, kLat = 4, kLon = 6;
+constexpr uint64_t kLat = 4, kLon = 6;
 
-// temperature (time, level, latitude, longitude) in chunks of 2 times, 2 levels, all latitudes and
-// 4 longitudes (the last level and longitude chunks are partial); t2m (time, latitude, longitude)
-// in chunks of one time step.
+// 8 time steps; temperature in chunks of 2 times, 2 levels, all latitudes and 4 longitudes (the
+// last level and longitude chunks are partial); t2m in chunks of one time step.
 const std::string& DatasetUrl() {
-  static const std::string url = [] {
-    static MemoryDataset dataset("read_plan_test");  // for the process: the store registry finds it
-    MemoryDataset* m = &dataset;
-    std::vector<int64_t> hours;
-    for (uint64_t t = 0; t < kTimes; ++t) hours.push_back(static_cast<int64_t>(6 * t));
-    m->AddArray<int64_t>("time", {kTimes}, {kTimes}, {"time"}, hours,
-                         {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
-    m->AddArray<int32_t>("level", {kLevels}, {kLevels}, {"level"}, {500, 850, 1000});
-    m->AddArray<float>("latitude", {kLat}, {kLat}, {"latitude"}, {30, 10, -10, -30});
-    m->AddArray<float>("longitude", {kLon}, {kLon}, {"longitude"}, {0, 60, 120, 180, 240, 300});
-    m->AddArray<float>("temperature", {kTimes, kLevels, kLat, kLon}, {2, 2, kLat, 4},
-                       {"time", "level", "latitude", "longitude"},
-                       std::vector<float>(kTimes * kLevels * kLat * kLon, 1.0F));
-    m->AddArray<double>("t2m", {kTimes, kLat, kLon}, {1, kLat, kLon},
-                        {"time", "latitude", "longitude"},
-                        std::vector<double>(kTimes * kLat * kLon, 1.0));
-    return m->url();
+  static const MemoryDataset dataset = [] {  // for the process: the store registry finds it
+    MemoryDataset m("read_plan_test");
+    AddEra5LikeArrays(&m, {8, {30, 10, -10, -30}, {0, 60, 120, 180, 240, 300}, 4});
+    return m;
   }();
-  return url;
+  return dataset.url();
 }
 
 Result<LoaderGeometry> Geometry(const LoaderOptions& options) {
@@ -123,23 +111,13 @@ void ExpectCopiesTileTheSlabs(const LoaderGeometry& g, const SampleBatch& batch,
   EXPECT_EQ(covered.size(), slabs * g.slab_elements);
 }
 
-// A label range, as the fronts build it.
-LabelSelection Range(std::string dim, std::optional<std::string> start,
-                     std::optional<std::string> stop) {
-  LabelSelection selection;
-  selection.dim = std::move(dim);
-  selection.start = std::move(start);
-  selection.stop = std::move(stop);
-  return selection;
-}
-
 TEST(ReadPlanTest, CopiesCarryEachSlabFromTheChunksThatHoldIt) {
   LoaderOptions options;
   // Level 1000 sits alone in the partial second level chunk.
   options.variables = {"temperature@850,1000", "t2m"};
   options.target_variables = {"t2m"};
   options.sample = {{"time", 2}, {"longitude", 3}};
-  options.select = {Range("latitude", "10", "-30")};
+  options.select = {LabelRange("latitude", "10", "-30")};
   options.target_dim = "time";
   options.target_offsets = {1, 2};
   auto geometry = Geometry(options);
@@ -185,7 +163,7 @@ TEST(ReadPlanTest, PlanDimsCarryWindowsStridesTargetReachAndChunks) {
   options.variables = {"temperature@500"};
   options.sample = {{"time", 2}, {"longitude", 3}};
   options.stride = {{"longitude", 2}};
-  options.select = {Range("time", "2000-01-01T06:00", "2000-01-02T18:00")};
+  options.select = {LabelRange("time", "2000-01-01T06:00", "2000-01-02T18:00")};
   options.target_dim = "time";
   options.target_offsets = {3, 1};
   auto geometry = Geometry(options);
