@@ -290,7 +290,15 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_prop_ro("spatial_dims", &Loader::spatial_dims)
       .def_prop_ro("pinned", &Loader::pinned)
       .def_prop_ro("num_threads", &Loader::num_threads)
-      .def("set_consumer_stream", &Loader::SetConsumerStream, "stream"_a)
+      .def(
+          "set_consumer_stream",
+          [](Loader& l, uintptr_t stream) {
+            // Python names a stream by an integer (torch.cuda.Stream.cuda_stream, DLPack's stream
+            // numbers): the one place a stream handle is made from one.
+            // NOLINTNEXTLINE(performance-no-int-to-ptr): the handle arrives as an integer.
+            l.SetConsumerStream(reinterpret_cast<void*>(stream));
+          },
+          "stream"_a)
       .def_prop_ro("gpu_decode_status", &Loader::gpu_decode_status)
       .def_prop_ro("input_shape", &Loader::input_shape)
       .def_prop_ro("target_shape", &Loader::target_shape)

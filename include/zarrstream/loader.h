@@ -427,10 +427,10 @@ class Loader {
   bool pinned() const;
   // The worker threads (LoaderOptions::num_threads, or what 0 chose).
   size_t num_threads() const;
-  // GPU batches: the stream (a CUstream / cudaStream_t; 0 or 1 the legacy default stream, 2 the
-  // per-thread default, as DLPack numbers them) on which the consumer uses the batches it
-  // releases from now on. Thread-safe.
-  void SetConsumerStream(uintptr_t stream);
+  // GPU batches: the stream (a CUstream / cudaStream_t; null or CU_STREAM_LEGACY (1) the legacy
+  // default stream, CU_STREAM_PER_THREAD (2) the per-thread default, as DLPack numbers them too)
+  // on which the consumer uses the batches it releases from now on. Thread-safe.
+  void SetConsumerStream(void* stream);
   // GPU batches: whether nvCOMP decodes (else the CPU decodes every chunk), or why not.
   std::string gpu_decode_status() const;
   // The spans recorded so far with record_timeline (empty without), in order of start.

@@ -24,6 +24,15 @@
 
 namespace zarrstream {
 
+// Device memory at `address` as a `T*`, for the APIs that take device pointers (nvCOMP's arguments,
+// a batch's tensors). The driver API gives device memory as integer addresses (CUdeviceptr); the
+// pointer is never dereferenced on the host.
+template <typename T>
+T* DevicePointer(uint64_t address) {
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a CUdeviceptr is an integer in the driver's ABI.
+  return reinterpret_cast<T*>(address);
+}
+
 class CudaDriver {
  public:
   // Whether the driver loaded and initialised with at least one device (no context is made);

@@ -114,7 +114,7 @@ Result<std::pair<DeviceBatchPool::Block, std::shared_ptr<void>>> DeviceBatchPool
 }
 
 void DeviceBatchPool::Return(Block block) {
-  auto* stream = reinterpret_cast<void*>(consumer_stream_.load());
+  void* stream = consumer_stream_.load();
   if (!driver_->RecordEvent(block.released, stream).ok()) {
     // Without the event the next writer cannot wait for the consumer: wait here instead.
     (void)driver_->SynchronizeStream(stream);

@@ -66,7 +66,7 @@ class DeviceBatchPool : public std::enable_shared_from_this<DeviceBatchPool> {
 
   // A block, and the storage handle whose destruction returns it (a Batch's storage).
   Result<std::pair<Block, std::shared_ptr<void>>> Acquire();
-  void SetConsumerStream(uintptr_t stream) { consumer_stream_.store(stream); }
+  void SetConsumerStream(void* stream) { consumer_stream_.store(stream); }
 
  private:
   void Return(Block block);
@@ -74,7 +74,7 @@ class DeviceBatchPool : public std::enable_shared_from_this<DeviceBatchPool> {
   const CudaDriver* const driver_;
   const uint64_t bytes_;
   const size_t max_free_;
-  std::atomic<uintptr_t> consumer_stream_{0};
+  std::atomic<void*> consumer_stream_{nullptr};  // CUstream
   std::mutex mutex_;
   std::vector<Block> free_;
 };

@@ -111,7 +111,7 @@ GpuBatchProducer::AllocateGpuBatch(size_t samples) const {
   auto both = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
       std::move(device.second), host);
   BatchAccess::storage(b) = both;
-  LayOutTensors(b, reinterpret_cast<std::byte*>(device.first.address),
+  LayOutTensors(b, DevicePointer<std::byte>(device.first.address),
                 static_cast<std::byte*>(host.get()), samples);
   BatchAccess::device(b) = BatchDevice::kCuda;
   BatchAccess::cuda_device(b) = context_.options.cuda_device;

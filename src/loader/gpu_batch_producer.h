@@ -59,7 +59,7 @@ class GpuBatchProducer : public BatchProducerBase {
 
   const std::string& nvcomp_status() const { return setup_.nvcomp_status; }
   bool decodes_with_nvcomp() const { return setup_.nvcomp != nullptr; }
-  void SetConsumerStream(uintptr_t stream) { batches_->SetConsumerStream(stream); }
+  void SetConsumerStream(void* stream) { batches_->SetConsumerStream(stream); }
 
  private:
   class Job;

@@ -469,7 +469,7 @@ const LoaderOptions& Loader::options() const { return state_->options; }
 bool Loader::pinned() const { return state_->context.host_memory->pinned(); }
 size_t Loader::num_threads() const { return state_->context.pool->num_threads(); }
 
-void Loader::SetConsumerStream(uintptr_t stream) {
+void Loader::SetConsumerStream(void* stream) {
   if (state_->gpu) state_->gpu->SetConsumerStream(stream);
 }
 
