@@ -464,21 +464,26 @@ V3_BAD_METADATA = {
 }
 
 
-@pytest.mark.parametrize("case", list(V3_BAD_METADATA), ids=str)
-def test_v3_malformed_metadata(store, case):
-    edit, error = V3_BAD_METADATA[case]
-    build(store, 3, compressors=None)
-    meta_path = store / ARRAY / "zarr.json"
+def assert_edited_metadata_fails(store, metadata_file: str, edit, error):
+    """After `edit` of ARRAY's `metadata_file`, opening the array fails with `error`, naming it;
+    through the group, the same error (not a KeyError, not a crash)."""
+    meta_path = store / ARRAY / metadata_file
     meta = read_json(meta_path)
     edit(meta)
     write_json(meta_path, meta)
     with pytest.raises(error) as e:
         zarrstream.open_array(str(store / ARRAY))
     assert ARRAY in str(e.value) and str(store) in str(e.value), str(e.value)
-    # Through the group, the same error (not a KeyError, not a crash).
     with pytest.raises(error) as e:
         zarrstream.open_group(str(store))[ARRAY]
     assert_names(str(e.value), store)
+
+
+@pytest.mark.parametrize("case", list(V3_BAD_METADATA), ids=str)
+def test_v3_malformed_metadata(store, case):
+    edit, error = V3_BAD_METADATA[case]
+    build(store, 3, compressors=None)
+    assert_edited_metadata_fails(store, "zarr.json", edit, error)
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
@@ -558,16 +563,7 @@ V2_BAD_METADATA = {
 def test_v2_malformed_metadata(store, case):
     edit, error = V2_BAD_METADATA[case]
     build(store, 2)
-    meta_path = store / ARRAY / ".zarray"
-    meta = read_json(meta_path)
-    edit(meta)
-    write_json(meta_path, meta)
-    with pytest.raises(error) as e:
-        zarrstream.open_array(str(store / ARRAY))
-    assert ARRAY in str(e.value) and str(store) in str(e.value), str(e.value)
-    with pytest.raises(error) as e:
-        zarrstream.open_group(str(store))[ARRAY]
-    assert_names(str(e.value), store)
+    assert_edited_metadata_fails(store, ".zarray", edit, error)
 
 
 @pytest.mark.parametrize("text", ["{not json", "", "[]"], ids=["garbage", "empty", "list"])

@@ -222,15 +222,19 @@ def test_rechunk_of_more_slabs_than_memory_can_track_fails_clearly(tmp_path):
     assert not (dst / ".zarrstream-rechunk").exists()
 
 
-def test_loader_over_a_chunk_larger_than_memory_fails_clearly(tmp_path):
-    root = tmp_path / "ds.zarr"
+def write_t2m_group(root: Path, shape, chunks) -> None:
+    """A group at `root` with one float32 array t2m (time, y, x)."""
     root.mkdir()
     (root / "zarr.json").write_text(json.dumps(
         {"zarr_format": 3, "node_type": "group", "attributes": {}}))
-    write_v3_array(root / "t2m", shape=[4, 2**20, 2**20], chunks=[1, 2**20, 2**20],
-                   dtype="float32", dims=["time", "y", "x"])
-    store_chunk(root / "t2m", "c/0/0/0", bytes(64))
-    out = run_python(f"""
+    write_v3_array(root / "t2m", shape=shape, chunks=chunks, dtype="float32",
+                   dims=["time", "y", "x"])
+
+
+def first_t2m_batch(root: Path) -> str:
+    """Takes the first batch of 4x4 windows of t2m under the limits: "batch", or the error's class
+    and message."""
+    return run_python(f"""
         import zarrstream
         try:
             loader = zarrstream.Loader({str(root)!r}, ["t2m"], sample={{"y": 4, "x": 4}},
@@ -240,6 +244,13 @@ def test_loader_over_a_chunk_larger_than_memory_fails_clearly(tmp_path):
         except zarrstream.ZarrstreamError as e:
             print(type(e).__name__, e)
     """)
+
+
+def test_loader_over_a_chunk_larger_than_memory_fails_clearly(tmp_path):
+    root = tmp_path / "ds.zarr"
+    write_t2m_group(root, shape=[4, 2**20, 2**20], chunks=[1, 2**20, 2**20])
+    store_chunk(root / "t2m", "c/0/0/0", bytes(64))
+    out = first_t2m_batch(root)
     assert out.startswith("OutOfMemoryError") and "t2m" in out, out
 
 
@@ -247,20 +258,7 @@ def test_loader_failing_to_allocate_a_chunk_is_an_error_not_an_abort(tmp_path):
     # A chunk of exactly the address-space limit: it is not refused up front (the limit is not
     # passed), and its allocation fails on a loader thread, where it must become the batch's error.
     root = tmp_path / "ds.zarr"
-    root.mkdir()
-    (root / "zarr.json").write_text(json.dumps(
-        {"zarr_format": 3, "node_type": "group", "attributes": {}}))
     chunk = [1, ADDRESS_SPACE_LIMIT // 4 // 2**15, 2**15]
-    write_v3_array(root / "t2m", shape=[4, *chunk[1:]], chunks=chunk, dtype="float32",
-                   dims=["time", "y", "x"])
-    out = run_python(f"""
-        import zarrstream
-        try:
-            loader = zarrstream.Loader({str(root)!r}, ["t2m"], sample={{"y": 4, "x": 4}},
-                                       batch_size=1, shuffle="none", output="dlpack")
-            next(iter(loader))
-            print("batch")
-        except zarrstream.ZarrstreamError as e:
-            print(type(e).__name__, e)
-    """)
+    write_t2m_group(root, shape=[4, *chunk[1:]], chunks=chunk)
+    out = first_t2m_batch(root)
     assert out.startswith("OutOfMemoryError") and "chunk cache entry" in out and "t2m" in out, out
