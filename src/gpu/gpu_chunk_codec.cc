@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "codec/crc32c_codec.h"
@@ -284,6 +285,48 @@ std::string_view BloscCompressorName(CodecTraits::BloscCompressor compressor) {
 
 GpuDecodePlan OnTheCpu(std::string reason) { return {std::nullopt, std::move(reason)}; }
 
+// Sets how `codec` decompresses a chunk compressed as `traits` says, and `how` to name it; the
+// reason the CPU decodes instead, for a compressor the GPU takes only in some settings. Leaves
+// `codec` as it is for a codec that is no compressor of the GPU's.
+std::optional<std::string> TakeCompressor(const CodecTraits& traits, GpuChunkCodec* codec,
+                                          std::string* how) {
+  switch (traits.type) {
+    case CodecType::kZstd:
+      if (traits.checksum) return "zstd with content checksums (nvCOMP does not verify them)";
+      codec->compression = GpuCompression::kZstd;
+      break;
+    case CodecType::kGzip:
+      codec->compression = GpuCompression::kGzip;
+      break;
+    case CodecType::kZlib:
+      codec->compression = GpuCompression::kDeflate;
+      codec->framing = GpuChunkCodec::Framing::kZlib;
+      break;
+    case CodecType::kLz4:
+      codec->compression = GpuCompression::kLz4;
+      codec->framing = GpuChunkCodec::Framing::kLz4SizePrefix;
+      break;
+    case CodecType::kBlosc: {
+      using Compressor = CodecTraits::BloscCompressor;
+      const Compressor compressor = traits.blosc_compressor;
+      const std::string name = "blosc with " + std::string(BloscCompressorName(compressor));
+      if (compressor != Compressor::kLz4 && compressor != Compressor::kLz4hc &&
+          compressor != Compressor::kZstd) {
+        return name + " (nvCOMP decodes lz4 and zstd inside blosc)";
+      }
+      if (traits.blosc_shuffle == CodecTraits::BloscShuffle::kBit) return "blosc with bitshuffle";
+      codec->blosc = true;
+      *how = traits.blosc_shuffle == CodecTraits::BloscShuffle::kByte ? name + " and byte shuffle"
+                                                                      : name;
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+  *how = CodecName(traits);
+  return std::nullopt;
+}
+
 // The plan for chunks stored as `chain` encodes them; `inner`: the chain of a shard's inner chunks.
 GpuDecodePlan PlanChunks(const CodecChain& chain, bool inner) {
   if (const ShardingCodec* sharding = chain.sharding(); sharding != nullptr) {
@@ -311,48 +354,10 @@ GpuDecodePlan PlanChunks(const CodecChain& chain, bool inner) {
   const std::span<const std::unique_ptr<BytesToBytesCodec>> stages = chain.bytes_to_bytes();
   size_t i = 0;
   if (i < stages.size()) {
-    const CodecTraits traits = stages[i]->traits();
-    switch (traits.type) {
-      case CodecType::kZstd:
-        if (traits.checksum) {
-          return OnTheCpu("zstd with content checksums (nvCOMP does not verify them)");
-        }
-        codec.compression = GpuCompression::kZstd;
-        break;
-      case CodecType::kGzip:
-        codec.compression = GpuCompression::kGzip;
-        break;
-      case CodecType::kZlib:
-        codec.compression = GpuCompression::kDeflate;
-        codec.framing = GpuChunkCodec::Framing::kZlib;
-        break;
-      case CodecType::kLz4:
-        codec.compression = GpuCompression::kLz4;
-        codec.framing = GpuChunkCodec::Framing::kLz4SizePrefix;
-        break;
-      case CodecType::kBlosc: {
-        using Compressor = CodecTraits::BloscCompressor;
-        const Compressor compressor = traits.blosc_compressor;
-        const std::string name = "blosc with " + std::string(BloscCompressorName(compressor));
-        if (compressor != Compressor::kLz4 && compressor != Compressor::kLz4hc &&
-            compressor != Compressor::kZstd) {
-          return OnTheCpu(name + " (nvCOMP decodes lz4 and zstd inside blosc)");
-        }
-        if (traits.blosc_shuffle == CodecTraits::BloscShuffle::kBit) {
-          return OnTheCpu("blosc with bitshuffle");
-        }
-        codec.blosc = true;
-        how = traits.blosc_shuffle == CodecTraits::BloscShuffle::kByte ? name + " and byte shuffle"
-                                                                       : name;
-        break;
-      }
-      default:
-        break;
+    if (std::optional<std::string> reason = TakeCompressor(stages[i]->traits(), &codec, &how)) {
+      return OnTheCpu(*std::move(reason));
     }
-    if (codec.compression || codec.blosc) {
-      if (!codec.blosc) how = CodecName(traits);
-      ++i;
-    }
+    if (codec.compression || codec.blosc) ++i;
   }
   if (i < stages.size() && stages[i]->traits().type == CodecType::kCrc32c) {
     codec.crc32c = true;
