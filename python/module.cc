@@ -122,6 +122,40 @@ NB_MODULE(_zarrstream, m) {
       .def_prop_ro("zarr_format", &Array::zarr_format)
       .def_prop_ro("shape", &Array::shape)
       .def_prop_ro("dtype", [](const Array& a) { return NumpyTypeString(a.dtype()); })
+      .def_prop_ro("numpy_dtype", &Array::numpy_dtype)
+      .def_prop_ro("text_kind",
+                   [](const Array& a) -> std::string {
+                     if (!a.extended_type() || !a.extended_type()->is_text()) return "";
+                     switch (a.extended_type()->kind) {
+                       case ExtendedType::Kind::kString:
+                         return "string";
+                       case ExtendedType::Kind::kJson:
+                         return "json";
+                       case ExtendedType::Kind::kFixedUtf32:
+                         return "fixed_utf32";
+                       case ExtendedType::Kind::kFixedBytes:
+                         return "fixed_bytes";
+                       default:
+                         return "bytes";
+                     }
+                   })
+      .def_prop_ro("text_fill_value",
+                   [](const Array& a) {
+                     const std::string& v = a.text_fill_value();
+                     return nb::bytes(v.data(), v.size());
+                   })
+      .def("read_text",
+           [](const Array& a, const std::vector<uint64_t>& start,
+              const std::vector<uint64_t>& shape) {
+             Result<std::vector<std::string>> elements = [&] {
+               GilRelease release;
+               return a.ReadText(start, shape);
+             }();
+             ThrowIfError(elements.status());
+             nb::list out;
+             for (const std::string& e : *elements) out.append(nb::bytes(e.data(), e.size()));
+             return out;
+           })
       .def_prop_ro("chunks", &Array::chunks)
       .def_prop_ro("shard_shape", &Array::shard_shape)
       .def_prop_ro("grid_shape", &Array::grid_shape)

@@ -85,7 +85,15 @@ class Array {
   const std::vector<uint64_t>& shape() const;
   size_t rank() const { return shape().size(); }
   uint64_t num_elements() const;
+  // The storage type of the values Read returns: int64 for datetime64/timedelta64; for text
+  // kinds (see extended_type) a placeholder nothing reads.
   DataType dtype() const;
+  // Set for types beyond Zarr's numeric core (strings, datetime64, ...; see ExtendedType).
+  const std::optional<ExtendedType>& extended_type() const;
+  // True for Zarr's numeric core types: what the loader, `stats` and the GPU path take.
+  bool is_numeric() const;
+  // numpy's type string of the values: "<f4", "<M8[ns]", "<U4", "|S3", "|O".
+  std::string numpy_dtype() const;
   // The shape of the chunks a read decodes: the inner chunks of a sharded array.
   std::vector<uint64_t> chunks() const;
   // The shard shape (the stored objects' grid) of a sharded array; empty when not sharded.
@@ -98,6 +106,8 @@ class Array {
   std::string attributes_json() const;
   // The fill value: DataTypeSize(dtype()) bytes, native byte order.
   std::span<const std::byte> fill_value() const;
+  // Text kinds: the fill value as ReadText gives an element.
+  const std::string& text_fill_value() const;
   // True for v2 arrays whose fill_value is null (missing chunks then read as zeros).
   bool fill_value_is_null() const;
   // The codec chain as a JSON list, in zarr.json form (v2 arrays: normalised to v3 names).
@@ -111,6 +121,14 @@ class Array {
   // Errors name the store, the array and the chunk key.
   Status Read(std::span<const uint64_t> start, std::span<const uint64_t> shape, void* out,
               std::span<const int64_t> out_byte_strides = {}) const;
+
+  // Reads the region [start, start + shape) of an array of a text kind (ExtendedType::is_text):
+  // one string per element, C order: UTF-8 text for strings and numpy "U" values, the bytes for
+  // bytes and "S" values (numpy "U"/"S" trailing NULs dropped), JSON text for JSON objects.
+  // Chunks are decoded one after another on the calling thread (text arrays are coordinates and
+  // labels: small). Read of a text array, and ReadText of any other, are kInvalidArgument.
+  Result<std::vector<std::string>> ReadText(std::span<const uint64_t> start,
+                                            std::span<const uint64_t> shape) const;
 
   // Reads the whole array (C order) into `out` of num_elements() * DataTypeSize(dtype()) bytes.
   Status ReadAll(void* out) const;

@@ -238,7 +238,10 @@ class Array:
     def __init__(self, core: _zarrstream.Array):
         self._core = core
         self.shape: tuple[int, ...] = tuple(core.shape)
-        self.dtype: np.dtype = np.dtype(core.dtype)
+        # numpy's type of the values: a core numeric type, datetime64/timedelta64 (read as their
+        # int64 storage and viewed), "U"/"S" or object (text kinds, read element by element).
+        self.dtype: np.dtype = np.dtype(core.numpy_dtype)
+        self._is_text: bool = core.text_kind != ""
         self.chunks: tuple[int, ...] = tuple(core.chunks)
         shard = core.shard_shape
         self.shard_shape: tuple[int, ...] | None = None if shard is None else tuple(shard)
@@ -273,6 +276,10 @@ class Array:
         """The fill value as a numpy scalar (None for v2 arrays whose fill_value is null)."""
         if self._core.fill_value_is_null:
             return None
+        if self._is_text:
+            return self._elements([self._core.text_fill_value], ())[()]
+        if self.dtype.kind in "mM":
+            return np.frombuffer(self._core.fill_value_bytes, dtype="=i8").view(self.dtype)[0]
         return np.frombuffer(self._core.fill_value_bytes, dtype=self.dtype)[0]
 
     @property
@@ -306,10 +313,32 @@ class Array:
         except MemoryError:
             raise out_of_memory() from None
 
+    def _elements(self, items: list, shape: tuple[int, ...]) -> np.ndarray:
+        """The numpy array of a text kind's elements (``read_text``'s bytes, C order), as
+        zarr-python gives it: str or bytes objects, decoded JSON values, or "U"/"S" values."""
+        kind = self._core.text_kind
+        if kind == "fixed_utf32":
+            return np.array([b.decode("utf-8") for b in items], dtype=self.dtype).reshape(shape)
+        if kind == "fixed_bytes":
+            return np.array(items, dtype=self.dtype).reshape(shape)
+        out = np.empty(len(items), dtype=object)
+        for i, b in enumerate(items):  # one by one: a JSON list must stay one element
+            out[i] = b.decode("utf-8") if kind == "string" else json.loads(b) if kind == "json" else b
+        return out.reshape(shape)
+
+    def _read_into(self, start: list[int], count: list[int], out: np.ndarray) -> None:
+        """Reads [start, start + count) into ``out`` (any strides)."""
+        if self._is_text:
+            out[...] = self._elements(self._core.read_text(start, count), tuple(count))
+        elif self.dtype.kind in "mM":
+            self._core.read_into(start, count, out.view("=i8"))
+        else:
+            self._core.read_into(start, count, out)
+
     def read(self) -> np.ndarray:
         """Reads the whole array."""
         out = self._output(self.shape, "reading the whole array")
-        self._core.read_into([0] * self.ndim, list(self.shape), out)
+        self._read_into([0] * self.ndim, list(self.shape), out)
         return out
 
     def read_region(self, start, shape, out: np.ndarray | None = None) -> np.ndarray:
@@ -323,7 +352,7 @@ class Array:
             out = self._output(tuple(shape), "reading a region")
         elif out.dtype != self.dtype:
             raise TypeError(f"out has dtype {out.dtype}, the array {self.dtype}")
-        self._core.read_into(start, shape, out)
+        self._read_into(start, shape, out)
         return out
 
     def __getitem__(self, key) -> np.ndarray:
@@ -336,7 +365,7 @@ class Array:
             return np.empty(shape, dtype=self.dtype)
         region = self._output(tuple(count), "reading a region")
         if region.size:
-            self._core.read_into(start, count, region)
+            self._read_into(start, count, region)
         return region[post]
 
     def write(self, start, data) -> None:
@@ -349,7 +378,7 @@ class Array:
         data = np.asarray(data)
         if data.dtype != self.dtype:
             data = data.astype(self.dtype)
-        self._core.write_from([int(s) for s in start], data)
+        self._core.write_from([int(s) for s in start], self._storage(data))
 
     def __setitem__(self, key, value) -> None:
         start, count, selection = _normalize_write_key(key, self.shape)
@@ -359,7 +388,13 @@ class Array:
         # Broadcasting gives zero strides, not copies: a scalar fills any region without memory.
         data = np.broadcast_to(value, selection).reshape(count)
         if data.size:
-            self._core.write_from(start, data)
+            self._core.write_from(start, self._storage(data))
+
+    def _storage(self, data: np.ndarray) -> np.ndarray:
+        """``data`` as the core stores it: datetime64/timedelta64 as their int64 counts."""
+        if self._is_text:
+            raise UnsupportedError(f"write to {self.url}: writing {self.dtype} arrays is not supported")
+        return data.view("=i8") if self.dtype.kind in "mM" else data
 
     def set_attrs(self, attrs: Mapping) -> None:
         """Replaces the array's attributes (a JSON-serialisable mapping) in zarr.json."""

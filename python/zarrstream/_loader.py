@@ -21,11 +21,25 @@ _ERROR_POLICIES = ("raise", "skip")
 
 
 def _label(dim: str, value: Any) -> str:
-    """A label of ``select[dim]`` as the coordinates read it: a number, or a date to the second
-    ("1979-01-01", "1979-01-01T06:00:00") from a string, a datetime/date, a pandas timestamp or a
-    numpy datetime64 (which keeps its own precision: datetime64[D] selects the whole day)."""
+    """A label of ``select[dim]`` as the coordinates read it: a number (Python or numpy), text
+    (str, or UTF-8 bytes for a numpy "S" coordinate), or a date to the second ("1979-01-01",
+    "1979-01-01T06:00:00") from a string, a datetime/date, a pandas timestamp or a numpy datetime64
+    of any unit (which keeps its own precision: datetime64[D] selects the whole day). Errors quote
+    the one value at fault."""
+    if type(value).__name__ == "ndarray" and value.ndim == 0:
+        value = value[()]  # a 0-d array (an xarray DataArray's .values): its numpy scalar
     if isinstance(value, str):
         return value
+    if isinstance(value, bytes):  # a label of a numpy "S" coordinate
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"select[{dim!r}]: {value!r} is not UTF-8 text") from None
+    if type(value).__name__ == "NaTType" or (
+        type(value).__name__ == "datetime64" and value != value  # NaT is unequal to itself
+    ):
+        raise ConfigError(f"select[{dim!r}]: NaT (not a time) is not a label; use None for an "
+                          "open end of a range")
     if type(value).__name__ == "datetime64":  # numpy, without importing it here
         import numpy as np
 
@@ -49,14 +63,19 @@ def _label(dim: str, value: Any) -> str:
         return value.isoformat(timespec="seconds")
     if hasattr(value, "isoformat"):  # datetime.date
         return value.isoformat()
-    if value is None or isinstance(value, (bytes, dict, set, list, tuple, slice)):
-        raise ConfigError(f"select[{dim!r}]: {value!r} is not a label (a number or a date)")
+    if hasattr(value, "dtype") and hasattr(value, "item"):
+        value = value.item()  # a numpy number: its Python value
+        if not isinstance(value, (int, float)):
+            return _label(dim, value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"select[{dim!r}]: {value!r} is not a label (a number, a date or text)")
     return str(value)
 
 
 def _range_end(dim: str, value: Any) -> str | None:
     """A range's end: None or "" is open."""
-    return None if value is None or value == "" else _label(dim, value)
+    # `value == ""` would ask numpy to parse "" as a date: test the type first.
+    return None if value is None or (isinstance(value, str) and value == "") else _label(dim, value)
 
 
 def _selection(dim: str, value: Any) -> Any:

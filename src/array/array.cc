@@ -45,6 +45,15 @@ Result<std::shared_ptr<const ArrayState>> MakeArrayState(std::shared_ptr<Store> 
   state->metadata = std::move(metadata);
   state->pool = std::move(pool);
   state->options = options;
+  if (state->metadata.unsupported) {
+    return state->metadata.unsupported->WithContext("opening " + state->Describe());
+  }
+  if (state->metadata.extended_type && state->metadata.extended_type->is_text()) {
+    ZS_ASSIGN_OR_RETURN_CTX(state->text, TextChunkDecoder::Make(state->metadata),
+                            "opening " + state->Describe());
+    state->read_chunk_shape = state->metadata.chunk_shape;
+    return std::shared_ptr<const ArrayState>(std::move(state));
+  }
   ChunkRepresentation chunk;
   chunk.data_type = state->metadata.data_type;
   chunk.shape = state->metadata.chunk_shape;
@@ -78,7 +87,7 @@ uint64_t Array::num_elements() const { return state_->metadata.num_elements(); }
 DataType Array::dtype() const { return state_->metadata.data_type; }
 std::vector<uint64_t> Array::chunks() const { return state_->read_chunk_shape; }
 std::optional<std::vector<uint64_t>> Array::shard_shape() const {
-  if (!state_->chain->sharding()) return std::nullopt;
+  if (!state_->chain || !state_->chain->sharding()) return std::nullopt;
   return state_->metadata.chunk_shape;
 }
 std::vector<uint64_t> Array::grid_shape() const { return state_->metadata.grid_shape(); }
@@ -86,7 +95,18 @@ const std::vector<std::string>& Array::dims() const { return state_->metadata.di
 std::string Array::attributes_json() const { return state_->metadata.attributes.dump(); }
 std::span<const std::byte> Array::fill_value() const { return state_->metadata.fill_value; }
 bool Array::fill_value_is_null() const { return state_->metadata.fill_value_is_null; }
-std::string Array::codecs_json() const { return state_->chain->ToJson().dump(); }
+std::string Array::codecs_json() const {
+  return (state_->chain ? state_->chain->ToJson() : state_->text->ToJson()).dump();
+}
+const std::optional<ExtendedType>& Array::extended_type() const {
+  return state_->metadata.extended_type;
+}
+bool Array::is_numeric() const { return !state_->metadata.extended_type; }
+std::string Array::numpy_dtype() const {
+  const auto& extended = state_->metadata.extended_type;
+  return extended ? extended->NumpyTypeString() : NumpyTypeString(dtype());
+}
+const std::string& Array::text_fill_value() const { return state_->metadata.text_fill_value; }
 std::string Array::metadata_json() const { return ArrayMetadataToV3Json(state_->metadata).dump(2); }
 
 Status Array::ReadAll(void* out) const {

@@ -145,6 +145,11 @@ class RegionReader {
 
 Status Array::Read(std::span<const uint64_t> start, std::span<const uint64_t> shape, void* out,
                    std::span<const int64_t> out_byte_strides) const {
+  if (state_->text) {
+    return InvalidArgumentError("read of " + state_->Describe() + ": it holds " +
+                                state_->metadata.extended_type->Name() +
+                                " values, read as text (ReadText)");
+  }
   const auto& array_shape = state_->metadata.shape;
   if (start.size() != rank() || shape.size() != rank() ||
       (!out_byte_strides.empty() && out_byte_strides.size() != rank())) {

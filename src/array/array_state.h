@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "array/text_read.h"
 #include "codec/codec_chain.h"
 #include "metadata/array_metadata.h"
 #include "store/store.h"
@@ -18,8 +19,10 @@ struct ArrayState {
   std::string path;  // key prefix of the array in the store ("" at the root)
   std::string url;   // store URL + path, for users and messages
   ArrayMetadata metadata;
-  std::shared_ptr<const CodecChain> chain;  // prepared for one stored object (chunk or shard)
-  std::vector<uint64_t> read_chunk_shape;   // inner chunk shape when sharded
+  // Prepared for one stored object (chunk or shard); null for text kinds, which `text` decodes.
+  std::shared_ptr<const CodecChain> chain;
+  std::shared_ptr<const TextChunkDecoder> text;
+  std::vector<uint64_t> read_chunk_shape;  // inner chunk shape when sharded
   std::shared_ptr<ThreadPool> pool;
   OpenOptions options;
 

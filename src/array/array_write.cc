@@ -299,6 +299,10 @@ class RegionWriter {
 
 Status Array::Write(std::span<const uint64_t> start, std::span<const uint64_t> shape,
                     const void* data, std::span<const int64_t> data_byte_strides) const {
+  if (state_->text) {
+    return UnsupportedError("write to " + state_->Describe() + ": writing " +
+                            state_->metadata.extended_type->Name() + " arrays is not supported");
+  }
   const auto& array_shape = state_->metadata.shape;
   if (start.size() != rank() || shape.size() != rank() ||
       (!data_byte_strides.empty() && data_byte_strides.size() != rank())) {

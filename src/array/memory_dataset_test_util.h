@@ -84,7 +84,60 @@ class MemoryDataset {
     }
   }
 
+  // Writes 1-D array `name` of variable-length UTF-8 strings (v3 "string", vlen-utf8 chunks, as
+  // zarr-python writes them), chunked by `chunk`, along `dim`.
+  void AddStringArray(const std::string& name, const std::vector<std::string>& values,
+                      uint64_t chunk, const std::string& dim) {
+    nlohmann::json meta = {
+        {"zarr_format", 3},
+        {"node_type", "array"},
+        {"shape", {values.size()}},
+        {"data_type", "string"},
+        {"chunk_grid", {{"name", "regular"}, {"configuration", {{"chunk_shape", {chunk}}}}}},
+        {"chunk_key_encoding", {{"name", "default"}}},
+        {"fill_value", ""},
+        {"codecs", {{{"name", "vlen-utf8"}}}},
+        {"dimension_names", {dim}},
+    };
+    Put(name + "/zarr.json", meta.dump());
+    for (uint64_t c = 0; c * chunk < values.size(); ++c) {
+      std::string encoded;
+      auto put_u32 = [&encoded](uint32_t v) {
+        for (int k = 0; k < 4; ++k) encoded.push_back(static_cast<char>((v >> (8 * k)) & 0xFF));
+      };
+      put_u32(static_cast<uint32_t>(chunk));
+      for (uint64_t i = c * chunk; i < (c + 1) * chunk; ++i) {
+        const std::string value = i < values.size() ? values[i] : "";
+        put_u32(static_cast<uint32_t>(value.size()));
+        encoded += value;
+      }
+      Put(name + "/c/" + std::to_string(c), encoded);
+    }
+  }
+
+  // Writes 1-D array `name` of numpy datetime64 values (`ticks` of `unit`), zarr-python's
+  // "numpy.datetime64" data type.
+  void AddDateTime64Array(const std::string& name, const std::vector<int64_t>& ticks,
+                          const std::string& unit, const std::string& dim) {
+    AddArray<int64_t>(name, {ticks.size()}, {ticks.size()}, {dim}, ticks);
+    nlohmann::json meta = nlohmann::json::parse(Get(name + "/zarr.json"));
+    meta["data_type"] = {{"name", "numpy.datetime64"},
+                         {"configuration", {{"unit", unit}, {"scale_factor", 1}}}};
+    meta["fill_value"] = "NaT";
+    Put(name + "/zarr.json", meta.dump());
+  }
+
+  void Put(const std::string& key, const std::string& value) {
+    EXPECT_TRUE(store_->Put(key, value).ok()) << key;
+  }
+
  private:
+  std::string Get(const std::string& key) {
+    auto value = store_->ReadAll(key);
+    EXPECT_TRUE(value.ok()) << key;
+    return std::string(value->view());
+  }
+
   template <typename T>
   static DataType DataTypeOf() {
     if constexpr (std::is_same_v<T, float>) return DataType::kFloat32;
@@ -96,10 +149,6 @@ class MemoryDataset {
                   std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t> ||
                   std::is_same_v<T, uint8_t>);
     return DataType::kFloat64;
-  }
-
-  void Put(const std::string& key, const std::string& value) {
-    EXPECT_TRUE(store_->Put(key, value).ok()) << key;
   }
 
   std::string url_;

@@ -235,7 +235,7 @@ nlohmann::json GpuDecodePlans(const std::string& url, const LoaderOptions& optio
   };
   Result<Group> group = Group::Open(url);
   if (!group.ok()) {
-    if (Result<Array> array = Array::Open(url); array.ok()) add("", *array);
+    if (Result<Array> array = Array::Open(url); array.ok() && array->is_numeric()) add("", *array);
     return plans;
   }
   std::vector<std::string> names;
@@ -246,7 +246,7 @@ nlohmann::json GpuDecodePlans(const std::string& url, const LoaderOptions& optio
   if (!named) names = group->array_names();
   for (const std::string& name : names) {
     Result<Array> array = group->OpenArray(name);
-    if (array.ok() && (named || array->rank() >= 2)) add(name, *array);
+    if (array.ok() && array->is_numeric() && (named || array->rank() >= 2)) add(name, *array);
   }
   return plans;
 }

@@ -33,6 +33,12 @@ void PrintStoreAdvice(const nlohmann::json& advice) {
                 a["gpu_decodable"].get<bool>() ? "GPU-decodable" : "decoded on the CPU",
                 a["gpu_decode"].get<std::string>().c_str());
   }
+  if (advice.contains("skipped_arrays")) {
+    for (const auto& skipped : advice["skipped_arrays"]) {
+      std::printf("  %-28s skipped: %s\n", skipped["name"].get<std::string>().c_str(),
+                  skipped["reason"].get<std::string>().c_str());
+    }
+  }
   if (advice["findings"].empty()) {
     std::printf("  the layout suits training reads here\n");
   }

@@ -63,7 +63,8 @@ json DescribeArray(const Array& array, const std::string& name) {
   j["path"] = array.path();
   j["zarr_format"] = array.zarr_format();
   j["shape"] = array.shape();
-  j["dtype"] = std::string(DataTypeName(array.dtype()));
+  const bool numeric = array.is_numeric();
+  j["dtype"] = numeric ? std::string(DataTypeName(array.dtype())) : array.extended_type()->Name();
   j["dims"] = array.dims().empty() ? json(nullptr) : json(array.dims());
   j["chunks"] = array.chunks();
   j["shard_shape"] = array.shard_shape() ? json(*array.shard_shape()) : json(nullptr);
@@ -73,11 +74,16 @@ json DescribeArray(const Array& array, const std::string& name) {
   CollectCodecs(codecs, &codec_names);
   j["codec_summary"] = codec_names;
   const auto& state = array.state();
-  const GpuDecodePlan decode = PlanGpuDecode(*state.chain);
-  j["gpu_decodable"] = decode.gpu();
+  // Text arrays have no numeric chain: their chunks decode on the CPU only.
+  const GpuDecodePlan decode =
+      state.chain ? PlanGpuDecode(*state.chain) : GpuDecodePlan{std::nullopt, "text: CPU only"};
+  j["gpu_decodable"] = numeric && decode.gpu();
   j["gpu_decode"] = decode.description;
 
-  const uint64_t item = DataTypeSize(array.dtype());
+  // Variable-length elements have no fixed size: their logical bytes are unknown (0).
+  const std::optional<ExtendedType>& extended = array.extended_type();
+  const uint64_t item =
+      !extended || extended->is_time() ? DataTypeSize(array.dtype()) : extended->length_bytes;
   const uint64_t logical = array.num_elements() * item;
   const uint64_t grid_objects = Product(array.grid_shape());
   uint64_t stored_objects = 0, stored_bytes = 0;
@@ -101,6 +107,13 @@ json DescribeArray(const Array& array, const std::string& name) {
   json warnings = json::array();
   const double chunk_bytes = static_cast<double>(Product(array.chunks()) * item);
   j["chunk_bytes"] = chunk_bytes;
+  if (!numeric) {
+    // Coordinates and labels: what the layout warnings say of training data does not apply.
+    j["warnings"] = json::array({extended->Name() +
+                                 " values are read on the CPU only (open_array); "
+                                 "they label or select, and are not loader or GPU channels"});
+    return j;
+  }
   if (chunk_bytes > kLargeChunkBytes) {
     warnings.push_back("chunks of " + FormatBytes(chunk_bytes) +
                        " are large: every sample that touches one reads and decodes all of it");
@@ -145,6 +158,13 @@ json DescribeGroup(const Group& group, const std::string& name, std::vector<std:
   }
   for (const std::string& member : group.array_names()) {
     auto array = group.OpenArray(member);
+    if (!array.ok() && array.status().code() == ErrorCode::kUnsupported) {
+      // Valid metadata of something this reader does not support: listed with why and skipped,
+      // not an error of the store.
+      members.push_back(
+          {{"name", member}, {"kind", "array"}, {"skipped", array.status().message()}});
+      continue;
+    }
     if (!array.ok()) {
       errors->push_back(array.status().message());
       members.push_back({{"name", member}, {"kind", "array"}, {"error", array.status().message()}});
@@ -174,6 +194,10 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
   out << indent << (name.empty() ? "/" : name);
   if (node.contains("error")) {
     out << "  ERROR: " << node["error"].get<std::string>() << "\n";
+    return;
+  }
+  if (node.contains("skipped")) {
+    out << "  skipped: " << node["skipped"].get<std::string>() << "\n";
     return;
   }
   std::vector<uint64_t> shape = node["shape"], chunks = node["chunks"];

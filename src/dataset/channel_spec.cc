@@ -178,15 +178,36 @@ Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) 
   return FromArray(array, std::string(name));
 }
 
+namespace {
+
+// The error for using `array` (`what`), of a type beyond the numeric core, as a channel.
+Status NonNumericError(const Array& array, const std::string& what) {
+  return InvalidArgumentError(what + " holds " + array.extended_type()->Name() +
+                              " values; channels are numeric (strings and datetime64 are read on "
+                              "the CPU only: open_array(...).read())");
+}
+
+}  // namespace
+
 Result<Dataset> Dataset::FromGroup(const Group& group) {
   Dataset dataset;
   dataset.url_ = group.url();
   dataset.group_ = group;
   std::set<std::string> coordinates;
   std::vector<Array> arrays;
+  std::vector<std::string> names;
   for (const std::string& name : group.array_names()) {
-    ZS_ASSIGN_OR_RETURN_CTX(Array array, group.OpenArray(name),
-                            "opening dataset at " + group.url());
+    Result<Array> opened = group.OpenArray(name);
+    if (!opened.ok()) {
+      // One member this reader cannot open (an unknown data type or codec) must not hide the
+      // rest of the dataset; naming it is the error.
+      if (opened.status().code() != ErrorCode::kUnsupported) {
+        return opened.status().WithContext("opening dataset at " + group.url());
+      }
+      dataset.unusable_.emplace(name, opened.status());
+      continue;
+    }
+    Array array = std::move(opened).value();
     for (const std::string& dim : array.dims()) coordinates.insert(dim);
     const nlohmann::json& attributes = array.state().metadata.attributes;
     const auto listed = attributes.find("coordinates");
@@ -200,10 +221,16 @@ Result<Dataset> Dataset::FromGroup(const Group& group) {
       }
     }
     arrays.push_back(std::move(array));
+    names.push_back(name);
   }
   std::optional<std::vector<std::string>> shared;
   for (size_t i = 0; i < arrays.size(); ++i) {
-    const std::string& name = group.array_names()[i];
+    const std::string& name = names[i];
+    if (!arrays[i].is_numeric()) {
+      dataset.unusable_.emplace(
+          name, NonNumericError(arrays[i], "variable '" + name + "' of " + dataset.Describe()));
+      continue;
+    }
     if (coordinates.count(name) != 0) continue;
     dataset.variables_.push_back(name);
     std::vector<std::string> own;
@@ -245,6 +272,8 @@ std::string Dataset::Describe() const {
 }
 
 Result<Array> Dataset::OpenVariable(std::string_view name) const {
+  auto unusable = unusable_.find(std::string(name));
+  if (unusable != unusable_.end()) return unusable->second;
   if (single_) {
     if (name == variables_.front()) return *single_;
   } else if (std::find(variables_.begin(), variables_.end(), name) != variables_.end()) {
@@ -398,6 +427,8 @@ Result<std::vector<Channel>> PickStackedChannels(const VariableSpec& spec,
 }  // namespace
 
 Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const {
+  auto unusable = unusable_.find(spec.variable);
+  if (unusable != unusable_.end()) return unusable->second;
   const bool is_variable =
       std::find(variables_.begin(), variables_.end(), spec.variable) != variables_.end();
   if (!is_variable) {
@@ -412,6 +443,7 @@ Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const
   }
   ZS_ASSIGN_OR_RETURN(Array array, OpenVariable(spec.variable));
   const std::string what = "variable '" + spec.variable + "' of " + Describe();
+  if (!array.is_numeric()) return NonNumericError(array, what);
   if (array.dims().empty() && array.rank() > 0) {
     return InvalidArgumentError(what +
                                 " has no dimension names (v3 dimension_names or v2 "
@@ -442,6 +474,10 @@ Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const
   const std::string& level_name = array.dims()[*level_dim];
   ZS_ASSIGN_OR_RETURN_CTX(Coordinate levels, LoadCoordinate(level_name),
                           "naming the levels of " + what);
+  if (levels.is_text()) {
+    return InvalidArgumentError("level coordinate '" + level_name + "' of " + Describe() +
+                                " holds text, not numeric levels");
+  }
   if (levels.is_time()) {
     return InvalidArgumentError("level coordinate '" + level_name + "' of " + Describe() +
                                 " holds times, not levels");

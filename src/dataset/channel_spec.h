@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -102,6 +103,10 @@ class Dataset {
   const std::optional<Group>& group() const { return group_; }
   // The data variables, sorted.
   const std::vector<std::string>& variable_names() const { return variables_; }
+  // Arrays of the group that are not data variables because they cannot be channels, with why:
+  // a member that could not be opened (an unknown data type: its open error) or one of a CPU-only
+  // type (strings, datetime64) that is no coordinate. Naming one as a channel is that error.
+  const std::map<std::string, Status>& unusable() const { return unusable_; }
   Result<Array> OpenVariable(std::string_view name) const;
   // The coordinate of `dim` (see Coordinate::Load); an error for a single-array dataset.
   Result<Coordinate> LoadCoordinate(std::string_view dim) const;
@@ -122,6 +127,7 @@ class Dataset {
   std::optional<Group> group_;
   std::optional<Array> single_;
   std::vector<std::string> variables_;
+  std::map<std::string, Status> unusable_;
   // Dimensions every data variable with any non-level, non-time dimension has.
   std::vector<std::string> shared_dims_;
 };

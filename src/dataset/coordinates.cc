@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "array/array_state.h"
 #include "metadata/float16.h"
@@ -125,18 +126,35 @@ Result<Coordinate> Coordinate::FromArray(const Array& array, std::string_view di
     return InvalidArgumentError(what + " has shape " + nlohmann::json(array.shape()).dump() +
                                 "; a coordinate must be 1-D");
   }
+  c.size_ = array.shape()[0];
+  c.along_ = c.dim_;
+  const std::optional<ExtendedType>& extended = array.extended_type();
+  if (extended && extended->is_text()) {
+    if (extended->kind == ExtendedType::Kind::kJson) {
+      return InvalidArgumentError(what + " holds JSON objects, which cannot label a dimension");
+    }
+    c.text_ = true;
+    if (!array.dims().empty()) c.along_ = array.dims()[0];
+    const uint64_t start = 0;
+    ZS_ASSIGN_OR_RETURN_CTX(c.labels_, array.ReadText({&start, 1}, {&c.size_, 1}),
+                            "reading " + what);
+    return c;
+  }
   if (!array.dims().empty() && array.dims()[0] != dim) {
     return InvalidArgumentError(what + " runs along dimension '" + array.dims()[0] + "', not '" +
                                 std::string(dim) + "'");
   }
-  c.size_ = array.shape()[0];
   std::vector<std::byte> raw(c.size_ * DataTypeSize(c.dtype_));
   ZS_RETURN_IF_ERROR_CTX(array.ReadAll(raw.data()), "reading " + what);
-  ZS_ASSIGN_OR_RETURN_CTX(c.numbers_, ValuesAsDoubles(c.dtype_, raw, c.size_), what);
 
   const nlohmann::json& attributes = array.state().metadata.attributes;
   const auto units = attributes.find("units");
-  if (units != attributes.end() && units->is_string() &&
+  if (extended) {
+    ZS_RETURN_IF_ERROR_CTX(c.DecodeDateTime64(*extended, raw), what);
+  } else {
+    ZS_ASSIGN_OR_RETURN_CTX(c.numbers_, ValuesAsDoubles(c.dtype_, raw, c.size_), what);
+  }
+  if (!extended && units != attributes.end() && units->is_string() &&
       units->get_ref<const std::string&>().find(" since ") != std::string::npos) {
     std::string calendar;
     const auto cal = attributes.find("calendar");
@@ -196,6 +214,54 @@ Result<Coordinate> Coordinate::FromArray(const Array& array, std::string_view di
   return c;
 }
 
+Status Coordinate::DecodeDateTime64(const ExtendedType& type, const std::vector<std::byte>& raw) {
+  if (type.kind != ExtendedType::Kind::kDateTime64) {
+    return InvalidArgumentError("holds " + type.Name() + " values, which cannot label a dimension");
+  }
+  // Seconds per tick, or ticks per second for the units below a second.
+  static constexpr std::pair<std::string_view, int64_t> kSeconds[] = {
+      {"W", 604800}, {"D", 86400}, {"h", 3600}, {"m", 60}, {"s", 1}};
+  static constexpr std::pair<std::string_view, int64_t> kPerSecond[] = {
+      {"ms", 1000}, {"us", 1000000}, {"ns", 1000000000}};
+  int64_t multiply = 0, divide = 1;
+  for (const auto& [unit, seconds] : kSeconds) {
+    if (type.unit == unit) multiply = seconds;
+  }
+  for (const auto& [unit, per_second] : kPerSecond) {
+    if (type.unit == unit) {
+      multiply = 1;
+      divide = per_second;
+    }
+  }
+  if (multiply == 0) {
+    return UnsupportedError("datetime64 unit '" + type.unit +
+                            "' is not supported for labels (W, D, h, m, s, ms, us, ns are)");
+  }
+  multiply *= type.scale_factor;
+  ZS_ASSIGN_OR_RETURN(CfTimeUnits units,
+                      CfTimeUnits::Parse("seconds since 1970-01-01", "proleptic_gregorian"));
+  time_units_ = units;
+  seconds_.reserve(size_);
+  for (uint64_t i = 0; i < size_; ++i) {
+    int64_t ticks = 0;
+    std::memcpy(&ticks, raw.data() + i * 8, 8);
+    if (ticks == std::numeric_limits<int64_t>::min()) {
+      return InvalidArgumentError("has NaT at index " + std::to_string(i));
+    }
+    int64_t scaled = 0;
+    if (__builtin_mul_overflow(ticks, multiply, &scaled)) {
+      return InvalidArgumentError("value at index " + std::to_string(i) + " is out of range");
+    }
+    // Floor division: a time before 1970 with a fraction of a second belongs to the second before.
+    int64_t seconds = scaled / divide;
+    if (scaled % divide != 0 && scaled < 0) --seconds;
+    ZS_ASSIGN_OR_RETURN_CTX(int64_t decoded, time_units_->DecodeSeconds(seconds),
+                            "index " + std::to_string(i));
+    seconds_.push_back(decoded);
+  }
+  return Status::Ok();
+}
+
 std::string Coordinate::Describe() const {
   std::string s = "coordinate '";
   s += dim_;
@@ -205,6 +271,7 @@ std::string Coordinate::Describe() const {
 }
 
 std::string Coordinate::FormatLabel(uint64_t index) const {
+  if (text_) return labels_[index];
   if (is_time())
     return FormatDateTime(FromCalendarSeconds(seconds_[index], time_units_->calendar()));
   return FormatNumber(numbers_[index], dtype_);
@@ -294,6 +361,7 @@ Result<Coordinate::LabelBounds> Coordinate::Bounds(std::string_view label) const
 Result<IndexRange> Coordinate::SelectRange(std::optional<std::string_view> start,
                                            std::optional<std::string_view> stop) const {
   std::string range = std::string(start.value_or("")) + ":" + std::string(stop.value_or(""));
+  if (text_) return SelectTextRange(start, stop, range);
   std::optional<LabelBounds> from, to;
   if (start) {
     ZS_ASSIGN_OR_RETURN(from, Bounds(*start));
@@ -333,7 +401,61 @@ Result<IndexRange> Coordinate::SelectRange(std::optional<std::string_view> start
   return r;
 }
 
+Result<IndexRange> Coordinate::SelectTextRange(std::optional<std::string_view> start,
+                                               std::optional<std::string_view> stop,
+                                               std::string_view range) const {
+  // A range of text labels is lexicographic, as xarray slices a sorted string index: only for
+  // distinct labels in increasing order.
+  for (uint64_t i = 0; i + 1 < size_; ++i) {
+    if (!(labels_[i] < labels_[i + 1])) {
+      return LabelError(ErrorCode::kInvalidArgument, range,
+                        "a range of text labels needs labels sorted and distinct, and '" +
+                            labels_[i] + "' at index " + std::to_string(i) + " is followed by '" +
+                            labels_[i + 1] + "'; select the labels by name instead");
+    }
+  }
+  IndexRange r;
+  r.start = start ? std::lower_bound(labels_.begin(), labels_.end(), *start) - labels_.begin() : 0;
+  r.stop = stop ? std::upper_bound(labels_.begin(), labels_.end(), *stop) - labels_.begin() : size_;
+  if (r.stop <= r.start) {
+    return LabelError(ErrorCode::kInvalidArgument, range, "selects no label (" + Extent() + ")");
+  }
+  return r;
+}
+
+Result<std::vector<uint64_t>> Coordinate::SelectTextValues(
+    std::span<const std::string> labels) const {
+  std::vector<uint64_t> indices;
+  std::vector<bool> taken(size_, false);
+  for (const std::string& label : labels) {
+    bool found = false;
+    for (uint64_t i = 0; i < size_; ++i) {
+      if (labels_[i] != label) continue;
+      if (taken[i]) return LabelError(ErrorCode::kInvalidArgument, label, "is selected twice");
+      taken[i] = true;
+      found = true;
+      indices.push_back(i);
+    }
+    if (!found) {
+      std::vector<std::string> distinct;
+      for (const std::string& l : labels_) {
+        if (std::find(distinct.begin(), distinct.end(), l) == distinct.end()) distinct.push_back(l);
+        if (distinct.size() > 20) break;
+      }
+      std::string why = "no such label; available: ";
+      for (size_t k = 0; k < distinct.size() && k < 20; ++k) {
+        if (k > 0) why += ", ";
+        why += "'" + distinct[k] + "'";
+      }
+      if (distinct.size() > 20) why += ", ...";
+      return LabelError(ErrorCode::kNotFound, label, why);
+    }
+  }
+  return indices;
+}
+
 Result<std::vector<uint64_t>> Coordinate::SelectValues(std::span<const std::string> labels) const {
+  if (text_) return SelectTextValues(labels);
   std::vector<uint64_t> indices;
   indices.reserve(labels.size());
   for (const std::string& label : labels) {

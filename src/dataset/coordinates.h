@@ -10,9 +10,12 @@
 // naming the coordinate's extent rather than an empty result. A single date names its whole period
 // too ("time=1981" is the year 1981), as in xarray.
 //
-// Labels are text and are read against the coordinate they select on: a CF time coordinate reads
-// dates (see cf_time.h), any other reads numbers. A numeric label is compared in the coordinate's
-// data type (so "0.1" matches a float32 coordinate's 0.1f).
+// Labels are text and are read against the coordinate they select on: a time coordinate (CF
+// encoded, or numpy datetime64 read as its seconds since 1970) reads dates (see cf_time.h), a text
+// coordinate (strings, numpy "U"/"S") matches labels exactly, any other reads numbers. A numeric
+// label is compared in the coordinate's data type (so "0.1" matches a float32 coordinate's 0.1f).
+// Text coordinates need not be sorted or distinct (a label selects every index holding it), and
+// may run along another dimension (ERA5's `expver` along `valid_time`): along() says which.
 //
 // Coordinate is an immutable value: copy it, share it between threads.
 #pragma once
@@ -51,6 +54,11 @@ class Coordinate {
                                       std::string_view where);
 
   const std::string& dim() const { return dim_; }
+  // The dimension the labels run along: dim(), or for a non-dimension text coordinate (ERA5's
+  // `expver` along `valid_time`) the dimension of its array.
+  const std::string& along() const { return along_; }
+  // True for text labels (strings, numpy "U"/"S"): selected by exact match, in any order.
+  bool is_text() const { return text_; }
   uint64_t size() const { return size_; }
   bool is_time() const { return time_units_.has_value(); }
   // The CF time units of a time coordinate.
@@ -90,6 +98,12 @@ class Coordinate {
     Key first, last;
   };
   Result<LabelBounds> Bounds(std::string_view label) const;
+  // Sets the time labels of a numpy datetime64 coordinate from its int64 values `raw`.
+  Status DecodeDateTime64(const ExtendedType& type, const std::vector<std::byte>& raw);
+  Result<IndexRange> SelectTextRange(std::optional<std::string_view> start,
+                                     std::optional<std::string_view> stop,
+                                     std::string_view range) const;
+  Result<std::vector<uint64_t>> SelectTextValues(std::span<const std::string> labels) const;
   Result<DateLabel> ParseTimeLabel(std::string_view label) const;
   Result<double> ParseNumberLabel(std::string_view label) const;
   // Three-way comparison of the label at `index` with a key.
@@ -106,8 +120,11 @@ class Coordinate {
   DataType dtype_ = DataType::kFloat64;
   bool increasing_ = true;
   std::optional<CfTimeUnits> time_units_;
-  std::vector<double> numbers_;   // numeric coordinates
-  std::vector<int64_t> seconds_;  // time coordinates: calendar seconds
+  bool text_ = false;
+  std::string along_;
+  std::vector<std::string> labels_;  // text coordinates
+  std::vector<double> numbers_;      // numeric coordinates
+  std::vector<int64_t> seconds_;     // time coordinates: calendar seconds
 };
 
 }  // namespace zarrstream

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "array/memory_dataset_test_util.h"
 #include "util/status_test_util.h"
 
@@ -180,6 +182,66 @@ TEST_F(CoordinatesTest, RejectsUnusableCoordinates) {
                       {"no coordinate array 'longitude'", "memory://coordinates_test"});
   ExpectErrorContains(Coordinate::Load(group, "badtime").status(), ErrorCode::kInvalidArgument,
                       {"coordinate 'badtime'", "fortnights"});
+}
+
+// Text coordinates (vlen-utf8 strings, as zarr-python writes them) and numpy datetime64 ones.
+Group OpenTypedDataset() {
+  static MemoryDataset* dataset = [] {
+    auto* d = new MemoryDataset("coordinates_typed_test");
+    d->AddStringArray("expver", {"0001", "0001", "0001", "0005", "0005"}, 2, "time");
+    d->AddStringArray("name", {"a", "b", "c", "d"}, 3, "name");
+    // 2000-01-01T00:00 and 6-hourly after it, in nanoseconds since 1970.
+    std::vector<int64_t> ticks;
+    for (int64_t i = 0; i < 5; ++i) ticks.push_back((946684800 + i * 6 * 3600) * 1000000000LL);
+    d->AddDateTime64Array("time", ticks, "ns", "time");
+    d->AddDateTime64Array("nat", {0, std::numeric_limits<int64_t>::min()}, "s", "nat");
+    return d;
+  }();
+  auto group = Group::Open(dataset->url());
+  EXPECT_TRUE(group.ok()) << group.status().ToString();
+  return *group;
+}
+
+TEST(TypedCoordinatesTest, TextLabelsSelectEveryIndexHoldingThem) {
+  auto expver = Coordinate::Load(OpenTypedDataset(), "expver");
+  ASSERT_TRUE(expver.ok()) << expver.status().ToString();
+  EXPECT_TRUE(expver->is_text());
+  EXPECT_EQ(expver->along(), "time");
+  EXPECT_EQ(expver->FormatLabel(3), "0005");
+  auto indices = expver->SelectValues(std::vector<std::string>{"0005"});
+  ASSERT_TRUE(indices.ok()) << indices.status().ToString();
+  EXPECT_EQ(*indices, (std::vector<uint64_t>{3, 4}));
+  ExpectErrorContains(expver->SelectValues(std::vector<std::string>{"0002"}).status(),
+                      ErrorCode::kNotFound, {"'0002'", "available: '0001', '0005'"});
+  ExpectErrorContains(expver->SelectRange("0001", "0005").status(), ErrorCode::kInvalidArgument,
+                      {"sorted and distinct"});
+}
+
+TEST(TypedCoordinatesTest, SortedTextLabelsSelectRanges) {
+  auto name = Coordinate::Load(OpenTypedDataset(), "name");
+  ASSERT_TRUE(name.ok()) << name.status().ToString();
+  EXPECT_EQ(name->along(), "name");
+  auto range = name->SelectRange("b", "c");
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_EQ(*range, (IndexRange{1, 3}));
+  auto open_start = name->SelectRange(std::nullopt, "a");
+  ASSERT_TRUE(open_start.ok());
+  EXPECT_EQ(*open_start, (IndexRange{0, 1}));
+}
+
+TEST(TypedCoordinatesTest, DateTime64IsATimeCoordinate) {
+  auto time = Coordinate::Load(OpenTypedDataset(), "time");
+  ASSERT_TRUE(time.ok()) << time.status().ToString();
+  EXPECT_TRUE(time->is_time());
+  EXPECT_EQ(time->FormatLabel(1), "2000-01-01T06:00:00");
+  auto range = time->SelectRange("2000-01-01T06:00:00", "2000-01-01T12:00:00");
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_EQ(*range, (IndexRange{1, 3}));
+  auto day = time->SelectValues(std::vector<std::string>{"2000-01-01"});
+  ASSERT_TRUE(day.ok());
+  EXPECT_EQ(day->size(), 4u);
+  ExpectErrorContains(Coordinate::Load(OpenTypedDataset(), "nat").status(),
+                      ErrorCode::kInvalidArgument, {"coordinate 'nat'", "NaT at index 1"});
 }
 
 }  // namespace

@@ -199,12 +199,23 @@ Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std
   for (size_t d = 0; d < g.dims.size(); ++d) g.ranges[d] = IndexRange{0, first.shape[d]};
   std::set<std::string> selected;
   for (const LabelSelection& selection : options.select) {
-    if (!selected.insert(selection.dim).second) {
-      return InvalidArgumentError("dimension '" + selection.dim + "' is selected twice for " +
-                                  where);
+    Result<size_t> dim_index = DimIndex(g, selection.dim, "selection of", where);
+    std::optional<Coordinate> loaded;
+    if (!dim_index.ok()) {
+      // A text coordinate along a dimension of its own name's choosing (ERA5's `expver` along
+      // `valid_time`) selects on that dimension.
+      Result<Coordinate> other = dataset.LoadCoordinate(selection.dim);
+      if (!other.ok() || other->along() == selection.dim) return dim_index.status();
+      dim_index = DimIndex(g, other->along(), "selection of", where);
+      loaded = std::move(other).value();
+    } else {
+      ZS_ASSIGN_OR_RETURN(loaded, dataset.LoadCoordinate(selection.dim));
     }
-    ZS_ASSIGN_OR_RETURN(size_t d, DimIndex(g, selection.dim, "selection of", where));
-    ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(selection.dim));
+    ZS_ASSIGN_OR_RETURN(size_t d, dim_index);
+    const Coordinate& coordinate = *loaded;
+    if (!selected.insert(g.dims[d]).second) {
+      return InvalidArgumentError("dimension '" + g.dims[d] + "' is selected twice for " + where);
+    }
     ZS_ASSIGN_OR_RETURN(std::vector<uint64_t> indices, coordinate.Select(selection));
     for (size_t i = 1; i < indices.size(); ++i) {
       if (indices[i] != indices[i - 1] + 1) {

@@ -59,6 +59,16 @@ struct ArrayMetadata {
   // An unnamed dimension (null in v3) is the empty string.
   std::vector<std::string> dimension_names;
   nlohmann::json attributes = nlohmann::json::object();
+  // Set for a type beyond the numeric core (extended_type.h). Time kinds keep data_type kInt64
+  // (their storage) and read like it; text kinds have data_type kUInt8, which nothing reads, and
+  // their codec chain is [text codec or "bytes", bytes→bytes codecs...] (see array/text_read.h).
+  std::optional<ExtendedType> extended_type;
+  // Text kinds: the fill value as one element's bytes (UTF-8 text, raw bytes, or JSON text).
+  std::string text_fill_value;
+  // Set, for an array listed in a group's consolidated metadata, when its metadata names
+  // something this reader does not support (an unknown data type or codec): the group lists
+  // the array and opening it is this error, so one such member does not hide its siblings.
+  std::optional<Status> unsupported;
 
   uint64_t num_elements() const;             // product of shape
   std::vector<uint64_t> grid_shape() const;  // chunks per dimension (ceil division)

@@ -75,4 +75,52 @@ bool IsComplex(DataType type) { return InfoOf(type).numpy_kind == 'c'; }
 bool IsSignedInteger(DataType type) { return InfoOf(type).numpy_kind == 'i'; }
 bool IsUnsignedInteger(DataType type) { return InfoOf(type).numpy_kind == 'u'; }
 
+namespace {
+
+// "ns", or "10s" for a scale factor other than 1: numpy's spelling inside "M8[...]".
+std::string TimeUnitText(const ExtendedType& type) {
+  return type.scale_factor == 1 ? type.unit : std::to_string(type.scale_factor) + type.unit;
+}
+
+}  // namespace
+
+std::string ExtendedType::NumpyTypeString() const {
+  const char order = std::endian::native == std::endian::little ? '<' : '>';
+  switch (kind) {
+    case Kind::kDateTime64:
+      return std::string(1, order) + "M8[" + TimeUnitText(*this) + "]";
+    case Kind::kTimeDelta64:
+      return std::string(1, order) + "m8[" + TimeUnitText(*this) + "]";
+    case Kind::kFixedUtf32:
+      return std::string(1, order) + "U" + std::to_string(length_bytes / 4);
+    case Kind::kFixedBytes:
+      return "|S" + std::to_string(length_bytes);
+    case Kind::kString:
+    case Kind::kBytes:
+    case Kind::kJson:
+      break;
+  }
+  return "|O";
+}
+
+std::string ExtendedType::Name() const {
+  switch (kind) {
+    case Kind::kDateTime64:
+      return "numpy.datetime64[" + TimeUnitText(*this) + "]";
+    case Kind::kTimeDelta64:
+      return "numpy.timedelta64[" + TimeUnitText(*this) + "]";
+    case Kind::kString:
+      return "string";
+    case Kind::kBytes:
+      return "variable_length_bytes";
+    case Kind::kJson:
+      return "object (json2)";
+    case Kind::kFixedUtf32:
+      return "fixed_length_utf32[" + std::to_string(length_bytes) + "]";
+    case Kind::kFixedBytes:
+      return "null_terminated_bytes[" + std::to_string(length_bytes) + "]";
+  }
+  return "unknown";
+}
+
 }  // namespace zarrstream

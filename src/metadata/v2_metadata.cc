@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "metadata/extended_type.h"
 #include "metadata/metadata_parsing.h"
 #include "metadata/v3_metadata.h"
 
@@ -350,6 +351,50 @@ Result<std::vector<CodecSpec>> BuildCodecChain(const json& filters, const json& 
   return codecs;
 }
 
+// The id of the first filter, which for an "|O" array is its object codec ("vlen-utf8"); empty
+// when there is none.
+std::string ObjectCodecId(const json& filters) {
+  if (!filters.is_array() || filters.empty() || !filters[0].is_object()) return "";
+  auto id = filters[0].find("id");
+  return id != filters[0].end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+// The stored values of an extended type, for the filters and compressor that see them: time
+// kinds are int64, "<U" UTF-32 code units, the rest bytes.
+V2Type StorageType(const ExtendedType& type, char order) {
+  if (type.is_time()) return {DataType::kInt64, order == '>'};
+  if (type.kind == ExtendedType::Kind::kFixedUtf32) return {DataType::kUInt32, order == '>'};
+  return {DataType::kUInt8, false};
+}
+
+// The chain of an "|O" array: its object codec (the first filter) serialises the chunk, as an
+// array→bytes codec does in v3 ("vlen-utf8", "vlen-bytes", "numcodecs.json2").
+Result<std::vector<CodecSpec>> BuildObjectCodecChain(const json& filters, const json& compressor,
+                                                     const ExtendedType& type, bool fortran_order,
+                                                     size_t rank) {
+  if (fortran_order && rank > 1) {
+    return FieldError(ErrorCode::kUnsupported, "order",
+                      "Fortran order is not supported for object arrays");
+  }
+  if (filters.size() > 1) {
+    return FieldError(ErrorCode::kUnsupported, "filters[1]",
+                      "filters after an object codec are not supported");
+  }
+  std::vector<CodecSpec> codecs;
+  if (type.kind == ExtendedType::Kind::kJson) {
+    codecs.push_back({"numcodecs.json2", json::object()});
+  } else {
+    codecs.push_back(
+        {type.kind == ExtendedType::Kind::kString ? "vlen-utf8" : "vlen-bytes", json::object()});
+  }
+  if (!compressor.is_null()) {
+    ZS_ASSIGN_OR_RETURN(CodecSpec codec,
+                        ParseCompressor(compressor, V2Type{DataType::kUInt8, false}));
+    codecs.push_back(std::move(codec));
+  }
+  return codecs;
+}
+
 Result<std::vector<std::byte>> ParseV2FillValue(const json& value, DataType type) {
   // Some v2 writers store an integer array's fill value as a float ("fill_value": 0.0); take it
   // when it is a whole number. Every other form is one the v3 spec also allows.
@@ -385,13 +430,28 @@ Result<ArrayMetadata> ParseV2Array(const json& zarray, const json* zattrs) {
   ZS_ASSIGN_OR_RETURN(metadata.chunk_shape, ParseExtents(*chunks, "chunks", /*allow_zero=*/false));
 
   ZS_ASSIGN_OR_RETURN(const json* dtype_json, RequiredField(zarray, "dtype", "dtype"));
-  ZS_ASSIGN_OR_RETURN(V2Type dtype, ParseDtypeField(*dtype_json, "dtype"));
-  metadata.data_type = dtype.type;
+  ZS_ASSIGN_OR_RETURN(const json* filters, RequiredField(zarray, "filters", "filters"));
+  ZS_ASSIGN_OR_RETURN(const json* compressor, RequiredField(zarray, "compressor", "compressor"));
+  if (dtype_json->is_string()) {
+    ZS_ASSIGN_OR_RETURN(
+        metadata.extended_type,
+        ParseV2ExtendedType(dtype_json->get_ref<const std::string&>(), ObjectCodecId(*filters)));
+  }
+  V2Type dtype{};
+  if (metadata.extended_type) {
+    dtype = StorageType(*metadata.extended_type, dtype_json->get_ref<const std::string&>()[0]);
+    metadata.data_type = metadata.extended_type->is_time() ? DataType::kInt64 : DataType::kUInt8;
+  } else {
+    ZS_ASSIGN_OR_RETURN(dtype, ParseDtypeField(*dtype_json, "dtype"));
+    metadata.data_type = dtype.type;
+  }
   ZS_RETURN_IF_ERROR(
       ValidateRegularGrid(metadata.shape, metadata.chunk_shape, dtype.type, "shape", "chunks"));
 
   ZS_ASSIGN_OR_RETURN(const json* fill_value, RequiredField(zarray, "fill_value", "fill_value"));
-  if (fill_value->is_null()) {
+  if (metadata.extended_type) {
+    ZS_RETURN_IF_ERROR(ParseExtendedFillValue(*fill_value, &metadata));
+  } else if (fill_value->is_null()) {
     // No fill value: zarr reads missing chunks as uninitialised memory; zeros are the honest
     // deterministic choice, and the flag lets callers tell.
     metadata.fill_value_is_null = true;
@@ -416,10 +476,15 @@ Result<ArrayMetadata> ParseV2Array(const json& zarray, const json* zattrs) {
     metadata.chunk_key_encoding.separator = separator->get_ref<const std::string&>()[0];
   }
 
-  ZS_ASSIGN_OR_RETURN(const json* filters, RequiredField(zarray, "filters", "filters"));
-  ZS_ASSIGN_OR_RETURN(const json* compressor, RequiredField(zarray, "compressor", "compressor"));
-  ZS_ASSIGN_OR_RETURN(metadata.codecs, BuildCodecChain(*filters, *compressor, dtype, *order == "F",
-                                                       metadata.shape.size()));
+  if (metadata.extended_type && metadata.extended_type->is_text() &&
+      metadata.extended_type->NumpyTypeString() == "|O") {
+    ZS_ASSIGN_OR_RETURN(metadata.codecs,
+                        BuildObjectCodecChain(*filters, *compressor, *metadata.extended_type,
+                                              *order == "F", metadata.shape.size()));
+  } else {
+    ZS_ASSIGN_OR_RETURN(metadata.codecs, BuildCodecChain(*filters, *compressor, dtype,
+                                                         *order == "F", metadata.shape.size()));
+  }
 
   ZS_ASSIGN_OR_RETURN(metadata.attributes, ParseZattrs(zattrs));
   auto dimensions = metadata.attributes.find("_ARRAY_DIMENSIONS");
@@ -503,6 +568,15 @@ Result<ConsolidatedMetadata> ParseConsolidated(const json& document) {
     }
     if (documents.zarray != nullptr) {
       Result<ArrayMetadata> array = ParseV2Array(*documents.zarray, documents.zattrs);
+      if (!array.ok() && array.status().code() == ErrorCode::kUnsupported) {
+        // Well-formed but unsupported: listed, and opening it is the error (see
+        // ArrayMetadata::unsupported), so that its siblings stay readable.
+        ArrayMetadata unsupported;
+        unsupported.zarr_format = 2;
+        unsupported.unsupported = array.status();
+        result.emplace(path, std::move(unsupported));
+        continue;
+      }
       if (!array.ok()) return array.status().WithContext("field '" + field + "'");
       result.emplace(path, std::move(array).value());
     } else if (documents.zgroup != nullptr) {

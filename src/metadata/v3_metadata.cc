@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "metadata/extended_type.h"
 #include "metadata/float16.h"
 #include "metadata/metadata_parsing.h"
 #include "metadata/v3_fill_value.h"
@@ -115,8 +116,15 @@ Result<NamedConfiguration> ParseNamedConfiguration(const json& value, const std:
   return named;
 }
 
-Result<DataType> ParseDataTypeField(const json& value) {
+// Sets metadata->data_type, and extended_type for a type beyond the numeric core.
+Status ParseDataTypeField(const json& value, ArrayMetadata* metadata) {
   ZS_ASSIGN_OR_RETURN(NamedConfiguration named, ParseNamedConfiguration(value, "data_type"));
+  ZS_ASSIGN_OR_RETURN(metadata->extended_type,
+                      ParseV3ExtendedType(named.name, named.configuration));
+  if (metadata->extended_type) {
+    metadata->data_type = metadata->extended_type->is_time() ? DataType::kInt64 : DataType::kUInt8;
+    return Status::Ok();
+  }
   Result<DataType> type = ParseDataTypeName(named.name);
   if (!type.ok()) {
     return FieldError(ErrorCode::kUnsupported, "data_type",
@@ -126,7 +134,8 @@ Result<DataType> ParseDataTypeField(const json& value) {
     return FieldError(ErrorCode::kUnsupported, "data_type.configuration",
                       "core data type '" + named.name + "' takes no configuration");
   }
-  return type;
+  metadata->data_type = *type;
+  return Status::Ok();
 }
 
 Result<std::vector<uint64_t>> ParseChunkGrid(const json& value) {
@@ -220,7 +229,7 @@ Result<ArrayMetadata> ParseArray(const json& document) {
   ZS_ASSIGN_OR_RETURN(metadata.shape, ParseExtents(*shape, "shape", /*allow_zero=*/true));
 
   ZS_ASSIGN_OR_RETURN(const json* data_type, RequiredField(document, "data_type"));
-  ZS_ASSIGN_OR_RETURN(metadata.data_type, ParseDataTypeField(*data_type));
+  ZS_RETURN_IF_ERROR(ParseDataTypeField(*data_type, &metadata));
 
   ZS_ASSIGN_OR_RETURN(const json* chunk_grid, RequiredField(document, "chunk_grid"));
   ZS_ASSIGN_OR_RETURN(metadata.chunk_shape, ParseChunkGrid(*chunk_grid));
@@ -231,7 +240,11 @@ Result<ArrayMetadata> ParseArray(const json& document) {
   ZS_ASSIGN_OR_RETURN(metadata.chunk_key_encoding, ParseChunkKeyEncoding(*key_encoding));
 
   ZS_ASSIGN_OR_RETURN(const json* fill_value, RequiredField(document, "fill_value"));
-  ZS_ASSIGN_OR_RETURN(metadata.fill_value, ParseV3FillValue(*fill_value, metadata.data_type));
+  if (metadata.extended_type) {
+    ZS_RETURN_IF_ERROR(ParseExtendedFillValue(*fill_value, &metadata));
+  } else {
+    ZS_ASSIGN_OR_RETURN(metadata.fill_value, ParseV3FillValue(*fill_value, metadata.data_type));
+  }
 
   ZS_ASSIGN_OR_RETURN(const json* codecs, RequiredField(document, "codecs"));
   ZS_ASSIGN_OR_RETURN(metadata.codecs, ParseV3Codecs(*codecs, "codecs"));
@@ -296,6 +309,15 @@ Result<std::shared_ptr<const ConsolidatedMetadata>> ParseConsolidatedMetadata(co
     const std::string entry_field = field + ".metadata[\"" + QuotedKey(path) + "\"]";
     ZS_RETURN_IF_ERROR(ValidateNodePath(path, entry_field));
     Result<NodeMetadata> node = ParseNode(node_json);
+    if (!node.ok() && node.status().code() == ErrorCode::kUnsupported && node_json.is_object() &&
+        node_json.contains("node_type") && node_json["node_type"] == "array") {
+      // Well-formed but unsupported (a data type, a chunk grid): listed, and opening it is the
+      // error, so that its siblings stay readable.
+      ArrayMetadata unsupported;
+      unsupported.unsupported = node.status();
+      nodes->emplace(path, std::move(unsupported));
+      continue;
+    }
     if (!node.ok()) return node.status().WithContext("field '" + entry_field + "'");
     nodes->emplace(path, std::move(node).value());
   }
@@ -352,7 +374,8 @@ json ArrayMetadataToV3Json(const ArrayMetadata& metadata) {
   document["zarr_format"] = 3;
   document["node_type"] = "array";
   document["shape"] = metadata.shape;
-  document["data_type"] = DataTypeName(metadata.data_type);
+  document["data_type"] = metadata.extended_type ? ExtendedTypeToV3Json(*metadata.extended_type)
+                                                 : json(DataTypeName(metadata.data_type));
   document["chunk_grid"] = {{"name", "regular"},
                             {"configuration", {{"chunk_shape", metadata.chunk_shape}}}};
   const bool v2_keys = metadata.chunk_key_encoding.kind == ChunkKeyEncoding::Kind::kV2;
@@ -361,7 +384,9 @@ json ArrayMetadataToV3Json(const ArrayMetadata& metadata) {
       {"configuration", {{"separator", std::string(1, metadata.chunk_key_encoding.separator)}}}};
   // v3 has no null fill value; the model's bytes (zeros for a v2 null) say what missing chunks
   // hold.
-  document["fill_value"] = FillValueToJson(metadata.fill_value, metadata.data_type);
+  document["fill_value"] = metadata.extended_type
+                               ? ExtendedFillValueToJson(metadata)
+                               : FillValueToJson(metadata.fill_value, metadata.data_type);
   json codecs = json::array();
   for (const CodecSpec& codec : metadata.codecs) {
     json entry = {{"name", codec.name}};

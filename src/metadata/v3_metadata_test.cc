@@ -174,9 +174,8 @@ TEST(V3MetadataTest, EveryCoreDataTypeByNameAndAsObject) {
 }
 
 TEST(V3MetadataTest, UnsupportedDataTypesAreNamed) {
-  for (json data_type :
-       {json("string"), json("numpy.datetime64"), json({{"name", "r16"}}),
-        json({{"name", "fixed_length_utf32"}, {"configuration", {{"length_bytes", 4}}}})}) {
+  for (json data_type : {json("future.float7"), json("numpy.datetime128"), json({{"name", "r16"}}),
+                         json({{"name", "raw_bytes"}, {"configuration", {{"length_bytes", 4}}}})}) {
     json doc = BaseArrayJson();
     doc["data_type"] = data_type;
     const std::string name =

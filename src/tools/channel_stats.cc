@@ -291,7 +291,8 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
     // and last label; anything else label by label.
     bool one_run = true;
     for (size_t i = 1; i < indices.size(); ++i) one_run &= indices[i] == indices[i - 1] + 1;
-    SelectedLabels labels{selection.dim, one_run, {}, !coordinate.is_time()};
+    SelectedLabels labels{
+        selection.dim, one_run, {}, !coordinate.is_time() && !coordinate.is_text()};
     if (one_run) {
       labels.labels = {coordinate.FormatLabel(indices.front()),
                        coordinate.FormatLabel(indices.back())};

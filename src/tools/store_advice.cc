@@ -74,10 +74,20 @@ Result<std::vector<ArrayFacts>> OpenArrays(std::string_view url, const std::stri
     // Consolidated: the group's metadata document holds every array's. Otherwise one read per
     // array (and a listing to find them).
     *open_requests = group->consolidated() ? 1 : 2 + group->array_names().size();
+    nlohmann::json skipped = nlohmann::json::array();
     for (const std::string& name : group->array_names()) {
-      ZS_ASSIGN_OR_RETURN(Array array, group->OpenArray(name));
-      arrays.push_back({name, std::move(array), std::nullopt, std::nullopt});
+      Result<Array> array = group->OpenArray(name);
+      if (!array.ok() && array.status().code() == ErrorCode::kUnsupported) {
+        // A member of a type this reader does not know says nothing of how the rest reads.
+        skipped.push_back({{"name", name}, {"reason", array.status().message()}});
+        continue;
+      }
+      ZS_RETURN_IF_ERROR(array.status());
+      // Strings and datetime64 are coordinates and labels, read on the CPU: no training layout.
+      if (!array->is_numeric()) continue;
+      arrays.push_back({name, std::move(array).value(), std::nullopt, std::nullopt});
     }
+    (*report)["skipped_arrays"] = std::move(skipped);
   } else if (Result<Array> array = Array::Open(url); array.ok()) {
     (*report)["kind"] = "array";
     (*report)["consolidated"] = nullptr;
