@@ -27,6 +27,12 @@ uint64_t AlignUp(uint64_t n, uint64_t alignment) {
   return (n + alignment - 1) / alignment * alignment;
 }
 
+// A device address (the driver API's CUdeviceptr is an integer) as the typed pointer nvCOMP takes.
+template <typename T>
+T* DevicePointer(uint64_t address) {
+  return reinterpret_cast<T*>(address);  // NOLINT(performance-no-int-to-ptr): a device address
+}
+
 // Where the decoded sizes start in the results of `chunks` chunks: after their int32 statuses.
 uint64_t SizesOffset(uint64_t chunks) { return AlignUp(chunks * 4, 8); }
 
@@ -744,10 +750,10 @@ Status GpuDecodeWorkspace::Checksum(const std::vector<std::pair<size_t, size_t>>
   crc32_addresses.insert(crc32_addresses.end(), crc32_bytes.begin(), crc32_bytes.end());
   ZS_ASSIGN_OR_RETURN(const uint64_t arguments,
                       Upload(std::as_bytes(std::span<const uint64_t>(crc32_addresses))));
-  const auto* args = reinterpret_cast<const uint64_t*>(arguments);
+  const auto* args = DevicePointer<const uint64_t>(arguments);
   return nvcomp_->Crc32Async(*driver_, args, args + n, n,
                              *std::max_element(crc32_bytes.begin(), crc32_bytes.end()),
-                             reinterpret_cast<uint32_t*>(results) + adler32.size(), stream_);
+                             DevicePointer<uint32_t>(results) + adler32.size(), stream_);
 }
 
 Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
@@ -780,11 +786,11 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
     ZS_RETURN_IF_ERROR(
         ReserveDevice(&temp_, &temp_capacity_, temp_bytes, temp_bytes + temp_bytes / 4));
   }
-  const auto* args = reinterpret_cast<const uint64_t*>(device_arguments);
+  const auto* args = DevicePointer<const uint64_t>(device_arguments);
   // The results (see Decode): every stream's status, then every decoded size.
-  auto* statuses = reinterpret_cast<int32_t*>(results_.device) + results_offset;
+  auto* statuses = DevicePointer<int32_t>(results_.device) + results_offset;
   auto* sizes =
-      reinterpret_cast<uint64_t*>(results_.device + SizesOffset(results_total)) + results_offset;
+      DevicePointer<uint64_t>(results_.device + SizesOffset(results_total)) + results_offset;
   return nvcomp_->DecompressAsync(*driver_, compression, args, args + n, args + 2 * n, sizes, n,
                                   temp_, temp_capacity_, args + 3 * n, statuses, stream_);
 }
