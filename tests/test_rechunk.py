@@ -719,3 +719,30 @@ def test_rechunk_stack_carries_no_stale_attributes(tmp_path):
     assert "layout" not in group.attrs
     assert group.attrs["source"] == source.attrs["source"]
     assert dict(group["inputs"].attrs) == {"channel_names": channels}
+
+
+def test_rechunk_stack_writes_a_channel_coordinate_xarray_selects_by(tmp_path):
+    import xarray as xr
+
+    src, dst = tmp_path / "era5.zarr", tmp_path / "inputs.zarr"
+    synth = run_cli("synth", src, "--preset", "era5-small", "--steps", 3)
+    assert synth.returncode == 0, synth.stderr
+    channels = ["geopotential@500", "temperature@850", "2m_temperature"]
+    rechunk(src, dst, "--stack", "inputs", "--vars", ",".join(channels), "--codec", "blosc:lz4:5:shuffle")
+
+    source = xr.open_zarr(str(src))
+    ds = xr.open_zarr(str(dst))
+    assert list(ds["channel"].values) == channels
+    assert ds["channel"].dims == ("channel",)
+    np.testing.assert_array_equal(ds.inputs.sel(channel="geopotential@500").values,
+                                  source.geopotential.sel(level=500).values)
+    np.testing.assert_array_equal(ds.inputs.sel(channel="2m_temperature").values, source["2m_temperature"].values)
+    # zarr-python reads it as the numpy str array xarray would have written.
+    channel = zarr.open_group(str(dst), mode="r")["channel"]
+    assert channel.dtype == np.dtype("<U16")
+    np.testing.assert_array_equal(channel[...], np.array(channels))
+    assert dict(ds.inputs.attrs) == {"channel_names": channels}
+    # zarrstream reads its own output, channel coordinate and all.
+    import zarrstream
+
+    np.testing.assert_array_equal(zarrstream.open_group(str(dst))["inputs"][...], ds.inputs.values)

@@ -246,7 +246,8 @@ Result<OutputArraySource> StackChannels(const Dataset& dataset, const std::strin
     }
     out.channels.push_back(std::move(source));
   }
-  out.attributes_json = json{{"channel_names", std::move(names)}}.dump();
+  out.attributes_json = json{{"channel_names", names}}.dump();
+  out.channel_names = std::move(names);
   // One time step of one channel per chunk unless --chunks says otherwise: a training read's unit.
   out.default_chunks = out.shape;
   for (size_t d = 0; d < out.dims.size(); ++d) {
