@@ -1,7 +1,8 @@
 """GPU batches (``Loader(device="cuda")``): chunks decoded by nvCOMP and assembled by CUDA kernels
 must equal the CPU loader's batches bit for bit, for stores zarr-python wrote with every codec the
 GPU decodes (zstd, gzip, zlib, lz4, blosc with lz4 or zstd and byte or no shuffle, none, crc32c,
-big-endian, sharded), the ones it leaves to the CPU (blosc with bitshuffle or blosclz), missing
+big-endian, sharded, behind the bitround and quantize filters), the ones it leaves to the CPU
+(blosc with bitshuffle or blosclz, the casts of astype and quantize), missing
 chunks, NaNs, every source and batch dtype and normalisation. Bad chunks fail with the CPU path's
 error, or are skipped alike, down to a single bit flipped in zlib or gzip data that still decodes
 to the chunk's size (the checksums are verified on the GPU).
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 import zarr
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from zarr.codecs import numcodecs as v3_codecs
 
 torch = pytest.importorskip("torch")
 
@@ -83,6 +85,12 @@ def stores(tmp_path_factory):
                             compressors=ZstdCodec(level=1)),
         "f16": dict(dtype="float16", chunks=(2, 9, 14), compressors=ZstdCodec(level=1), nan=0.02),
         "u8": dict(dtype="uint8", chunks=(4, 9, 14), compressors=GzipCodec(level=1)),
+        # Lossy filters whose decoders leave the bytes as they are: the GPU decodes the zstd.
+        "quantize_bitround_f32": dict(dtype="float32", chunks=(2, 9, 14), compressors=ZstdCodec(level=1),
+                                      filters=[v3_codecs.Quantize(digits=3), v3_codecs.BitRound(keepbits=12)]),
+        # A cast (float64 stored as float32): decoded on the CPU.
+        "astype_f64": dict(dtype="float64", chunks=(2, 9, 14), compressors=ZstdCodec(level=1),
+                           filters=[v3_codecs.AsType(encode_dtype="f4", decode_dtype="f8")]),
     }
     for name, layout in layouts.items():
         nan = layout.pop("nan", 0.0)
@@ -110,6 +118,16 @@ def stores(tmp_path_factory):
         values = _field(rng, np.dtype(dtype).newbyteorder("="), 0.03 if dtype.endswith(("f4", "f8")) else 0)
         a = v2.create_array(name, shape=values.shape, chunks=(2, 5, 14), dtype=dtype, fill_value=0,
                             compressors=compressor)
+        a[...] = values
+        a.attrs["_ARRAY_DIMENSIONS"] = DIMS
+    # v2 filters: bitround (GPU-decoded behind blosc), quantize to float32 (a cast: the CPU).
+    for name, dtype, filters in [
+        ("bitround_blosc_f4", "<f4", [numcodecs.BitRound(keepbits=9)]),
+        ("quantize_f8_to_f4", "<f8", [numcodecs.Quantize(digits=2, dtype="<f8", astype="<f4")]),
+    ]:
+        values = _field(rng, dtype, 0.03)
+        a = v2.create_array(name, shape=values.shape, chunks=(2, 5, 14), dtype=dtype, fill_value=0,
+                            filters=filters, compressors=numcodecs.Blosc(cname="lz4", clevel=5, shuffle=1))
         a[...] = values
         a.attrs["_ARRAY_DIMENSIONS"] = DIMS
     zarr.consolidate_metadata(str(root / "v2.zarr"))

@@ -626,3 +626,123 @@ def test_rechunk_failed_start_does_not_block_the_corrected_command(dataset, tmp_
     assert not dst.exists() or not any(dst.rglob("*")), sorted(dst.rglob("*"))
     rechunk(src, dst, "--chunks", "time=2", "--codec", "zstd:1")
     np.testing.assert_array_equal(zarr.open_group(str(dst), mode="r")["t2m"][...], data["t2m"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing lost for xarray: CF attributes and fill semantics survive v2 -> v3 and v3 -> v3.
+
+def write_packed_era5(path: Path, zarr_format: int):
+    """ERA5 as a netCDF conversion from the CDS arrives, written by xarray: int16 variables packed
+    with scale_factor/add_offset and a _FillValue at missing cells (and a whole time chunk
+    missing, so never stored), a float32 variable with NaN over land, CF time."""
+    import pandas as pd
+    import xarray as xr
+
+    t2m = field((NT, NY, NX), 11).astype(np.float64)
+    t2m[0, 0, :3] = np.nan
+    t2m[7, 4, 7] = np.nan
+    t2m[10:] = np.nan  # the third time chunk (steps 10, 11): all fill, not stored
+    z = field((NT, NL, NY, NX), 12).astype(np.float64) * 100
+    z[3, 2, 5, 5] = np.nan
+    sst = field((NT, NY, NX), 13)
+    sst[:, :2] = np.nan
+    ds = xr.Dataset(
+        {
+            "t2m": (("valid_time", "latitude", "longitude"), t2m,
+                    {"units": "K", "long_name": "2 metre temperature", "GRIB_paramId": 167}),
+            "z": (("valid_time", "pressure_level", "latitude", "longitude"), z,
+                  {"units": "m**2 s**-2", "standard_name": "geopotential"}),
+            "sst": (("valid_time", "latitude", "longitude"), sst, {"units": "K"}),
+        },
+        coords={
+            "valid_time": pd.date_range("2024-01-01", periods=NT, freq="6h"),
+            "pressure_level": ("pressure_level", LEVELS.astype(np.float64), {"units": "hPa"}),
+            "latitude": ("latitude", np.linspace(80, -80, NY), {"units": "degrees_north"}),
+            "longitude": ("longitude", np.linspace(0, 337.5, NX), {"units": "degrees_east"}),
+        },
+        attrs={"Conventions": "CF-1.7", "institution": "European Centre for Medium-Range Weather Forecasts"},
+    )
+    packed = {"dtype": "int16", "_FillValue": -32767}
+    encoding = {
+        "t2m": {**packed, "scale_factor": 0.002, "add_offset": 280.0, "chunks": (5, NY, NX)},
+        "z": {**packed, "scale_factor": 1.5, "add_offset": 28000.0, "chunks": (5, NL, NY, NX)},
+        "sst": {"chunks": (5, NY, NX)},
+    }
+    ds.to_zarr(str(path), zarr_format=zarr_format, encoding=encoding, consolidated=True)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3], ids=["v2", "v3"])
+def test_rechunk_keeps_what_xarray_decodes(tmp_path, zarr_format):
+    import xarray as xr
+
+    src, dst = tmp_path / "src.zarr", tmp_path / "dst.zarr"
+    write_packed_era5(src, zarr_format)
+    if zarr_format == 2:
+        # v2: xarray's _FillValue is the array's fill_value, so the all-missing chunk is not stored.
+        assert json.loads((src / "t2m" / ".zarray").read_text())["fill_value"] == -32767
+        assert "_FillValue" not in json.loads((src / "t2m" / ".zattrs").read_text())
+        assert not (src / "t2m" / "2.0.0").exists()
+    rechunk(src, dst, "--chunks", "valid_time=2,pressure_level=1")
+
+    source = xr.open_zarr(str(src)).load()
+    copy = xr.open_zarr(str(dst)).load()
+    assert int(source["t2m"].isnull().sum()) == 3 + 1 + 2 * NY * NX
+    xr.testing.assert_identical(copy, source)
+    # Decoded the same way: the packing and the fill value survive as xarray reads them.
+    for name in ("t2m", "z"):
+        assert copy[name].encoding["dtype"] == np.int16
+        for key in ("scale_factor", "add_offset", "_FillValue"):
+            assert copy[name].encoding[key] == source[name].encoding[key], (name, key)
+    # The raw values too, and the missing chunk is still missing.
+    raw_source = xr.open_zarr(str(src), mask_and_scale=False).load()
+    raw_copy = xr.open_zarr(str(dst), mask_and_scale=False).load()
+    xr.testing.assert_identical(raw_copy, raw_source)
+    if zarr_format == 2:
+        assert not (dst / "t2m" / "c" / "5" / "0" / "0").exists()
+    # A copy of the copy (v3 -> v3) is the same again.
+    again = tmp_path / "again.zarr"
+    rechunk(dst, again, "--chunks", "valid_time=4")
+    xr.testing.assert_identical(xr.open_zarr(str(again)).load(), source)
+
+
+
+def test_rechunk_stack_carries_no_stale_attributes(tmp_path):
+    src, dst = tmp_path / "era5.zarr", tmp_path / "inputs.zarr"
+    synth = run_cli("synth", src, "--preset", "era5-small", "--steps", 2)
+    assert synth.returncode == 0, synth.stderr
+    channels = ["geopotential@500", "2m_temperature"]
+    rechunk(src, dst, "--stack", "inputs", "--vars", ",".join(channels), "--codec", "blosc:lz4:5:shuffle")
+    source = zarr.open_group(str(src), mode="r")
+    group = zarr.open_group(str(dst), mode="r")
+    # The source's storage layout is not the copy's (blosc, not synth's zstd); its provenance is.
+    assert source.attrs["layout"] == "v3-zstd"
+    assert "layout" not in group.attrs
+    assert group.attrs["source"] == source.attrs["source"]
+    assert dict(group["inputs"].attrs) == {"channel_names": channels}
+
+
+def test_rechunk_stack_writes_a_channel_coordinate_xarray_selects_by(tmp_path):
+    import xarray as xr
+
+    src, dst = tmp_path / "era5.zarr", tmp_path / "inputs.zarr"
+    synth = run_cli("synth", src, "--preset", "era5-small", "--steps", 3)
+    assert synth.returncode == 0, synth.stderr
+    channels = ["geopotential@500", "temperature@850", "2m_temperature"]
+    rechunk(src, dst, "--stack", "inputs", "--vars", ",".join(channels), "--codec", "blosc:lz4:5:shuffle")
+
+    source = xr.open_zarr(str(src))
+    ds = xr.open_zarr(str(dst))
+    assert list(ds["channel"].values) == channels
+    assert ds["channel"].dims == ("channel",)
+    np.testing.assert_array_equal(ds.inputs.sel(channel="geopotential@500").values,
+                                  source.geopotential.sel(level=500).values)
+    np.testing.assert_array_equal(ds.inputs.sel(channel="2m_temperature").values, source["2m_temperature"].values)
+    # zarr-python reads it as the numpy str array xarray would have written.
+    channel = zarr.open_group(str(dst), mode="r")["channel"]
+    assert channel.dtype == np.dtype("<U16")
+    np.testing.assert_array_equal(channel[...], np.array(channels))
+    assert dict(ds.inputs.attrs) == {"channel_names": channels}
+    # zarrstream reads its own output, channel coordinate and all.
+    import zarrstream
+
+    np.testing.assert_array_equal(zarrstream.open_group(str(dst))["inputs"][...], ds.inputs.values)

@@ -56,6 +56,9 @@ struct CodecTraits {
     kTranspose,
     kDelta,
     kFixedScaleOffset,
+    kQuantize,  // numcodecs.quantize
+    kBitRound,  // numcodecs.bitround
+    kAsType,    // numcodecs.astype
     // array → bytes
     kBytes,
     kSharding,
@@ -77,6 +80,9 @@ struct CodecTraits {
   bool checksum = false;    // kZstd: frames written with content checksums
   BloscCompressor blosc_compressor = BloscCompressor::kBloscLz;  // kBlosc
   BloscShuffle blosc_shuffle = BloscShuffle::kNone;              // kBlosc
+  // Array → array: decoding leaves every byte as it is (lossy filters, whose encoders round and
+  // whose decoders undo nothing), so a decoder of the rest of the chain may skip the codec.
+  bool identity_decode = false;
 };
 
 // Per-thread reusable buffers for decoding. Not thread-safe: one per worker.

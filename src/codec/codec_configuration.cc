@@ -89,9 +89,18 @@ Result<std::optional<double>> CodecConfiguration::Number(std::string_view field)
 Result<DataType> CodecConfiguration::NumpyDataType(std::string_view field) const {
   ZS_ASSIGN_OR_RETURN(std::optional<std::string> text, String(field));
   if (!text) return Error("configuration field '" + std::string(field) + "' is required");
-  Result<std::pair<DataType, bool>> parsed = ParseV2DataType(*text);
+  // zarr-python writes what numpy accepts, as the user gave it or as str(dtype) gives it: "<f4",
+  // but also "f4", "=f4" and "float32". Codecs see native-endian values, so the order is moot.
+  if (Result<DataType> named = ParseDataTypeName(*text); named.ok()) return *named;
+  std::string type_string = *text;
+  if (!type_string.empty() && type_string[0] == '=') type_string[0] = '<';
+  if (!type_string.empty() && std::string_view("<>|").find(type_string[0]) == std::string::npos) {
+    type_string.insert(0, "<");
+  }
+  Result<std::pair<DataType, bool>> parsed = ParseV2DataType(type_string);
+  if (!parsed.ok() && type_string[0] == '<') parsed = ParseV2DataType("|" + type_string.substr(1));
   if (!parsed.ok()) {
-    return FieldError(field, "must be a numpy type string of a supported type, such as \"<f8\"");
+    return FieldError(field, "must be a numpy type of a supported type, such as \"<f8\"");
   }
   return parsed->first;
 }

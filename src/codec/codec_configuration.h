@@ -31,7 +31,8 @@ class CodecConfiguration {
   Result<std::optional<bool>> Boolean(std::string_view field) const;
   Result<std::optional<std::string>> String(std::string_view field) const;
   Result<std::optional<double>> Number(std::string_view field) const;
-  // A required numpy type string ("<f8", "|u1") as a data type; its byte order is dropped.
+  // A required numpy type ("<f8", "|u1", "f4", "float32") as a data type; its byte order is
+  // dropped.
   Result<DataType> NumpyDataType(std::string_view field) const;
 
   // The "dtype" (required; must be `decoded`'s type) and "astype" (defaults to dtype) of the

@@ -7,6 +7,7 @@
 #include "codec/blosc_codec.h"
 #include "codec/bytes_codec.h"
 #include "codec/bz2_codec.h"
+#include "codec/cast_filter_codec.h"
 #include "codec/crc32c_codec.h"
 #include "codec/deflate_codec.h"
 #include "codec/delta_codec.h"
@@ -58,6 +59,9 @@ std::vector<CodecRegistration> BuiltinCodecs() {
       ArrayToArray("transpose", MakeTransposeCodec),
       ArrayToArray("numcodecs.delta", MakeDeltaCodec),
       ArrayToArray("numcodecs.fixedscaleoffset", MakeFixedScaleOffsetCodec),
+      ArrayToArray("numcodecs.quantize", MakeQuantizeCodec),
+      ArrayToArray("numcodecs.bitround", MakeBitRoundCodec),
+      ArrayToArray("numcodecs.astype", MakeAsTypeCodec),
       ArrayToBytes("bytes", MakeBytesCodec),
       ArrayToBytes("sharding_indexed", MakeShardingCodec),
       BytesToBytes("zstd", MakeZstdCodec),

@@ -253,6 +253,12 @@ std::string CodecName(CodecTraits traits) {
       return "delta";
     case CodecType::kFixedScaleOffset:
       return "fixedscaleoffset";
+    case CodecType::kQuantize:
+      return "quantize";
+    case CodecType::kBitRound:
+      return "bitround";
+    case CodecType::kAsType:
+      return "astype";
     case CodecType::kBytes:
       return "bytes";
     case CodecType::kSharding:
@@ -334,10 +340,15 @@ GpuDecodePlan PlanChunks(const CodecChain& chain, bool inner) {
     if (inner) return OnTheCpu("nested sharding (shards inside inner chunks)");
     return PlanChunks(sharding->inner_chain(), /*inner=*/true);
   }
-  if (!chain.array_to_array().empty()) {
-    const CodecTraits traits = chain.array_to_array().front()->traits();
+  // Filters whose decoding leaves the bytes as they are (bitround, quantize) need no GPU kernel.
+  for (const std::unique_ptr<ArrayToArrayCodec>& codec : chain.array_to_array()) {
+    const CodecTraits traits = codec->traits();
+    if (traits.identity_decode) continue;
     if (traits.type == CodecType::kTranspose) {
       return OnTheCpu("transpose codec (v2 order F, or a v3 transpose)");
+    }
+    if (traits.type == CodecType::kQuantize || traits.type == CodecType::kAsType) {
+      return OnTheCpu(CodecName(traits) + " filter between two data types (a cast)");
     }
     return OnTheCpu(CodecName(traits) + " filter (an array-to-array codec)");
   }

@@ -131,6 +131,13 @@ TEST(PlanGpuDecodeTest, NamesWhyTheCpuDecodesOtherChains) {
            {{f_order, Bytes("big"), Zlib()}, "transpose codec (v2 order F, or a v3 transpose)"},
            {{{"numcodecs.delta", {{"dtype", "<f4"}}}, Bytes(), Zstd()},
             "delta filter (an array-to-array codec)"},
+           {{{"numcodecs.astype", {{"encode_dtype", "<f2"}}}, Bytes(), Zstd()},
+            "astype filter between two data types (a cast)"},
+           {{{"numcodecs.bitround", {{"keepbits", 5}}},
+             {"numcodecs.quantize", {{"digits", 2}, {"dtype", "<f4"}, {"astype", "<f2"}}},
+             Bytes(),
+             Zstd()},
+            "quantize filter between two data types (a cast)"},
            // nvCOMP does not verify zstd's content checksums; the CPU decoder does.
            {{Bytes(), {"zstd", {{"level", 3}, {"checksum", true}}}},
             "zstd with content checksums (nvCOMP does not verify them)"},
@@ -145,6 +152,19 @@ TEST(PlanGpuDecodeTest, NamesWhyTheCpuDecodesOtherChains) {
     EXPECT_FALSE(plan.gpu()) << reason;
     EXPECT_EQ(plan.description, reason);
   }
+}
+
+TEST(PlanGpuDecodeTest, FiltersThatDecodeToTheirInputAreSkipped) {
+  // bitround's decoder returns the stored floats; so do quantize's and astype's between equal
+  // types. The plan is the rest of the chain's, for the same decoded size.
+  GpuDecodePlan plan = Plan({{"numcodecs.bitround", {{"keepbits", 5}}},
+                             {"numcodecs.quantize", {{"digits", 2}, {"dtype", "<f4"}}},
+                             {"numcodecs.astype", {{"encode_dtype", "float32"}}},
+                             Bytes(),
+                             Zstd()});
+  ASSERT_TRUE(plan.gpu()) << plan.description;
+  EXPECT_EQ(plan.description, "zstd");
+  EXPECT_EQ(plan.codec->decoded_bytes, kChunk.num_bytes());
 }
 
 CodecSpec Sharding(const std::vector<CodecSpec>& inner, const std::vector<uint64_t>& inner_shape) {

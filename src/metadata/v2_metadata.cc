@@ -148,25 +148,34 @@ Status CheckFilterKeys(const json& filter, std::initializer_list<std::string_vie
   return Status::Ok();
 }
 
-// delta and fixedscaleoffset: "dtype" is what they read (it must be what reaches them) and
-// "astype" what they write (defaulting to dtype). Updates `current` to the astype.
+// The names a type-changing filter gives its decoded and encoded types.
+struct TypeKeys {
+  std::string_view dtype = "dtype";    // required
+  std::string_view astype = "astype";  // optional, defaulting to dtype
+};
+
+// delta, fixedscaleoffset and quantize ("dtype", "astype"), astype ("decode_dtype",
+// "encode_dtype"): the dtype is what they read (it must be what reaches them) and the astype what
+// they write. Updates `current` to the astype.
 Result<json> ParseTypeChangingFilter(const json& filter, const std::string& field, V2Type* current,
-                                     json configuration) {
-  ZS_ASSIGN_OR_RETURN(const json* dtype_json, RequiredField(filter, "dtype", field + ".dtype"));
-  ZS_ASSIGN_OR_RETURN(V2Type dtype, ParseDtypeField(*dtype_json, field + ".dtype"));
+                                     json configuration, TypeKeys keys = {}) {
+  const std::string dtype_key(keys.dtype), astype_key(keys.astype);
+  ZS_ASSIGN_OR_RETURN(const json* dtype_json,
+                      RequiredField(filter, dtype_key, field + "." + dtype_key));
+  ZS_ASSIGN_OR_RETURN(V2Type dtype, ParseDtypeField(*dtype_json, field + "." + dtype_key));
   // numcodecs reinterprets the incoming bytes as dtype; a different type (or byte order) would
   // mean arithmetic on reinterpreted values, which the typed v3 chain cannot express.
   if (dtype.type != current->type || dtype.big_endian != current->big_endian) {
-    return FieldError(ErrorCode::kUnsupported, field + ".dtype",
-                      "dtype " + DescribeJson(*dtype_json) + " differs from the " +
+    return FieldError(ErrorCode::kUnsupported, field + "." + dtype_key,
+                      dtype_key + " " + DescribeJson(*dtype_json) + " differs from the " +
                           V2TypeString(*current) + " values reaching the filter");
   }
   const json* astype_json = dtype_json;
-  auto astype_it = filter.find("astype");
+  auto astype_it = filter.find(astype_key);
   if (astype_it != filter.end() && !astype_it->is_null()) astype_json = &*astype_it;
-  ZS_ASSIGN_OR_RETURN(V2Type astype, ParseDtypeField(*astype_json, field + ".astype"));
-  configuration["dtype"] = *dtype_json;
-  configuration["astype"] = *astype_json;
+  ZS_ASSIGN_OR_RETURN(V2Type astype, ParseDtypeField(*astype_json, field + "." + astype_key));
+  configuration[dtype_key] = *dtype_json;
+  configuration[astype_key] = *astype_json;
   *current = astype;
   return configuration;
 }
@@ -187,7 +196,8 @@ Status AddFilter(const json& filter, const std::string& field, V2Type* current,
     return FieldError(ErrorCode::kMetadata, field + ".id",
                       "expected a string, got " + DescribeJson(*id));
   }
-  if (*id == "delta" || *id == "fixedscaleoffset") {
+  if (*id == "delta" || *id == "fixedscaleoffset" || *id == "quantize" || *id == "bitround" ||
+      *id == "astype") {
     // Array filters must come before the bytes codec in a v3 chain, so one after a byte filter
     // has no v3 equivalent.
     if (!chain->after_bytes.empty()) {
@@ -195,8 +205,29 @@ Status AddFilter(const json& filter, const std::string& field, V2Type* current,
                         "filter " + DescribeJson(*id) + " after a \"shuffle\" filter");
     }
     json configuration = json::object();
+    const std::string name = "numcodecs." + id->get<std::string>();
+    if (*id == "bitround") {
+      // Keeps the type; the codec checks keepbits against it.
+      ZS_RETURN_IF_ERROR(CheckFilterKeys(filter, {"id", "keepbits"}, field));
+      ZS_ASSIGN_OR_RETURN(const json* keepbits,
+                          RequiredField(filter, "keepbits", field + ".keepbits"));
+      chain->array_to_array.push_back({name, {{"keepbits", *keepbits}}});
+      return Status::Ok();
+    }
+    if (*id == "astype") {
+      ZS_RETURN_IF_ERROR(CheckFilterKeys(filter, {"id", "encode_dtype", "decode_dtype"}, field));
+      ZS_ASSIGN_OR_RETURN(configuration, ParseTypeChangingFilter(
+                                             filter, field, current, std::move(configuration),
+                                             {.dtype = "decode_dtype", .astype = "encode_dtype"}));
+      chain->array_to_array.push_back({name, std::move(configuration)});
+      return Status::Ok();
+    }
     if (*id == "delta") {
       ZS_RETURN_IF_ERROR(CheckFilterKeys(filter, {"id", "dtype", "astype"}, field));
+    } else if (*id == "quantize") {
+      ZS_RETURN_IF_ERROR(CheckFilterKeys(filter, {"id", "digits", "dtype", "astype"}, field));
+      ZS_ASSIGN_OR_RETURN(const json* digits, RequiredField(filter, "digits", field + ".digits"));
+      configuration["digits"] = *digits;
     } else {
       ZS_RETURN_IF_ERROR(
           CheckFilterKeys(filter, {"id", "dtype", "astype", "scale", "offset"}, field));
@@ -212,8 +243,7 @@ Status AddFilter(const json& filter, const std::string& field, V2Type* current,
     }
     ZS_ASSIGN_OR_RETURN(configuration,
                         ParseTypeChangingFilter(filter, field, current, std::move(configuration)));
-    chain->array_to_array.push_back(
-        {"numcodecs." + id->get<std::string>(), std::move(configuration)});
+    chain->array_to_array.push_back({name, std::move(configuration)});
     return Status::Ok();
   }
   if (*id == "shuffle") {

@@ -466,6 +466,23 @@ TEST(V2MetadataTest, Filters) {
                                     {"numcodecs.shuffle", {{"elementsize", 2}}},
                                     {"gzip", {{"level", 1}}}}));
 
+  // The lossy filters and astype: quantize and astype change the type the bytes codec sees,
+  // bitround keeps it. zarr-python 3 names them the same in v3 metadata.
+  chain =
+      Chain("<f8",
+            json::array({{{"id", "quantize"}, {"digits", 2}, {"dtype", "<f8"}, {"astype", "<f4"}},
+                         {{"id", "bitround"}, {"keepbits", 5}},
+                         {{"id", "astype"}, {"encode_dtype", ">f2"}, {"decode_dtype", "<f4"}}}),
+            {{"id", "zlib"}, {"level", 1}});
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  EXPECT_EQ(*chain,
+            (std::vector<CodecSpec>{
+                {"numcodecs.quantize", {{"digits", 2}, {"dtype", "<f8"}, {"astype", "<f4"}}},
+                {"numcodecs.bitround", {{"keepbits", 5}}},
+                {"numcodecs.astype", {{"decode_dtype", "<f4"}, {"encode_dtype", ">f2"}}},
+                {"bytes", {{"endian", "big"}}},
+                {"numcodecs.zlib", {{"level", 1}}}}));
+
   // Empty filter lists mean no filters.
   chain = Chain("<f4", json::array(), nullptr);
   ASSERT_TRUE(chain.ok());
@@ -480,10 +497,18 @@ TEST(V2MetadataTest, BadFiltersNameTheField) {
     std::vector<std::string> needles;
   };
   const Case cases[] = {
-      {"<f4",
-       json::array({{{"id", "quantize"}, {"digits", 3}, {"dtype", "<f4"}}}),
+      {"|b1",
+       json::array({{{"id", "packbits"}}}),
        ErrorCode::kUnsupported,
-       {"field 'filters[0].id'", "quantize"}},
+       {"field 'filters[0].id'", "packbits"}},
+      {"<f4",
+       json::array({{{"id", "astype"}, {"encode_dtype", "<f2"}, {"decode_dtype", "<f8"}}}),
+       ErrorCode::kUnsupported,
+       {"field 'filters[0].decode_dtype'", "<f8"}},
+      {"<f4",
+       json::array({{{"id", "bitround"}}}),
+       ErrorCode::kMetadata,
+       {"field 'filters[0].keepbits'", "missing"}},
       {"<f4",
        json::array({{{"id", "shuffle"}}, {{"id", "categorize"}}}),
        ErrorCode::kUnsupported,

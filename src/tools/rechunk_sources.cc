@@ -2,9 +2,14 @@
 #include "tools/rechunk_sources.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 
 #include "dataset/channel_spec.h"
 #include "dataset/coordinates.h"
@@ -18,11 +23,103 @@ using nlohmann::json;
 // Index ranges [begin, end) per dimension name, from the label selections.
 using DimRanges = std::map<std::string, std::pair<uint64_t, uint64_t>>;
 
-// The array's attributes without v2's _ARRAY_DIMENSIONS (v3 metadata carries the names).
+std::string Base64(std::span<const std::byte> bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t group = std::to_integer<uint32_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) group |= std::to_integer<uint32_t>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) group |= std::to_integer<uint32_t>(bytes[i + 2]);
+    out += kAlphabet[(group >> 18) & 63];
+    out += kAlphabet[(group >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(group >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[group & 63] : '=';
+  }
+  return out;
+}
+
+template <typename T>
+T LoadNative(std::span<const std::byte> bytes, size_t offset = 0) {
+  T value;
+  std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  return value;
+}
+
+double HalfToDouble(uint16_t half) {
+  const double sign = (half & 0x8000) ? -1.0 : 1.0;
+  const int exponent = (half >> 10) & 0x1F;
+  const int mantissa = half & 0x3FF;
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
+  if (exponent == 31) {
+    return mantissa ? std::copysign(std::numeric_limits<double>::quiet_NaN(), sign)
+                    : sign * std::numeric_limits<double>::infinity();
+  }
+  return sign * std::ldexp(1024 + mantissa, exponent - 25);
+}
+
+// xarray's FillValueCoder.encode: a float as base64 of its little-endian float64 bytes.
+std::string EncodedFloat(double value) {
+  std::byte bytes[8];
+  uint64_t bits = std::bit_cast<uint64_t>(value);
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((bits >> (8 * i)) & 0xFF);
+  return Base64(bytes);
+}
+
+// `fill` (the array's fill value, native bytes of `type`) as xarray writes a `_FillValue`
+// attribute into v3 metadata; null for types it has no encoding for here.
+json XarrayFillValue(DataType type, std::span<const std::byte> fill) {
+  if (fill.size() != DataTypeSize(type)) return nullptr;
+  switch (type) {
+    case DataType::kBool:
+      return fill[0] != std::byte{0};
+    case DataType::kInt8:
+      return LoadNative<int8_t>(fill);
+    case DataType::kInt16:
+      return LoadNative<int16_t>(fill);
+    case DataType::kInt32:
+      return LoadNative<int32_t>(fill);
+    case DataType::kInt64:
+      return LoadNative<int64_t>(fill);
+    case DataType::kUInt8:
+      return LoadNative<uint8_t>(fill);
+    case DataType::kUInt16:
+      return LoadNative<uint16_t>(fill);
+    case DataType::kUInt32:
+      return LoadNative<uint32_t>(fill);
+    case DataType::kUInt64:
+      return LoadNative<uint64_t>(fill);
+    case DataType::kFloat16:
+      return EncodedFloat(HalfToDouble(LoadNative<uint16_t>(fill)));
+    case DataType::kFloat32:
+      return EncodedFloat(LoadNative<float>(fill));
+    case DataType::kFloat64:
+      return EncodedFloat(LoadNative<double>(fill));
+    case DataType::kComplex64:
+      return json::array({EncodedFloat(LoadNative<float>(fill)),
+                          EncodedFloat(LoadNative<float>(fill, sizeof(float)))});
+    case DataType::kComplex128:
+      return json::array({EncodedFloat(LoadNative<double>(fill)),
+                          EncodedFloat(LoadNative<double>(fill, sizeof(double)))});
+    default:
+      return nullptr;
+  }
+}
+
+// The array's attributes as the v3 copy needs them for xarray to decode it as it decodes the
+// source: without v2's _ARRAY_DIMENSIONS (v3 metadata carries the names), and with a v2 array's
+// fill value as the `_FillValue` attribute. xarray masks the cells of a v2 array equal to its
+// fill_value (netCDF's _FillValue convention; it writes _FillValue there), but reads a v3 array's
+// _FillValue from the attributes only, as its FillValueCoder encodes it (floats as base64 of the
+// float64, so that NaN survives JSON). v3 sources keep their attributes as they are.
 std::string CopiedAttributes(const Array& array) {
   json attributes = json::parse(array.attributes_json(), nullptr, /*allow_exceptions=*/false);
-  if (!attributes.is_object()) return "{}";
+  if (!attributes.is_object()) attributes = json::object();
   attributes.erase("_ARRAY_DIMENSIONS");
+  if (array.zarr_format() == 2 && !array.fill_value_is_null()) {
+    json fill = XarrayFillValue(array.dtype(), array.fill_value());
+    if (!fill.is_null()) attributes["_FillValue"] = std::move(fill);
+  }
   return attributes.dump();
 }
 
@@ -149,7 +246,8 @@ Result<OutputArraySource> StackChannels(const Dataset& dataset, const std::strin
     }
     out.channels.push_back(std::move(source));
   }
-  out.attributes_json = json{{"channel_names", std::move(names)}}.dump();
+  out.attributes_json = json{{"channel_names", names}}.dump();
+  out.channel_names = std::move(names);
   // One time step of one channel per chunk unless --chunks says otherwise: a training read's unit.
   out.default_chunks = out.shape;
   for (size_t d = 0; d < out.dims.size(); ++d) {
@@ -182,7 +280,10 @@ Result<SourceLayout> ResolveSources(const RechunkOptions& options) {
   }
   const Group& group = *dataset.group();
   json group_attributes = json::parse(group.attributes_json(), nullptr, false);
-  layout.group_attributes_json = group_attributes.is_object() ? group_attributes.dump() : "{}";
+  if (!group_attributes.is_object()) group_attributes = json::object();
+  // How the source is stored (zarrstream synth writes it): the copy is stored otherwise.
+  group_attributes.erase("layout");
+  layout.group_attributes_json = group_attributes.dump();
   ZS_ASSIGN_OR_RETURN(DimRanges ranges, ResolveSelections(group, options.selections));
 
   std::vector<OutputArraySource> data_outputs;

@@ -33,6 +33,9 @@ struct OutputArraySource {
   bool is_coordinate = false;  // a 1-D coordinate array: copied as one chunk
   int channel_dim = -1;        // stacked arrays: the channel dimension; channels[c] feeds it
   std::vector<ChannelSource> channels;
+  // Stacked arrays: channels[c]'s name ("temperature@500"), the labels of the "channel"
+  // coordinate array written beside the stacked array.
+  std::vector<std::string> channel_names;
 
   // The largest source read-chunk extent along output dimension `d` (for a stacked array's channel
   // dimension: along the sources' level dimensions; 1 where no source dimension maps to it):
