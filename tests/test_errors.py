@@ -542,7 +542,8 @@ def test_v3_malformed_group_metadata(store):
 # Malformed and unsupported v2 metadata.
 
 V2_BAD_METADATA = {
-    "dtype-unicode": (_set("dtype", "<U10"), UnsupportedError),
+    "dtype-void": (_set("dtype", "|V8"), UnsupportedError),
+    "dtype-object-without-codec": (_set("dtype", "|O"), UnsupportedError),
     "dtype-structured": (_set("dtype", [["a", "<i4"], ["b", "<f8"]]), UnsupportedError),
     "dtype-garbage": (_set("dtype", "<x7"), (UnsupportedError, MetadataError)),
     "dtype-number": (_set("dtype", 4), MetadataError),
@@ -584,30 +585,30 @@ def test_v2_invalid_zattrs(store):
 
 
 @pytest.mark.parametrize("kind", ["unicode", "object"])
-def test_v2_unsupported_dtype_written_by_zarr(store, kind):
+def test_v2_string_dtypes_written_by_zarr_read(store, kind):
+    """Once refused, now read (tests/test_string_types.py covers every type)."""
     root = zarr.open_group(str(store), mode="w", zarr_format=2)
     root.create_group("grp")
-    if kind == "unicode":
-        z = root.create_array(ARRAY, shape=(5,), chunks=(2,), dtype="<U10")
-        z[:] = np.array(["a", "bb", "ccc", "dddd", "é"], dtype="<U10")
-    else:
-        z = root.create_array(ARRAY, shape=(5,), chunks=(2,), dtype=str)
-        z[:] = np.array(["a", "bb", "ccc", "dddd", "é"], dtype=object)
+    values = np.array(["a", "bb", "ccc", "dddd", "é"], dtype="<U10" if kind == "unicode" else object)
+    z = root.create_array(ARRAY, shape=(5,), chunks=(2,), dtype="<U10" if kind == "unicode" else str)
+    z[:] = values
     assert read_json(store / ARRAY / ".zarray")["dtype"] in ("<U10", "|O")
-    with pytest.raises(UnsupportedError) as e:
-        zarrstream.open_array(str(store / ARRAY))
-    assert ARRAY in str(e.value), str(e.value)
-    with pytest.raises(UnsupportedError):
-        zarrstream.open_group(str(store))[ARRAY]
+    assert zarrstream.open_array(str(store / ARRAY)).read().tolist() == values.tolist()
+    assert zarrstream.open_group(str(store))[ARRAY].read().tolist() == values.tolist()
 
 
-def test_v3_string_dtype_written_by_zarr_is_unsupported(store):
+def test_v3_unknown_data_type_names_the_array(store):
     root = zarr.open_group(str(store), mode="w", zarr_format=3)
     root.create_group("grp")
-    z = root.create_array(ARRAY, shape=(3,), chunks=(2,), dtype=str)
-    z[:] = np.array(["x", "yy", "zzz"], dtype=object)
+    root.create_array(ARRAY, shape=(3,), chunks=(2,), dtype="float32")
+    meta = read_json(store / ARRAY / "zarr.json")
+    meta["data_type"] = "float8_e9m9"
+    (store / ARRAY / "zarr.json").write_text(json.dumps(meta))
     with pytest.raises(UnsupportedError) as e:
         zarrstream.open_array(str(store / ARRAY))
+    assert ARRAY in str(e.value) or "float8_e9m9" in str(e.value), str(e.value)
+    with pytest.raises(UnsupportedError) as e:
+        zarrstream.open_group(str(store))[ARRAY]
     assert ARRAY in str(e.value), str(e.value)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import warnings
 
 import numcodecs
@@ -374,3 +373,16 @@ def test_label_errors_quote_the_one_bad_value(tmp_path):
     # NaT is no label.
     with pytest.raises(ConfigError, match="NaT"):
         zarrstream.Loader(str(path), ["x"], select={"time": (np.datetime64("NaT"), None)})
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_numpy_datetime64_range_on_xarray_cf_time(tmp_path, fmt):
+    """The issue's example: a range of the dataset's own numpy datetime64[ns] values, on the CF
+    time coordinate xarray writes."""
+    path = tmp_path / "era5.zarr"
+    ds = write_era5(path, fmt, consolidated=True, with_unknown=False)
+    select = {"valid_time": (ds.valid_time.values[0], ds.valid_time.values[9])}
+    assert zarrstream.Loader(str(path), ["t"], select=select).num_samples == 10
+    # expver selects along valid_time: both at once select one dimension twice.
+    with pytest.raises(InvalidArgumentError, match="'valid_time' is selected twice"):
+        zarrstream.Loader(str(path), ["t"], select={"valid_time": "2024-01-01", "expver": "0001"})

@@ -299,16 +299,17 @@ Result<std::vector<std::string>> Array::ReadText(std::span<const uint64_t> start
   std::vector<std::string> elements;
   while (true) {
     const std::string key = state.ChunkKey(index);
+    std::string where = what;
+    where += ", chunk '";
+    where += key;
+    where += "'";
     ZS_ASSIGN_OR_RETURN_CTX(std::optional<ByteBuffer> stored, state.store->ReadIfExists(key),
-                            what + ", chunk '" + key + "'");
+                            where);
     const bool missing = !stored.has_value();
     if (missing && state.options.missing_chunks_are_errors) {
-      return NotFoundError(what + ": chunk '" + key + "' is not stored");
+      return NotFoundError(where + ": not stored");
     }
-    if (!missing) {
-      ZS_RETURN_IF_ERROR_CTX(state.text->Decode(stored->span(), &elements),
-                             what + ", chunk '" + key + "'");
-    }
+    if (!missing) ZS_RETURN_IF_ERROR_CTX(state.text->Decode(stored->span(), &elements), where);
     // Copy the part of the chunk inside the region, element by element in C order.
     std::vector<uint64_t> lo(rank), hi(rank), at(rank);
     for (size_t d = 0; d < rank; ++d) {

@@ -416,8 +416,18 @@ Result<std::vector<Channel>> PickStackedChannels(const VariableSpec& spec,
       std::vector<std::string> names;
       names.reserve(matched.size());
       for (const Channel& c : matched) names.push_back(c.name);
-      return NotFoundError("no channel '" + spec.variable + "@" + label + "' in " + dataset +
-                           " (channels of '" + spec.variable + "': " + JoinNames(names) + ")");
+      std::string s = "no channel '";
+      s += spec.variable;
+      s += "@";
+      s += label;
+      s += "' in ";
+      s += dataset;
+      s += " (channels of '";
+      s += spec.variable;
+      s += "': ";
+      s += JoinNames(names);
+      s += ")";
+      return NotFoundError(std::move(s));
     }
     picked.push_back(*it);
   }
