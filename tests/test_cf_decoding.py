@@ -245,3 +245,19 @@ def test_corrupt_cf_attributes_are_clear_errors(tmp_path, attrs, attribute):
     assert zarrstream.Loader(str(path), ["t"], decode_cf=False).num_samples == 4
     assert zarrstream.open_array(str(path / "t")).read().dtype == np.int16
 
+
+def test_inspect_marks_packed_variables_with_fill_values_units_and_the_time_range(cds_root):
+    path = era5_fixtures.cds_era5(cds_root, zarr_format=2, consolidated=True)
+    proc = run_cli("inspect", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    members = {m["name"]: m for m in json.loads(proc.stdout)["members"]}
+    t = members["t"]
+    assert t["packed"] is True and t["units"] == "K"
+    assert t["cf_decoding"].startswith("packed int16") and "-32767" in t["cf_decoding"]
+    assert t["cf_decoding"].endswith("float64")
+    assert members["sst"]["packed"] is False and members["sst"]["cf_decoding"].endswith("float32")
+    assert members["valid_time"]["time_range"] == ["2023-01-01T00:00:00", "2023-01-02T18:00:00"]
+    assert members["valid_time"]["warnings"] == []  # a coordinate: no layout advice
+    text = run_cli("inspect", path).stdout
+    assert "CF: packed int16" in text and "units K" in text
+    assert "from 2023-01-01T00:00:00 to 2023-01-02T18:00:00" in text
