@@ -261,3 +261,16 @@ def test_inspect_marks_packed_variables_with_fill_values_units_and_the_time_rang
     text = run_cli("inspect", path).stdout
     assert "CF: packed int16" in text and "units K" in text
     assert "from 2023-01-01T00:00:00 to 2023-01-02T18:00:00" in text
+
+
+def test_bench_decodes_unless_told_not_to(cds_root, tmp_path):
+    path = era5_fixtures.cds_era5(cds_root, zarr_format=3)
+    for flags in ([], ["--no-decode-cf"]):
+        proc = run_cli("bench", path, "--variables", "t,t2m", "--steps", "2", "--json",
+                       tmp_path / "bench.json", *flags)
+        assert proc.returncode == 0, proc.stderr
+    bad = tmp_path / "bad.zarr"
+    _write_zarr(bad, "t", np.zeros((4, 3), dtype="int16"), {"scale_factor": "x"}, 3)
+    proc = run_cli("bench", bad, "--variables", "t", "--steps", "1")
+    assert proc.returncode != 0 and "attribute 'scale_factor'" in proc.stderr
+    assert run_cli("bench", bad, "--variables", "t", "--steps", "1", "--no-decode-cf").returncode == 0
