@@ -7,6 +7,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "dataset/cf_decoding.h"
 #include "errors.h"
 #include "gil.h"
 #include "loader_bindings.h"
@@ -169,6 +170,28 @@ NB_MODULE(_zarrstream, m) {
       .def_prop_ro("fill_value_is_null", &Array::fill_value_is_null)
       .def_prop_ro("codecs_json", &Array::codecs_json)
       .def_prop_ro("metadata_json", &Array::metadata_json)
+      // The CF decoding open_array(decode_cf=True) applies (dataset/cf_decoding.h): None when
+      // nothing is decoded, else the numpy types read and decoded to, scale_factor and add_offset
+      // (None when absent) and the fill values (in the decoded type).
+      .def("cf_decoding",
+           [](const Array& a) -> nb::object {
+             const CfDecoding cf = ValueOrThrow(CfDecodingOf(a));
+             if (!cf.decode && cf.source == a.dtype()) return nb::none();
+             nb::dict out;
+             out["source"] = NumpyTypeString(cf.source);
+             out["decoded"] =
+                 cf.decode ? nb::object(nb::str(NumpyTypeString(cf.decoded).c_str())) : nb::none();
+             out["scale_factor"] =
+                 cf.has_scale_factor ? nb::object(nb::float_(cf.scale_factor)) : nb::none();
+             out["add_offset"] =
+                 cf.has_add_offset ? nb::object(nb::float_(cf.add_offset)) : nb::none();
+             nb::list fills;
+             for (uint32_t k = 0; k < cf.num_fill_values; ++k) {
+               fills.append(nb::float_(cf.fill_values[k]));
+             }
+             out["fill_values"] = fills;
+             return out;
+           })
       .def("read_into", &ReadInto, "start"_a, "shape"_a, "out"_a.noconvert())
       .def("write_from", &WriteFrom, "start"_a, "data"_a.noconvert())
       .def("set_attributes", [](const Array& a, const std::string& attributes_json) {

@@ -451,7 +451,8 @@ def test_inspect_and_doctor_give_one_answer_for_where_chunks_decode(tmp_path):
             _, _, gpu, description = cases[name]
             for report in (inspected[name], advised[name]):
                 assert (report["gpu_decodable"], report["gpu_decode"]) == (gpu, description), name
-            cpu_warnings = [w for w in inspected[name]["warnings"] if "GPU path cannot decode" in w]
+            findings = inspected[name]["warnings"] + inspected[name]["notes"]
+            cpu_warnings = [w for w in findings if "GPU path cannot decode" in w]
             assert cpu_warnings == ([] if gpu else [f"the GPU path cannot decode these chunks ({description}): "
                                                     "the CPU decodes them"]), name
         text = run_cli("doctor", url).stdout
@@ -495,11 +496,23 @@ def test_doctor_on_a_store_names_its_layout_problems_and_the_rechunk_that_fixes_
     text = run_cli("doctor", src)
     assert text.returncode == 0 and "fix: zarrstream rechunk" in text.stdout
 
+    assert command[4:] == ["--gpu-friendly"]  # the README's advice, on any machine
+    inspected = json.loads(run_cli("inspect", src, "--json").stdout)
+    assert inspected["rechunk_command"] == store["rechunk_command"]
+    members = {m["name"]: m for m in inspected["members"]}
+    assert any("4 steps of 'time'" in w for w in members["t2m"]["warnings"])
+    assert members["time"]["warnings"] == [] and members["time"]["notes"] == []  # a coordinate
+    assert members["time"]["time_range"] == ["2000-01-01T00:00:00", "2000-01-04T18:00:00"]
+
     assert_clean_exit(run_cli(*command[1:]))
     again = json.loads(run_cli("doctor", tmp_path / "wb2-train.zarr", "--json").stdout)["store"]
-    if not again["gpu"]:  # on a GPU machine the advice is --gpu-friendly, a different layout
-        assert again["rechunk_command"] is None, again["findings"]
-        assert all(a["time_steps_per_chunk"] == 1 for a in again["arrays"])
+    assert again["rechunk_command"] is None, again["findings"]
+    assert all(a["time_steps_per_chunk"] == 1 for a in again["arrays"])
+    assert [f for f in again["findings"] if f["severity"] == "warning"] == []
+    # inspect agrees: the --gpu-friendly output's own chunks draw no warning.
+    inspected = json.loads(run_cli("inspect", tmp_path / "wb2-train.zarr", "--json").stdout)
+    assert inspected["rechunk_command"] is None
+    assert all(m.get("warnings", []) == [] for _, m in iter_nodes(inspected)), inspected
 
     missing = run_cli("doctor", tmp_path / "nothing.zarr")
     assert missing.returncode == 1 and "nothing.zarr" in missing.stderr

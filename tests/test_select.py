@@ -62,7 +62,9 @@ def write_time_dataset(path: Path, values: np.ndarray, units: str, calendar: str
     t = g.create_array("time", shape=values.shape, chunks=(max(1, len(values) // 3),), dtype=values.dtype,
                        attributes=attrs, **kw)
     t[...] = values
-    x = g.create_array("x", shape=values.shape, chunks=(7,), dtype="float64",
+    # fill_value NaN, as xarray writes floats: a v2 fill_value 0 would make the index 0 a missing
+    # value (CF decoding reads v2's fill_value as _FillValue, as xarray does).
+    x = g.create_array("x", shape=values.shape, chunks=(7,), dtype="float64", fill_value=np.nan,
                        attributes={"_ARRAY_DIMENSIONS": ["time"]} if zarr_format == 2 else {}, **kw)
     x[...] = np.arange(len(values), dtype="float64")
     return g

@@ -211,6 +211,11 @@ struct LoaderOptions {
   // A stats file (`zarrstream stats --output`): each channel becomes (x - mean) / std; a channel
   // with std 0 is only centred. Empty: values as stored.
   std::string normalize;
+  // CF decoding, as xarray's open_zarr does by default (docs/loader.md, "CF decoding"): values
+  // equal to _FillValue or missing_value become NaN and packed variables are unpacked
+  // (x * scale_factor + add_offset), before the NaN policy and normalisation. Off: values as
+  // stored.
+  bool decode_cf = true;
   // NaN policy: keep NaN, or replace it with `nan_fill` (in output units, after normalisation)
   // and deliver masks (true where the value was NaN).
   bool fill_nan = false;

@@ -231,17 +231,26 @@ class Array:
     with :func:`create_array`.
 
     Reading (``read()``, ``a[...]``) decodes chunks in parallel in C++ with the GIL released and
-    returns numpy arrays in native byte order. Writing (``write()``, ``a[...] = values``) encodes
-    chunks in parallel the same way; chunks that end up all fill value are not stored.
+    returns numpy arrays in native byte order: the values as stored (Zarr semantics). Opened with
+    ``open_array(url, decode_cf=True)``, reads return the CF-decoded values the loader delivers
+    and xarray shows (``_FillValue``/``missing_value`` → NaN, ``x * scale_factor + add_offset``,
+    ``_Unsigned``; docs/loader.md, "CF decoding"), and ``dtype`` is the decoded type (such an
+    array is read-only). Writing (``write()``, ``a[...] = values``) encodes chunks in parallel the
+    same way; chunks that end up all fill value are not stored.
     """
 
-    def __init__(self, core: _zarrstream.Array):
+    def __init__(self, core: _zarrstream.Array, decode_cf: bool = False):
         self._core = core
         self.shape: tuple[int, ...] = tuple(core.shape)
-        # numpy's type of the values: a core numeric type, datetime64/timedelta64 (read as their
-        # int64 storage and viewed), "U"/"S" or object (text kinds, read element by element).
-        self.dtype: np.dtype = np.dtype(core.numpy_dtype)
+        # numpy's type of the values as stored: a core numeric type, datetime64/timedelta64 (read
+        # as their int64 storage and viewed), "U"/"S" or object (text kinds, read element by element).
+        self._stored_dtype = np.dtype(core.numpy_dtype)
         self._is_text: bool = core.text_kind != ""
+        numeric = not self._is_text and self._stored_dtype.kind not in "mM"
+        self._cf: dict | None = core.cf_decoding() if decode_cf and numeric else None
+        self.dtype: np.dtype = self._stored_dtype
+        if self._cf is not None:
+            self.dtype = np.dtype(self._cf["decoded"] or self._cf["source"])
         self.chunks: tuple[int, ...] = tuple(core.chunks)
         shard = core.shard_shape
         self.shard_shape: tuple[int, ...] | None = None if shard is None else tuple(shard)
@@ -278,29 +287,52 @@ class Array:
             return None
         if self._is_text:
             return self._elements([self._core.text_fill_value], ())[()]
-        if self.dtype.kind in "mM":
-            return np.frombuffer(self._core.fill_value_bytes, dtype="=i8").view(self.dtype)[0]
-        return np.frombuffer(self._core.fill_value_bytes, dtype=self.dtype)[0]
+        if self._stored_dtype.kind in "mM":
+            return np.frombuffer(self._core.fill_value_bytes, dtype="=i8").view(self._stored_dtype)[0]
+        return np.frombuffer(self._core.fill_value_bytes, dtype=self._stored_dtype)[0]
 
     @property
     def metadata(self) -> dict:
         """The metadata as a v3 zarr.json document (v2 metadata normalised)."""
         return json.loads(self._core.metadata_json)
 
+    def _decoded(self, stored: np.ndarray) -> np.ndarray:
+        """``stored`` CF-decoded with xarray's arithmetic (its CFMaskCoder then CFScaleOffsetCoder):
+        converted to the decoded type, fill values (rounded to it) → NaN, then ``*=
+        scale_factor`` and ``+= add_offset``, each rounded in that type."""
+        cf = self._cf
+        if cf is None:
+            return stored
+        values = stored.view(np.dtype(cf["source"]))
+        if cf["decoded"] is None:
+            return values
+        values = values.astype(cf["decoded"])
+        if cf["fill_values"]:
+            missing = np.zeros(values.shape, dtype=bool)
+            for fill in cf["fill_values"]:
+                missing |= values == fill
+            values[missing] = np.nan
+        if cf["scale_factor"] is not None:
+            values *= cf["scale_factor"]
+        if cf["add_offset"] is not None:
+            values += cf["add_offset"]
+        return values
+
     def _output(self, shape: tuple[int, ...], what: str) -> np.ndarray:
-        """An uninitialised numpy array of ``shape`` for a read: ZarrstreamErrors, not numpy's,
-        when numpy cannot have that many dimensions or the memory is not there."""
+        """An uninitialised numpy array of ``shape`` (of the stored type) for a read:
+        ZarrstreamErrors, not numpy's, when numpy cannot have that many dimensions or the memory
+        is not there."""
         if len(shape) > _NUMPY_MAX_DIMS:
             raise UnsupportedError(
                 f"{what} of {self.url}: the region has {len(shape)} dimensions, numpy arrays at "
                 f"most {_NUMPY_MAX_DIMS}"
             )
-        nbytes = math.prod(shape) * self.dtype.itemsize
+        nbytes = math.prod(shape) * self._stored_dtype.itemsize
 
         def out_of_memory(why: str = ""):
             return OutOfMemoryError(
                 f"out of memory: {what} of {self.url} needs {nbytes} bytes (shape {shape}, "
-                f"{self.dtype}){why}; read a smaller region"
+                f"{self._stored_dtype}){why}; read a smaller region"
             )
 
         # Refused before numpy tries: with overcommit an allocation beyond memory may succeed and
@@ -309,7 +341,7 @@ class Array:
         if nbytes > limit:
             raise out_of_memory(f", more than this machine's {limit} bytes of memory")
         try:
-            return np.empty(shape, dtype=self.dtype)
+            return np.empty(shape, dtype=self._stored_dtype)
         except MemoryError:
             raise out_of_memory() from None
 
@@ -330,7 +362,7 @@ class Array:
         """Reads [start, start + count) into ``out`` (any strides)."""
         if self._is_text:
             out[...] = self._elements(self._core.read_text(start, count), tuple(count))
-        elif self.dtype.kind in "mM":
+        elif self._stored_dtype.kind in "mM":
             self._core.read_into(start, count, out.view("=i8"))
         else:
             self._core.read_into(start, count, out)
@@ -339,7 +371,7 @@ class Array:
         """Reads the whole array."""
         out = self._output(self.shape, "reading the whole array")
         self._read_into([0] * self.ndim, list(self.shape), out)
-        return out
+        return self._decoded(out)
 
     def read_region(self, start, shape, out: np.ndarray | None = None) -> np.ndarray:
         """Reads [start, start + shape) into ``out`` (allocated when None; any strides)."""
@@ -348,10 +380,17 @@ class Array:
             raise InvalidArgumentError(
                 f"read of {self.url}: region start {start} and shape {shape} must not be negative"
             )
+        if out is not None and out.dtype != self.dtype:
+            raise TypeError(f"out has dtype {out.dtype}, the array {self.dtype}")
+        if self._cf is not None:
+            region = self._output(tuple(shape), "reading a region")
+            self._read_into(start, shape, region)
+            if out is None:
+                return self._decoded(region)
+            out[...] = self._decoded(region)
+            return out
         if out is None:
             out = self._output(tuple(shape), "reading a region")
-        elif out.dtype != self.dtype:
-            raise TypeError(f"out has dtype {out.dtype}, the array {self.dtype}")
         self._read_into(start, shape, out)
         return out
 
@@ -366,7 +405,14 @@ class Array:
         region = self._output(tuple(count), "reading a region")
         if region.size:
             self._read_into(start, count, region)
-        return region[post]
+        return self._decoded(region)[post]
+
+    def _refuse_decoded_write(self) -> None:
+        if self._cf is not None:
+            raise UnsupportedError(
+                f"{self.url} was opened with decode_cf=True, which reads decoded values: "
+                f"open it without decode_cf to write stored values"
+            )
 
     def write(self, start, data) -> None:
         """Writes ``data`` (an array of the array's rank, cast to its dtype) at ``start``.
@@ -375,12 +421,14 @@ class Array:
         read, merged and rewritten. Disjoint stored objects (chunks, or shards when sharded) may be
         written from several threads or processes at once.
         """
+        self._refuse_decoded_write()
         data = np.asarray(data)
         if data.dtype != self.dtype:
             data = data.astype(self.dtype)
         self._core.write_from([int(s) for s in start], self._storage(data))
 
     def __setitem__(self, key, value) -> None:
+        self._refuse_decoded_write()
         start, count, selection = _normalize_write_key(key, self.shape)
         value = np.asarray(value)
         if value.dtype != self.dtype:
@@ -530,13 +578,18 @@ class Group(Mapping):
         return f"<zarrstream.Group {self.url} members={list(self)}>"
 
 
-def open_array(url: str, *, num_threads: int = 0, missing_chunks: str = "fill") -> Array:
+def open_array(
+    url: str, *, num_threads: int = 0, missing_chunks: str = "fill", decode_cf: bool = False
+) -> Array:
     """Opens the Zarr array at ``url`` (a local path or file:// URL).
 
     ``num_threads``: decode threads (0: a shared pool sized to the machine).
     ``missing_chunks``: ``"fill"`` (the Zarr spec: read as fill_value) or ``"error"``.
+    ``decode_cf``: reads return CF-decoded values, as the loader and xarray see them (fill values
+    NaN, packed variables unpacked); False (the default) keeps Zarr's values as stored.
     """
-    return Array(_zarrstream.open_array(url, num_threads, _missing_is_error(missing_chunks)))
+    core = _zarrstream.open_array(url, num_threads, _missing_is_error(missing_chunks))
+    return Array(core, decode_cf=decode_cf)
 
 
 def open_group(url: str, *, num_threads: int = 0, missing_chunks: str = "fill") -> Group:

@@ -222,6 +222,11 @@ class Loader:
     ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
     it, ``False`` never pins.
 
+    Variables are CF-decoded as xarray's ``open_zarr`` decodes them by default: values equal to
+    ``_FillValue`` or ``missing_value`` become NaN and packed variables are unpacked
+    (``x * scale_factor + add_offset``), before ``nan=`` and ``normalize``, with the values xarray
+    shows (docs/loader.md, "CF decoding"). ``decode_cf=False`` delivers the values as stored.
+
     ``output="dlpack"`` yields the batch's arrays as framework-neutral ``BatchArray`` objects
     (DLPack producers for CuPy, JAX, NumPy or PyTorch) instead of torch tensors, and needs no
     torch; with ``device="cuda"`` it needs GPU batches (the host path's copy is torch's).
@@ -248,6 +253,7 @@ class Loader:
         dtype: Any = "float32",
         normalize: str | os.PathLike | None = None,
         nan: str | float = "keep",
+        decode_cf: bool = True,
         on_error: str = "raise",
         prefetch: int = 2,
         num_threads: int = 0,
@@ -318,6 +324,7 @@ class Loader:
         else:
             o.fill_nan = True
             o.nan_fill = float(nan)
+        o.decode_cf = bool(decode_cf)
         if on_error not in _ERROR_POLICIES:
             raise ValueError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
         o.skip_bad_samples = on_error == "skip"

@@ -144,9 +144,12 @@ class MemoryDataset {
     if constexpr (std::is_same_v<T, double>) return DataType::kFloat64;
     if constexpr (std::is_same_v<T, int64_t>) return DataType::kInt64;
     if constexpr (std::is_same_v<T, int32_t>) return DataType::kInt32;
+    if constexpr (std::is_same_v<T, int16_t>) return DataType::kInt16;
+    if constexpr (std::is_same_v<T, int8_t>) return DataType::kInt8;
     if constexpr (std::is_same_v<T, uint8_t>) return DataType::kUInt8;
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
                   std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t> ||
+                  std::is_same_v<T, int16_t> || std::is_same_v<T, int8_t> ||
                   std::is_same_v<T, uint8_t>);
     return DataType::kFloat64;
   }

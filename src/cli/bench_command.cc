@@ -114,6 +114,7 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.seed = o.seed;
   ZS_ASSIGN_OR_RETURN(options.dtype, ParseBatchDType(o.dtype));
   options.normalize = o.normalize;
+  options.decode_cf = o.decode_cf;
   options.prefetch = o.prefetch;
   options.num_threads = o.threads;
   options.cache_bytes = o.cache_mb << 20;
@@ -509,6 +510,10 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
   command->add_option("--dtype", options->dtype, "float32, bfloat16 or float16")
       ->capture_default_str();
   command->add_option("--normalize", options->normalize, "Stats file of `zarrstream stats`");
+  command->add_flag_callback(
+      "--no-decode-cf", [options] { options->decode_cf = false; },
+      "Values as stored: no CF decoding (_FillValue/missing_value to NaN, scale_factor, "
+      "add_offset)");
   command->add_option("--prefetch", options->prefetch, "Batches prepared ahead")
       ->capture_default_str();
   command->add_option("--threads", options->threads, "Worker threads (default: one per core)");

@@ -28,6 +28,7 @@ struct BenchCommandOptions {
   uint64_t seed = 0;
   std::string dtype = "float32";
   std::string normalize;
+  bool decode_cf = true;  // off: values as stored, not CF-decoded (--no-decode-cf)
   size_t prefetch = 4;
   size_t threads = 0;
   uint64_t cache_mb = 0;

@@ -1,27 +1,31 @@
 // `zarrstream inspect URL [--json]`: the tree of groups and arrays of a store, with shapes,
-// chunking, codecs, stored vs logical bytes, and warnings about layouts that read poorly for ML
-// training.
+// chunking, codecs, stored vs logical bytes, CF encoding (packing, fill values, units, the decoded
+// time range of time coordinates), and the layout findings and rechunk command `doctor` gives
+// (one set of rules: tools/store_advice.h).
 #include "cli/inspect.h"
 
+#include <array>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "array/array_state.h"
+#include "dataset/cf_decoding.h"
+#include "dataset/cf_time.h"
 #include "gpu/gpu_decoder.h"
 #include "store/store.h"
+#include "tools/store_advice.h"
 #include "util/format.h"
 #include "zarrstream/array.h"
+#include "zarrstream/loader.h"
 
 namespace zarrstream::cli {
 
 namespace {
 
 using nlohmann::json;
-
-constexpr double kLargeChunkBytes = 100e6;
-constexpr double kSmallChunkBytes = 1e6;
 
 std::string ShapeString(const std::vector<uint64_t>& shape) {
   std::string s = FormatIndex(shape, ", ");
@@ -52,8 +56,88 @@ void CollectCodecs(const json& chain, std::vector<std::string>* names) {
   }
 }
 
-bool IsTimeDimension(const std::string& name) {
-  return name == "time" || name == "valid_time" || name == "init_time" || name == "t";
+// One element of a numeric array as a double (time coordinates: integers or floats).
+Result<double> ReadNumber(const Array& array, uint64_t index) {
+  std::array<std::byte, 8> bytes{};
+  const uint64_t start[1] = {index}, shape[1] = {1};
+  ZS_RETURN_IF_ERROR(array.Read(start, shape, bytes.data()));
+  auto as = [&bytes]<typename T>(T) {
+    T v;
+    std::memcpy(&v, bytes.data(), sizeof v);
+    return static_cast<double>(v);
+  };
+  switch (array.dtype()) {
+    case DataType::kInt8:
+      return as(int8_t{});
+    case DataType::kInt16:
+      return as(int16_t{});
+    case DataType::kInt32:
+      return as(int32_t{});
+    case DataType::kInt64:
+      return as(int64_t{});
+    case DataType::kUInt8:
+      return as(uint8_t{});
+    case DataType::kUInt16:
+      return as(uint16_t{});
+    case DataType::kUInt32:
+      return as(uint32_t{});
+    case DataType::kUInt64:
+      return as(uint64_t{});
+    case DataType::kFloat32:
+      return as(float{});
+    case DataType::kFloat64:
+      return as(double{});
+    default:
+      return UnsupportedError("not a number type");
+  }
+}
+
+// The first and last dates of a 1-D time coordinate with CF units ("hours since 1900-01-01"), as
+// the loader's label selection reads them; null when it is not one.
+json TimeRange(const Array& array, const json& attributes) {
+  const std::string units = attributes.value("units", json()).is_string()
+                                ? attributes["units"].get<std::string>()
+                                : std::string();
+  if (array.rank() != 1 || array.shape()[0] == 0 || units.find(" since ") == std::string::npos) {
+    return nullptr;
+  }
+  const std::string calendar = attributes.value("calendar", json()).is_string()
+                                   ? attributes["calendar"].get<std::string>()
+                                   : std::string("standard");
+  auto parsed = CfTimeUnits::Parse(units, calendar);
+  if (!parsed.ok()) return nullptr;
+  json range = json::array();
+  for (uint64_t index : {uint64_t{0}, array.shape()[0] - 1}) {
+    auto value = ReadNumber(array, index);
+    if (!value.ok()) return nullptr;
+    auto date = parsed->Decode(*value);
+    if (!date.ok()) return nullptr;
+    range.push_back(FormatDateTime(*date));
+  }
+  return range;
+}
+
+// CF encoding: what the loader's decoding does to the array (dataset/cf_decoding.h), its
+// _FillValue and missing_value, units; a corrupt attribute is a warning here (and the
+// loader's error).
+void DescribeCf(const Array& array, const json& attributes, json& j, json& warnings) {
+  j["units"] = attributes.value("units", json());
+  // In Zarr v2 the array's fill_value is the _FillValue (xarray's reading, and the loader's).
+  j["_FillValue"] = array.zarr_format() == 2 && !array.fill_value_is_null()
+                        ? json::parse(array.metadata_json()).value("fill_value", json())
+                        : attributes.value("_FillValue", json());
+  j["missing_value"] = attributes.value("missing_value", json());
+  j["time_range"] = TimeRange(array, attributes);
+  auto cf = CfDecodingOf(array);
+  if (!cf.ok()) {
+    warnings.push_back(cf.status().message());
+    j["packed"] = false;
+    j["cf_decoding"] = nullptr;
+    return;
+  }
+  j["packed"] = cf->decode && cf->packed();
+  const std::string decoding = DescribeCfDecoding(*cf, array.dtype());
+  j["cf_decoding"] = decoding.empty() ? json(nullptr) : json(decoding);
 }
 
 json DescribeArray(const Array& array, const std::string& name) {
@@ -104,37 +188,23 @@ json DescribeArray(const Array& array, const std::string& name) {
   j["stored_bytes"] = stored_bytes;
   j["compression_ratio"] = stored_bytes ? static_cast<double>(logical) / stored_bytes : 0.0;
 
-  json warnings = json::array();
-  const double chunk_bytes = static_cast<double>(Product(array.chunks()) * item);
-  j["chunk_bytes"] = chunk_bytes;
+  j["chunk_bytes"] = static_cast<double>(Product(array.chunks()) * item);
+  json warnings = json::array(), notes = json::array();
   if (!numeric) {
-    // Coordinates and labels: what the layout warnings say of training data does not apply.
+    // Coordinates and labels: what the layout advice says of training data does not apply.
     j["warnings"] = json::array({extended->Name() +
                                  " values are read on the CPU only (open_array); "
                                  "they label or select, and are not loader or GPU channels"});
+    j["notes"] = notes;
     return j;
   }
-  if (chunk_bytes > kLargeChunkBytes) {
-    warnings.push_back("chunks of " + FormatBytes(chunk_bytes) +
-                       " are large: every sample that touches one reads and decodes all of it");
-  } else if (chunk_bytes < kSmallChunkBytes && logical > 10 * kSmallChunkBytes) {
-    warnings.push_back("chunks of " + FormatBytes(chunk_bytes) +
-                       " are small: a sample needs many requests (aim for 1-100 MB)");
-  }
-  for (size_t d = 0; d < array.dims().size(); ++d) {
-    if (IsTimeDimension(array.dims()[d]) && array.chunks()[d] > 1 && array.shape()[d] > 1) {
-      warnings.push_back("each chunk holds " + std::to_string(array.chunks()[d]) + " steps of '" +
-                         array.dims()[d] +
-                         "': reading one step reads all of them "
-                         "(rechunk to " +
-                         array.dims()[d] + "=1 for random time-step sampling)");
-    }
-  }
-  if (!decode.gpu()) {
-    warnings.push_back("the GPU path cannot decode these chunks (" + decode.description +
-                       "): the CPU decodes them");
+  DescribeCf(array, json::parse(array.attributes_json()), j, warnings);
+  const bool gpu = GpuBatchesUnavailableReason().empty();
+  for (const json& finding : tools::ArrayFindings(array, gpu)) {
+    (finding["severity"] == "warning" ? warnings : notes).push_back(finding["message"]);
   }
   j["warnings"] = warnings;
+  j["notes"] = notes;
   return j;
 }
 
@@ -236,8 +306,24 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
   if (node["gpu_decodable"].get<bool>()) {
     out << indent << "    GPU-decodable: " << node["gpu_decode"].get<std::string>() << "\n";
   }
+  if (!node["cf_decoding"].is_null()) {
+    out << indent << "    CF: " << node["cf_decoding"].get<std::string>()
+        << (node["packed"].get<bool>() ? " (packed; decode_cf=False reads it as stored)" : "")
+        << "\n";
+  }
+  if (node["units"].is_string() || !node["_FillValue"].is_null() || !node["time_range"].is_null()) {
+    out << indent << "   ";
+    if (node["units"].is_string()) out << " units " << node["units"].get<std::string>() << ";";
+    if (!node["_FillValue"].is_null()) out << " _FillValue " << node["_FillValue"].dump() << ";";
+    if (!node["time_range"].is_null()) {
+      out << " from " << node["time_range"][0].get<std::string>() << " to "
+          << node["time_range"][1].get<std::string>() << ";";
+    }
+    out << "\n";
+  }
   for (const auto& w : node["warnings"])
     out << indent << "    warning: " << w.get<std::string>() << "\n";
+  for (const auto& n : node["notes"]) out << indent << "    note: " << n.get<std::string>() << "\n";
 }
 
 }  // namespace
@@ -265,12 +351,18 @@ int RunInspect(const InspectOptions& options) {
     tree = DescribeArray(*array, "");
   }
   tree["url"] = options.url;
+  // The store's rechunk command, as `doctor URL` prints it (null when the layout suits).
+  auto advice = tools::StoreAdvice(options.url);
+  tree["rechunk_command"] = advice.ok() ? (*advice)["rechunk_command"] : json(nullptr);
   if (options.json) {
     std::cout << tree.dump(2) << "\n";
     for (const auto& e : errors) std::cerr << "error: " << e << "\n";
   } else {
     std::cout << options.url << "\n";
     PrintNode(tree, "", std::cout);
+    if (!tree["rechunk_command"].is_null()) {
+      std::cout << "fix: " << tree["rechunk_command"].get<std::string>() << "\n";
+    }
     for (const auto& e : errors) std::cout << "error: " << e << "\n";
   }
   return errors.empty() ? 0 : 1;

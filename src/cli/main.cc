@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     stats_cmd->add_option("--threads", stats.threads, "Threads (default: one per core)");
     stats_cmd->add_option("-o,--output", stats.output, "Stats file to write (default: stdout)");
+    stats_cmd->add_flag_callback(
+        "--no-decode-cf", [&stats] { stats.decode_cf = false; },
+        "Statistics of the values as stored: no CF decoding (_FillValue/missing_value to NaN, "
+        "scale_factor, add_offset), as the loader's decode_cf=False");
 
     zarrstream::cli::SynthCommandOptions synth;
     CLI::App* synth_cmd = zarrstream::cli::AddSynthCommand(app, &synth);

@@ -29,6 +29,7 @@ Status Run(const StatsOptions& options) {
   ChannelStatsOptions stats_options;
   stats_options.select = std::move(select);
   stats_options.num_threads = options.threads;
+  stats_options.decode_cf = options.decode_cf;
   ProgressBar progress("stats");
   stats_options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
   ZS_ASSIGN_OR_RETURN(ChannelStatsFile stats,

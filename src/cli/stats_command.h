@@ -12,6 +12,7 @@ struct StatsOptions {
   std::vector<std::string> select;  // label selections
   size_t threads = 0;               // 0: one per core
   std::string output;               // the stats file; empty: standard output
+  bool decode_cf = true;            // off: statistics of the values as stored (--no-decode-cf)
 };
 
 // Computes per-channel statistics and writes the stats file; returns the process exit code.

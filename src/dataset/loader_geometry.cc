@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "dataset/cf_decoding.h"
 #include "dataset/stats_file.h"
 #include "util/format.h"
 #include "zarrstream/label_selection.h"
@@ -59,6 +60,20 @@ Status MissingStatsError(const std::string& stats_path, const std::string& chann
 Status UndefinedStatsError(const std::string& stats_path, const std::string& channel) {
   return InvalidArgumentError("the stats file '" + stats_path + "' gives channel '" + channel +
                               "' no finite mean and std: it cannot normalise it");
+}
+
+// Each channel's CF decoding from its array's attributes (all values as stored when off).
+Status SetCfDecoding(bool decode_cf, LoaderGeometry& g) {
+  g.cf.clear();
+  for (const Channel& channel : g.channels) {
+    if (!decode_cf) {
+      g.cf.push_back(StoredValues(channel.array.dtype()));
+      continue;
+    }
+    ZS_ASSIGN_OR_RETURN(CfDecoding cf, CfDecodingOf(channel.array));
+    g.cf.push_back(cf);
+  }
+  return Status::Ok();
 }
 
 Status SetNormalisation(const std::string& stats_path, LoaderGeometry& g) {
@@ -339,6 +354,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
   SetLayout(g);
+  ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, g));
   return g;
 }

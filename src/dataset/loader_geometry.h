@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "array/array_state.h"
+#include "dataset/cf_decoding.h"
 #include "dataset/channel_spec.h"
 #include "dataset/coordinates.h"
 #include "zarrstream/loader.h"
@@ -69,6 +70,9 @@ struct LoaderGeometry {
   std::vector<const internal::ArrayState*> arrays;
   std::vector<size_t> channel_array;
 
+  // CF decoding per channel (dataset/cf_decoding.h), before normalisation; values as stored when
+  // LoaderOptions::decode_cf is off.
+  std::vector<CfDecoding> cf;
   // Normalisation per channel: out = (x - mean) * inv_std (0 and 1 without a stats file).
   std::vector<double> mean, inv_std;
 };

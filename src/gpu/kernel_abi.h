@@ -10,7 +10,8 @@ namespace zarrstream::gpu_abi {
 inline constexpr int kMaxRank = 8;
 
 // A decoded chunk's element type (the values of zarrstream::DataType, which the kernels convert
-// from: every real type).
+// from: every real type). Under CF `_Unsigned` the descriptor names the type the elements are read
+// as.
 enum SourceType : uint32_t {
   kBool = 0,
   kInt8 = 1,
@@ -33,6 +34,16 @@ enum BatchType : uint32_t { kBatchFloat32 = 0, kBatchBFloat16 = 1, kBatchFloat16
 inline constexpr uint32_t kFillNan = 1;   // NaN → nan_fill, and the mask byte says where
 inline constexpr uint32_t kByteSwap = 2;  // the chunk's elements are stored big-endian
 inline constexpr uint32_t kFromFill = 4;  // the chunk is not stored: every element is fill_value
+// CF decoding (dataset/cf_decoding.h) before normalisation: the stored value converted to the
+// decoded type (kCfWide: float64, else float32), fill values → NaN, × cf_scale_factor (kCfScale),
+// + cf_add_offset (kCfOffset), each step rounded.
+inline constexpr uint32_t kCfDecode = 8;
+inline constexpr uint32_t kCfWide = 16;
+inline constexpr uint32_t kCfScale = 32;
+inline constexpr uint32_t kCfOffset = 64;
+
+// The most fill values of one CF-decoded variable (dataset/cf_decoding.h's kMaxCfFillValues).
+inline constexpr int kMaxCfFillValues = 8;
 
 // One box of a decoded chunk copied into one slab of a batch tensor, converted to the batch type
 // and normalised: the GPU form of loader/batch_assembly.h's AssembleCopy, with the same arithmetic.
@@ -49,11 +60,18 @@ struct CopyDescriptor {
   double inv_std = 1;
   double nan_fill = 0;
   uint64_t fill_value = 0;  // with kFromFill: one element's bytes (native order), zero-extended
+  double cf_scale_factor = 1;
+  double cf_add_offset = 0;
+  // With kCfDecode: the values that become NaN, rounded to the decoded type.
+  double cf_fill_values[kMaxCfFillValues] = {};
+  uint32_t cf_num_fill_values = 0;
   uint32_t rank = 0;
   uint32_t source_type = kFloat32;
   uint32_t batch_type = kBatchFloat32;
   uint32_t flags = 0;
+  uint32_t reserved = 0;  // keeps the size a multiple of 8 under both compilers
 };
+static_assert(sizeof(CopyDescriptor) == 360, "host and device must lay CopyDescriptor out alike");
 
 // One blosc block's byte shuffle undone: `source` holds the block's bytes as `typesize` planes of
 // `bytes / typesize` bytes each (then the `bytes % typesize` left over), `target` receives the

@@ -59,10 +59,23 @@ __device__ __forceinline__ uint32_t SourceSize(uint32_t type) {
   }
 }
 
-// (x - mean) * inv_std as the CPU computes it: in float32 for sources float32 holds exactly, in
-// float64 (then rounded once) for the wider ones. Returns the float32 bits.
-__device__ __forceinline__ uint32_t Normalise(uint64_t bits, uint32_t type, double mean,
-                                              double inv_std) {
+constexpr uint32_t kQuietNan = 0x7FC00000u;  // what a CF fill value becomes (the CPU's quiet_NaN)
+
+__device__ __forceinline__ bool IsCfFill(double value, const CopyDescriptor& d) {
+  for (uint32_t k = 0; k < d.cf_num_fill_values; ++k) {
+    if (value == d.cf_fill_values[k]) return true;
+  }
+  return false;
+}
+
+// CF decoding (with kCfDecode), then (x - mean) * inv_std, as the CPU computes them
+// (dataset/cf_decoding.h's CfDecode, then batch_assembly.cc): in float32 for sources float32 holds
+// exactly, in float64 (then rounded once) for the wider ones and for values that decode to float64.
+// Returns the float32 bits.
+__device__ __forceinline__ uint32_t Normalise(uint64_t bits, const CopyDescriptor& desc) {
+  const uint32_t type = desc.source_type;
+  const double mean = desc.mean;
+  const double inv_std = desc.inv_std;
   float f = 0;
   double d = 0;
   bool wide = false;
@@ -122,6 +135,17 @@ __device__ __forceinline__ uint32_t Normalise(uint64_t bits, uint32_t type, doub
       break;
     }
   }
+  if ((desc.flags & abi::kCfDecode) != 0) {
+    if ((desc.flags & abi::kCfWide) != 0) {
+      if (!wide) d = static_cast<double>(f);  // exact: f holds every value of these sources
+      wide = true;
+      if (IsCfFill(d, desc)) return kQuietNan;
+      if ((desc.flags & abi::kCfScale) != 0) d = __dmul_rn(d, desc.cf_scale_factor);
+      if ((desc.flags & abi::kCfOffset) != 0) d = __dadd_rn(d, desc.cf_add_offset);
+    } else if (IsCfFill(static_cast<double>(f), desc)) {
+      return kQuietNan;
+    }
+  }
   if (wide) return __float_as_uint(__double2float_rn(__dmul_rn(__dsub_rn(d, mean), inv_std)));
   return __float_as_uint(
       __fmul_rn(__fsub_rn(f, __double2float_rn(mean)), __double2float_rn(inv_std)));
@@ -178,7 +202,7 @@ extern "C" __global__ void zs_scatter(const CopyDescriptor* copies, uint32_t cou
       target_offset += static_cast<int64_t>(rest) * d.target_strides[0];
       const uint64_t bits =
           from_fill ? d.fill_value : LoadBits(source + source_offset * size, size, swap);
-      uint32_t value = Normalise(bits, d.source_type, d.mean, d.inv_std);
+      uint32_t value = Normalise(bits, d);
       if (fill_nan) {
         const bool nan = IsNan(value);
         reinterpret_cast<uint8_t*>(d.mask)[target_offset] = nan ? 1 : 0;

@@ -35,34 +35,40 @@ template <typename Src>
 using ComputeType =
     std::conditional_t<(sizeof(Src) >= 4 && !std::is_same_v<Src, float>), double, float>;
 
-// One run along the innermost dimension. `kContiguous`: both steps are 1, so the loop vectorises.
-template <typename Src, typename Dst, bool kContiguous>
+// One run along the innermost dimension, in `Compute`. `kContiguous`: both steps are 1, so the loop
+// vectorises. `kDecode`: the values are CF-decoded first (t.cf).
+template <typename Src, typename Dst, typename Compute, bool kDecode, bool kContiguous>
 inline void ConvertRun(const Src* src, int64_t src_step, Dst* dst, int64_t dst_step, uint8_t* mask,
                        uint64_t n, const SlabTransform& t) {
-  using Compute = ComputeType<Src>;
   if constexpr (kContiguous) {
     src_step = 1;
     dst_step = 1;
   }
   const auto mean = static_cast<Compute>(t.mean);
   const auto inv_std = static_cast<Compute>(t.inv_std);
+  auto value = [&](uint64_t i) {
+    Compute x;
+    if constexpr (kDecode) {
+      x = CfDecode<Compute>(src[i * src_step], *t.cf);
+    } else {
+      x = static_cast<Compute>(src[i * src_step]);
+    }
+    return static_cast<float>((x - mean) * inv_std);
+  };
   if (t.fill_nan) {
     const auto fill = static_cast<float>(t.nan_fill);
     for (uint64_t i = 0; i < n; ++i) {
-      const auto v = static_cast<float>((static_cast<Compute>(src[i * src_step]) - mean) * inv_std);
+      const float v = value(i);
       const bool nan = std::isnan(v);
       mask[i * dst_step] = nan ? 1 : 0;
       dst[i * dst_step] = FromFloat<Dst>(nan ? fill : v);
     }
   } else {
-    for (uint64_t i = 0; i < n; ++i) {
-      dst[i * dst_step] = FromFloat<Dst>(
-          static_cast<float>((static_cast<Compute>(src[i * src_step]) - mean) * inv_std));
-    }
+    for (uint64_t i = 0; i < n; ++i) dst[i * dst_step] = FromFloat<Dst>(value(i));
   }
 }
 
-template <typename Src, typename Dst>
+template <typename Src, typename Dst, typename Compute, bool kDecode>
 void ConvertBox(const Src* chunk, std::span<const uint64_t> chunk_shape, const PlannedCopy& copy,
                 Dst* slab, const DimArray& slab_strides, const SlabTransform& t, uint8_t* mask) {
   const size_t rank = copy.rank;
@@ -87,10 +93,11 @@ void ConvertBox(const Src* chunk, std::span<const uint64_t> chunk_shape, const P
     }
     uint8_t* mask_run = t.fill_nan ? mask + dst_offset : nullptr;
     if (contiguous) {
-      ConvertRun<Src, Dst, true>(chunk + src_offset, 1, slab + dst_offset, 1, mask_run, n, t);
+      ConvertRun<Src, Dst, Compute, kDecode, true>(chunk + src_offset, 1, slab + dst_offset, 1,
+                                                   mask_run, n, t);
     } else {
-      ConvertRun<Src, Dst, false>(chunk + src_offset, src_step, slab + dst_offset, dst_step,
-                                  mask_run, n, t);
+      ConvertRun<Src, Dst, Compute, kDecode, false>(chunk + src_offset, src_step, slab + dst_offset,
+                                                    dst_step, mask_run, n, t);
     }
     size_t a = inner;
     while (a-- > 0) {
@@ -101,26 +108,42 @@ void ConvertBox(const Src* chunk, std::span<const uint64_t> chunk_shape, const P
   }
 }
 
-template <typename Src>
-void ConvertTo(const std::byte* chunk, std::span<const uint64_t> chunk_shape,
-               const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
-               const DimArray& slab_strides, const SlabTransform& t, uint8_t* mask) {
+template <typename Src, typename Compute, bool kDecode>
+void ConvertInto(const std::byte* chunk, std::span<const uint64_t> chunk_shape,
+                 const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
+                 const DimArray& slab_strides, const SlabTransform& t, uint8_t* mask) {
   const auto* src = reinterpret_cast<const Src*>(chunk);
   switch (dtype) {
     case BatchDType::kFloat32:
-      return ConvertBox(src, chunk_shape, copy, reinterpret_cast<float*>(slab), slab_strides, t,
-                        mask);
+      return ConvertBox<Src, float, Compute, kDecode>(
+          src, chunk_shape, copy, reinterpret_cast<float*>(slab), slab_strides, t, mask);
     case BatchDType::kBFloat16:
-      return ConvertBox(src, chunk_shape, copy, reinterpret_cast<BFloat16*>(slab), slab_strides, t,
-                        mask);
+      return ConvertBox<Src, BFloat16, Compute, kDecode>(
+          src, chunk_shape, copy, reinterpret_cast<BFloat16*>(slab), slab_strides, t, mask);
     case BatchDType::kFloat16:
 #if defined(__FLT16_MANT_DIG__)
-      return ConvertBox(src, chunk_shape, copy, reinterpret_cast<_Float16*>(slab), slab_strides, t,
-                        mask);
+      return ConvertBox<Src, _Float16, Compute, kDecode>(
+          src, chunk_shape, copy, reinterpret_cast<_Float16*>(slab), slab_strides, t, mask);
 #else
       break;  // rejected by ParseBatchDType
 #endif
   }
+}
+
+template <typename Src>
+void ConvertTo(const std::byte* chunk, std::span<const uint64_t> chunk_shape,
+               const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
+               const DimArray& slab_strides, const SlabTransform& t, uint8_t* mask) {
+  if (t.cf == nullptr || !t.cf->decode) {
+    return ConvertInto<Src, ComputeType<Src>, false>(chunk, chunk_shape, copy, slab, dtype,
+                                                     slab_strides, t, mask);
+  }
+  if (t.cf->wide()) {
+    return ConvertInto<Src, double, true>(chunk, chunk_shape, copy, slab, dtype, slab_strides, t,
+                                          mask);
+  }
+  return ConvertInto<Src, float, true>(chunk, chunk_shape, copy, slab, dtype, slab_strides, t,
+                                       mask);
 }
 
 }  // namespace
@@ -128,6 +151,7 @@ void ConvertTo(const std::byte* chunk, std::span<const uint64_t> chunk_shape,
 void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint64_t> chunk_shape,
                   const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
                   const DimArray& slab_strides, const SlabTransform& transform, uint8_t* mask) {
+  if (transform.cf != nullptr) source = transform.cf->source;
   switch (source) {
     case DataType::kInt8:
       return ConvertTo<int8_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,

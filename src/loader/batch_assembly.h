@@ -4,15 +4,19 @@
 // batches from the two must be identical, so the arithmetic is spelled out here:
 // out = (x - mean) * inv_std, computed in float32 for sources float32 holds exactly (float16/32,
 // 8/16-bit integers) and in float64 for wider ones (float64, 32/64-bit integers), rounded to
-// float32; then NaN → nan_fill when filling; then rounded to the batch dtype (bfloat16 and float16
-// round to nearest even; NaN stays NaN). float16 (source or batch) uses the compiler's _Float16
-// (GCC 12, clang 15 on x86-64); a build without it rejects float16 at open.
+// float32. A CF-decoded variable (dataset/cf_decoding.h) is decoded first, in the same pass: the
+// stored value converted to the decoded type, fill values → NaN, × scale_factor, + add_offset, then
+// normalised in float64 when it decodes to float64 (packed variables, wide integers) and in float32
+// otherwise; then NaN → nan_fill when filling; then rounded to the batch dtype (bfloat16 and
+// float16 round to nearest even; NaN stays NaN). float16 (source or batch) uses the compiler's
+// _Float16 (GCC 12, clang 15 on x86-64); a build without it rejects float16 at open.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "dataset/cf_decoding.h"
 #include "loader/read_plan.h"
 #include "zarrstream/data_type.h"
 #include "zarrstream/loader.h"
@@ -24,9 +28,12 @@ struct SlabTransform {
   double inv_std = 1;
   bool fill_nan = false;
   double nan_fill = 0;
+  // The channel's CF decoding (owned by the loader's geometry); null: values as stored.
+  const CfDecoding* cf = nullptr;
 };
 
-// `chunk`: the decoded chunk (C order, `chunk_shape` elements of `source`). `slab`: the first
+// `chunk`: the decoded chunk (C order, `chunk_shape` elements of `source`, the array's data type;
+// transform.cf->source when decoding says how its elements are read). `slab`: the first
 // element of the slab in the batch tensor; `slab_strides`: element strides of the slab along each
 // array dimension (0 on dimensions the slab collapses: time, level). `mask`: the slab's first
 // mask byte (same strides), written only when transform.fill_nan.

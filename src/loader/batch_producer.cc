@@ -34,7 +34,7 @@ BatchProducerBase::CopyTarget BatchProducerBase::TargetOf(Batch& b, const Planne
     target.mask = reinterpret_cast<uint8_t*>(m.data.data()) + slab_index * g.slab_elements;
   }
   target.transform = SlabTransform{g.mean[slab.channel], g.inv_std[slab.channel], options.fill_nan,
-                                   options.nan_fill};
+                                   options.nan_fill, &g.cf[slab.channel]};
   target.strides = &context_.slab_strides[slab.channel];
   return target;
 }

@@ -93,9 +93,26 @@ gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
   d.inv_std = transform.inv_std;
   d.nan_fill = transform.nan_fill;
   d.source_type = static_cast<uint32_t>(source);
+  if (transform.cf != nullptr) {
+    const CfDecoding& cf = *transform.cf;
+    d.source_type = static_cast<uint32_t>(cf.source);
+    if (cf.decode) {
+      static_assert(kMaxCfFillValues == gpu_abi::kMaxCfFillValues);
+      d.cf_scale_factor = cf.scale_factor;
+      d.cf_add_offset = cf.add_offset;
+      d.cf_num_fill_values = cf.num_fill_values;
+      for (uint32_t k = 0; k < cf.num_fill_values; ++k) d.cf_fill_values[k] = cf.fill_values[k];
+    }
+  }
   d.batch_type = BatchTypeOf(dtype);
   d.flags = (transform.fill_nan ? gpu_abi::kFillNan : 0) |
             (byte_swap && source_size > 1 && fill_value.empty() ? gpu_abi::kByteSwap : 0);
+  if (transform.cf != nullptr && transform.cf->decode) {
+    const CfDecoding& cf = *transform.cf;
+    d.flags |= gpu_abi::kCfDecode | (cf.wide() ? gpu_abi::kCfWide : 0) |
+               (cf.has_scale_factor ? gpu_abi::kCfScale : 0) |
+               (cf.has_add_offset ? gpu_abi::kCfOffset : 0);
+  }
   if (!fill_value.empty()) {
     d.flags |= gpu_abi::kFromFill;
     std::memcpy(&d.fill_value, fill_value.data(), std::min<size_t>(fill_value.size(), 8));

@@ -339,6 +339,91 @@ TEST(LoaderTest, GpuBatchesWithoutAGpuAreAClearError) {
   EXPECT_NE(loader.status().message().find(GpuBatchesUnavailableReason()), std::string::npos);
 }
 
+// A CF-encoded dataset: int16 packed with a fill value (netCDF's float32 0.01 scale), uint8 with
+// _Unsigned-free fill only, float32 with xarray's base64 _FillValue (-9999.0).
+const std::string& CfEncodedUrl() {
+  static const std::string url = [] {
+    static MemoryDataset dataset("loader_cf_test");
+    dataset.AddArray<int64_t>("time", {2}, {2}, {"time"}, {0, 6},
+                              {{"units", "hours since 2000-01-01"}});
+    dataset.AddArray<int16_t>(
+        "packed", {2, 5}, {1, 5}, {"time", "x"}, {-32767, 0, 100, 2595, 32766, 1, 2, 3, -32767, 4},
+        {{"scale_factor", 0.009999999776482582}, {"add_offset", 3.0}, {"_FillValue", -32767}});
+    dataset.AddArray<uint8_t>("fraction", {2, 5}, {2, 5}, {"time", "x"},
+                              {0, 255, 7, 8, 9, 255, 1, 2, 3, 4}, {{"_FillValue", 255}});
+    dataset.AddArray<float>("sst", {2, 5}, {2, 5}, {"time", "x"},
+                            {-9999, 1.5f, 2.5f, -9999, 3, 4, 5, 6, 7, -9999},
+                            {{"_FillValue", "AAAAAICHw8A="}});
+    return dataset.url();
+  }();
+  return url;
+}
+
+std::vector<float> InputValues(const Batch& batch) {
+  const auto* p = reinterpret_cast<const float*>(batch.input().data.data());
+  return std::vector<float>(p, p + batch.input().data.size() / sizeof(float));
+}
+
+// Loader batches hold xarray's decoded values (open_zarr printed them for these stored values),
+// NaN before the NaN policy; decode_cf off gives the stored values.
+TEST(LoaderTest, CfEncodedVariablesAreDecodedBeforeTheNanPolicy) {
+  LoaderOptions options;
+  options.variables = {"packed", "fraction", "sst"};
+  options.shuffle = ShuffleMode::kNone;
+  options.batch_size = 1;
+  auto loader = Loader::Open(CfEncodedUrl(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  auto batch = loader->Next();
+  ASSERT_TRUE(batch.ok() && batch->has_value());
+  const std::vector<float> got = InputValues(***batch);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> want = {nan,
+                                   3.0f,
+                                   static_cast<float>(3.999999977648258),
+                                   static_cast<float>(28.9499994199723),
+                                   static_cast<float>(330.6599926762283),
+                                   0,
+                                   nan,
+                                   7,
+                                   8,
+                                   9,
+                                   nan,
+                                   1.5f,
+                                   2.5f,
+                                   nan,
+                                   3};
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), 0x7FC00000u) << i;  // the one quiet NaN
+    } else {
+      EXPECT_EQ(got[i], want[i]) << i;
+    }
+  }
+
+  options.fill_nan = true;
+  options.nan_fill = -1;
+  auto filled = Loader::Open(CfEncodedUrl(), options);
+  ASSERT_TRUE(filled.ok());
+  auto first = filled->Next();
+  ASSERT_TRUE(first.ok() && first->has_value());
+  const std::vector<float> values = InputValues(***first);
+  const auto* mask = reinterpret_cast<const uint8_t*>((***first).input_mask().data.data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(mask[i], std::isnan(want[i]) ? 1 : 0) << i;
+    EXPECT_EQ(values[i], std::isnan(want[i]) ? -1.0f : want[i]) << i;
+  }
+
+  options.fill_nan = false;
+  options.decode_cf = false;
+  auto raw = Loader::Open(CfEncodedUrl(), options);
+  ASSERT_TRUE(raw.ok());
+  auto stored = raw->Next();
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_EQ(InputValues(***stored), (std::vector<float>{-32767, 0, 100, 2595, 32766, 0, 255, 7, 8,
+                                                        9, -9999, 1.5f, 2.5f, -9999, 3}));
+}
+
 // GPU: device kCuda batches (assembled by the scatter kernel, windows cutting chunks, a reduced
 // dtype, NaN masks) equal the CPU loader's, byte for byte, batch after batch.
 TEST(LoaderGpuTest, BatchesEqualTheCpuLoadersByteForByte) {
@@ -391,6 +476,46 @@ TEST(LoaderGpuTest, BatchesEqualTheCpuLoadersByteForByte) {
     }
     EXPECT_EQ(batches, cpu->num_batches());
     EXPECT_GT(gpu->stats().bytes_to_gpu, 0u);
+  }
+}
+
+// GPU: CF decoding fused into the scatter kernel (packed int16 in float64, uint8 and float32 fill
+// values in float32) gives the CPU loader's batches byte for byte, normalised or not.
+TEST(LoaderGpuTest, CfDecodedBatchesEqualTheCpuLoadersByteForByte) {
+  if (!GpuBatchesUnavailableReason().empty()) {
+    GTEST_SKIP() << "GPU test skipped: " << GpuBatchesUnavailableReason();
+  }
+  const CudaDriver* driver = CudaDriver::Get();
+  for (BatchDType dtype : {BatchDType::kFloat32, BatchDType::kBFloat16, BatchDType::kFloat16}) {
+    for (bool fill_nan : {false, true}) {
+      LoaderOptions options;
+      options.variables = {"packed", "fraction", "sst"};
+      options.shuffle = ShuffleMode::kNone;
+      options.batch_size = 2;
+      options.dtype = dtype;
+      options.fill_nan = fill_nan;
+      options.nan_fill = -2;
+      auto cpu = Loader::Open(CfEncodedUrl(), options);
+      ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+      options.device = BatchDevice::kCuda;
+      auto gpu = Loader::Open(CfEncodedUrl(), options);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+      auto want = cpu->Next();
+      auto got = gpu->Next();
+      ASSERT_TRUE(want.ok() && got.ok()) << got.status().ToString();
+      ASSERT_TRUE(want->has_value() && got->has_value());
+      for (auto [gt, wt] : {std::pair{&(***got).input(), &(***want).input()},
+                            {&(***got).input_mask(), &(***want).input_mask()}}) {
+        ASSERT_EQ(gt->shape, wt->shape);
+        std::vector<std::byte> back(gt->data.size());
+        ASSERT_TRUE(driver
+                        ->CopyToHost(back.data(), reinterpret_cast<uint64_t>(gt->data.data()),
+                                     back.size(), nullptr)
+                        .ok());
+        ASSERT_TRUE(driver->SynchronizeStream(nullptr).ok());
+        ASSERT_TRUE(std::equal(back.begin(), back.end(), wt->data.begin()));
+      }
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "dataset/cf_decoding.h"
 #include "metadata/float16.h"
 #include "util/thread_pool.h"
 
@@ -40,28 +41,45 @@ struct Strided {
   uint64_t run_stride = 0;
 };
 
+// A float16 element's bits (as distinct from uint16 elements).
+struct Float16Bits {
+  uint16_t bits;
+};
+
+// One element in the type the decoding reads it as (float16 widened to float32, exactly).
 template <typename T>
-double Load(const std::byte* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  if constexpr (std::is_same_v<T, uint16_t>) {
-    return Float16BitsToDouble(v);
+auto Load(const std::byte* p) {
+  if constexpr (std::is_same_v<T, Float16Bits>) {
+    uint16_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    return static_cast<float>(Float16BitsToDouble(bits));
   } else {
-    return static_cast<double>(v);
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
   }
 }
 
-// Corrected two-pass statistics of the strided values in `data` (elements of type T; float16 as
-// its uint16_t bits).
-template <typename T>
-BlockStats ReduceBlock(const std::byte* data, const Strided& where) {
+// One element as a double, CF-decoded (`Compute`: the decoding's arithmetic type) when kDecode.
+template <typename T, typename Compute, bool kDecode>
+double Value(const std::byte* p, const CfDecoding& cf) {
+  if constexpr (kDecode) {
+    return static_cast<double>(CfDecode<Compute>(Load<T>(p), cf));
+  } else {
+    return static_cast<double>(Load<T>(p));
+  }
+}
+
+// Corrected two-pass statistics of the strided values in `data` (elements of type T).
+template <typename T, typename Compute, bool kDecode>
+BlockStats ReduceBlock(const std::byte* data, const Strided& where, const CfDecoding& cf) {
   BlockStats s;
   double sum = 0;
   uint64_t count = 0;
   for (uint64_t r = 0; r < where.runs; ++r) {
     const std::byte* run = data + (where.first + r * where.run_stride) * sizeof(T);
     for (uint64_t i = 0; i < where.run_length; ++i) {
-      const double x = Load<T>(run + i * sizeof(T));
+      const double x = Value<T, Compute, kDecode>(run + i * sizeof(T), cf);
       if (std::isnan(x)) {
         ++s.nan_count;
         continue;
@@ -79,7 +97,7 @@ BlockStats ReduceBlock(const std::byte* data, const Strided& where) {
   for (uint64_t r = 0; r < where.runs; ++r) {
     const std::byte* run = data + (where.first + r * where.run_stride) * sizeof(T);
     for (uint64_t i = 0; i < where.run_length; ++i) {
-      const double x = Load<T>(run + i * sizeof(T));
+      const double x = Value<T, Compute, kDecode>(run + i * sizeof(T), cf);
       if (std::isnan(x)) continue;
       const double d = x - mean;
       deviations += d;
@@ -92,36 +110,48 @@ BlockStats ReduceBlock(const std::byte* data, const Strided& where) {
   return s;
 }
 
-// The reduction for one data type (a struct: Result<> of a bare function pointer trips GCC 12's
-// -Wshadow).
+// The reduction of one array: its element type and CF decoding (a struct: Result<> of a bare
+// function pointer trips GCC 12's -Wshadow).
 struct Reducer {
-  BlockStats (*reduce)(const std::byte*, const Strided&) = nullptr;
+  BlockStats (*reduce)(const std::byte*, const Strided&, const CfDecoding&) = nullptr;
+  CfDecoding cf;
+
+  BlockStats Reduce(const std::byte* data, const Strided& where) const {
+    return reduce(data, where, cf);
+  }
 };
 
-Result<Reducer> ReducerFor(DataType dtype) {
-  switch (dtype) {
+template <typename T>
+Reducer ReducerOf(const CfDecoding& cf) {
+  if (!cf.decode) return Reducer{&ReduceBlock<T, double, false>, cf};
+  if (cf.wide()) return Reducer{&ReduceBlock<T, double, true>, cf};
+  return Reducer{&ReduceBlock<T, float, true>, cf};
+}
+
+Result<Reducer> ReducerFor(DataType dtype, const CfDecoding& cf) {
+  switch (cf.source) {
     case DataType::kInt8:
-      return Reducer{&ReduceBlock<int8_t>};
+      return ReducerOf<int8_t>(cf);
     case DataType::kInt16:
-      return Reducer{&ReduceBlock<int16_t>};
+      return ReducerOf<int16_t>(cf);
     case DataType::kInt32:
-      return Reducer{&ReduceBlock<int32_t>};
+      return ReducerOf<int32_t>(cf);
     case DataType::kInt64:
-      return Reducer{&ReduceBlock<int64_t>};
+      return ReducerOf<int64_t>(cf);
     case DataType::kUInt8:
-      return Reducer{&ReduceBlock<uint8_t>};
+      return ReducerOf<uint8_t>(cf);
     case DataType::kUInt16:
-      return Reducer{&ReduceBlock<uint16_t>};
+      return ReducerOf<uint16_t>(cf);
     case DataType::kUInt32:
-      return Reducer{&ReduceBlock<uint32_t>};
+      return ReducerOf<uint32_t>(cf);
     case DataType::kUInt64:
-      return Reducer{&ReduceBlock<uint64_t>};
+      return ReducerOf<uint64_t>(cf);
     case DataType::kFloat16:
-      return Reducer{&ReduceBlock<uint16_t>};
+      return ReducerOf<Float16Bits>(cf);
     case DataType::kFloat32:
-      return Reducer{&ReduceBlock<float>};
+      return ReducerOf<float>(cf);
     case DataType::kFloat64:
-      return Reducer{&ReduceBlock<double>};
+      return ReducerOf<double>(cf);
     default: {
       std::string s = "statistics of ";
       s += DataTypeName(dtype);
@@ -214,7 +244,7 @@ Status ReduceOneBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>*
   ZS_RETURN_IF_ERROR(pass.array.Read(start, shape, buffer->data()));
   out->clear();
   if (!pass.level_dim) {
-    out->push_back(pass.reducer.reduce(buffer->data(), Strided{0, 1, elements, 0}));
+    out->push_back(pass.reducer.Reduce(buffer->data(), Strided{0, 1, elements, 0}));
     return Status::Ok();
   }
   const size_t l = *pass.level_dim;
@@ -223,7 +253,7 @@ Status ReduceOneBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>*
   const uint64_t outer = elements / (inner * shape[l]);
   for (const auto& [slot, level] : pass.level_pieces[which[l]].channels) {
     const uint64_t offset = level - start[l];
-    out->push_back(pass.reducer.reduce(buffer->data(),
+    out->push_back(pass.reducer.Reduce(buffer->data(),
                                        Strided{offset * inner, outer, inner, shape[l] * inner}));
   }
   return Status::Ok();
@@ -313,7 +343,11 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
     });
     if (it == passes.end()) {
       ArrayPass pass{channel.array, {}, channel.level_dim, {}, {}, {}, 1, 0};
-      ZS_ASSIGN_OR_RETURN_CTX(pass.reducer, ReducerFor(channel.array.dtype()),
+      CfDecoding cf = StoredValues(channel.array.dtype());
+      if (options.decode_cf) {
+        ZS_ASSIGN_OR_RETURN(cf, CfDecodingOf(channel.array));
+      }
+      ZS_ASSIGN_OR_RETURN_CTX(pass.reducer, ReducerFor(channel.array.dtype(), cf),
                               "variable '" + channel.variable + "'");
       passes.push_back(std::move(pass));
       it = passes.end() - 1;

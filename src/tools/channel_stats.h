@@ -16,7 +16,9 @@
 // near 1 (geopotential) keep their digits where a running sum of squares would lose them all.
 // Blocks merge in a fixed order, so results do not depend on the thread count. NaN values are
 // counted and left out of every other statistic; infinities are values (and make mean / std
-// undefined). `std` is the population standard deviation, sqrt(M2 / count) (numpy's ddof=0).
+// undefined). CF-decoded values are decoded element by element as the loader decodes them (in
+// float64 or float32, dataset/cf_decoding.h) before entering the sums. `std` is the population
+// standard deviation, sqrt(M2 / count) (numpy's ddof=0).
 //
 #pragma once
 
@@ -47,6 +49,9 @@ struct Moments {
 struct ChannelStatsOptions {
   // Label selections on the channels' dimensions (not on levels: those are part of the channels).
   std::vector<LabelSelection> select;
+  // CF decoding (dataset/cf_decoding.h): statistics of the values xarray shows (fill values are
+  // NaN, packed variables unpacked), as the loader delivers them. Off: of the values as stored.
+  bool decode_cf = true;
   // Threads reading and reducing blocks; 0: one per usable core (UsableCores()). The pass owns
   // its pool for its duration.
   size_t num_threads = 0;

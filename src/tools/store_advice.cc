@@ -22,8 +22,59 @@ constexpr uint64_t kLargeChunkBytes = uint64_t{64} << 20;
 struct ArrayFacts {
   std::string name;
   Array array;
-  std::optional<size_t> time_dim, level_dim;
 };
+
+// What a random-time-step read of one array costs; `sampled` false for arrays without a time
+// dimension or of one dimension (coordinates, static fields), which the rest leaves unset.
+struct ArrayLayout {
+  bool sampled = false;
+  size_t time_dim = 0;
+  std::optional<size_t> level_dim;
+  uint64_t chunk_bytes = 0;  // decoded
+  uint64_t field_bytes = 0;  // one step of one level
+  uint64_t steps = 1;        // time steps per chunk
+  std::optional<uint64_t> levels;
+  bool sharded = false;
+  GpuDecodePlan decode;
+};
+
+ArrayLayout LayoutOf(const Array& a) {
+  ArrayLayout layout;
+  const std::vector<std::string>& dims = a.dims();
+  std::optional<size_t> time_dim;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (IsTimeDimension(dims[d]) && !time_dim) time_dim = d;
+    if (IsLevelDimension(dims[d]) && !layout.level_dim) layout.level_dim = d;
+  }
+  if (!time_dim || a.shape().size() < 2) return layout;
+  layout.sampled = true;
+  layout.time_dim = *time_dim;
+  const std::vector<uint64_t> chunks = a.chunks();
+  layout.chunk_bytes = DataTypeSize(a.dtype());
+  layout.field_bytes = DataTypeSize(a.dtype());
+  for (size_t d = 0; d < chunks.size(); ++d) {
+    layout.chunk_bytes *= chunks[d];
+    if (d != *time_dim && (!layout.level_dim || d != *layout.level_dim))
+      layout.field_bytes *= a.shape()[d];
+  }
+  layout.steps = chunks[*time_dim];
+  if (layout.level_dim) layout.levels = chunks[*layout.level_dim];
+  layout.sharded = a.shard_shape().has_value();
+  layout.decode = PlanGpuDecode(*a.state().chain);
+  return layout;
+}
+
+// The kinds of finding: each array's and the store's gathered ones test these alike.
+bool ManySteps(const ArrayLayout& l) { return l.sampled && l.steps > 1; }
+bool ManyLevels(const ArrayLayout& l) { return l.sampled && l.levels && *l.levels > 1; }
+// Small chunks that cut a field into pieces: a sample takes several requests. A chunk of one whole
+// field (the --gpu-friendly layout) is as large as it usefully gets, however small the field.
+bool SmallChunks(const ArrayLayout& l) {
+  return l.sampled && l.chunk_bytes < kSmallChunkBytes && l.chunk_bytes < l.field_bytes &&
+         !l.sharded;
+}
+bool LargeChunks(const ArrayLayout& l) { return l.sampled && l.chunk_bytes > kLargeChunkBytes; }
+bool CpuDecoded(const ArrayLayout& l) { return l.sampled && !l.decode.gpu(); }
 
 nlohmann::json Finding(const char* severity, std::vector<std::string> arrays, std::string message) {
   return {{"severity", severity}, {"arrays", std::move(arrays)}, {"message", std::move(message)}};
@@ -58,7 +109,6 @@ struct Survey {
   nlohmann::json listed = nlohmann::json::array();  // one entry per array with a time dimension
   Kind steps_kind{"warning", {}, 1}, levels_kind{"info", {}, 1}, small_kind{"warning", {}, ~0ULL},
       large_kind{"warning", {}, 0}, cpu_kind{"info", {}, 0};
-  std::string time_name = "time", level_name;
   uint64_t field_bytes = 0;  // one step of one level, the smallest a chunk can usefully be
   std::vector<std::string> cpu_reasons;  // why the CPU decodes arrays' chunks, each reason once
 };
@@ -85,14 +135,14 @@ Result<std::vector<ArrayFacts>> OpenArrays(std::string_view url, const std::stri
       ZS_RETURN_IF_ERROR(array.status());
       // Strings and datetime64 are coordinates and labels, read on the CPU: no training layout.
       if (!array->is_numeric()) continue;
-      arrays.push_back({name, std::move(array).value(), std::nullopt, std::nullopt});
+      arrays.push_back({name, std::move(array).value()});
     }
     (*report)["skipped_arrays"] = std::move(skipped);
   } else if (Result<Array> array = Array::Open(url); array.ok()) {
     (*report)["kind"] = "array";
     (*report)["consolidated"] = nullptr;
     *open_requests = 1;
-    arrays.push_back({"", std::move(*array), std::nullopt, std::nullopt});
+    arrays.push_back({"", std::move(*array)});
   } else {
     return std::move(group).status().WithContext("doctor: opening " + shown);
   }
@@ -101,59 +151,41 @@ Result<std::vector<ArrayFacts>> OpenArrays(std::string_view url, const std::stri
 
 // Lists each array with a time dimension (coordinates and static fields are skipped) and notes
 // which kinds of finding concern it.
-Survey SurveyArrays(std::vector<ArrayFacts>& arrays) {
+Survey SurveyArrays(const std::vector<ArrayFacts>& arrays) {
   Survey survey;
-  for (ArrayFacts& facts : arrays) {
+  for (const ArrayFacts& facts : arrays) {
     const Array& a = facts.array;
+    const ArrayLayout layout = LayoutOf(a);
+    if (!layout.sampled) continue;  // coordinates and static fields
     const std::vector<std::string>& dims = a.dims();
-    for (size_t d = 0; d < dims.size(); ++d) {
-      if (IsTimeDimension(dims[d]) && !facts.time_dim) facts.time_dim = d;
-      if (IsLevelDimension(dims[d]) && !facts.level_dim) facts.level_dim = d;
-    }
-    if (!facts.time_dim || a.shape().size() < 2) continue;  // coordinates and static fields
-    survey.time_name = dims[*facts.time_dim];
-    if (facts.level_dim) survey.level_name = dims[*facts.level_dim];
-    const std::vector<uint64_t> chunks = a.chunks();
-    uint64_t chunk_bytes = DataTypeSize(a.dtype());
-    uint64_t field = DataTypeSize(a.dtype());
-    for (size_t d = 0; d < chunks.size(); ++d) {
-      chunk_bytes *= chunks[d];
-      if (d != *facts.time_dim && (!facts.level_dim || d != *facts.level_dim))
-        field *= a.shape()[d];
-    }
-    survey.field_bytes = std::max(survey.field_bytes, field);
-    const uint64_t steps = chunks[*facts.time_dim];
-    const std::optional<uint64_t> levels =
-        facts.level_dim ? std::optional<uint64_t>(chunks[*facts.level_dim]) : std::nullopt;
-    const GpuDecodePlan decode = PlanGpuDecode(*a.state().chain);
-    survey.listed.push_back(
-        {{"name", facts.name},
-         {"shape", a.shape()},
-         {"dims", dims},
-         {"chunks", chunks},
-         {"shard_shape",
-          a.shard_shape() ? nlohmann::json(*a.shard_shape()) : nlohmann::json(nullptr)},
-         {"dtype", std::string(DataTypeName(a.dtype()))},
-         {"codecs", nlohmann::json::parse(a.codecs_json())},
-         {"chunk_bytes", chunk_bytes},
-         {"time_steps_per_chunk", steps},
-         {"levels_per_chunk", levels ? nlohmann::json(*levels) : nlohmann::json(nullptr)},
-         {"gpu_decodable", decode.gpu()},
-         {"gpu_decode", decode.description}});
+    survey.field_bytes = std::max(survey.field_bytes, layout.field_bytes);
+    survey.listed.push_back({{"name", facts.name},
+                             {"shape", a.shape()},
+                             {"dims", dims},
+                             {"chunks", a.chunks()},
+                             {"shard_shape", a.shard_shape() ? nlohmann::json(*a.shard_shape())
+                                                             : nlohmann::json(nullptr)},
+                             {"dtype", std::string(DataTypeName(a.dtype()))},
+                             {"codecs", nlohmann::json::parse(a.codecs_json())},
+                             {"chunk_bytes", layout.chunk_bytes},
+                             {"time_steps_per_chunk", layout.steps},
+                             {"levels_per_chunk", layout.levels ? nlohmann::json(*layout.levels)
+                                                                : nlohmann::json(nullptr)},
+                             {"gpu_decodable", layout.decode.gpu()},
+                             {"gpu_decode", layout.decode.description}});
     auto note = [&](Kind& kind, bool when, uint64_t value, bool larger_is_worse) {
       if (!when) return;
       kind.arrays.push_back(facts.name);
       kind.worst = larger_is_worse ? std::max(kind.worst, value) : std::min(kind.worst, value);
     };
-    note(survey.steps_kind, steps > 1, steps, true);
-    note(survey.levels_kind, levels && *levels > 1, levels.value_or(1), true);
-    // A chunk smaller than one field cannot grow without more steps per chunk: shards fix that.
-    note(survey.small_kind, chunk_bytes < kSmallChunkBytes && !a.shard_shape(), chunk_bytes, false);
-    note(survey.large_kind, chunk_bytes > kLargeChunkBytes, chunk_bytes, true);
-    note(survey.cpu_kind, !decode.gpu(), 0, true);
-    if (!decode.gpu() &&
-        std::ranges::find(survey.cpu_reasons, decode.description) == survey.cpu_reasons.end()) {
-      survey.cpu_reasons.push_back(decode.description);
+    note(survey.steps_kind, ManySteps(layout), layout.steps, true);
+    note(survey.levels_kind, ManyLevels(layout), layout.levels.value_or(1), true);
+    note(survey.small_kind, SmallChunks(layout), layout.chunk_bytes, false);
+    note(survey.large_kind, LargeChunks(layout), layout.chunk_bytes, true);
+    note(survey.cpu_kind, CpuDecoded(layout), 0, true);
+    if (CpuDecoded(layout) && std::ranges::find(survey.cpu_reasons, layout.decode.description) ==
+                                  survey.cpu_reasons.end()) {
+      survey.cpu_reasons.push_back(layout.decode.description);
     }
   }
   return survey;
@@ -180,8 +212,8 @@ nlohmann::json Findings(const Survey& survey, bool gpu, const nlohmann::json& re
     findings.push_back(Finding("warning", survey.small_kind.arrays,
                                "unsharded chunks as small as " +
                                    FormatBytes(static_cast<double>(survey.small_kind.worst)) +
-                                   ": per-request and per-chunk overhead dominates; shards of "
-                                   "several steps read faster"));
+                                   " cut fields into pieces: per-request and per-chunk overhead "
+                                   "dominates; chunks of whole fields read faster"));
   }
   if (!survey.large_kind.arrays.empty()) {
     findings.push_back(Finding("warning", survey.large_kind.arrays,
@@ -208,42 +240,54 @@ nlohmann::json Findings(const Survey& survey, bool gpu, const nlohmann::json& re
   return findings;
 }
 
-// The rechunk that fixes what was found, as a command line; null when nothing needs it.
+// The rechunk that fixes what was found, as a command line; null when nothing needs it. Always
+// --gpu-friendly (one step and level per chunk, levels sharded together, blosc-lz4): the layout
+// the README recommends, which both the CPU and nvCOMP decode fastest (docs/rechunk.md). Levels
+// per chunk alone call for it only where a field is big enough to be a chunk of its own; chunks
+// the GPU path leaves to the CPU only where there is a GPU.
 nlohmann::json RechunkCommand(const Survey& survey, bool gpu, const std::string& shown) {
-  // The rechunk that fixes what was found: one step per chunk; one level per chunk when a field is
-  // big enough to be a chunk, else shards of several steps; on a GPU machine --gpu-friendly (one
-  // step and level per chunk, levels sharded together, blosc-lz4: measured fastest there).
   const bool needs_rechunk =
       !survey.listed.empty() &&
       (!survey.steps_kind.arrays.empty() || !survey.small_kind.arrays.empty() ||
        !survey.large_kind.arrays.empty() || (gpu && !survey.cpu_kind.arrays.empty()) ||
        (!survey.levels_kind.arrays.empty() && survey.field_bytes >= kSmallChunkBytes));
-  if (needs_rechunk) {
-    std::vector<std::string> command = {"zarrstream", "rechunk", shown, DestinationFor(shown)};
-    if (gpu) {
-      command.push_back("--gpu-friendly");
-    } else if (survey.field_bytes >= kSmallChunkBytes || survey.level_name.empty()) {
-      command.push_back("--chunks");
-      command.push_back(survey.time_name + "=1" +
-                        (survey.level_name.empty() ? "" : "," + survey.level_name + "=1"));
-      command.push_back("--codec");
-      command.push_back("zstd:3");
-    } else {
-      const uint64_t steps_per_shard = std::clamp<uint64_t>(
-          (uint64_t{4} << 20) / std::max<uint64_t>(survey.field_bytes, 1), 2, 64);
-      command.push_back("--chunks");
-      command.push_back(survey.time_name + "=1");
-      command.push_back("--shard");
-      command.push_back(survey.time_name + "=" + std::to_string(steps_per_shard));
-      command.push_back("--codec");
-      command.push_back("zstd:3");
-    }
-    return Join(command, " ");
-  }
-  return nullptr;
+  if (!needs_rechunk) return nullptr;
+  return Join({"zarrstream", "rechunk", shown, DestinationFor(shown), "--gpu-friendly"}, " ");
 }
 
 }  // namespace
+
+nlohmann::json ArrayFindings(const Array& array, bool gpu) {
+  const ArrayLayout l = LayoutOf(array);
+  nlohmann::json findings = nlohmann::json::array();
+  auto add = [&](const char* severity, std::string message) {
+    findings.push_back({{"severity", severity}, {"message", std::move(message)}});
+  };
+  if (!l.sampled) return findings;
+  const std::string time_name = array.dims()[l.time_dim];
+  if (ManySteps(l)) {
+    add("warning", "each chunk holds " + std::to_string(l.steps) + " steps of '" + time_name +
+                       "': a sample of one step decodes them all");
+  }
+  if (ManyLevels(l)) {
+    add("info", "each chunk holds " + std::to_string(*l.levels) + " levels of '" +
+                    array.dims()[*l.level_dim] + "': selecting some levels decodes them all");
+  }
+  if (SmallChunks(l)) {
+    add("warning", "unsharded chunks of " + FormatBytes(static_cast<double>(l.chunk_bytes)) +
+                       " cut each field into pieces: per-request and per-chunk overhead "
+                       "dominates; chunks of whole fields read faster");
+  }
+  if (LargeChunks(l)) {
+    add("warning", "chunks of " + FormatBytes(static_cast<double>(l.chunk_bytes)) +
+                       ": one chunk is a large share of a batch's memory and latency");
+  }
+  if (CpuDecoded(l)) {
+    add(gpu ? "warning" : "info", "the GPU path cannot decode these chunks (" +
+                                      l.decode.description + "): the CPU decodes them");
+  }
+  return findings;
+}
 
 Result<nlohmann::json> StoreAdvice(std::string_view url) {
   nlohmann::json report;

@@ -1,0 +1,88 @@
+// CF decoding of a numeric variable, as xarray's open_zarr does it by default (its CFMaskCoder and
+// CFScaleOffsetCoder): `_Unsigned` reinterprets the stored integers, values equal to `_FillValue`
+// or `missing_value` (a number or a list) become NaN, then x * scale_factor + add_offset.
+// valid_min, valid_max and valid_range are not applied (nor are they by xarray's default).
+//
+// The arithmetic is xarray's, step for step, in the floating-point type xarray decodes to:
+// - packed variables (scale_factor or add_offset present) decode in float64: Zarr keeps attributes
+//   as JSON numbers, which xarray reads as Python floats, so its _choose_float_dtype picks float64
+//   whatever the stored integer type or the netCDF file's float32 scale_factor was;
+// - unpacked variables with a fill value decode to float32 for integers of up to 16 bits, float64
+//   for wider integers, and keep float16/32/64 (xarray's maybe_promote);
+// - the stored value is converted to that type, compared with each fill value converted to that
+//   type (NaN when equal), then multiplied by scale_factor (rounded), then add_offset is added
+//   (rounded): never fused into one multiply-add.
+// Where fill values come from is xarray's too: in Zarr v2 the array's fill_value (unless null or
+// NaN), else a `_FillValue` attribute; in Zarr v3 the `_FillValue` attribute (xarray writes a float
+// one as the base64 text of its 8 little-endian bytes; a JSON number is taken as well), never the
+// array's fill_value. Under `_Unsigned: "true"` the `_FillValue` is reinterpreted as the unsigned
+// type (`missing_value` is not, as in xarray).
+//
+// Consumers: the loader's assembly (CPU and GPU, loader/batch_assembly.h), `zarrstream stats`
+// (tools/channel_stats.h) and open_array(decode_cf=True). A CfDecoding is a plain value.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "zarrstream/array.h"
+#include "zarrstream/data_type.h"
+#include "zarrstream/status.h"
+
+namespace zarrstream {
+
+// The most distinct fill values (`_FillValue` and `missing_value` together) one variable may have.
+inline constexpr size_t kMaxCfFillValues = 8;
+
+struct CfDecoding {
+  // The stored elements' type as the arithmetic reads them: the array's, or its signed/unsigned
+  // twin under `_Unsigned`.
+  DataType source = DataType::kFloat32;
+  // False: values are used as they are stored (in `source`); nothing below applies.
+  bool decode = false;
+  // The type xarray decodes to: kFloat16, kFloat32 or kFloat64.
+  DataType decoded = DataType::kFloat32;
+  bool has_scale_factor = false;
+  bool has_add_offset = false;
+  double scale_factor = 1;
+  double add_offset = 0;
+  // The fill values, each rounded to `decoded` (a double holds every float16/32 value exactly).
+  uint32_t num_fill_values = 0;
+  std::array<double, kMaxCfFillValues> fill_values{};
+
+  bool packed() const { return has_scale_factor || has_add_offset; }
+  // The arithmetic runs in float64 (else in float32, which holds every float16 value).
+  bool wide() const { return decoded == DataType::kFloat64; }
+};
+
+// Values as stored: no decoding.
+CfDecoding StoredValues(DataType type);
+
+// The decoding `array`'s attributes (and, in Zarr v2, its fill_value) ask for. Arrays of types
+// other than integers and floats are never decoded. Errors (kMetadata) name the array and the
+// attribute: a scale_factor or add_offset that is not a number, a fill value that is not a number
+// or not a value of an integer array's type, more than kMaxCfFillValues fill values.
+Result<CfDecoding> CfDecodingOf(const Array& array);
+
+// One stored value decoded: NaN where it equals a fill value, else x * scale_factor + add_offset,
+// each step rounded to `Compute` (float when !cf.wide(), double when cf.wide()). The loader's CPU
+// assembly and `stats` call this; the GPU kernel (gpu/kernels.cu) spells out the same steps.
+template <typename Compute, typename Src>
+inline Compute CfDecode(Src stored, const CfDecoding& cf) {
+  Compute v = static_cast<Compute>(stored);
+  for (uint32_t k = 0; k < cf.num_fill_values; ++k) {
+    if (v == cf.fill_values[k]) return std::numeric_limits<Compute>::quiet_NaN();
+  }
+  if (cf.has_scale_factor) v = v * static_cast<Compute>(cf.scale_factor);
+  if (cf.has_add_offset) v = v + static_cast<Compute>(cf.add_offset);
+  return v;
+}
+
+// A short description for `inspect`: "packed int16 (× 0.01 + 273.1), fill -32767" or "" when
+// nothing is decoded.
+std::string DescribeCfDecoding(const CfDecoding& cf, DataType stored);
+
+}  // namespace zarrstream
