@@ -51,7 +51,7 @@ def _packing(values: np.ndarray) -> tuple[float, float]:
     return scale, (hi + lo) / 2
 
 
-def cds_dataset(seed: int = 0, *, with_expver: bool = False) -> tuple[xr.Dataset, dict]:
+def cds_dataset(seed: int = 0, *, with_expver: bool = True) -> tuple[xr.Dataset, dict]:
     """The CDS-style dataset (physical values, NaN where missing) and its netCDF encoding."""
     rng = np.random.default_rng(seed)
     latitude, longitude = _grid()
@@ -100,7 +100,7 @@ def cds_dataset(seed: int = 0, *, with_expver: bool = False) -> tuple[xr.Dataset
 
 
 def cds_era5(tmp_path: Path, *, zarr_format: int = 3, consolidated: bool = False,
-             sharded: bool = False, with_expver: bool = False, seed: int = 0,
+             sharded: bool = False, with_expver: bool = True, seed: int = 0,
              name: str | None = None) -> Path:
     """The CDS-style download as netCDF, converted to Zarr by xarray; returns the store's path."""
     if sharded and zarr_format != 3:

@@ -85,6 +85,17 @@ def test_loader_batches_equal_xarrays_decoded_values(cds_root, variant):
     np.testing.assert_array_equal(batch["input_mask"].numpy(), np.isnan(want))
 
 
+def test_an_expver_label_selects_the_steps_xarray_selects(cds_root):
+    """The CDS's ``expver`` (a string coordinate along ``valid_time``) selects steps by label on a
+    packed store, and the batches are xarray's decoded values at those steps."""
+    path = era5_fixtures.cds_era5(cds_root, zarr_format=3)
+    ds = open_xarray(path)
+    assert ds.expver.dtype.kind in "UO" and set(ds.expver.values) == {"0001", "0005"}
+    steps = np.flatnonzero(ds.expver.values == "0005")
+    channels, got = loader_inputs(path, CDS_VARIABLES, select={"expver": "0005"})
+    assert_same(got, expected_inputs(ds.isel(valid_time=steps), channels, "pressure_level"))
+
+
 def test_decode_cf_false_gives_the_stored_integers(cds_root):
     path = era5_fixtures.cds_era5(cds_root, zarr_format=3)
     channels, got = loader_inputs(path, ["t", "lsm"], decode_cf=False)

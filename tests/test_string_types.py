@@ -322,7 +322,9 @@ def write_datetime64_dataset(path, fmt: int, unit: str = "ns"):
     times = np.arange("2000-01-01T00", "2000-01-06T00", np.timedelta64(6, "h"), dtype=f"M8[{unit}]")
     t = g.create_array("time", shape=times.shape, chunks=(7,), dtype=times.dtype, **dims_kwargs(fmt, ["time"]))
     t[...] = times
-    x = g.create_array("x", shape=(len(times), 3), chunks=(4, 3), dtype="float32",
+    # fill_value NaN: in v2, zarr-python's default 0 is the _FillValue xarray (and the loader)
+    # masks, and the values start at 0.
+    x = g.create_array("x", shape=(len(times), 3), chunks=(4, 3), dtype="float32", fill_value=np.nan,
                        **dims_kwargs(fmt, ["time", "lon"]))
     x[...] = np.arange(len(times) * 3, dtype="float32").reshape(-1, 3)
     lon = g.create_array("lon", shape=(3,), chunks=(3,), dtype="float64", **dims_kwargs(fmt, ["lon"]))

@@ -191,7 +191,11 @@ json DescribeArray(const Array& array, const std::string& name) {
   j["chunk_bytes"] = static_cast<double>(Product(array.chunks()) * item);
   json warnings = json::array(), notes = json::array();
   if (!numeric) {
-    // Coordinates and labels: what the layout advice says of training data does not apply.
+    // Coordinates and labels: no CF decoding, and what the layout advice says of training data
+    // does not apply. The fields are there all the same (null), as for every array.
+    for (const char* field : {"units", "_FillValue", "missing_value", "time_range", "cf_decoding"})
+      j[field] = nullptr;
+    j["packed"] = false;
     j["warnings"] = json::array({extended->Name() +
                                  " values are read on the CPU only (open_array); "
                                  "they label or select, and are not loader or GPU channels"});
