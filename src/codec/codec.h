@@ -46,7 +46,7 @@ struct ChunkRepresentation {
 bool IsAllFill(std::span<const std::byte> chunk, std::span<const std::byte> fill_value);
 
 // What a prepared codec is, as values: its type and the settings that decide which decoders its
-// bytes can go to. Layers that plan around a chain (the GPU path, gpu/gpu_decoder.h:
+// bytes can go to. Layers that plan around a chain (the GPU path, gpu/gpu_chunk_codec.h:
 // PlanGpuDecode) read these once per prepared chain, without reading its JSON back or comparing
 // codec names.
 struct CodecTraits {

@@ -11,7 +11,7 @@ namespace zarrstream::tools {
 // memory_bytes / driver_cuda_version / devices), "gpu_unavailable_reason", "nvcomp_version",
 // "nvcomp_library", "nvcomp_unavailable_reason", "gpu_batches" (a Loader can use device cuda),
 // "gpu_batches_unavailable_reason", "gpu_decoding" (GPU batches and nvCOMP: chunks of the
-// chains gpu/gpu_decoder.h's PlanGpuDecode accepts decode on the GPU), "gds"
+// chains gpu/gpu_chunk_codec.h's PlanGpuDecode accepts decode on the GPU), "gds"
 // (cufile_library: found; used: false, the loader stages reads in pinned memory), "nvtx" (the
 // loader's stages emit NVTX ranges), "cpu" (model, cores, features), "memory_bytes", "http"
 // (io_threads / max_in_flight / max_in_flight_per_host remote reads use, or the error a

@@ -31,7 +31,7 @@ nlohmann::json ArrayFindings(const Array& array, bool gpu);
 // reads a loader makes to open it), "gpu" (a GPU batch path is usable here), "arrays": [{"name",
 // "shape", "dims", "chunks" (read chunks), "shard_shape" (or null), "dtype", "codecs",
 // "chunk_bytes" (decoded), "time_steps_per_chunk", "levels_per_chunk" (or null), "gpu_decodable"
-// and "gpu_decode" (gpu/gpu_decoder.h: PlanGpuDecode's answer and its description, as `inspect`
+// and "gpu_decode" (gpu/gpu_chunk_codec.h: PlanGpuDecode's answer and its description, as `inspect`
 // gives them)}], "findings":
 // [{"severity" ("warning"|"info"), "array" (or null), "message"}], "rechunk_command" (null when the
 // layout already suits)}. The report and errors show `url` without the user:password it may carry
