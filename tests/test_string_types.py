@@ -388,3 +388,69 @@ def test_numpy_datetime64_range_on_xarray_cf_time(tmp_path, fmt):
     # expver selects along valid_time: both at once select one dimension twice.
     with pytest.raises(InvalidArgumentError, match="'valid_time' is selected twice"):
         zarrstream.Loader(str(path), ["t"], select={"valid_time": "2024-01-01", "expver": "0001"})
+
+
+# ---------------------------------------------------------------------------------------------
+# rechunk keeps what xarray and zarr-python read: text and time members are copied (whole, as one
+# chunk), members of a type v3 cannot hold or nobody reads are named, and the rest is copied.
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_rechunk_copies_every_extended_type_as_zarr_python_reads_it(tmp_path, fmt):
+    reference = write_typed_group(tmp_path / "typed.zarr", fmt)
+    for name in reference.array_keys():
+        out = tmp_path / f"out_{name}.zarr"
+        r = run_cli("rechunk", tmp_path / "typed.zarr" / name, out)
+        assert r.returncode == 0, (name, r.stderr)
+        copy = zarr.open_array(str(out), mode="r")
+        assert copy.metadata.zarr_format == 3
+        assert_same(as_reference(np.asarray(copy[...])), reference[name][...])
+        fill, want = copy.fill_value, reference[name].fill_value
+        if np.asarray(want).dtype.kind in "mM":
+            assert np.asarray(fill).view("i8") == np.asarray(want).view("i8"), name
+        else:
+            assert fill == want, name
+        assert_same(zarrstream.open_array(str(out)).read(), reference[name][...])
+
+
+def test_rechunk_refuses_json_objects_by_name(tmp_path):
+    values = np.array(["x", "y"], dtype=object)
+    write_json2_v2(tmp_path / "j.zarr", values, (2,))
+    r = run_cli("rechunk", tmp_path / "j.zarr", tmp_path / "out.zarr")
+    assert r.returncode != 0
+    assert "j.zarr" in r.stderr and "JSON" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("fmt,consolidated", [(2, True), (3, False), (3, True)])
+def test_rechunk_of_xarray_store_with_strings_equals_the_source_in_xarray(tmp_path, fmt, consolidated):
+    src, out = tmp_path / "era5.zarr", tmp_path / "out.zarr"
+    ds = write_era5(src, fmt, consolidated)
+    r = run_cli("rechunk", src, out, "--gpu-friendly")
+    assert r.returncode == 0, r.stderr
+    assert "not copied: mystery" in r.stderr, r.stderr
+    copy = xr.open_zarr(str(out))
+    xr.testing.assert_identical(copy.load(), ds)
+    assert copy["level_name"].dtype == np.dtype("<U11")
+    # A selection cuts the string coordinate along its dimension like the data.
+    part = tmp_path / "part.zarr"
+    r = run_cli("rechunk", src, part, "--select", "valid_time=2024-01-02T12:2024-01-03T12")
+    assert r.returncode == 0, r.stderr
+    want = ds.sel(valid_time=slice("2024-01-02T12", "2024-01-03T12"))
+    xr.testing.assert_identical(xr.open_zarr(str(part)).load(), want)
+    assert xr.open_zarr(str(part))["expver"].values.tolist() == ["0001", "0001", "0005", "0005", "0005"]
+    # A rerun of the finished job is a no-op; the copy stays readable by zarrstream's loader.
+    r = run_cli("rechunk", src, part, "--select", "valid_time=2024-01-02T12:2024-01-03T12")
+    assert r.returncode == 0, r.stderr
+    assert zarrstream.Loader(str(out), ["t"], select={"expver": "0005"}).num_samples == 4
+
+
+def test_rechunk_copies_a_datetime64_time_axis_as_datetime64(tmp_path):
+    times = write_datetime64_dataset(tmp_path / "dt.zarr", 3, "s")
+    r = run_cli("rechunk", tmp_path / "dt.zarr", tmp_path / "out.zarr", "--select",
+                "time=2000-01-02:2000-01-03")
+    assert r.returncode == 0, r.stderr
+    got = zarr.open_array(str(tmp_path / "out.zarr" / "time"), mode="r")[...]
+    # As xarray's .sel(time=slice("2000-01-02", "2000-01-03")): the whole last day.
+    want = times[(times >= np.datetime64("2000-01-02")) & (times < np.datetime64("2000-01-04"))]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert xr.open_zarr(str(tmp_path / "out.zarr")).sizes["time"] == len(want)

@@ -99,6 +99,9 @@ int RunRechunk(RechunkCommandOptions& args) {
               << RedactUrl(args.job.dest_url) << "; rerun the same command to finish\n";
     return 130;  // 128 + SIGINT, as shells report an interrupted command
   }
+  for (const std::string& skipped : report->skipped_arrays) {
+    std::cerr << "zarrstream rechunk: not copied: " << skipped << "\n";
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("rechunked %zu arrays: %s written in %.1f s (%s/s), %zu slabs", report->arrays,

@@ -18,6 +18,7 @@
 #include "codec/compressor_spec.h"
 #include "store/curl_transport.h"
 #include "store/store_registry.h"
+#include "tools/extended_array_copy.h"
 #include "tools/rechunk_job_record.h"
 #include "tools/rechunk_plan.h"
 #include "tools/rechunk_sources.h"
@@ -156,90 +157,10 @@ uint64_t SourceBytesTouched(const OutputPlan& plan, std::span<const uint64_t> st
   return total;
 }
 
-// UTF-8 `text` as UTF-32 code points, or an error naming it when it is not valid UTF-8.
-Result<std::u32string> Utf32(const std::string& text) {
-  std::u32string out;
-  for (size_t i = 0; i < text.size();) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    const int length = lead < 0x80         ? 1
-                       : (lead >> 5) == 6  ? 2
-                       : (lead >> 4) == 14 ? 3
-                       : (lead >> 3) == 30 ? 4
-                                           : 0;
-    if (length == 0 || i + length > text.size()) {
-      return InvalidArgumentError("channel name '" + text + "' is not valid UTF-8");
-    }
-    char32_t code = length == 1 ? lead : lead & (0x7F >> length);
-    for (int k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next >> 6) != 2)
-        return InvalidArgumentError("channel name '" + text + "' is not valid UTF-8");
-      code = (code << 6) | (next & 0x3F);
-    }
-    out += code;
-    i += length;
-  }
-  return out;
-}
-
-// Writes the coordinate array of a stacked array's channel dimension: its channels' names, as
-// xarray writes a numpy str coordinate into a v3 store (zarr-python's fixed_length_utf32: UTF-32LE
-// code points, NUL-padded to the longest name; bytes then zstd), so that xarray indexes the
-// dimension by name (`ds.inputs.sel(channel="geopotential@500")`). Written whole and atomically
-// by every part of a job alike (the same bytes), before the metadata is consolidated.
-Status WriteChannelCoordinate(Store& store, const std::string& name,
-                              const std::vector<std::string>& channel_names) {
-  const std::string context = "writing the '" + name + "' coordinate of the stacked channels";
-  std::vector<std::u32string> labels;
-  size_t length = 1;
-  for (const std::string& channel : channel_names) {
-    ZS_ASSIGN_OR_RETURN_CTX(std::u32string label, Utf32(channel), context);
-    length = std::max(length, label.size());
-    labels.push_back(std::move(label));
-  }
-  std::vector<std::byte> values(labels.size() * length * 4, std::byte{0});
-  for (size_t i = 0; i < labels.size(); ++i) {
-    for (size_t k = 0; k < labels[i].size(); ++k) {
-      for (int b = 0; b < 4; ++b) {
-        values[(i * length + k) * 4 + b] = static_cast<std::byte>((labels[i][k] >> (8 * b)) & 0xFF);
-      }
-    }
-  }
-  const json zstd_configuration = {{"level", 0}, {"checksum", false}};
-  ChunkRepresentation bytes;
-  bytes.data_type = DataType::kUInt8;
-  bytes.shape = {values.size()};
-  ZS_ASSIGN_OR_RETURN_CTX(auto zstd, FindCodec("zstd")->bytes_to_bytes(zstd_configuration, bytes),
-                          context);
-  ByteBuffer chunk;
-  ZS_RETURN_IF_ERROR_CTX(zstd->Encode(values, &chunk), context);
-  const json metadata = {
-      {"zarr_format", 3},
-      {"node_type", "array"},
-      {"shape", {labels.size()}},
-      {"data_type",
-       {{"name", "fixed_length_utf32"}, {"configuration", {{"length_bytes", length * 4}}}}},
-      {"chunk_grid", {{"name", "regular"}, {"configuration", {{"chunk_shape", {labels.size()}}}}}},
-      {"chunk_key_encoding", {{"name", "default"}, {"configuration", {{"separator", "/"}}}}},
-      {"fill_value", ""},
-      {"codecs",
-       {{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-        {{"name", "zstd"}, {"configuration", zstd_configuration}}}},
-      {"attributes", json::object()},
-      {"dimension_names", {name}},
-      {"storage_transformers", json::array()},
-  };
-  ZS_RETURN_IF_ERROR_CTX(store.Put(name + "/c/0", chunk.span()), context);
-  const std::string document = metadata.dump(2);
-  return store
-      .Put(name + "/zarr.json",
-           std::as_bytes(std::span<const char>(document.data(), document.size())))
-      .WithContext(context);
-}
-
 // Creates (or, for a job in progress, checks) the destination's arrays.
 Status PrepareDestination(const RechunkOptions& options, const SourceLayout& layout,
-                          std::vector<OutputPlan>& plans, std::vector<Array>* arrays) {
+                          Store& dest_store, std::vector<OutputPlan>& plans,
+                          std::vector<Array>* arrays) {
   CreateOptions create;
   create.overwrite = options.overwrite;
   OpenOptions open;
@@ -255,12 +176,16 @@ Status PrepareDestination(const RechunkOptions& options, const SourceLayout& lay
       group = std::move(*existing);
     }
   }
+  // Arrays written whole by every part alike (the same bytes), before the metadata is
+  // consolidated: stacked channels' label coordinates and the text and time arrays.
   for (const OutputPlan& plan : plans) {
     const OutputArraySource& out = plan.source;
     if (out.channel_dim < 0 || !group) continue;
-    ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(options.dest_url));
-    ZS_RETURN_IF_ERROR(WriteChannelCoordinate(
-        *store, out.dims[static_cast<size_t>(out.channel_dim)], out.channel_names));
+    ZS_RETURN_IF_ERROR(WriteLabelArray(dest_store, out.dims[static_cast<size_t>(out.channel_dim)],
+                                       out.channel_names));
+  }
+  for (const ExtendedArrayCopy& copy : layout.extended_copies) {
+    ZS_RETURN_IF_ERROR(WriteExtendedArray(dest_store, copy));
   }
   for (auto& plan : plans) {
     auto created = group ? group->CreateArray(plan.source.path, plan.spec, create)
@@ -489,7 +414,8 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
   const json plan_json = PlanJson(options, plans);
   SlabProgress progress;
   RechunkReport report;
-  report.arrays = plans.size();
+  report.arrays = plans.size() + layout.extended_copies.size();
+  report.skipped_arrays = layout.skipped;
   ZS_ASSIGN_OR_RETURN(DestinationState destination,
                       ClaimDestination(options, *dest_store, plan_json, &progress));
   if (destination == DestinationState::kFinished) {
@@ -509,11 +435,12 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
   ZS_RETURN_IF_ERROR(
       WriteState(*dest_store, options.part_index, options.part_count, plan_json, progress, false));
   std::vector<Array> arrays;
-  ZS_RETURN_IF_ERROR(PrepareDestination(options, layout, plans, &arrays));
+  ZS_RETURN_IF_ERROR(PrepareDestination(options, layout, *dest_store, plans, &arrays));
 
   const PartWork work = ListPartWork(plans, progress, &report);
-  const size_t in_flight = static_cast<size_t>(std::clamp<uint64_t>(
-      options.memory_limit_bytes / work.max_slab_bytes, 1, std::max<size_t>(threads, 1)));
+  const size_t in_flight = static_cast<size_t>(
+      std::clamp<uint64_t>(options.memory_limit_bytes / std::max<uint64_t>(work.max_slab_bytes, 1),
+                           1, std::max<size_t>(threads, 1)));
   report.memory_bound_bytes = CopyMemoryBound(plans, threads, in_flight, work.max_slab_bytes);
 
   SlabCopier copier{options,

@@ -102,6 +102,8 @@ struct RechunkReport {
   uint64_t source_bytes_decoded = 0;  // decoded source-chunk bytes this run's reads touched
   // Data in flight at most: slab buffers plus per-thread codec scratch (see the overview).
   uint64_t memory_bound_bytes = 0;
+  // Members of the source not copied, each with why ("name: Zarr v3 has no data type for ...").
+  std::vector<std::string> skipped_arrays;
   bool job_complete = false;  // every part finished; metadata consolidated
   bool interrupted = false;   // stopped early by RechunkOptions::interrupt; progress saved
   // Source bytes decoded per output byte (1.0 when slabs cover source chunks exactly).

@@ -116,7 +116,8 @@ std::string CopiedAttributes(const Array& array) {
   json attributes = json::parse(array.attributes_json(), nullptr, /*allow_exceptions=*/false);
   if (!attributes.is_object()) attributes = json::object();
   attributes.erase("_ARRAY_DIMENSIONS");
-  if (array.zarr_format() == 2 && !array.fill_value_is_null()) {
+  // (A text or time array's fill value stays its v3 fill_value, as zarr-python reads it.)
+  if (array.zarr_format() == 2 && !array.fill_value_is_null() && !array.extended_type()) {
     json fill = XarrayFillValue(array.dtype(), array.fill_value());
     if (!fill.is_null()) attributes["_FillValue"] = std::move(fill);
   }
@@ -153,6 +154,21 @@ OutputArraySource PlainCopy(const std::string& path, const Array& array, const D
   }
   out.channels.push_back(std::move(source));
   return out;
+}
+
+// A copy of `array` (an extended type; restricted to `ranges` along its named dimensions).
+ExtendedArrayCopy ExtendedCopy(const std::string& path, const Array& array,
+                               const DimRanges& ranges) {
+  ExtendedArrayCopy copy{path, array, std::vector<uint64_t>(array.rank(), 0), array.shape(),
+                         CopiedAttributes(array)};
+  for (size_t d = 0; d < array.rank() && d < array.dims().size(); ++d) {
+    auto it = ranges.find(array.dims()[d]);
+    if (it != ranges.end()) {
+      copy.start[d] = it->second.first;
+      copy.shape[d] = it->second.second - it->second.first;
+    }
+  }
+  return copy;
 }
 
 Result<DimRanges> ResolveSelections(const Group& group,
@@ -275,7 +291,11 @@ Result<SourceLayout> ResolveSources(const RechunkOptions& options) {
     }
     ZS_ASSIGN_OR_RETURN(Array array, Array::Open(options.source_url, open));
     layout.is_group = false;
-    layout.outputs.push_back(PlainCopy("", array, {}));
+    if (array.extended_type()) {
+      layout.extended_copies.push_back(ExtendedCopy("", array, {}));
+    } else {
+      layout.outputs.push_back(PlainCopy("", array, {}));
+    }
     return layout;
   }
   const Group& group = *dataset.group();
@@ -315,10 +335,27 @@ Result<SourceLayout> ResolveSources(const RechunkOptions& options) {
   const auto& variables = dataset.variable_names();
   for (const auto& name : group.array_names()) {
     if (std::find(variables.begin(), variables.end(), name) != variables.end()) continue;
-    ZS_ASSIGN_OR_RETURN(Array array, group.OpenArray(name));
+    Result<Array> opened = group.OpenArray(name);
+    if (!opened.ok() && opened.status().code() == ErrorCode::kUnsupported) {
+      // A type nobody here reads: the rest of the group is still worth copying.
+      layout.skipped.push_back(name + ": " + opened.status().message());
+      continue;
+    }
+    ZS_ASSIGN_OR_RETURN(Array array, std::move(opened));
+    // Scalars (ERA5's `number`) are copied as they are; other arrays when the outputs keep all
+    // their dimensions.
     const auto& dims = array.dims();
-    if (dims.empty() || !std::all_of(dims.begin(), dims.end(),
-                                     [&](const std::string& d) { return dims_used.count(d); })) {
+    if ((dims.empty() && array.rank() > 0) ||
+        !std::all_of(dims.begin(), dims.end(),
+                     [&](const std::string& d) { return dims_used.count(d); })) {
+      continue;
+    }
+    if (array.extended_type()) {
+      if (std::string why = WhyNotWritableInV3(*array.extended_type()); !why.empty()) {
+        layout.skipped.push_back(name + ": " + why);
+        continue;
+      }
+      layout.extended_copies.push_back(ExtendedCopy(name, array, ranges));
       continue;
     }
     OutputArraySource out = PlainCopy(name, array, ranges);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/extended_array_copy.h"
 #include "tools/rechunk.h"
 #include "zarrstream/array.h"
 
@@ -47,6 +48,10 @@ struct SourceLayout {
   bool is_group = true;
   std::string group_attributes_json = "{}";
   std::vector<OutputArraySource> outputs;  // coordinates first, then data arrays
+  // Members of a text or time type: copied whole (see extended_array_copy.h).
+  std::vector<ExtendedArrayCopy> extended_copies;
+  // Members not copied, each "name: why" (an unknown data type, JSON objects).
+  std::vector<std::string> skipped;
 };
 
 Result<SourceLayout> ResolveSources(const RechunkOptions& options);
