@@ -19,6 +19,7 @@ import zarr
 import era5_fixtures
 import zarrstream
 from conftest import run_cli
+from zarrstream.errors import ConfigError
 
 torch = pytest.importorskip("torch")
 
@@ -285,3 +286,43 @@ def test_bench_decodes_unless_told_not_to(cds_root, tmp_path):
     proc = run_cli("bench", bad, "--variables", "t", "--steps", "1")
     assert proc.returncode != 0 and "attribute 'scale_factor'" in proc.stderr
     assert run_cli("bench", bad, "--variables", "t", "--steps", "1", "--no-decode-cf").returncode == 0
+
+
+def test_stats_file_records_decoding_and_the_loader_refuses_the_other_kind(cds_root, tmp_path):
+    path = era5_fixtures.cds_era5(cds_root, zarr_format=3)
+    raw, decoded = tmp_path / "raw.json", tmp_path / "decoded.json"
+    assert run_cli("stats", path, "--vars", "t2m,lsm", "--no-decode-cf", "-o", raw).returncode == 0
+    assert run_cli("stats", path, "--vars", "t2m,lsm", "-o", decoded).returncode == 0
+    assert json.loads(raw.read_text())["decode_cf"] is False
+    assert json.loads(decoded.read_text())["decode_cf"] is True
+    # Statistics of packed integers cannot normalise decoded values, nor the other way round.
+    with pytest.raises(ConfigError, match=r"decode_cf=False.*'t2m'.*packed"):
+        zarrstream.Loader(str(path), ["t2m"], normalize=raw)
+    with pytest.raises(ConfigError, match=r"decode_cf=True.*'t2m'"):
+        zarrstream.Loader(str(path), ["t2m"], normalize=decoded, decode_cf=False)
+    zarrstream.Loader(str(path), ["t2m"], normalize=raw, decode_cf=False)
+    # A file without the field (written before it was recorded) is taken as it is.
+    doc = json.loads(raw.read_text())
+    del doc["decode_cf"]
+    raw.write_text(json.dumps(doc))
+    zarrstream.Loader(str(path), ["t2m"], normalize=raw)
+
+
+def test_stats_select_by_expver_equals_xarrays_statistics(cds_root, tmp_path):
+    path = era5_fixtures.cds_era5(cds_root, zarr_format=2, consolidated=True)
+    ds = open_xarray(path, consolidated=True)
+    out = tmp_path / "stats.json"
+    proc = run_cli("stats", path, "--vars", "t@850,t2m", "--select", "expver=0005", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["select"] == {"expver": {"values": ["0005"]}}
+    part = ds.isel(valid_time=np.flatnonzero(ds.expver.values == "0005"))
+    for c in doc["channels"]:
+        values = channel_values(part, c["name"], "pressure_level").astype("float64")
+        finite = values[~np.isnan(values)]
+        assert c["count"] == finite.size, c["name"]
+        np.testing.assert_allclose(c["mean"], finite.mean(), rtol=1e-12, err_msg=c["name"])
+    # expver runs along valid_time: selecting both is one dimension selected twice.
+    proc = run_cli("stats", path, "--vars", "t2m", "--select", "expver=0005",
+                   "--select", "valid_time=2024", "-o", out)
+    assert proc.returncode == 1 and "'valid_time' is selected twice" in proc.stderr, proc.stderr

@@ -2,9 +2,9 @@
 // 2015-12-31, "level" 500 and 850), as the loader (LoaderOptions::select), `zarrstream stats` and
 // `rechunk` take them. A selection is built directly (the Python front does, from its `select`
 // dict) or parsed once from the command line's text (ParseLabelSelections). Labels stay text until
-// they meet a coordinate: a number ("500", "-10.5") or a date with its period ("1981",
-// "1979-01-01T06:00"); what a label selects, and the error for one that is neither, are the
-// coordinate's business (the dataset's coordinates).
+// they meet a coordinate: a number ("500", "-10.5"), a date with its period ("1981",
+// "1979-01-01T06:00") or the text of a text coordinate's label; what a label selects, and the error
+// for one that is neither, are the coordinate's business (the dataset's coordinates).
 #pragma once
 
 #include <optional>
@@ -33,7 +33,8 @@ struct LabelSelection {
 // Parses the command line's selection syntax (`--select`, shared by `stats` and `rechunk`):
 //   DIM=START:STOP   a range; either end may be empty ("time=:2015", "latitude=60:")
 //   DIM=LABEL[,LABEL...]   labels: exact numbers ("level=500,850"), dates with their period
-//                          ("time=1981", "time=1979-01-01T06:00")
+//                          ("time=1981", "time=1979-01-01T06:00"), text for a text coordinate
+//                          ("expver=0001", "level_name=low"; without ',' or ':')
 // Several selections go in one argument separated by commas or in several arguments
 // ("time=1979:2015,latitude=60:30"); a comma-separated piece without '=' is one more label of the
 // selection before it. Dates contain ':' too: the range separator is the one ':' with a number or

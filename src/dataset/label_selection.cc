@@ -81,6 +81,18 @@ Status BadLabels(std::string_view piece, std::string_view text) {
   return BadSelection(piece, why);
 }
 
+// Ok when `text` can be one label: a number, a date, or text for a text coordinate (a level name,
+// ERA5's `expver`). What looks like a date but is not one, and text with a ':' that separates no
+// range (a range with a bad end), are errors here, where the whole argument can be quoted.
+Status CheckLabel(std::string_view piece, std::string_view text) {
+  const LabelKinds kinds = KindsOf(text);
+  if (kinds.number || kinds.date) return Status::Ok();
+  const bool date_like = text.size() >= 4 && std::isdigit(static_cast<unsigned char>(text[0])) &&
+                         text.find('-') != std::string_view::npos;
+  if (date_like || text.find(':') != std::string_view::npos) return BadLabels(piece, text);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string LabelSelection::ToString() const {
@@ -110,9 +122,8 @@ Result<std::vector<LabelSelection>> ParseLabelSelections(std::span<const std::st
       const size_t eq = piece.find('=');
       if (eq == std::string_view::npos) {
         if (!continues) return BadSelection(piece, "no '='");
-        if (piece.empty() || !(KindsOf(piece).number || KindsOf(piece).date)) {
-          return BadLabels(piece, piece);
-        }
+        if (piece.empty()) return BadSelection(arg, "an empty label");
+        ZS_RETURN_IF_ERROR(CheckLabel(piece, piece));
         selections.back().values.emplace_back(piece);
       } else {
         LabelSelection selection;
@@ -132,8 +143,7 @@ Result<std::vector<LabelSelection>> ParseLabelSelections(std::span<const std::st
           if (!start.empty()) selection.start = std::string(start);
           if (!stop.empty()) selection.stop = std::string(stop);
         } else {
-          const LabelKinds kinds = KindsOf(text);
-          if (!kinds.number && !kinds.date) return BadLabels(piece, text);
+          ZS_RETURN_IF_ERROR(CheckLabel(piece, text));
           selection.values.emplace_back(text);
         }
         continues = !selection.is_range();

@@ -39,7 +39,8 @@ TEST(LabelSelectionTest, ParsesRangesListsAndSeveralSelections) {
 
 TEST(LabelSelectionTest, RejectsMalformedSelections) {
   for (const char* bad : {"time", "=1979:2015", "time=", "time=abc:def", "time=1979:2015,850",
-                          "time=1979:2015,time=1980", "level=500,abc", "time=1979::2015"}) {
+                          "time=1979:2015,time=1980", "level=500,a:b", "time=1979::2015",
+                          "time=1979-13-01", "level=500,"}) {
     auto parsed = ParseLabelSelections(std::vector<std::string>{bad});
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), ErrorCode::kInvalidArgument) << bad;

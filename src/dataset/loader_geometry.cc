@@ -76,7 +76,23 @@ Status SetCfDecoding(bool decode_cf, LoaderGeometry& g) {
   return Status::Ok();
 }
 
-Status SetNormalisation(const std::string& stats_path, LoaderGeometry& g) {
+// Statistics of stored values cannot normalise CF-decoded ones, nor the other way round: where the
+// stats file says how it was made and a channel decodes otherwise, the file is refused.
+Status CheckStatsDecoding(const std::string& stats_path, const ChannelStatsFile& stats,
+                          bool decode_cf, const Channel& channel) {
+  if (!stats.decode_cf || *stats.decode_cf == decode_cf) return Status::Ok();
+  ZS_ASSIGN_OR_RETURN(CfDecoding cf, CfDecodingOf(channel.array));
+  if (!cf.decode) return Status::Ok();  // nothing to decode: the values are the same
+  const auto setting = [](bool on) { return on ? "decode_cf=True" : "decode_cf=False"; };
+  return ConfigError("the stats file '" + stats_path + "' was computed with " +
+                     setting(*stats.decode_cf) + " but the loader runs with " + setting(decode_cf) +
+                     ", and channel '" + channel.name +
+                     "' is CF-encoded (packed or masked): recompute it with `zarrstream stats` " +
+                     (decode_cf ? "(without --no-decode-cf)" : "--no-decode-cf") +
+                     " or construct the loader with " + setting(*stats.decode_cf));
+}
+
+Status SetNormalisation(const std::string& stats_path, bool decode_cf, LoaderGeometry& g) {
   g.mean.assign(g.channels.size(), 0.0);
   g.inv_std.assign(g.channels.size(), 1.0);
   if (stats_path.empty()) return Status::Ok();
@@ -95,6 +111,7 @@ Status SetNormalisation(const std::string& stats_path, LoaderGeometry& g) {
     const std::string& name = g.channels[c].name;
     auto it = by_name.find(name);
     if (it == by_name.end()) return MissingStatsError(stats_path, name, available);
+    ZS_RETURN_IF_ERROR(CheckStatsDecoding(stats_path, *stats, decode_cf, g.channels[c]));
     const ChannelStats& s = *it->second;
     if (!std::isfinite(s.mean) || !std::isfinite(s.std))
       return UndefinedStatsError(stats_path, name);
@@ -355,7 +372,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
   SetLayout(g);
   ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
-  ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, g));
+  ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, options.decode_cf, g));
   return g;
 }
 

@@ -86,6 +86,7 @@ std::string FormatChannelStats(const ChannelStatsFile& stats) {
   ordered_json doc;
   doc["format"] = kFormat;
   doc["source"] = stats.source;
+  if (stats.decode_cf) doc["decode_cf"] = *stats.decode_cf;
   doc["select"] = std::move(select);
   doc["channels"] = std::move(channels);
   return doc.dump(2) + "\n";
@@ -104,6 +105,12 @@ Result<ChannelStatsFile> ParseChannelStats(std::string_view json_text) {
   }
   ChannelStatsFile file;
   ZS_ASSIGN_OR_RETURN(file.source, String(doc, "source", ""));
+  if (const auto decode_cf = doc.find("decode_cf"); decode_cf != doc.end()) {
+    if (!decode_cf->is_boolean()) {
+      return InvalidArgumentError("stats file: decode_cf: expected true or false");
+    }
+    file.decode_cf = decode_cf->get<bool>();
+  }
   const auto select = doc.find("select");
   if (select == doc.end() || !select->is_object()) {
     return InvalidArgumentError("stats file: select: expected an object");

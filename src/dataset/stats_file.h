@@ -4,6 +4,7 @@
 // Format (JSON, "zarrstream.stats/1"):
 //   {"format": "zarrstream.stats/1",
 //    "source": "<dataset URL>",
+//    "decode_cf": true,        // values were CF-decoded as xarray shows them (absent: not known)
 //    "select": {"time": ["1979-01-01T00:00:00", "2015-12-31T18:00:00"],   // range: first, last
 //               "level": {"values": [500, 850]}},                          // a list of labels
 //    "channels": [{"name": "temperature@500", "variable": "temperature", "level": 500,
@@ -50,6 +51,9 @@ struct SelectedLabels {
 
 struct ChannelStatsFile {
   std::string source;
+  // Whether the statistics are of CF-decoded values (Loader's decode_cf); nullopt in files written
+  // before it was recorded.
+  std::optional<bool> decode_cf;
   std::vector<SelectedLabels> select;
   std::vector<ChannelStats> channels;
 };

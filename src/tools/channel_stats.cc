@@ -296,11 +296,22 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
   const std::vector<uint64_t>& shape = channels.front().shape;
   ChannelStatsFile file;
   file.source = dataset.url();
+  file.decode_cf = options.decode_cf;
 
   // Per channel dimension: the selected indices as runs.
   std::map<std::string, std::vector<IndexRange>> selected;
   for (const LabelSelection& selection : options.select) {
-    const auto dim = std::find(dims.begin(), dims.end(), selection.dim);
+    auto dim = std::find(dims.begin(), dims.end(), selection.dim);
+    std::optional<Coordinate> loaded;
+    if (dim == dims.end()) {
+      // A text coordinate along another dimension (ERA5's `expver` along `valid_time`) selects on
+      // that dimension, as in the loader.
+      Result<Coordinate> other = dataset.LoadCoordinate(selection.dim);
+      if (other.ok() && other->along() != selection.dim) {
+        dim = std::find(dims.begin(), dims.end(), other->along());
+        loaded = std::move(other).value();
+      }
+    }
     if (dim == dims.end()) {
       std::string s = "cannot select '";
       s += selection.ToString();
@@ -309,28 +320,44 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
       if (IsLevelDimension(selection.dim)) s += " (choose levels with the variables: name@500,850)";
       return InvalidArgumentError(std::move(s));
     }
-    ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(selection.dim));
+    if (!loaded) {
+      ZS_ASSIGN_OR_RETURN(loaded, dataset.LoadCoordinate(selection.dim));
+    }
+    const Coordinate& coordinate = *loaded;
+    const std::string& along = *dim;
+    if (selected.count(along)) {
+      return InvalidArgumentError("cannot select '" + selection.ToString() + "': dimension '" +
+                                  along + "' is selected twice");
+    }
     const uint64_t extent = shape[dim - dims.begin()];
     if (coordinate.size() != extent) {
       return InvalidArgumentError(coordinate.Describe() + " has " +
                                   std::to_string(coordinate.size()) + " labels but dimension '" +
-                                  selection.dim + "' has size " + std::to_string(extent));
+                                  along + "' has size " + std::to_string(extent));
     }
     ZS_ASSIGN_OR_RETURN(std::vector<uint64_t> indices, coordinate.Select(selection));
     // One increasing run of labels (a range, or a date naming a period) is recorded as its first
-    // and last label; anything else label by label.
-    bool one_run = true;
+    // and last label; anything else label by label; text labels (which repeat: ERA5's `expver`
+    // along time) as the distinct labels selected.
+    bool one_run = !coordinate.is_text();
     for (size_t i = 1; i < indices.size(); ++i) one_run &= indices[i] == indices[i - 1] + 1;
     SelectedLabels labels{
         selection.dim, one_run, {}, !coordinate.is_time() && !coordinate.is_text()};
-    if (one_run) {
+    if (coordinate.is_text()) {
+      for (uint64_t i : indices) {
+        std::string label = coordinate.FormatLabel(i);
+        if (std::find(labels.labels.begin(), labels.labels.end(), label) == labels.labels.end()) {
+          labels.labels.push_back(std::move(label));
+        }
+      }
+    } else if (one_run) {
       labels.labels = {coordinate.FormatLabel(indices.front()),
                        coordinate.FormatLabel(indices.back())};
     } else {
       for (uint64_t i : indices) labels.labels.push_back(coordinate.FormatLabel(i));
     }
     file.select.push_back(std::move(labels));
-    selected[selection.dim] = Runs(std::move(indices));
+    selected[along] = Runs(std::move(indices));
   }
 
   // One pass per array, its channels' levels grouped by the level chunks that hold them.
