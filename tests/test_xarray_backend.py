@@ -7,6 +7,9 @@ of nginx serving the store); remote stores open over HTTP."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numcodecs
 import numpy as np
@@ -456,3 +459,16 @@ def test_a_time_step_of_a_sharded_store_over_http_reads_one_shard(stores, nginx)
     # Time step 5 is in the second shard (4 steps a shard): its index and inner chunk, ranged.
     requested = chunk_requests(server, path.name, "t")
     assert requested and set(requested) == {"c/1/0/0/0"}, requested
+
+
+def test_the_xarray_benchmark_runs_and_checks_its_reads(stores, tmp_path):
+    path = stores(arco_era5, zarr_format=3)
+    out = tmp_path / "bench.json"
+    bench = Path(__file__).parent.parent / "bench" / "xarray_bench.py"
+    run = subprocess.run([sys.executable, str(bench), "--store", str(path), "--variable", "temperature",
+                          "--reads", "3", "--repeats", "1", "--engines", "zarrstream,zarr",
+                          "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    results = json.loads(out.read_text())["results"]
+    assert set(results) == {"zarrstream", "zarr"}
+    assert all(r["reads"] == 3 and r["gb_per_s"] > 0 for r in results.values())
