@@ -386,6 +386,22 @@ def test_lazy_indexing_matches_the_zarr_engine(stores):
     # Vectorized (pointwise) indexing.
     points = dict(latitude=xr.DataArray([0, 3, 6], dims="p"), longitude=xr.DataArray([9, 0, 4], dims="p"))
     xr.testing.assert_identical(ours["t"].isel(points).load(), theirs["t"].isel(points).load())
+    # Index lists on several axes at once: unsorted, repeated, negative, across and within chunks.
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        sel = {}
+        for dim in ("valid_time", "pressure_level", "latitude", "longitude"):
+            size = ours.sizes[dim]
+            choice = rng.integers(0, 4)
+            if choice == 0:
+                sel[dim] = rng.integers(-size, size, rng.integers(1, 5)).tolist()
+            elif choice == 1:
+                sel[dim] = slice(int(rng.integers(0, size)), None, int(rng.integers(1, 3)))
+            elif choice == 2:
+                sel[dim] = int(rng.integers(-size, size))
+        for var in ("t", "expver"):
+            sub = {k: v for k, v in sel.items() if k in ours[var].dims}
+            xr.testing.assert_identical(ours[var].isel(sub).load(), theirs[var].isel(sub).load())
 
 
 @pytest.mark.parametrize("sharded", [False, True])
@@ -445,6 +461,20 @@ def test_a_time_step_over_http_reads_only_its_chunk(stores, nginx, zarr_format):
     assert chunk_requests(server, path.name, "temperature") == []
     two_d = "c/2/0/0" if zarr_format == 3 else "2.0.0"
     assert chunk_requests(server, path.name, "2m_temperature") == [two_d]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_list_of_time_steps_over_http_reads_only_their_chunks(stores, nginx, zarr_format):
+    path = stores(arco_era5, zarr_format=zarr_format)
+    ds = xr.open_dataset(f"{nginx.url}/{path.name}", engine="zarrstream", chunks=None)
+    theirs = xr.open_dataset(str(path), engine="zarr", chunks=None)
+    steps = [6, 1, 6, 2]
+    nginx.clear_log()
+    got = ds["temperature"].isel(time=steps, level=[0, 2]).values
+    np.testing.assert_array_equal(got, theirs["temperature"].isel(time=steps, level=[0, 2]).values)
+    # Steps 1 and 2 are neighbouring chunks (one read), step 6 another; not the chunks between.
+    keys = [f"c/{t}/0/0/0" if zarr_format == 3 else f"{t}.0.0.0" for t in (1, 2, 6)]
+    assert chunk_requests(nginx, path.name, "temperature") == keys
 
 
 def test_a_time_step_of_a_sharded_store_over_http_reads_one_shard(stores, nginx):

@@ -12,6 +12,7 @@ xarray is imported only when xarray loads this module.
 
 from __future__ import annotations
 
+import itertools
 import json
 import operator
 import os
@@ -36,8 +37,9 @@ _V2_DIMENSIONS = "_ARRAY_DIMENSIONS"
 
 
 class ZarrstreamBackendArray(BackendArray):
-    """A lazily indexed zarrstream array: xarray's indexers become basic-index reads of the region
-    they cover (outer and vectorized indexers: the bounding region, then numpy picks the elements)."""
+    """A lazily indexed zarrstream array. xarray's indexers arrive as outer indexers (integers,
+    slices, sorted index arrays; xarray applies the rest of a vectorized indexer in numpy); each read
+    covers only the chunks the indexer touches."""
 
     __slots__ = ("_array", "dtype", "shape")
 
@@ -53,24 +55,54 @@ class ZarrstreamBackendArray(BackendArray):
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         return indexing.explicit_indexing_adapter(
-            key, self.shape, indexing.IndexingSupport.BASIC, self._read
+            key, self.shape, indexing.IndexingSupport.OUTER, self._read
         )
 
     def _read(self, key: tuple) -> np.ndarray:
-        # Integer indices become length-1 slices dropped afterwards by a reshape, so the result is
-        # an array even where every dimension is dropped (numpy's a[0] of a 1-d array is a scalar,
-        # and a text element would lose its object dtype).
-        slices, kept = [], []
-        for k, size in zip(key, self.shape):
+        # Every axis is kept through the read (an integer is a length-1 slice) and the integer-indexed
+        # ones dropped at the end by a reshape, so the result is an array even where every axis is
+        # dropped (numpy's a[0] of a 1-d array is a scalar, and a text element would lose its dtype).
+        axes: list[list[tuple[slice, Any, Any]]] = []  # per axis: (region, output places, picks)
+        shape, kept = [], []
+        for k, size, chunk in zip(key, self.shape, self._array.chunks):
             if isinstance(k, slice):
-                slices.append(k)
-                kept.append(True)
+                axes.append([(k, slice(None), slice(None))])
+                shape.append(len(range(*k.indices(size))))
+            elif isinstance(k, np.ndarray):
+                axes.append(_chunk_runs(k, chunk))
+                shape.append(len(k))
             else:
                 i = operator.index(k) % size
-                slices.append(slice(i, i + 1))
-                kept.append(False)
-        region = self._array[tuple(slices)]
-        return region.reshape([n for n, keep in zip(region.shape, kept) if keep])
+                axes.append([(slice(i, i + 1), slice(None), slice(None))])
+                shape.append(1)
+            kept.append(not isinstance(k, (int, np.integer)))
+        if all(len(runs) == 1 and isinstance(runs[0][2], slice) for runs in axes):
+            out = self._array[tuple(runs[0][0] for runs in axes)]
+        else:
+            out = np.empty(shape, dtype=self.dtype)
+            for combination in itertools.product(*axes):
+                region = self._array[tuple(region for region, _, _ in combination)]
+                places = []
+                for axis, (_, place, picks) in enumerate(combination):
+                    if isinstance(picks, np.ndarray):
+                        region = np.take(region, picks, axis=axis)
+                    places.append(np.arange(shape[axis])[place])
+                out[np.ix_(*places)] = region
+        return out.reshape([n for n, keep in zip(out.shape, kept) if keep])
+
+
+def _chunk_runs(indices: np.ndarray, chunk: int) -> list[tuple[slice, np.ndarray, np.ndarray]]:
+    """Sorted indices along an axis of chunk length ``chunk`` as the regions to read: one for each
+    run of indices whose chunks follow one another, so the regions together cover exactly the
+    chunks holding the indices. Each comes with the output places of its indices and their
+    positions inside the region."""
+    chunk_numbers = indices // chunk
+    breaks = np.flatnonzero(np.diff(chunk_numbers) > 1) + 1
+    runs = []
+    for places in np.split(np.arange(len(indices)), breaks):
+        lo, hi = int(indices[places[0]]), int(indices[places[-1]]) + 1
+        runs.append((slice(lo, hi), places, indices[places] - lo))
+    return runs
 
 
 def _dimensions(array: Array, name: str) -> tuple[str, ...]:
