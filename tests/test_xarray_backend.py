@@ -182,8 +182,12 @@ def test_use_zarr_fill_value_as_mask(stores):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_arco_era5(stores, zarr_format):
-    ds = check_against_zarr_engine(stores(arco_era5, zarr_format=zarr_format))
+    path = stores(arco_era5, zarr_format=zarr_format)
+    ds = check_against_zarr_engine(path)
     assert ds["time"].encoding["units"] == "hours since 1900-01-01"
+    # A pool of its own for the Dataset's reads: the same Dataset.
+    one_thread = xr.open_dataset(str(path), engine="zarrstream", num_threads=1)
+    xr.testing.assert_identical(one_thread.load(), ds.load())
 
 
 def test_weatherbench2(stores):
@@ -461,6 +465,16 @@ def test_a_time_step_over_http_reads_only_its_chunk(stores, nginx, zarr_format):
     assert chunk_requests(server, path.name, "temperature") == []
     two_d = "c/2/0/0" if zarr_format == 3 else "2.0.0"
     assert chunk_requests(server, path.name, "2m_temperature") == [two_d]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_cds_store_over_http_is_the_local_one(stores, nginx, zarr_format):
+    """Packed variables, CF times and the expver text coordinate (whose v2 fill_value null is read
+    from its .zarray over HTTP) as the zarr engine gives them from disk."""
+    path = stores(cds_era5, zarr_format=zarr_format, consolidated=True)
+    ours = xr.open_dataset(f"{nginx.url}/{path.name}", engine="zarrstream", chunks={})
+    theirs = xr.open_dataset(str(path), engine="zarr", chunks={})
+    assert_same_dataset(ours.compute(), theirs.compute())
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
