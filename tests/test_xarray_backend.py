@@ -18,10 +18,10 @@ import pytest
 import xarray as xr
 import zarr
 from era5_fixtures import arco_era5, cds_era5, weatherbench2
-from object_servers import Nginx
+from object_servers import MotoS3, Nginx
 from zarr.codecs import numcodecs as v3_codecs
 
-from zarrstream.errors import MetadataError, NotFoundError
+from zarrstream.errors import ConfigError, MetadataError, NotFoundError
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::UserWarning", "ignore::FutureWarning", "ignore::RuntimeWarning"
@@ -353,6 +353,15 @@ def test_consolidated_true_without_consolidated_metadata_is_an_error(stores):
         xr.open_dataset(str(path), engine="zarrstream", consolidated=True)
 
 
+def test_zarr_format_is_checked_and_storage_options_refused(stores):
+    path = stores(cds_era5, zarr_format=3)
+    check_against_zarr_engine(path, zarr_format=3)
+    with pytest.raises(NotFoundError, match="Zarr v3 group, not v2"):
+        xr.open_dataset(str(path), engine="zarrstream", zarr_format=2)
+    with pytest.raises(ConfigError, match="storage_options.*environment"):
+        xr.open_dataset(str(path), engine="zarrstream", storage_options={"anon": True})
+
+
 def test_an_array_without_dimension_names_is_a_clear_error(tmp_path):
     path = tmp_path / "nodims.zarr"
     g = zarr.open_group(str(path), mode="w", zarr_format=3)
@@ -475,6 +484,30 @@ def test_a_cds_store_over_http_is_the_local_one(stores, nginx, zarr_format):
     ours = xr.open_dataset(f"{nginx.url}/{path.name}", engine="zarrstream", chunks={})
     theirs = xr.open_dataset(str(path), engine="zarr", chunks={})
     assert_same_dataset(ours.compute(), theirs.compute())
+
+
+def test_s3_listing_and_consolidated_metadata(stores, monkeypatch):
+    """An S3 bucket (moto, requests signed) holding an unconsolidated v3 store, whose members are
+    found by listing, and a consolidated v2 one opened with consolidated=False (listed too)."""
+    v3 = stores(cds_era5, zarr_format=3, sharded=True)
+    v2 = stores(arco_era5, zarr_format=2)
+    server = MotoS3()
+    try:
+        for path in (v3, v2):
+            server.upload_tree("xarray", path, path.name)
+        server.set_auth(True)
+        for var in ("AWS_SESSION_TOKEN", "AWS_NO_SIGN_REQUEST", "AWS_ENDPOINT_URL_S3"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", server.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", server.secret_key)
+        monkeypatch.setenv("AWS_REGION", MotoS3.REGION)
+        for path, options in ((v3, {}), (v2, {"consolidated": False})):
+            ours = xr.open_dataset(f"s3://xarray/{path.name}", engine="zarrstream", chunks={}, **options)
+            theirs = xr.open_dataset(str(path), engine="zarr", chunks={}, **options)
+            assert_same_dataset(ours.compute(), theirs.compute())
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])

@@ -30,7 +30,7 @@ from xarray.core.variable import Variable
 
 from . import _zarrstream
 from ._array import Array, Group, open_array, open_group
-from .errors import InvalidArgumentError, MetadataError, NotFoundError
+from .errors import ConfigError, InvalidArgumentError, MetadataError, NotFoundError
 
 # Where Zarr v2 arrays written by xarray keep their dimension names.
 _V2_DIMENSIONS = "_ARRAY_DIMENSIONS"
@@ -130,9 +130,13 @@ class ZarrstreamStore(AbstractDataStore):
 
     @classmethod
     def open(cls, url: str, *, group: str | None, consolidated: bool | None,
-             use_zarr_fill_value_as_mask: bool | None, drop_variables: Iterable[str],
-             num_threads: int) -> ZarrstreamStore:
+             use_zarr_fill_value_as_mask: bool | None, zarr_format: int | None,
+             drop_variables: Iterable[str], num_threads: int) -> ZarrstreamStore:
         root = open_group(url, num_threads=num_threads)
+        if zarr_format is not None and zarr_format != root.zarr_format:
+            raise NotFoundError(
+                f"{root.url} is a Zarr v{root.zarr_format} group, not v{zarr_format} (zarr_format={zarr_format})"
+            )
         if consolidated and not root.consolidated:
             raise NotFoundError(
                 f"{root.url} has no consolidated metadata (consolidated=True); open it with "
@@ -234,8 +238,9 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
 
     Options as ``xr.open_zarr``'s: ``group``, ``consolidated`` (None: consolidated metadata when
     present; True: required; False: each array's own metadata), ``use_zarr_fill_value_as_mask``,
-    and xarray's ``chunks``, ``drop_variables`` and CF decoding switches. ``num_threads``: decode
-    threads (0: zarrstream's shared pool).
+    ``zarr_format`` (checked against the store's), and xarray's ``chunks``, ``drop_variables`` and
+    CF decoding switches; no ``storage_options`` (credentials come from the environment).
+    ``num_threads``: decode threads (0: zarrstream's shared pool).
     """
 
     description = "Open Zarr stores (v2 and v3, local or remote) with zarrstream's parallel C++ reader"
@@ -251,6 +256,8 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         "group",
         "consolidated",
         "use_zarr_fill_value_as_mask",
+        "zarr_format",
+        "storage_options",
         "num_threads",
     )
 
@@ -272,8 +279,16 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         group: str | None = None,
         consolidated: bool | None = None,
         use_zarr_fill_value_as_mask: bool | None = None,
+        zarr_format: int | None = None,
+        storage_options: dict | None = None,
         num_threads: int = 0,
     ):
+        if storage_options:
+            raise ConfigError(
+                "engine='zarrstream' takes no storage_options: credentials and endpoints come from "
+                "the environment (AWS_*, GS_*, GOOGLE_OAUTH_ACCESS_TOKEN; see zarrstream's "
+                "docs/object-stores.md)"
+            )
         url = _normalize_path(filename_or_obj)
         if isinstance(url, os.PathLike):
             url = os.fspath(url)
@@ -288,6 +303,7 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
             group=group,
             consolidated=consolidated,
             use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+            zarr_format=zarr_format,
             drop_variables=drop_variables or (),
             num_threads=num_threads,
         )
