@@ -6,6 +6,7 @@ of nginx serving the store); remote stores open over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -415,6 +416,13 @@ def test_lazy_indexing_matches_the_zarr_engine(stores):
         for var in ("t", "expver"):
             sub = {k: v for k, v in sel.items() if k in ours[var].dims}
             xr.testing.assert_identical(ours[var].isel(sub).load(), theirs[var].isel(sub).load())
+
+
+def test_async_loading(stores):
+    path = stores(cds_era5, zarr_format=3, sharded=True)
+    ours, theirs = open_both(path)
+    loaded = asyncio.run(ours.isel(valid_time=[1, 6], longitude=slice(2, 9)).load_async())
+    xr.testing.assert_identical(loaded, theirs.isel(valid_time=[1, 6], longitude=slice(2, 9)).load())
 
 
 @pytest.mark.parametrize("sharded", [False, True])

@@ -12,6 +12,7 @@ xarray is imported only when xarray loads this module.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import operator
@@ -57,6 +58,11 @@ class ZarrstreamBackendArray(BackendArray):
         return indexing.explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.OUTER, self._read
         )
+
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        # Reads release the GIL: in a thread each, the variables of `await ds.load_async()` load
+        # side by side.
+        return await asyncio.to_thread(self.__getitem__, key)
 
     def _read(self, key: tuple) -> np.ndarray:
         # Every axis is kept through the read (an integer is a length-1 slice) and the integer-indexed
