@@ -22,7 +22,7 @@ from era5_fixtures import arco_era5, cds_era5, weatherbench2
 from object_servers import MotoS3, Nginx
 from zarr.codecs import numcodecs as v3_codecs
 
-from zarrstream.errors import ConfigError, MetadataError, NotFoundError
+from zarrstream.errors import ConfigError, InvalidArgumentError, MetadataError, NotFoundError
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::UserWarning", "ignore::FutureWarning", "ignore::RuntimeWarning"
@@ -363,6 +363,11 @@ def test_zarr_format_is_checked_and_storage_options_refused(stores):
         xr.open_dataset(str(path), engine="zarrstream", storage_options={"anon": True})
 
 
+def test_a_store_object_is_refused_by_name():
+    with pytest.raises(InvalidArgumentError, match="by URL or path, not a MemoryStore"):
+        xr.open_dataset(zarr.storage.MemoryStore(), engine="zarrstream")
+
+
 def test_an_array_without_dimension_names_is_a_clear_error(tmp_path):
     path = tmp_path / "nodims.zarr"
     g = zarr.open_group(str(path), mode="w", zarr_format=3)
@@ -530,6 +535,14 @@ def test_a_list_of_time_steps_over_http_reads_only_their_chunks(stores, nginx, z
     # Steps 1 and 2 are neighbouring chunks (one read), step 6 another; not the chunks between.
     keys = [f"c/{t}/0/0/0" if zarr_format == 3 else f"{t}.0.0.0" for t in (1, 2, 6)]
     assert chunk_requests(nginx, path.name, "temperature") == keys
+    # A step longer than the chunks skips the chunks between, forwards and backwards.
+    for every_third in (slice(0, None, 3), slice(None, None, -3)):
+        nginx.clear_log()
+        got = ds["temperature"].isel(time=every_third).values
+        np.testing.assert_array_equal(got, theirs["temperature"].isel(time=every_third).values)
+        steps = range(8)[every_third]
+        keys = sorted(f"c/{t}/0/0/0" if zarr_format == 3 else f"{t}.0.0.0" for t in steps)
+        assert chunk_requests(nginx, path.name, "temperature") == keys
 
 
 def test_a_time_step_of_a_sharded_store_over_http_reads_one_shard(stores, nginx):

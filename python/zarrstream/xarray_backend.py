@@ -71,6 +71,9 @@ class ZarrstreamBackendArray(BackendArray):
         axes: list[list[tuple[slice, Any, Any]]] = []  # per axis: (region, output places, picks)
         shape, kept = [], []
         for k, size, chunk in zip(key, self.shape, self._array.chunks):
+            if isinstance(k, slice) and (k.step or 1) > chunk:
+                # Steps longer than a chunk skip chunks: read as the indices they pick.
+                k = np.arange(*k.indices(size))
             if isinstance(k, slice):
                 axes.append([(k, slice(None), slice(None))])
                 shape.append(len(range(*k.indices(size))))
@@ -198,8 +201,8 @@ class ZarrstreamStore(AbstractDataStore):
 
 def _v2_fill_value_is_null(array: Array) -> bool:
     """Whether a v2 array's fill_value is null, which zarr-python (and so xarray) reads as no fill
-    value at all. zarrstream gives a text or time array with a null fill value the zero of its type
-    (its fill for missing chunks); .zarray says which it was."""
+    value at all. zarrstream gives a text or time array with a null fill value the empty string or
+    NaT (its fill for missing chunks); .zarray says which it was."""
     if array.zarr_format != 2:
         return False
     if array._core.text_kind == "" and array.dtype.kind not in "mM":
@@ -299,7 +302,7 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         if isinstance(url, os.PathLike):
             url = os.fspath(url)
         if not isinstance(url, str):
-            raise TypeError(
+            raise InvalidArgumentError(
                 f"engine='zarrstream' opens a store by URL or path, not a {type(filename_or_obj).__name__}"
             )
         if isinstance(drop_variables, str):
