@@ -363,6 +363,24 @@ def test_zarr_format_is_checked_and_storage_options_refused(stores):
         xr.open_dataset(str(path), engine="zarrstream", storage_options={"anon": True})
 
 
+def test_the_backend_needs_no_zarr_python(stores):
+    """zarr-python blocked from importing: the backend opens, reads and decodes without it."""
+    path = stores(cds_era5, zarr_format=2, consolidated=True)
+    code = (
+        "import sys; sys.modules['zarr'] = None\n"
+        "import xarray as xr\n"
+        f"ds = xr.open_dataset({str(path)!r}, engine='zarrstream')\n"
+        "print(float(ds['t'].isel(valid_time=2).mean()), ds['valid_time'].dtype, 'zarr' in sys.modules"
+        " and sys.modules['zarr'] is not None)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    theirs = xr.open_dataset(str(path), engine="zarr", chunks=None)
+    mean, dtype, zarr_loaded = run.stdout.split()
+    assert float(mean) == float(theirs["t"].isel(valid_time=2).mean())
+    assert dtype == "datetime64[ns]" and zarr_loaded == "False"
+
+
 def test_a_store_object_is_refused_by_name():
     with pytest.raises(InvalidArgumentError, match="by URL or path, not a MemoryStore"):
         xr.open_dataset(zarr.storage.MemoryStore(), engine="zarrstream")
