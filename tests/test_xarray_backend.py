@@ -334,6 +334,36 @@ def test_group_option(tmp_path):
         xr.open_dataset(str(path), engine="zarrstream", group="era5/nothing")
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_datatree_of_a_nested_store(tmp_path, zarr_format):
+    path = tmp_path / "tree.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+
+    def create(group, name, dims, **kwargs):
+        if zarr_format == 3:
+            return group.create_array(name, dimension_names=dims, **kwargs)
+        return group.create_array(name, attributes={"_ARRAY_DIMENSIONS": dims, **kwargs.pop("attributes", {})},
+                                  **kwargs)
+
+    create(root, "station", ["station"], shape=(2,), chunks=(2,), dtype=str)[...] = np.array(["a", "b"])
+    era5 = root.create_group("era5", attributes={"source": "era5"})
+    create(era5, "level", ["level"], shape=(3,), chunks=(3,), dtype="f8")[...] = [1000, 850, 500]
+    surface = era5.create_group("surface")
+    t2m = create(surface, "t2m", ["time", "x"], shape=(4, 3), chunks=(2, 3), dtype="i2", fill_value=-9,
+                 attributes={"scale_factor": 0.5, "units": "K"})
+    t2m[:2] = np.arange(6, dtype="i2").reshape(2, 3)
+    zarr.consolidate_metadata(str(path))
+    engine = xr.backends.list_engines()["zarrstream"]
+    for group in (None, "era5"):
+        ours = engine.open_groups_as_dict(str(path), group=group)
+        theirs = xr.backends.list_engines()["zarr"].open_groups_as_dict(str(path), group=group)
+        assert sorted(ours) == sorted(theirs)
+        for key in theirs:
+            assert_same_dataset(ours[key], theirs[key])
+        tree = xr.open_datatree(str(path), engine="zarrstream", group=group)
+        xr.testing.assert_identical(tree, xr.open_datatree(str(path), engine="zarr", group=group))
+
+
 def test_consolidated_false_reads_each_arrays_own_metadata(tmp_path):
     """consolidated=False sees an attribute changed after consolidation, as the zarr engine does;
     None and True see the consolidated copy."""

@@ -17,15 +17,23 @@ import itertools
 import json
 import operator
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
-from xarray.backends.common import AbstractDataStore, BackendArray, BackendEntrypoint, _normalize_path
+from xarray.backends.common import (
+    AbstractDataStore,
+    BackendArray,
+    BackendEntrypoint,
+    _normalize_path,
+    datatree_from_dict_with_io_cleanup,
+)
 from xarray.backends.store import StoreBackendEntrypoint
 from xarray.backends.zarr import FillValueCoder
 from xarray.coding.strings import create_vlen_dtype
 from xarray.core import indexing
+from xarray.core.dataset import Dataset
+from xarray.core.datatree import DataTree
 from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
@@ -138,27 +146,8 @@ class ZarrstreamStore(AbstractDataStore):
         self._fill_value_as_mask = use_zarr_fill_value_as_mask
 
     @classmethod
-    def open(cls, url: str, *, group: str | None, consolidated: bool | None,
-             use_zarr_fill_value_as_mask: bool | None, zarr_format: int | None,
-             drop_variables: Iterable[str], num_threads: int) -> ZarrstreamStore:
-        root = open_group(url, num_threads=num_threads)
-        if zarr_format is not None and zarr_format != root.zarr_format:
-            raise NotFoundError(
-                f"{root.url} is a Zarr v{root.zarr_format} group, not v{zarr_format} (zarr_format={zarr_format})"
-            )
-        if consolidated and not root.consolidated:
-            raise NotFoundError(
-                f"{root.url} has no consolidated metadata (consolidated=True); open it with "
-                f"consolidated=None or False"
-            )
-        node = root
-        if group and group.strip("/"):
-            try:
-                node = root[group.strip("/")]
-            except KeyError:
-                raise NotFoundError(f"no group '{group}' in {root.url}") from None
-            if not isinstance(node, Group):
-                raise NotFoundError(f"'{group}' in {root.url} is an array, not a group")
+    def of_group(cls, node: Group, *, consolidated: bool | None, use_zarr_fill_value_as_mask: bool | None,
+                 drop_variables: Iterable[str], num_threads: int) -> ZarrstreamStore:
         drop = set(drop_variables)
         if consolidated is False and node.consolidated:
             arrays = _listed_arrays(node.url, drop, num_threads)
@@ -197,6 +186,40 @@ class ZarrstreamStore(AbstractDataStore):
                     attributes["_FillValue"], _fill_value_dtype(array)
                 )
         return Variable(dims, data, attributes, encoding)
+
+
+def _open_node(url: str, *, group: str | None, consolidated: bool | None, zarr_format: int | None,
+               num_threads: int) -> Group:
+    """The group at ``group`` below ``url``, opened from the root (whose consolidated metadata
+    covers the whole hierarchy)."""
+    root = open_group(url, num_threads=num_threads)
+    if zarr_format is not None and zarr_format != root.zarr_format:
+        raise NotFoundError(
+            f"{root.url} is a Zarr v{root.zarr_format} group, not v{zarr_format} (zarr_format={zarr_format})"
+        )
+    if consolidated and not root.consolidated:
+        raise NotFoundError(
+            f"{root.url} has no consolidated metadata (consolidated=True); open it with "
+            f"consolidated=None or False"
+        )
+    if not group or not group.strip("/"):
+        return root
+    try:
+        node = root[group.strip("/")]
+    except KeyError:
+        raise NotFoundError(f"no group '{group}' in {root.url}") from None
+    if not isinstance(node, Group):
+        raise NotFoundError(f"'{group}' in {root.url} is an array, not a group")
+    return node
+
+
+def _walk(node: Group, path: str) -> Iterator[tuple[str, Group]]:
+    """``node`` (at ``path``: "/" or ".") and every group below it, with their paths ("/sub",
+    "/sub/inner" or "sub", "sub/inner")."""
+    yield path, node
+    prefix = "" if path == "." else path.rstrip("/") + "/"
+    for name in node.group_names():
+        yield from _walk(node[name], prefix + name)
 
 
 def _v2_fill_value_is_null(array: Array) -> bool:
@@ -253,6 +276,7 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
     """
 
     description = "Open Zarr stores (v2 and v3, local or remote) with zarrstream's parallel C++ reader"
+    supports_groups = True
     open_dataset_parameters = (
         "filename_or_obj",
         "mask_and_scale",
@@ -292,37 +316,80 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         storage_options: dict | None = None,
         num_threads: int = 0,
     ):
-        if storage_options:
-            raise ConfigError(
-                "engine='zarrstream' takes no storage_options: credentials and endpoints come from "
-                "the environment (AWS_*, GS_*, GOOGLE_OAUTH_ACCESS_TOKEN; see zarrstream's "
-                "docs/object-stores.md)"
-            )
-        url = _normalize_path(filename_or_obj)
-        if isinstance(url, os.PathLike):
-            url = os.fspath(url)
-        if not isinstance(url, str):
-            raise InvalidArgumentError(
-                f"engine='zarrstream' opens a store by URL or path, not a {type(filename_or_obj).__name__}"
-            )
+        url = _url(filename_or_obj, storage_options)
+        node = _open_node(url, group=group, consolidated=consolidated, zarr_format=zarr_format,
+                          num_threads=num_threads)
+        return self._dataset(node, consolidated, use_zarr_fill_value_as_mask, num_threads,
+                             mask_and_scale=mask_and_scale, decode_times=decode_times,
+                             concat_characters=concat_characters, decode_coords=decode_coords,
+                             drop_variables=drop_variables, use_cftime=use_cftime,
+                             decode_timedelta=decode_timedelta)
+
+    def open_groups_as_dict(
+        self,
+        filename_or_obj,
+        *,
+        mask_and_scale=True,
+        decode_times=True,
+        concat_characters=True,
+        decode_coords=True,
+        drop_variables: str | Iterable[str] | None = None,
+        use_cftime=None,
+        decode_timedelta=None,
+        group: str | None = None,
+        consolidated: bool | None = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
+        zarr_format: int | None = None,
+        storage_options: dict | None = None,
+        num_threads: int = 0,
+    ) -> dict[str, Dataset]:
+        """Every group at and below ``group`` as a Dataset, keyed as xarray's zarr backend keys
+        them: by absolute path ("/", "/sub") from the root, relative to ``group`` (".", "sub") from
+        a group."""
+        url = _url(filename_or_obj, storage_options)
+        node = _open_node(url, group=group, consolidated=consolidated, zarr_format=zarr_format,
+                          num_threads=num_threads)
+        return {
+            path: self._dataset(member, consolidated, use_zarr_fill_value_as_mask, num_threads,
+                                mask_and_scale=mask_and_scale, decode_times=decode_times,
+                                concat_characters=concat_characters, decode_coords=decode_coords,
+                                drop_variables=drop_variables, use_cftime=use_cftime,
+                                decode_timedelta=decode_timedelta)
+            for path, member in _walk(node, "." if group and group.strip("/") else "/")
+        }
+
+    def open_datatree(self, filename_or_obj, **kwargs) -> DataTree:
+        """The hierarchy at and below ``group`` as a DataTree (``xr.open_datatree(url,
+        engine="zarrstream")``); options as :meth:`open_groups_as_dict`'s."""
+        return datatree_from_dict_with_io_cleanup(self.open_groups_as_dict(filename_or_obj, **kwargs))
+
+    @staticmethod
+    def _dataset(node: Group, consolidated, use_zarr_fill_value_as_mask, num_threads, *,
+                 drop_variables, **decoding) -> Dataset:
         if isinstance(drop_variables, str):
             drop_variables = [drop_variables]
-        store = ZarrstreamStore.open(
-            url,
-            group=group,
+        store = ZarrstreamStore.of_group(
+            node,
             consolidated=consolidated,
             use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
-            zarr_format=zarr_format,
             drop_variables=drop_variables or (),
             num_threads=num_threads,
         )
-        return StoreBackendEntrypoint().open_dataset(
-            store,
-            mask_and_scale=mask_and_scale,
-            decode_times=decode_times,
-            concat_characters=concat_characters,
-            decode_coords=decode_coords,
-            drop_variables=drop_variables,
-            use_cftime=use_cftime,
-            decode_timedelta=decode_timedelta,
+        return StoreBackendEntrypoint().open_dataset(store, drop_variables=drop_variables, **decoding)
+
+
+def _url(filename_or_obj, storage_options: dict | None) -> str:
+    if storage_options:
+        raise ConfigError(
+            "engine='zarrstream' takes no storage_options: credentials and endpoints come from "
+            "the environment (AWS_*, GS_*, GOOGLE_OAUTH_ACCESS_TOKEN; see zarrstream's "
+            "docs/object-stores.md)"
         )
+    url = _normalize_path(filename_or_obj)
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str):
+        raise InvalidArgumentError(
+            f"engine='zarrstream' opens a store by URL or path, not a {type(filename_or_obj).__name__}"
+        )
+    return url
