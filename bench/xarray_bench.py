@@ -6,9 +6,10 @@ pipeline (codec_pipeline.path = zarrs.ZarrsCodecPipeline, strict).
 Each engine runs in a fresh child process (one engine's imports, caches and threads do not weigh
 on the next). Measured: opening the Dataset (chunks=None, as open_dataset's default), then
 --reads random time steps of --variable, each a new `.isel(time=t).values` on the open Dataset;
-ms per step, GB/s of decoded values, and each engine's ratio to zarrstream. Every step is checked
-against zarr-python's read of the same step (a fast but wrong engine cannot win). Reads come from
-a warm page cache (every file is read once before the first engine).
+ms per step, GB/s of decoded values, and each engine's ratio to zarrstream. The first and last
+steps read are checked against the zarr engine's read of them with zarr-python's own pipeline (a
+fast but wrong engine cannot win). Reads come from a warm page cache (every file is read once
+before the first engine).
 
     python bench/xarray_bench.py --store era5.zarr --variable temperature [--reads 32] [--json out.json]
     python bench/xarray_bench.py --preset era5-1deg --steps 64 --store build/bench/era5-1deg-64.zarr
