@@ -46,11 +46,15 @@ bench: build
 # zarrstream (bench/loader_bench.py): random time-step batches (xbatcher + DataLoader, tensorstore,
 # zarr-python, zarrs-python, zarrstream exact and block shuffle), a whole-array read of one variable,
 # and the batches from the store's v3-sharded twin; 1-degree stores, 64 steps; a few minutes on 2
-# cores. The GPU comparison: bench/gpu_bench.py, make gpu-test.
+# cores. Then xarray's engines on the same store (bench/xarray_bench.py): one variable's time step
+# through xr.open_dataset(engine="zarrstream") against engine="zarr" (zarr-python, and with
+# zarrs-python's pipeline). The GPU comparison: bench/gpu_bench.py, make gpu-test.
 bench-peers: build
 	$(PY) bench/loader_bench.py --preset era5-1deg --steps 64 --batches 12 --epochs 4 \
 		--workloads batches,whole,sharded --whole-repeats 10 --store $(BENCH_DIR)/era5-1deg-64.zarr \
 		--sharded-store $(BENCH_DIR)/era5-1deg-64-sharded.zarr --json $(BENCH_DIR)/bench-peers.json
+	$(PY) bench/xarray_bench.py --store $(BENCH_DIR)/era5-1deg-64.zarr --preset era5-1deg --steps 64 \
+		--variable temperature --reads 32 --repeats 3 --json $(BENCH_DIR)/bench-xarray.json
 
 # On a machine with an NVIDIA GPU (no network needed when .deps/ was brought along): builds with
 # nvcc, runs every GPU test, compute-sanitizer over them and a short GPU benchmark, and prints a
