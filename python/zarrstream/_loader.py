@@ -197,6 +197,10 @@ class Loader:
     int64 [batch, len(loader.sample_dims)] (each sample's first index along each sampled
     dimension), and with ``nan=<value>`` the bool masks ``"input_mask"`` / ``"target_mask"``.
 
+    A static field (a variable without the time dimension, such as ``"land_sea_mask"``) named in
+    ``variables`` or ``forcings`` is an input channel broadcast over every step of the window,
+    read once when the loader opens and kept; it is never a target.
+
     A loop over the loader runs the rest of the current epoch; the next loop starts the next epoch
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
     identical remaining batches.

@@ -105,8 +105,7 @@ Status SetNormalisation(const std::string& stats_path, LoaderGeometry& g) {
 }
 
 // The variables the options name; by default every data variable but the forcings, and where some
-// vary in time, the static fields (orography, land-sea mask) stay out unless named: they have no
-// time step to stack.
+// vary in time, the static fields (orography, land-sea mask) stay out unless named.
 Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderOptions& options) {
   std::vector<std::string> variables = options.variables;
   if (!variables.empty()) return variables;
@@ -125,26 +124,49 @@ Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderO
   return variables;
 }
 
+// The first channel that is not a static field: its dimensions are the geometry's.
+const Channel& ReferenceChannel(const std::vector<Channel>& channels) {
+  for (const Channel& c : channels) {
+    if (!c.broadcast) return c;
+  }
+  return channels.front();
+}
+
 // Channels: variables, then forcings, as inputs; targets (the variables unless named) after them.
+// A static field is an input only: it has no step to predict.
 Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
                    LoaderGeometry& g) {
   ZS_ASSIGN_OR_RETURN(std::vector<std::string> variables, Variables(dataset, options));
   std::vector<std::string> inputs = variables;
   inputs.insert(inputs.end(), options.forcings.begin(), options.forcings.end());
   ZS_ASSIGN_OR_RETURN(std::vector<Channel> input_channels, Resolve(dataset, inputs));
+  if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
+  const Channel& first = ReferenceChannel(input_channels);
   std::vector<Channel> target_channels;
   if (!options.target_dim.empty()) {
-    ZS_ASSIGN_OR_RETURN(
-        target_channels,
-        Resolve(dataset, options.target_variables.empty() ? variables : options.target_variables));
+    const bool named = !options.target_variables.empty();
+    ZS_ASSIGN_OR_RETURN(target_channels,
+                        Resolve(dataset, named ? options.target_variables : variables));
+    const bool timed = HasTimeDimension(first.dims);
+    for (const Channel& t : target_channels) {
+      if (named && timed && !HasTimeDimension(t.dims)) {
+        return ConfigError("target variable '" + t.name + "' of " + where +
+                           " has no time dimension: a static field is an input only "
+                           "(name it in variables or forcings)");
+      }
+    }
+    std::erase_if(target_channels,
+                  [&](const Channel& t) { return timed && !HasTimeDimension(t.dims); });
+    if (target_channels.empty()) {
+      return ConfigError("the variables of " + where +
+                         " are all static fields: none can be a target");
+    }
   } else if (!options.target_variables.empty() || !options.target_offsets.empty()) {
     return InvalidArgumentError(
         "target variables or offsets need a target dimension "
         "(target_offset={\"time\": 1})");
   }
-  if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
   for (const Channel& t : target_channels) {
-    const Channel& first = input_channels.front();
     if (t.dims != first.dims || t.shape != first.shape) {
       return InvalidArgumentError("target channel '" + t.name + "' has dimensions " +
                                   JoinNames(t.dims) + " " + FormatIndex(t.shape) +
@@ -208,7 +230,7 @@ Result<size_t> DimIndex(const LoaderGeometry& g, const std::string& name, std::s
 // The channels' dimensions and each one's selected range: whole, or one run of a label selection.
 Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
                  LoaderGeometry& g) {
-  const Channel& first = g.channels.front();
+  const Channel& first = ReferenceChannel(g.channels);
   g.dims = first.dims;
   g.ranges.resize(g.dims.size());
   for (size_t d = 0; d < g.dims.size(); ++d) g.ranges[d] = IndexRange{0, first.shape[d]};
@@ -314,6 +336,26 @@ Status SetTargetSteps(const LoaderOptions& options, const std::string& where, Lo
   return Status::Ok();
 }
 
+// The boxes of the static fields' arrays that the loader keeps: the selection of every dimension
+// but time, and the whole level dimension.
+void SetResident(LoaderGeometry& g) {
+  g.resident.assign(g.arrays.size(), std::nullopt);
+  for (size_t c = 0; c < g.channels.size(); ++c) {
+    const Channel& channel = g.channels[c];
+    std::optional<ResidentBox>& box = g.resident[g.channel_array[c]];
+    if (!channel.broadcast || box) continue;
+    box.emplace();
+    box->start.assign(channel.array.rank(), 0);
+    box->shape = channel.array.shape();
+    for (size_t d = 0; d < g.dims.size(); ++d) {
+      const std::optional<size_t> a = ArrayDimOf(g, c, d);
+      if (!a) continue;
+      box->start[*a] = g.ranges[d].start;
+      box->shape[*a] = g.ranges[d].size();
+    }
+  }
+}
+
 // The batch's layout: sampled and spatial dimensions, and the output channels (time-major inputs,
 // lead-major targets).
 void SetLayout(LoaderGeometry& g) {
@@ -345,6 +387,16 @@ void SetLayout(LoaderGeometry& g) {
 
 }  // namespace
 
+std::optional<size_t> ArrayDimOf(const LoaderGeometry& g, size_t c, size_t d) {
+  const Channel& channel = g.channels[c];
+  size_t channel_dim = d;
+  if (channel.broadcast && g.time_dim) {
+    if (d == *g.time_dim) return std::nullopt;
+    if (d > *g.time_dim) --channel_dim;
+  }
+  return channel.level_dim && channel_dim >= *channel.level_dim ? channel_dim + 1 : channel_dim;
+}
+
 Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options) {
   LoaderGeometry g;
   const std::string where = "dataset " + dataset.url();
@@ -353,6 +405,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   ZS_RETURN_IF_ERROR(SetRanges(dataset, options, where, g));
   ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
+  SetResident(g);
   SetLayout(g);
   ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, g));
