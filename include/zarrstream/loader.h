@@ -186,6 +186,12 @@ struct LoaderOptions {
   // last step. Empty target_dim: no targets.
   std::string target_dim;
   std::vector<uint64_t> target_offsets;
+  // Time steps at this frequency ("6h"; units s, min, h, d) instead of the store's own: the
+  // time dimension's windows, strides and target offsets count steps of it, taken every
+  // frequency / step of the store from the selection's first (every 6th hour of an hourly
+  // store). The time coordinate must be evenly spaced, with a step the frequency is a multiple
+  // of. Empty: the store's step.
+  std::string frequency;
 
   // Label selections (label_selection.h), at most one per dimension: {"time", range "1979" to
   // "2015"}, {"latitude", range "60" to "30"}; ParseLabelSelections reads the command line's

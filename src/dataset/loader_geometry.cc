@@ -267,6 +267,68 @@ Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std
   return Status::Ok();
 }
 
+// "6h" in seconds; units s, min, h, d.
+Result<int64_t> ParseFrequency(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string unit = text.substr(digits);
+  static const std::map<std::string, int64_t> kUnits = {{"s", 1},    {"min", 60},  {"h", 3600},
+                                                        {"H", 3600}, {"d", 86400}, {"D", 86400}};
+  const auto it = kUnits.find(unit);
+  int64_t count = 0;
+  if (digits == 0 || digits > 9 || it == kUnits.end() ||
+      (count = std::stoll(text.substr(0, digits))) == 0) {
+    return ConfigError("frequency '" + text +
+                       "': expected a whole number of s, min, h or d above 0 (\"6h\")");
+  }
+  return count * it->second;
+}
+
+// The store's steps per sample step along the time dimension, from LoaderOptions::frequency and
+// the selected run of the time coordinate, which must be evenly spaced.
+Status SetFrequency(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
+                    LoaderGeometry& g) {
+  if (options.frequency.empty()) return Status::Ok();
+  ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseFrequency(options.frequency));
+  const auto time = std::find_if(g.dims.begin(), g.dims.end(),
+                                 [](const std::string& dim) { return IsTimeDimension(dim); });
+  if (time == g.dims.end()) {
+    return ConfigError("frequency '" + options.frequency + "': the channels of " + where +
+                       " have no time dimension (" + JoinNames(g.dims) + ")");
+  }
+  ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(*time));
+  const IndexRange& r = g.ranges[static_cast<size_t>(time - g.dims.begin())];
+  if (!coordinate.is_time() || coordinate.size() < r.stop) {
+    return ConfigError("frequency '" + options.frequency + "': " + coordinate.Describe() +
+                       " does not hold a time for each step");
+  }
+  const int64_t step = r.size() > 1
+                           ? coordinate.TimeSeconds(r.start + 1) - coordinate.TimeSeconds(r.start)
+                           : seconds;
+  for (uint64_t i = r.start + 1; i < r.stop; ++i) {
+    if (coordinate.TimeSeconds(i) - coordinate.TimeSeconds(i - 1) != step) {
+      return ConfigError("frequency '" + options.frequency + "': the selected times of " +
+                         coordinate.Describe() + " are not evenly spaced (" +
+                         coordinate.FormatLabel(i - 1) + " to " + coordinate.FormatLabel(i) +
+                         " after steps of " + std::to_string(step) + " s)");
+    }
+  }
+  if (step <= 0 || seconds % step != 0) {
+    return ConfigError("frequency '" + options.frequency + "' (" + std::to_string(seconds) +
+                       " s) is not a whole number of the steps of " + coordinate.Describe() + " (" +
+                       std::to_string(step) + " s)");
+  }
+  g.time_step = static_cast<uint64_t>(seconds / step);
+  return Status::Ok();
+}
+
+// The store indices `steps` sample steps along the time dimension span (saturating).
+uint64_t StoreSpan(const LoaderGeometry& g, uint64_t steps) {
+  uint64_t span = 0;
+  if (steps == 0) return 0;
+  return __builtin_mul_overflow(steps - 1, g.time_step, &span) ? UINT64_MAX : span + 1;
+}
+
 // Sampled dimensions (the time dimension always, with window 1 unless given), windows and strides.
 Status SetSampling(const LoaderOptions& options, const std::string& where, LoaderGeometry& g) {
   const size_t rank = g.dims.size();
@@ -298,11 +360,16 @@ Status SetSampling(const LoaderOptions& options, const std::string& where, Loade
     g.stride[d] = stride;
   }
   for (size_t d = 0; d < rank; ++d) {
-    if (g.window[d] > g.ranges[d].size()) {
-      return InvalidArgumentError("sample window " + std::to_string(g.window[d]) + " along '" +
-                                  g.dims[d] + "' is larger than its " +
-                                  std::to_string(g.ranges[d].size()) + " selected indices in " +
-                                  where);
+    const bool time = g.time_dim && *g.time_dim == d;
+    if ((time ? StoreSpan(g, g.window[d]) : g.window[d]) > g.ranges[d].size()) {
+      return InvalidArgumentError(
+          "sample window " + std::to_string(g.window[d]) + " along '" + g.dims[d] + "'" +
+          (time && g.time_step > 1
+               ? " (steps of " + options.frequency + ": " +
+                     std::to_string(StoreSpan(g, g.window[d])) + " of the store)"
+               : std::string()) +
+          " is larger than its " + std::to_string(g.ranges[d].size()) + " selected indices in " +
+          where);
     }
   }
   g.time_window = g.time_dim ? g.window[*g.time_dim] : 1;
@@ -327,7 +394,7 @@ Status SetTargetSteps(const LoaderOptions& options, const std::string& where, Lo
     reach = std::max(reach, offset);
   }
   const IndexRange& r = g.ranges[*g.time_dim];
-  if (g.time_window + reach > r.size()) {
+  if (StoreSpan(g, g.time_window + reach) > r.size()) {
     return InvalidArgumentError("target offset " + std::to_string(reach) + " after a window of " +
                                 std::to_string(g.time_window) + " along '" + options.target_dim +
                                 "' reaches past the " + std::to_string(r.size()) +
@@ -403,6 +470,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   ZS_RETURN_IF_ERROR(SetChannels(dataset, options, where, g));
   ZS_RETURN_IF_ERROR(SetArrays(g));
   ZS_RETURN_IF_ERROR(SetRanges(dataset, options, where, g));
+  ZS_RETURN_IF_ERROR(SetFrequency(dataset, options, where, g));
   ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
   SetResident(g);

@@ -60,6 +60,10 @@ struct LoaderGeometry {
   std::vector<uint64_t> window;
   std::vector<uint64_t> stride;
   std::optional<size_t> time_dim;
+  // Steps of the store per time step of the samples (LoaderOptions::frequency; 1 without it):
+  // window, stride and target steps along the time dimension count the samples' steps, and
+  // step s of a sample is index origin + s × time_step of the store.
+  uint64_t time_step = 1;
   // Output channel steps: inputs at 0..window-1 of the time dimension; targets at
   // window - 1 + offset per offset.
   uint64_t time_window = 1;

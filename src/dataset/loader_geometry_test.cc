@@ -187,6 +187,34 @@ TEST(LoaderGeometryTest, ConfigurationErrorsSayWhatToChange) {
                       {"all static fields", "none can be a target"});
 }
 
+TEST(LoaderGeometryTest, FrequencyCountsStepsOfTheStore) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.frequency = "12h";  // the store is 6-hourly
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  auto g = Geometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->time_step, 2U);
+  EXPECT_EQ(g->target_steps, (std::vector<uint64_t>{1}));
+  options.sample = {{"time", 2}};  // 0, 12 h and the target at 24 h: past the 4 steps
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"target offset 1", "past the 4 selected steps"});
+  options.sample = {};
+  options.frequency = "9h";
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kConfig,
+                      {"frequency '9h' (32400 s)", "not a whole number", "(21600 s)"});
+  options.frequency = "1d";
+  options.target_offsets = {};
+  options.target_dim = {};
+  auto daily = Geometry(options);
+  ASSERT_TRUE(daily.ok()) << daily.status().ToString();
+  EXPECT_EQ(daily->time_step, 4U);
+  options.sample = {{"time", 2}};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"sample window 2 along 'time' (steps of 1d: 5 of the store)", "4 selected"});
+}
+
 TEST(LoaderGeometryTest, StaticFieldsAreKeptInputsAtEveryStep) {
   LoaderOptions options;
   options.variables = {"orography", "t2m"};

@@ -28,7 +28,7 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
     const std::optional<size_t> a = ArrayDimOf(g, slab.channel, d);
     if (!a) continue;
     const bool is_time = g.time_dim && *g.time_dim == d;
-    lo[*a] = start[d] + (is_time ? slab.step : 0);
+    lo[*a] = start[d] + (is_time ? slab.step * g.time_step : 0);
     extent[*a] = is_time ? 1 : g.window[d];
   }
   if (channel.level_dim) {
@@ -121,6 +121,13 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
         g.time_dim && *g.time_dim == d && !g.target_steps.empty()
             ? *std::max_element(g.target_steps.begin(), g.target_steps.end()) + 1 - g.time_window
             : 0;
+    if (g.time_dim && *g.time_dim == d) {
+      // The sample plan counts store indices: a window of steps `time_step` apart spans
+      // (window - 1) × time_step + 1 of them.
+      s.window = (s.window - 1) * g.time_step + 1;
+      s.stride = *s.stride * g.time_step;
+      s.reach *= g.time_step;
+    }
     s.chunk = chunks[*ArrayDimOf(g, first, d)];
     out.push_back(std::move(s));
   }
