@@ -118,3 +118,16 @@ def test_frequencies_the_store_cannot_give_are_config_errors(hourly):
         zarrstream.Loader(path, ["2m_temperature"], frequency=datetime.timedelta(seconds=0.5))
     with pytest.raises(zarrstream.ZarrstreamError, match=r"sample window 10 along 'time' \(steps of 6h"):
         zarrstream.Loader(path, ["2m_temperature"], frequency="6h", sample={"time": 10})
+
+
+@pytest.mark.gpu
+def test_gpu_batches_at_a_frequency_equal_cpu_batches(hourly):
+    path, _ = hourly
+    kwargs = dict(KWARGS, frequency="6h", world_size=2, rank=1)
+    cpu = batches(zarrstream.Loader(path, **kwargs))
+    gpu = [{k: v.cpu() for k, v in b.items()}
+           for b in zarrstream.Loader(path, device="cuda", gpu_batches=True, **kwargs)]
+    assert len(cpu) == len(gpu) > 0
+    for x, y in zip(cpu, gpu):
+        for key in x:
+            assert torch.equal(x[key], y[key]), key
