@@ -202,6 +202,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("stride", &LoaderOptions::stride)
       .def_rw("target_dim", &LoaderOptions::target_dim)
       .def_rw("target_offsets", &LoaderOptions::target_offsets)
+      .def_rw("frequency", &LoaderOptions::frequency)
       .def_rw("select", &LoaderOptions::select)
       .def_prop_rw(
           "shuffle", [](const LoaderOptions& o) { return std::string(ShuffleModeName(o.shuffle)); },

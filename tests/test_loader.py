@@ -810,9 +810,10 @@ def test_default_channels_are_the_time_varying_variables(tmp_path):
     loader = zarrstream.Loader(store, batch_size=2)
     assert sorted({c.split("@")[0] for c in loader.channels}) == timed
     assert loader.channels == zarrstream.Loader(store, timed, batch_size=2).channels
-    # Named, a static field is stacked with the time-varying ones only where it can be.
-    with pytest.raises(zarrstream.ZarrstreamError, match="different dimensions"):
-        zarrstream.Loader(store, [timed[0], static[0]])
+    # Named, a static field is a channel broadcast over the window (tests/test_static_fields.py),
+    # and an input only.
+    named = zarrstream.Loader(store, [timed[0], static[0]], target_offset={"time": 1}, batch_size=2)
+    assert named.channels[-1] == static[0] and static[0] not in named.target_channels
 
 
 def test_dlpack_output_feeds_numpy_without_torch_and_equals_the_torch_batches(era5):

@@ -145,7 +145,7 @@ def test_ill_conditioned_values_keep_their_digits(era5):
         assert abs(naive - np.std(z)) > 1e-6 * np.std(z)
 
 
-def test_default_is_every_data_variable_and_threads_do_not_change_results(era5):
+def test_default_is_every_time_dependent_variable_and_threads_do_not_change_results(era5):
     path, data = era5
     one = stats(path, "--threads", "1")
     many = stats(path, "--threads", "4")
@@ -155,6 +155,26 @@ def test_default_is_every_data_variable_and_threads_do_not_change_results(era5):
                      "temperature@500", "temperature@850", "temperature@1000", "total_precipitation"]
     assert one["select"] == {}
     check_channel(one["channels"][6], data["temperature"][:, 2])
+
+
+def test_default_channels_are_the_loaders_on_a_synth_store_with_static_fields(tmp_path):
+    import zarrstream
+
+    store = tmp_path / "era5.zarr"
+    assert run_cli("synth", store, "--preset", "era5-small", "--steps", "4").returncode == 0
+    # The README's command, verbatim but for the paths.
+    out = tmp_path / "stats.json"
+    proc = run_cli("stats", store, "--select", "time=1979:2015", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    names = [c["name"] for c in json.loads(out.read_text())["channels"]]
+    assert names == zarrstream.Loader(store, batch_size=1).channels
+    assert "land_sea_mask" not in names
+    # Named, a static field is one more channel, whole whatever the time selection.
+    named = stats(store, "--vars", "2m_temperature,land_sea_mask", "--select", "time=1979:2015")
+    lsm = zarr.open_group(str(store), mode="r")["land_sea_mask"][...].astype("float64")
+    assert [c["name"] for c in named["channels"]] == ["2m_temperature", "land_sea_mask"]
+    assert named["channels"][1]["count"] == lsm.size
+    np.testing.assert_allclose(named["channels"][1]["mean"], lsm.mean(), rtol=1e-12)
 
 
 def test_v2_dataset_and_stacked_array(tmp_path):

@@ -13,7 +13,8 @@
 //
 // Sample model (docs/loader.md). The channels are the resolved variables (then the forcings), each
 // one 2-D (or n-D) field of one array: "temperature@500" is one level of `temperature`. Every
-// channel must have the same dimensions. A dimension named in `sample` is sampled with that
+// channel must have the same dimensions, but a static field (without the time dimension) is the
+// same at every time step. A dimension named in `sample` is sampled with that
 // window; `stride` (default: the window) spaces the sample origins; a time dimension
 // ("time", "valid_time", ...) is always sampled (window 1 when not named). The other dimensions are
 // taken whole (their selected range). Label selections (`select`) restrict any dimension but the
@@ -167,12 +168,15 @@ Result<DecodePlacement> ParseCpuDecodeShare(std::string_view text);
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
   // empty: every data variable of the dataset, sorted, but the forcings and, where some
-  // variables have a time dimension, those without one (static fields: name them to stack them).
+  // variables have a time dimension, those without one. A static field (no time dimension, the
+  // others' spatial dimensions) named here or in `forcings` is an input channel broadcast over
+  // every step of the window, read once at open and kept (in device memory for GPU batches).
   std::vector<std::string> variables;
   // Inputs that are never targets (forcings: e.g. "toa_incident_solar_radiation"), after
   // `variables` in the input's channels.
   std::vector<std::string> forcings;
-  // Target channels when targets are configured; empty: the same as `variables`.
+  // Target channels when targets are configured; empty: `variables` but the static fields.
+  // Naming a static field here is a kConfig error.
   std::vector<std::string> target_variables;
 
   // Window per sampled dimension, and the distance between origins (default: the window).
@@ -182,6 +186,12 @@ struct LoaderOptions {
   // last step. Empty target_dim: no targets.
   std::string target_dim;
   std::vector<uint64_t> target_offsets;
+  // Time steps at this frequency ("6h"; units s, min, h, d) instead of the store's own: the
+  // time dimension's windows, strides and target offsets count steps of it, taken every
+  // frequency / step of the store from the selection's first (every 6th hour of an hourly
+  // store). The time coordinate must be evenly spaced, with a step the frequency is a multiple
+  // of. Empty: the store's step.
+  std::string frequency;
 
   // Label selections (label_selection.h), at most one per dimension: {"time", range "1979" to
   // "2015"}, {"latitude", range "60" to "30"}; ParseLabelSelections reads the command line's

@@ -7,6 +7,7 @@ loader's own buffers (DLPack, no copy). See docs/loader.md.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
@@ -112,6 +113,20 @@ def _default_rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def _frequency(value: Any) -> str:
+    """``frequency=`` as the C++ option's text: "6h" as given, a ``timedelta`` in whole seconds."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+        if seconds <= 0 or seconds != int(seconds):
+            raise ConfigError(f"frequency={value!r}: expected a whole number of seconds above 0")
+        return f"{int(seconds)}s"
+    if not isinstance(value, str):
+        raise ConfigError(f"frequency={value!r}: expected text such as '6h' or a datetime.timedelta")
+    return value
+
+
 def _unsigned(name: str, value: Any, bits: int = 64) -> int:
     """``value`` as an integer option of the core, which holds it in ``bits`` unsigned bits: a
     ConfigError naming the option for anything else (not the binding's bare type error)."""
@@ -197,6 +212,15 @@ class Loader:
     int64 [batch, len(loader.sample_dims)] (each sample's first index along each sampled
     dimension), and with ``nan=<value>`` the bool masks ``"input_mask"`` / ``"target_mask"``.
 
+    A static field (a variable without the time dimension, such as ``"land_sea_mask"``) named in
+    ``variables`` or ``forcings`` is an input channel broadcast over every step of the window,
+    read once when the loader opens and kept; it is never a target.
+
+    ``frequency="6h"`` (or a ``timedelta``) samples the time dimension at that frequency, a
+    whole number of the store's steps: every 6th step of an hourly store, from the selection's
+    first; windows, strides and ``target_offset`` count steps of it, and ``"origin"`` stays the
+    store's index.
+
     A loop over the loader runs the rest of the current epoch; the next loop starts the next epoch
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
     identical remaining batches.
@@ -242,6 +266,7 @@ class Loader:
         sample: Mapping[str, int] | None = None,
         stride: Mapping[str, int] | None = None,
         target_offset: Mapping[str, int | Sequence[int]] | None = None,
+        frequency: str | datetime.timedelta | None = None,
         select: Mapping[str, Any] | None = None,
         batch_size: int = 1,
         shuffle: str | bool = "exact",
@@ -293,6 +318,7 @@ class Loader:
                 _unsigned("target_offset", x)
                 for x in ([offsets] if isinstance(offsets, int) else offsets)
             ]
+        o.frequency = _frequency(frequency)
         o.select = [_selection(str(k), v) for k, v in (select or {}).items()]
         if shuffle is True:
             shuffle = "exact"

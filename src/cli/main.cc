@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
     stats_cmd
         ->add_option("--vars", stats.vars,
                      "Variables: NAME, NAME@LEVEL[,LEVEL...] or NAME@*, comma-separated or "
-                     "repeated (default: every data variable, all levels)")
+                     "repeated (default: every data variable with a time dimension, all "
+                     "levels, as the loader takes; name static fields to include them)")
         ->allow_extra_args(false);
     stats_cmd
         ->add_option("--select", stats.select,

@@ -165,6 +165,11 @@ bool IsTimeDimension(std::string_view dim) {
          dim == "forecast_reference_time";
 }
 
+bool HasTimeDimension(const std::vector<std::string>& dims) {
+  return std::any_of(dims.begin(), dims.end(),
+                     [](const std::string& dim) { return IsTimeDimension(dim); });
+}
+
 Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) {
   Result<Group> group = Group::Open(url, options);
   if (group.ok()) return FromGroup(*group);
@@ -233,6 +238,7 @@ Result<Dataset> Dataset::FromGroup(const Group& group) {
     }
     if (coordinates.count(name) != 0) continue;
     dataset.variables_.push_back(name);
+    if (HasTimeDimension(arrays[i].dims())) dataset.timed_variables_.push_back(name);
     std::vector<std::string> own;
     for (const std::string& dim : arrays[i].dims()) {
       if (!IsLevelDimension(dim) && !IsTimeDimension(dim) && dim != kChannelDim && !dim.empty()) {
@@ -258,11 +264,16 @@ Result<Dataset> Dataset::FromArray(const Array& array, std::string name) {
   dataset.single_ = array;
   dataset.variables_.push_back(std::move(name));
   for (const std::string& dim : array.dims()) {
+    if (IsTimeDimension(dim)) dataset.timed_variables_ = dataset.variables_;
     if (!IsLevelDimension(dim) && !IsTimeDimension(dim) && dim != kChannelDim) {
       dataset.shared_dims_.push_back(dim);
     }
   }
   return dataset;
+}
+
+std::vector<std::string> Dataset::DefaultVariableNames() const {
+  return timed_variables_.empty() ? variables_ : timed_variables_;
 }
 
 std::string Dataset::Describe() const {
@@ -503,10 +514,12 @@ Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const
 }
 
 Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSpec> specs) const {
-  std::vector<VariableSpec> all;
+  std::vector<VariableSpec> defaults;
   if (specs.empty()) {
-    for (const std::string& name : variables_) all.push_back(VariableSpec{name, {}, {}});
-    specs = all;
+    for (const std::string& name : DefaultVariableNames()) {
+      defaults.push_back(VariableSpec{name, {}, {}});
+    }
+    specs = defaults;
   }
   std::vector<Channel> channels;
   for (const VariableSpec& spec : specs) {
@@ -514,19 +527,40 @@ Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSp
     for (Channel& c : resolved) channels.push_back(std::move(c));
   }
   if (channels.empty()) return InvalidArgumentError(Describe() + " has no data variables");
-  std::set<std::string> seen;
+  // The channels' dimensions are those of the first time-dependent one; a static field matches
+  // them without the time dimension.
+  const Channel* reference = &channels.front();
   for (const Channel& c : channels) {
+    if (HasTimeDimension(c.dims)) {
+      reference = &c;
+      break;
+    }
+  }
+  std::vector<std::string> static_dims;
+  std::vector<uint64_t> static_shape;
+  for (size_t d = 0; d < reference->dims.size(); ++d) {
+    if (IsTimeDimension(reference->dims[d])) continue;
+    static_dims.push_back(reference->dims[d]);
+    static_shape.push_back(reference->shape[d]);
+  }
+  const bool timed = static_dims.size() != reference->dims.size();
+  std::set<std::string> seen;
+  for (Channel& c : channels) {
     if (!seen.insert(c.name).second) {
       return InvalidArgumentError("channel '" + c.name + "' of " + Describe() +
                                   " is selected twice");
     }
-    if (c.dims != channels.front().dims || c.shape != channels.front().shape) {
-      return InvalidArgumentError(
-          "channels of " + Describe() + " have different dimensions: '" + channels.front().name +
-          "' has " + DimsString(channels.front().dims, channels.front().shape) + ", '" + c.name +
-          "' has " + DimsString(c.dims, c.shape) +
-          " (a channel's dimensions, without its level, must match to stack)");
+    if (c.dims == reference->dims && c.shape == reference->shape) continue;
+    if (timed && c.dims == static_dims && c.shape == static_shape) {
+      c.broadcast = true;
+      continue;
     }
+    std::string why = " (a channel's dimensions, without its level, must match to stack";
+    why += timed ? "; a static field's, without the time dimension)" : ")";
+    return InvalidArgumentError("channels of " + Describe() + " have different dimensions: '" +
+                                reference->name + "' has " +
+                                DimsString(reference->dims, reference->shape) + ", '" + c.name +
+                                "' has " + DimsString(c.dims, c.shape) + why);
   }
   return channels;
 }

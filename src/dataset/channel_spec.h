@@ -18,7 +18,9 @@
 //                     latitude, longitude).
 // Any other dimension is an error: it is neither a level nor shared, so a channel would not be one
 // field. Every resolved channel must have the same dimensions (names and sizes) once its level or
-// channel dimension is removed, so channels stack into [channel, ...] batches.
+// channel dimension is removed, so channels stack into [channel, ...] batches; except that among
+// channels with a time dimension, one without it whose other dimensions match is a static field
+// (orography, land-sea mask): the same at every time step (Channel::broadcast).
 //
 // Channel names (the loader, the stats file and `rechunk --stack` agree on them): a variable
 // without a level dimension is its name ("2m_temperature"); a level of a variable is
@@ -87,7 +89,12 @@ struct Channel {
   // resolution.
   std::vector<std::string> dims;
   std::vector<uint64_t> shape;
+  // A static field among time-dependent channels: its dims are theirs without the time
+  // dimension, and its one field stands for every time step.
+  bool broadcast = false;
 };
+
+bool HasTimeDimension(const std::vector<std::string>& dims);
 
 class Dataset {
  public:
@@ -103,6 +110,9 @@ class Dataset {
   const std::optional<Group>& group() const { return group_; }
   // The data variables, sorted.
   const std::vector<std::string>& variable_names() const { return variables_; }
+  // The variables a loader or `zarrstream stats` takes when none are named: those with a time
+  // dimension, sorted; every variable where none has one. Static fields join only when named.
+  std::vector<std::string> DefaultVariableNames() const;
   // Arrays of the group that are not data variables because they cannot be channels, with why:
   // a member that could not be opened (an unknown data type: its open error) or one of a CPU-only
   // type (strings, datetime64) that is no coordinate. Naming one as a channel is that error.
@@ -111,10 +121,11 @@ class Dataset {
   // The coordinate of `dim` (see Coordinate::Load); an error for a single-array dataset.
   Result<Coordinate> LoadCoordinate(std::string_view dim) const;
 
-  // The channels `specs` name, in order (an empty list: every data variable, sorted). Errors
-  // name the dataset and list what is available: an unknown variable, a level the level
-  // coordinate lacks, levels asked of a variable without a level dimension, a dimension that is
-  // neither level nor shared, channels whose dimensions differ, a channel named twice.
+  // The channels `specs` name, in order (an empty list: DefaultVariableNames). Static fields
+  // among time-dependent channels are marked `broadcast`. Errors name the dataset and list what
+  // is available: an unknown variable, a level the level coordinate lacks, levels asked of a
+  // variable without a level dimension, a dimension that is neither level nor shared, channels
+  // whose dimensions differ, a channel named twice.
   Result<std::vector<Channel>> ResolveChannels(std::span<const VariableSpec> specs) const;
 
  private:
@@ -127,6 +138,7 @@ class Dataset {
   std::optional<Group> group_;
   std::optional<Array> single_;
   std::vector<std::string> variables_;
+  std::vector<std::string> timed_variables_;  // the variables with a time dimension
   std::map<std::string, Status> unusable_;
   // Dimensions every data variable with any non-level, non-time dimension has.
   std::vector<std::string> shared_dims_;

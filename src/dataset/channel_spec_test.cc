@@ -123,12 +123,42 @@ TEST(DatasetTest, ResolutionErrorsSayWhatIsAvailable) {
   ExpectErrorContains(dataset.ResolveChannels(Specs({"spread"})).status(),
                       ErrorCode::kInvalidArgument,
                       {"'spread'", "'member'", "neither a level", "latitude, longitude"});
-  ExpectErrorContains(dataset.ResolveChannels(Specs({"t2m,lsm"})).status(),
-                      ErrorCode::kInvalidArgument,
-                      {"different dimensions", "'t2m' has (time=2, latitude=3, longitude=4)",
-                       "'lsm' has (latitude=3, longitude=4)"});
   ExpectErrorContains(dataset.ResolveChannels(Specs({"temperature@500", "temperature@*"})).status(),
                       ErrorCode::kInvalidArgument, {"'temperature@500'", "twice"});
+}
+
+TEST(DatasetTest, StaticFieldsBroadcastAmongTimeDependentChannels) {
+  Dataset dataset = OpenEra5Like();
+  EXPECT_EQ(dataset.DefaultVariableNames(),
+            (std::vector<std::string>{"spread", "t2m", "temperature"}));
+  auto channels = dataset.ResolveChannels(Specs({"lsm,t2m,temperature@500"}));
+  ASSERT_TRUE(channels.ok()) << channels.status().ToString();
+  ASSERT_EQ(Names(*channels), (std::vector<std::string>{"lsm", "t2m", "temperature@500"}));
+  EXPECT_TRUE((*channels)[0].broadcast);
+  EXPECT_FALSE((*channels)[1].broadcast);
+  EXPECT_FALSE((*channels)[2].broadcast);
+  EXPECT_EQ((*channels)[0].dims, (std::vector<std::string>{"latitude", "longitude"}));
+  // Alone, a static field is an ordinary channel.
+  auto alone = dataset.ResolveChannels(Specs({"lsm"}));
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_FALSE(alone->front().broadcast);
+}
+
+TEST(DatasetTest, StaticFieldOfAnotherGridIsAnError) {
+  static MemoryDataset* d = [] {
+    auto* m = new MemoryDataset("channel_spec_test_static_grid");
+    m->AddArray<float>("t2m", {2, 3, 4}, {1, 3, 4}, {"time", "latitude", "longitude"},
+                       std::vector<float>(24, 1.0f));
+    m->AddArray<float>("lsm", {2, 4}, {2, 4}, {"latitude", "longitude"},
+                       std::vector<float>(8, 1.0f));
+    return m;
+  }();
+  auto dataset = Dataset::Open(d->url());
+  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+  ExpectErrorContains(dataset->ResolveChannels(Specs({"t2m,lsm"})).status(),
+                      ErrorCode::kInvalidArgument,
+                      {"different dimensions", "'t2m' has (time=2, latitude=3, longitude=4)",
+                       "'lsm' has (latitude=2, longitude=4)", "static field"});
 }
 
 TEST(DatasetTest, StackedArraysAreDatasetsOfNamedChannels) {

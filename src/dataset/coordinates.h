@@ -73,6 +73,9 @@ class Coordinate {
   std::string FormatLabel(uint64_t index) const;
   // The numeric value at `index` (not for time coordinates, whose labels are dates).
   double NumericValue(uint64_t index) const { return numbers_[index]; }
+  // The time at `index` of a time coordinate, in calendar seconds (cf_time.h): differences are
+  // durations.
+  int64_t TimeSeconds(uint64_t index) const { return seconds_[index]; }
 
   // The indices whose labels lie in [start, stop] (see the overview); nullopt ends are open.
   // Errors: a label that does not parse, a range against the coordinate's order, and a range that

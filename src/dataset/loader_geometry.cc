@@ -122,8 +122,7 @@ Status SetNormalisation(const std::string& stats_path, bool decode_cf, LoaderGeo
 }
 
 // The variables the options name; by default every data variable but the forcings, and where some
-// vary in time, the static fields (orography, land-sea mask) stay out unless named: they have no
-// time step to stack.
+// vary in time, the static fields (orography, land-sea mask) stay out unless named.
 Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderOptions& options) {
   std::vector<std::string> variables = options.variables;
   if (!variables.empty()) return variables;
@@ -142,26 +141,49 @@ Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderO
   return variables;
 }
 
+// The first channel that is not a static field: its dimensions are the geometry's.
+const Channel& ReferenceChannel(const std::vector<Channel>& channels) {
+  for (const Channel& c : channels) {
+    if (!c.broadcast) return c;
+  }
+  return channels.front();
+}
+
 // Channels: variables, then forcings, as inputs; targets (the variables unless named) after them.
+// A static field is an input only: it has no step to predict.
 Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
                    LoaderGeometry& g) {
   ZS_ASSIGN_OR_RETURN(std::vector<std::string> variables, Variables(dataset, options));
   std::vector<std::string> inputs = variables;
   inputs.insert(inputs.end(), options.forcings.begin(), options.forcings.end());
   ZS_ASSIGN_OR_RETURN(std::vector<Channel> input_channels, Resolve(dataset, inputs));
+  if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
+  const Channel& first = ReferenceChannel(input_channels);
   std::vector<Channel> target_channels;
   if (!options.target_dim.empty()) {
-    ZS_ASSIGN_OR_RETURN(
-        target_channels,
-        Resolve(dataset, options.target_variables.empty() ? variables : options.target_variables));
+    const bool named = !options.target_variables.empty();
+    ZS_ASSIGN_OR_RETURN(target_channels,
+                        Resolve(dataset, named ? options.target_variables : variables));
+    const bool timed = HasTimeDimension(first.dims);
+    for (const Channel& t : target_channels) {
+      if (named && timed && !HasTimeDimension(t.dims)) {
+        return ConfigError("target variable '" + t.name + "' of " + where +
+                           " has no time dimension: a static field is an input only "
+                           "(name it in variables or forcings)");
+      }
+    }
+    std::erase_if(target_channels,
+                  [&](const Channel& t) { return timed && !HasTimeDimension(t.dims); });
+    if (target_channels.empty()) {
+      return ConfigError("the variables of " + where +
+                         " are all static fields: none can be a target");
+    }
   } else if (!options.target_variables.empty() || !options.target_offsets.empty()) {
     return InvalidArgumentError(
         "target variables or offsets need a target dimension "
         "(target_offset={\"time\": 1})");
   }
-  if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
   for (const Channel& t : target_channels) {
-    const Channel& first = input_channels.front();
     if (t.dims != first.dims || t.shape != first.shape) {
       return InvalidArgumentError("target channel '" + t.name + "' has dimensions " +
                                   JoinNames(t.dims) + " " + FormatIndex(t.shape) +
@@ -225,7 +247,7 @@ Result<size_t> DimIndex(const LoaderGeometry& g, const std::string& name, std::s
 // The channels' dimensions and each one's selected range: whole, or one run of a label selection.
 Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
                  LoaderGeometry& g) {
-  const Channel& first = g.channels.front();
+  const Channel& first = ReferenceChannel(g.channels);
   g.dims = first.dims;
   g.ranges.resize(g.dims.size());
   for (size_t d = 0; d < g.dims.size(); ++d) g.ranges[d] = IndexRange{0, first.shape[d]};
@@ -262,6 +284,68 @@ Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std
   return Status::Ok();
 }
 
+// "6h" in seconds; units s, min, h, d.
+Result<int64_t> ParseFrequency(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string unit = text.substr(digits);
+  static const std::map<std::string, int64_t> kUnits = {{"s", 1},    {"min", 60},  {"h", 3600},
+                                                        {"H", 3600}, {"d", 86400}, {"D", 86400}};
+  const auto it = kUnits.find(unit);
+  int64_t count = 0;
+  if (digits == 0 || digits > 9 || it == kUnits.end() ||
+      (count = std::stoll(text.substr(0, digits))) == 0) {
+    return ConfigError("frequency '" + text +
+                       "': expected a whole number of s, min, h or d above 0 (\"6h\")");
+  }
+  return count * it->second;
+}
+
+// The store's steps per sample step along the time dimension, from LoaderOptions::frequency and
+// the selected run of the time coordinate, which must be evenly spaced.
+Status SetFrequency(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
+                    LoaderGeometry& g) {
+  if (options.frequency.empty()) return Status::Ok();
+  ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseFrequency(options.frequency));
+  const auto time = std::find_if(g.dims.begin(), g.dims.end(),
+                                 [](const std::string& dim) { return IsTimeDimension(dim); });
+  if (time == g.dims.end()) {
+    return ConfigError("frequency '" + options.frequency + "': the channels of " + where +
+                       " have no time dimension (" + JoinNames(g.dims) + ")");
+  }
+  ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(*time));
+  const IndexRange& r = g.ranges[static_cast<size_t>(time - g.dims.begin())];
+  if (!coordinate.is_time() || coordinate.size() < r.stop) {
+    return ConfigError("frequency '" + options.frequency + "': " + coordinate.Describe() +
+                       " does not hold a time for each step");
+  }
+  const int64_t step = r.size() > 1
+                           ? coordinate.TimeSeconds(r.start + 1) - coordinate.TimeSeconds(r.start)
+                           : seconds;
+  for (uint64_t i = r.start + 1; i < r.stop; ++i) {
+    if (coordinate.TimeSeconds(i) - coordinate.TimeSeconds(i - 1) != step) {
+      return ConfigError("frequency '" + options.frequency + "': the selected times of " +
+                         coordinate.Describe() + " are not evenly spaced (" +
+                         coordinate.FormatLabel(i - 1) + " to " + coordinate.FormatLabel(i) +
+                         " after steps of " + std::to_string(step) + " s)");
+    }
+  }
+  if (step <= 0 || seconds % step != 0) {
+    return ConfigError("frequency '" + options.frequency + "' (" + std::to_string(seconds) +
+                       " s) is not a whole number of the steps of " + coordinate.Describe() + " (" +
+                       std::to_string(step) + " s)");
+  }
+  g.time_step = static_cast<uint64_t>(seconds / step);
+  return Status::Ok();
+}
+
+// The store indices `steps` sample steps along the time dimension span (saturating).
+uint64_t StoreSpan(const LoaderGeometry& g, uint64_t steps) {
+  uint64_t span = 0;
+  if (steps == 0) return 0;
+  return __builtin_mul_overflow(steps - 1, g.time_step, &span) ? UINT64_MAX : span + 1;
+}
+
 // Sampled dimensions (the time dimension always, with window 1 unless given), windows and strides.
 Status SetSampling(const LoaderOptions& options, const std::string& where, LoaderGeometry& g) {
   const size_t rank = g.dims.size();
@@ -293,11 +377,16 @@ Status SetSampling(const LoaderOptions& options, const std::string& where, Loade
     g.stride[d] = stride;
   }
   for (size_t d = 0; d < rank; ++d) {
-    if (g.window[d] > g.ranges[d].size()) {
-      return InvalidArgumentError("sample window " + std::to_string(g.window[d]) + " along '" +
-                                  g.dims[d] + "' is larger than its " +
-                                  std::to_string(g.ranges[d].size()) + " selected indices in " +
-                                  where);
+    const bool time = g.time_dim && *g.time_dim == d;
+    if ((time ? StoreSpan(g, g.window[d]) : g.window[d]) > g.ranges[d].size()) {
+      return InvalidArgumentError(
+          "sample window " + std::to_string(g.window[d]) + " along '" + g.dims[d] + "'" +
+          (time && g.time_step > 1
+               ? " (steps of " + options.frequency + ": " +
+                     std::to_string(StoreSpan(g, g.window[d])) + " of the store)"
+               : std::string()) +
+          " is larger than its " + std::to_string(g.ranges[d].size()) + " selected indices in " +
+          where);
     }
   }
   g.time_window = g.time_dim ? g.window[*g.time_dim] : 1;
@@ -322,13 +411,33 @@ Status SetTargetSteps(const LoaderOptions& options, const std::string& where, Lo
     reach = std::max(reach, offset);
   }
   const IndexRange& r = g.ranges[*g.time_dim];
-  if (g.time_window + reach > r.size()) {
+  if (StoreSpan(g, g.time_window + reach) > r.size()) {
     return InvalidArgumentError("target offset " + std::to_string(reach) + " after a window of " +
                                 std::to_string(g.time_window) + " along '" + options.target_dim +
                                 "' reaches past the " + std::to_string(r.size()) +
                                 " selected steps of " + where);
   }
   return Status::Ok();
+}
+
+// The boxes of the static fields' arrays that the loader keeps: the selection of every dimension
+// but time, and the whole level dimension.
+void SetResident(LoaderGeometry& g) {
+  g.resident.assign(g.arrays.size(), std::nullopt);
+  for (size_t c = 0; c < g.channels.size(); ++c) {
+    const Channel& channel = g.channels[c];
+    std::optional<ResidentBox>& box = g.resident[g.channel_array[c]];
+    if (!channel.broadcast || box) continue;
+    box.emplace();
+    box->start.assign(channel.array.rank(), 0);
+    box->shape = channel.array.shape();
+    for (size_t d = 0; d < g.dims.size(); ++d) {
+      const std::optional<size_t> a = ArrayDimOf(g, c, d);
+      if (!a) continue;
+      box->start[*a] = g.ranges[d].start;
+      box->shape[*a] = g.ranges[d].size();
+    }
+  }
 }
 
 // The batch's layout: sampled and spatial dimensions, and the output channels (time-major inputs,
@@ -362,14 +471,26 @@ void SetLayout(LoaderGeometry& g) {
 
 }  // namespace
 
+std::optional<size_t> ArrayDimOf(const LoaderGeometry& g, size_t c, size_t d) {
+  const Channel& channel = g.channels[c];
+  size_t channel_dim = d;
+  if (channel.broadcast && g.time_dim) {
+    if (d == *g.time_dim) return std::nullopt;
+    if (d > *g.time_dim) --channel_dim;
+  }
+  return channel.level_dim && channel_dim >= *channel.level_dim ? channel_dim + 1 : channel_dim;
+}
+
 Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options) {
   LoaderGeometry g;
   const std::string where = "dataset " + dataset.url();
   ZS_RETURN_IF_ERROR(SetChannels(dataset, options, where, g));
   ZS_RETURN_IF_ERROR(SetArrays(g));
   ZS_RETURN_IF_ERROR(SetRanges(dataset, options, where, g));
+  ZS_RETURN_IF_ERROR(SetFrequency(dataset, options, where, g));
   ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
+  SetResident(g);
   SetLayout(g);
   ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, options.decode_cf, g));

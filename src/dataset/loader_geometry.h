@@ -31,6 +31,12 @@ namespace zarrstream {
 // Arrays the loader reads have at most this many dimensions (ERA5-like data has 3-4).
 inline constexpr size_t kLoaderMaxRank = 8;
 
+// A box of a static field's array (LoaderGeometry::resident): the selected range of each
+// dimension, the whole level dimension. The loader reads it once and keeps it.
+struct ResidentBox {
+  std::vector<uint64_t> start, shape;
+};
+
 // One output channel's source: a channel of the dataset at a step along the time dimension.
 struct Slab {
   size_t channel = 0;  // index into LoaderGeometry::channels
@@ -45,7 +51,8 @@ struct LoaderGeometry {
   size_t num_inputs = 0;  // channels[0, num_inputs) are inputs (variables, then forcings)
   std::vector<std::string> input_names, target_names;
 
-  // The channels' dimensions (level/channel dimension removed) and, per dimension, the selected
+  // The channels' dimensions (level/channel dimension removed; a static field's are these without
+  // the time dimension) and, per dimension, the selected
   // range, whether it is sampled and its window (the range's size when not sampled).
   std::vector<std::string> dims;
   std::vector<IndexRange> ranges;
@@ -53,6 +60,10 @@ struct LoaderGeometry {
   std::vector<uint64_t> window;
   std::vector<uint64_t> stride;
   std::optional<size_t> time_dim;
+  // Steps of the store per time step of the samples (LoaderOptions::frequency; 1 without it):
+  // window, stride and target steps along the time dimension count the samples' steps, and
+  // step s of a sample is index origin + s × time_step of the store.
+  uint64_t time_step = 1;
   // Output channel steps: inputs at 0..window-1 of the time dimension; targets at
   // window - 1 + offset per offset.
   uint64_t time_window = 1;
@@ -69,6 +80,9 @@ struct LoaderGeometry {
   // The distinct arrays behind the channels; channel_array[c] indexes them.
   std::vector<const internal::ArrayState*> arrays;
   std::vector<size_t> channel_array;
+  // Per array: the box kept in memory where its channels are static fields (Channel::broadcast:
+  // no time dimension, the same field at every step of a window); nullopt: read per batch.
+  std::vector<std::optional<ResidentBox>> resident;
 
   // CF decoding per channel (dataset/cf_decoding.h), before normalisation; values as stored when
   // LoaderOptions::decode_cf is off.
@@ -76,6 +90,10 @@ struct LoaderGeometry {
   // Normalisation per channel: out = (x - mean) * inv_std (0 and 1 without a stats file).
   std::vector<double> mean, inv_std;
 };
+
+// The dimension of channel `c`'s array that the geometry's dimension `d` is; nullopt for the time
+// dimension of a static field, which its array lacks.
+std::optional<size_t> ArrayDimOf(const LoaderGeometry& geometry, size_t c, size_t d);
 
 // Resolves `options` against `dataset` (see include/zarrstream/loader.h), reading the stats file
 // `options.normalize` names. Errors are kInvalidArgument (kNotFound for unknown names, kUnsupported

@@ -174,10 +174,74 @@ TEST(LoaderGeometryTest, ConfigurationErrorsSayWhatToChange) {
   options.target_dim = "latitude";
   ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
                       {"target offsets along 'latitude'", "time dimension 'time'"});
-  options.target_dim = {};
-  options.target_offsets = {};
+  options.target_dim = "time";
+  options.target_offsets = {1};
   options.variables = {"t2m", "orography"};
-  EXPECT_FALSE(Geometry(options).ok());  // fields of different shapes
+  options.target_variables = {"t2m", "orography"};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kConfig,
+                      {"target variable 'orography'", "no time dimension", "input only"});
+  options.variables = {"orography"};
+  options.target_variables = {};
+  options.forcings = {"t2m"};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kConfig,
+                      {"all static fields", "none can be a target"});
+}
+
+TEST(LoaderGeometryTest, FrequencyCountsStepsOfTheStore) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.frequency = "12h";  // the store is 6-hourly
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  auto g = Geometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->time_step, 2U);
+  EXPECT_EQ(g->target_steps, (std::vector<uint64_t>{1}));
+  options.sample = {{"time", 2}};  // 0, 12 h and the target at 24 h: past the 4 steps
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"target offset 1", "past the 4 selected steps"});
+  options.sample = {};
+  options.frequency = "9h";
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kConfig,
+                      {"frequency '9h' (32400 s)", "not a whole number", "(21600 s)"});
+  options.frequency = "1d";
+  options.target_offsets = {};
+  options.target_dim = {};
+  auto daily = Geometry(options);
+  ASSERT_TRUE(daily.ok()) << daily.status().ToString();
+  EXPECT_EQ(daily->time_step, 4U);
+  options.sample = {{"time", 2}};
+  ExpectErrorContains(Geometry(options).status(), ErrorCode::kInvalidArgument,
+                      {"sample window 2 along 'time' (steps of 1d: 5 of the store)", "4 selected"});
+}
+
+TEST(LoaderGeometryTest, StaticFieldsAreKeptInputsAtEveryStep) {
+  LoaderOptions options;
+  options.variables = {"orography", "t2m"};
+  options.sample = {{"time", 2}, {"longitude", 2}};
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  options.select = {Labels("latitude", {"-10"})};
+  auto g = Geometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->input_names, (std::vector<std::string>{"orography", "t2m"}));
+  EXPECT_EQ(g->target_names, (std::vector<std::string>{"t2m"}));  // targets leave it out
+  EXPECT_EQ(g->dims, (std::vector<std::string>{"time", "latitude", "longitude"}));
+  EXPECT_TRUE(g->channels[0].broadcast);
+  ASSERT_EQ(g->resident.size(), 2U);
+  ASSERT_TRUE(g->resident[0].has_value());
+  EXPECT_FALSE(g->resident[1].has_value());
+  // The selected latitude, every longitude (patches are cut from it).
+  EXPECT_EQ(g->resident[0]->start, (std::vector<uint64_t>{1, 0}));
+  EXPECT_EQ(g->resident[0]->shape, (std::vector<uint64_t>{1, kLon}));
+  EXPECT_EQ(ArrayDimOf(*g, 0, 0), std::nullopt);
+  EXPECT_EQ(ArrayDimOf(*g, 0, 2), std::optional<size_t>(1));
+  EXPECT_EQ(ArrayDimOf(*g, 1, 2), std::optional<size_t>(2));
+  // Both steps of the window carry it.
+  ASSERT_EQ(g->input_slabs.size(), 4U);
+  EXPECT_EQ(g->input_slabs[2].channel, 0U);
+  EXPECT_EQ(g->input_slabs[2].step, 1U);
+  EXPECT_EQ(g->input_slabs[2].out_channel, 2U);
 }
 
 }  // namespace

@@ -81,8 +81,11 @@ struct BatchContext {
   TimelineRecorder timeline;
   BatchLayout layout;
   std::shared_ptr<HostBatchPool> host_memory;
-  // Per array: the shape of its read chunk (C order).
+  // Per array: the shape of its read chunk (C order); of its kept box for a static field.
   std::vector<std::vector<uint64_t>> chunk_shapes;
+  // Per array: a static field's box (LoaderGeometry::resident) as stored, read once at open and
+  // kept for every batch; null for arrays read per batch.
+  std::vector<std::shared_ptr<const ChunkCache::Entry>> resident;
   // Per channel: element strides of a slab along each array dimension.
   std::vector<DimArray> slab_strides;
 };

@@ -29,6 +29,7 @@ class CpuBatchProducer::Job {
   // in flight were decoding (a chunk whose decode failed there is decoded here, unclaimed, so that
   // its error is this batch's too).
   void Run() {
+    AssembleResident();
     DecodedChunks hits;
     std::vector<size_t> misses;
     std::vector<std::pair<size_t, std::shared_ptr<ChunkCache::Decode>>> elsewhere;
@@ -66,9 +67,8 @@ class CpuBatchProducer::Job {
   Status first_error;
 
  private:
-  // Copies every planned box of chunk `k` (decoded in `bytes`) into the batch.
-  void Assemble(size_t k, const std::byte* bytes) {
-    const PlannedChunk& chunk = reads_.chunks[k];
+  // Copies every planned box of `chunk` (decoded in `bytes`) into the batch.
+  void Assemble(const PlannedChunk& chunk, const std::byte* bytes) {
     const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
     for (const PlannedCopy& copy : chunk.copies) {
       const CopyTarget to = producer_.TargetOf(b_, copy);
@@ -84,8 +84,25 @@ class CpuBatchProducer::Job {
     std::vector<size_t> indices(ready.size());
     std::iota(indices.begin(), indices.end(), size_t{0});
     {
-      TaskGroup group(context_.pool.get(), ready.size(),
-                      [&](size_t i) { Assemble(ready[i].first, ready[i].second->bytes.data()); });
+      TaskGroup group(context_.pool.get(), ready.size(), [&](size_t i) {
+        Assemble(reads_.chunks[ready[i].first], ready[i].second->bytes.data());
+      });
+      group.Schedule(indices);
+    }  // waits for every copy
+    context_.counters.assemble_ns += stage.ElapsedNanoseconds();
+  }
+
+  // The static fields' slabs, from the boxes the loader keeps.
+  void AssembleResident() {
+    if (reads_.resident.empty()) return;
+    StageSpan stage(context_.timeline, "assemble", epoch_, index_);
+    std::vector<size_t> indices(reads_.resident.size());
+    std::iota(indices.begin(), indices.end(), size_t{0});
+    {
+      TaskGroup group(context_.pool.get(), indices.size(), [&](size_t i) {
+        const PlannedChunk& chunk = reads_.resident[i];
+        Assemble(chunk, context_.resident[chunk.array]->bytes.data());
+      });
       group.Schedule(indices);
     }  // waits for every copy
     context_.counters.assemble_ns += stage.ElapsedNanoseconds();

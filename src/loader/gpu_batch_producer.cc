@@ -84,6 +84,29 @@ GpuBatchProducer::GpuBatchProducer(BatchContext& context, GpuSetup setup)
                                                context.options.prefetch + 2);
 }
 
+GpuBatchProducer::~GpuBatchProducer() {
+  for (uint64_t address : resident_device_) {
+    if (address != 0) setup_.device.driver->FreeDevice(address);
+  }
+}
+
+Status GpuBatchProducer::KeepResidentOnDevice(void* stream) {
+  std::lock_guard<std::mutex> lock(resident_mutex_);
+  if (resident_on_device_) return Status::Ok();
+  const CudaDriver* driver = setup_.device.driver;
+  resident_device_.assign(context_.resident.size(), 0);
+  for (size_t a = 0; a < context_.resident.size(); ++a) {
+    const std::shared_ptr<const ChunkCache::Entry>& kept = context_.resident[a];
+    if (!kept) continue;
+    ZS_ASSIGN_OR_RETURN(resident_device_[a], driver->AllocateDevice(kept->bytes.size()));
+    ZS_RETURN_IF_ERROR(
+        driver->CopyToDevice(resident_device_[a], kept->bytes.data(), kept->bytes.size(), stream));
+  }
+  ZS_RETURN_IF_ERROR(driver->SynchronizeStream(stream));
+  resident_on_device_ = true;
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<GpuDecodeWorkspace>> GpuBatchProducer::TakeWorkspace() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -172,6 +195,13 @@ class GpuBatchProducer::Job {
     on_gpu_ = ChunksDecodedOnGpu(decodable, cpu_share);
     for (size_t begin = 0; status.ok() && begin < reads_.chunks.size();) {
       status = RunWave(begin, &begin);
+    }
+    if (status.ok() && reads_.chunks.empty() && !reads_.resident.empty()) {
+      // Only static fields: their scatter, which the first wave launches otherwise.
+      status = w_.Begin(0, 0, 0);
+      std::vector<ChunkRead> none;
+      if (status.ok()) status = Scatter(0, none, {});
+      if (status.ok()) status = w_.Synchronize();
     }
     return status;
   }
@@ -312,6 +342,21 @@ class GpuBatchProducer::Job {
         max_elements = std::max(max_elements, copies.back().elements);
       }
     }
+    if (begin == 0) {
+      // The static fields' slabs, from their boxes kept in device memory (native byte order).
+      for (const PlannedChunk& chunk : reads_.resident) {
+        const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
+        for (const PlannedCopy& copy : chunk.copies) {
+          const CopyTarget to = producer_.TargetOf(b_, copy);
+          copies.push_back(MakeCopyDescriptor(
+              producer_.resident_device_[chunk.array], array.metadata.data_type,
+              context_.chunk_shapes[chunk.array], copy, reinterpret_cast<uint64_t>(to.slab),
+              context_.options.dtype, *to.strides, to.transform,
+              reinterpret_cast<uint64_t>(to.mask), /*byte_swap=*/false, {}));
+          max_elements = std::max(max_elements, copies.back().elements);
+        }
+      }
+    }
     if (copies.empty()) return Status::Ok();
     ZS_ASSIGN_OR_RETURN(uint64_t descriptors,
                         w_.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(copies))));
@@ -354,6 +399,7 @@ Result<std::shared_ptr<Batch>> GpuBatchProducer::ProduceOnGpu(const SamplePlan& 
 
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<GpuDecodeWorkspace> workspace, TakeWorkspace());
   GpuDecodeWorkspace& w = *workspace;
+  ZS_RETURN_IF_ERROR(KeepResidentOnDevice(w.stream()));
   const uint64_t uploaded_before = w.bytes_uploaded();
   const uint64_t decoded_before = w.chunks_decoded();
   const CudaDriver* driver = setup_.device.driver;

@@ -2,6 +2,7 @@
 // waves; per wave, stored bytes staged as they are read (or decoded on the CPU where the GPU
 // cannot, or where the CPU share places them: decode_share.h), one copy to the GPU, nvCOMP's
 // batched decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box.
+// Static fields are copied to device memory once and scattered from there by every batch.
 // A batch's tensors live in a device block (batch_memory_pool.h), its origins in host memory.
 //
 // Apart from the CPU path because it shares only planning and layout with it; the CUDA pieces
@@ -53,6 +54,7 @@ class GpuBatchProducer : public BatchProducerBase {
   // Each array's GPU decode from the context's geometry, and the device pool of
   // context.layout.device_bytes blocks.
   GpuBatchProducer(BatchContext& context, GpuSetup setup);
+  ~GpuBatchProducer() override;
 
   Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index,
                                          double cpu_share) override;
@@ -71,6 +73,9 @@ class GpuBatchProducer : public BatchProducerBase {
       size_t samples) const;
   // `error`, and where the GPU ran out of memory, what this loader holds there and what lowers it.
   Status ExplainGpuMemory(Status error) const;
+  // The static fields' boxes (BatchContext::resident) in device memory, copied there on `stream`
+  // by the first batch and kept for every batch after it.
+  Status KeepResidentOnDevice(void* stream);
   // The decode workspaces of the batches in flight: one each, reused.
   Result<std::unique_ptr<GpuDecodeWorkspace>> TakeWorkspace();
   void ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w);
@@ -83,6 +88,11 @@ class GpuBatchProducer : public BatchProducerBase {
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<GpuDecodeWorkspace>> idle_;
+
+  std::mutex resident_mutex_;
+  bool resident_on_device_ = false;
+  // Per array: its static field's box in device memory (0: none, or not yet copied).
+  std::vector<uint64_t> resident_device_;
 };
 
 }  // namespace zarrstream::internal

@@ -255,12 +255,10 @@ std::vector<DimArray> SlabStrides(const LoaderGeometry& g) {
     stride *= g.spatial_shape[i];
   }
   std::vector<DimArray> slab_strides;
-  for (const Channel& channel : g.channels) {
+  for (size_t c = 0; c < g.channels.size(); ++c) {
     DimArray strides{};
     for (size_t i = 0; i < g.spatial_index.size(); ++i) {
-      const size_t d = g.spatial_index[i];
-      const size_t a = channel.level_dim && d >= *channel.level_dim ? d + 1 : d;
-      strides[a] = spatial_strides[i];
+      strides[*ArrayDimOf(g, c, g.spatial_index[i])] = spatial_strides[i];
     }
     slab_strides.push_back(strides);
   }
@@ -281,6 +279,26 @@ BatchLayoutSpec LayoutSpec(const LoaderGeometry& g, const LoaderOptions& options
   return spec;
 }
 
+// Static field `array` of `g` (its box `box`), read once, as stored: batches copy their slabs from
+// it, decoding and normalising them as they do a chunk's values.
+Result<std::shared_ptr<const ChunkCache::Entry>> ReadResidentBox(const LoaderGeometry& g,
+                                                                 size_t array,
+                                                                 const ResidentBox& box) {
+  const size_t c = static_cast<size_t>(
+      std::find(g.channel_array.begin(), g.channel_array.end(), array) - g.channel_array.begin());
+  const Array& handle = g.channels[c].array;
+  uint64_t elements = 1;
+  for (uint64_t extent : box.shape) elements *= extent;
+  const uint64_t bytes = elements * DataTypeSize(handle.dtype());
+  auto entry = std::make_shared<ChunkCache::Entry>();
+  ZS_RETURN_IF_ERROR(AllocateBytes(&entry->bytes, bytes,
+                                   "the static field '" + g.channels[c].variable + "' (" +
+                                       FormatIndex(box.shape) + " of " + handle.state().Describe() +
+                                       ")"));
+  ZS_RETURN_IF_ERROR(handle.Read(box.start, box.shape, entry->bytes.data()));
+  return std::shared_ptr<const ChunkCache::Entry>(std::move(entry));
+}
+
 // The loader's parts on its state: thread pool, strides, layout, memory and producer.
 Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSetup> gpu) {
   const LoaderOptions& options = s.options;
@@ -296,13 +314,22 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
     return ConfigError("cannot start the loader's " + std::to_string(threads) +
                        " worker threads: " + e.what() + "; a smaller num_threads starts fewer");
   }
-  for (const ArrayState* array : s.geometry.arrays) {
+  for (size_t i = 0; i < s.geometry.arrays.size(); ++i) {
+    const ArrayState* array = s.geometry.arrays[i];
+    if (const std::optional<ResidentBox>& box = s.geometry.resident[i]) {
+      ZS_ASSIGN_OR_RETURN(std::shared_ptr<const ChunkCache::Entry> kept,
+                          ReadResidentBox(s.geometry, i, *box));
+      c.resident.push_back(std::move(kept));
+      c.chunk_shapes.push_back(box->shape);
+      continue;
+    }
     // Batches decode whole read chunks into the chunk cache: a chunk no machine could hold is
     // refused here rather than by an allocation on a loader thread.
     ZS_RETURN_IF_ERROR(CheckAllocation("a read chunk of shape " +
                                            FormatIndex(array->read_chunk_shape) + " of " +
                                            array->Describe(),
                                        ReadChunkBytes(*array)));
+    c.resident.emplace_back();
     c.chunk_shapes.push_back(array->read_chunk_shape);
   }
   c.slab_strides = SlabStrides(s.geometry);

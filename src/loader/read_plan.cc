@@ -10,12 +10,6 @@ namespace zarrstream {
 
 namespace {
 
-// The array dimension of channel dimension `d` (the channel's level dimension is removed from
-// its dims).
-size_t ArrayDim(const Channel& channel, size_t d) {
-  return channel.level_dim && d >= *channel.level_dim ? d + 1 : d;
-}
-
 // For each array: its read chunks' linear indices → their positions in BatchReadPlan::chunks.
 using ChunkIndex = std::vector<std::unordered_map<uint64_t, uint32_t>>;
 
@@ -31,14 +25,37 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
   const std::vector<uint64_t>& shape = array.metadata.shape;
   DimArray lo{}, extent{}, first{}, count{};
   for (size_t d = 0; d < g.dims.size(); ++d) {
-    const size_t a = ArrayDim(channel, d);
+    const std::optional<size_t> a = ArrayDimOf(g, slab.channel, d);
+    if (!a) continue;
     const bool is_time = g.time_dim && *g.time_dim == d;
-    lo[a] = start[d] + (is_time ? slab.step : 0);
-    extent[a] = is_time ? 1 : g.window[d];
+    lo[*a] = start[d] + (is_time ? slab.step * g.time_step : 0);
+    extent[*a] = is_time ? 1 : g.window[d];
   }
   if (channel.level_dim) {
     lo[*channel.level_dim] = channel.level_index;
     extent[*channel.level_dim] = 1;
+  }
+  const size_t array_slot = g.channel_array[slab.channel];
+  if (const std::optional<ResidentBox>& box = g.resident[array_slot]) {
+    PlannedCopy copy;
+    copy.sample = sample;
+    copy.slab = slab_index;
+    copy.target = slab.target;
+    copy.rank = static_cast<uint8_t>(array_rank);
+    for (size_t a = 0; a < array_rank; ++a) {
+      copy.within_chunk[a] = lo[a] - box->start[a];
+      copy.shape[a] = extent[a];
+    }
+    auto found = std::find_if(plan->resident.begin(), plan->resident.end(),
+                              [&](const PlannedChunk& p) { return p.array == array_slot; });
+    if (found == plan->resident.end()) {
+      PlannedChunk planned;
+      planned.array = array_slot;
+      planned.coords.assign(array_rank, 0);
+      found = plan->resident.insert(plan->resident.end(), std::move(planned));
+    }
+    found->copies.push_back(copy);
+    return;
   }
   uint64_t cells = 1;
   for (size_t a = 0; a < array_rank; ++a) {
@@ -46,7 +63,6 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
     count[a] = (lo[a] + extent[a] - 1) / chunk[a] - first[a] + 1;
     cells *= count[a];
   }
-  const size_t array_slot = g.channel_array[slab.channel];
   for (uint64_t cell = 0; cell < cells; ++cell) {
     DimArray coords{};
     uint64_t rest = cell;
@@ -91,8 +107,10 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
 
 std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
   std::vector<SampledDim> out;
-  const Channel& first = g.channels.front();
-  const std::vector<uint64_t> chunks = first.array.chunks();
+  // The chunks of the first channel read per batch (static fields are kept, not read).
+  size_t first = 0;
+  while (first + 1 < g.channels.size() && g.resident[g.channel_array[first]]) ++first;
+  const std::vector<uint64_t> chunks = g.channels[first].array.chunks();
   for (size_t d : g.sampled_index) {
     SampledDim s;
     s.name = g.dims[d];
@@ -103,7 +121,14 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
         g.time_dim && *g.time_dim == d && !g.target_steps.empty()
             ? *std::max_element(g.target_steps.begin(), g.target_steps.end()) + 1 - g.time_window
             : 0;
-    s.chunk = chunks[ArrayDim(first, d)];
+    if (g.time_dim && *g.time_dim == d) {
+      // The sample plan counts store indices: a window of steps `time_step` apart spans
+      // (window - 1) × time_step + 1 of them.
+      s.window = (s.window - 1) * g.time_step + 1;
+      s.stride = *s.stride * g.time_step;
+      s.reach *= g.time_step;
+    }
+    s.chunk = chunks[*ArrayDimOf(g, first, d)];
     out.push_back(std::move(s));
   }
   return out;
@@ -156,6 +181,7 @@ uint64_t AutoBlockChunks(const LoaderGeometry& g, const std::vector<SampledDim>&
   for (const std::vector<Slab>* slabs : {&g.input_slabs, &g.target_slabs}) {
     for (const Slab& slab : *slabs) {
       const Channel& channel = g.channels[slab.channel];
+      if (g.resident[g.channel_array[slab.channel]]) continue;  // kept, never read
       const internal::ArrayState* array = g.arrays[g.channel_array[slab.channel]];
       if (fields.emplace(array, channel.level_index, slab.step).second) {
         sample_bytes += g.slab_elements * DataTypeSize(array->metadata.data_type);

@@ -6,7 +6,8 @@
 // (dataset/loader_geometry.h): the distinct read chunks the batch needs (a chunk shared by several
 // samples, channels (levels of one array) or by an input and a target appears once), each with
 // the copies it feeds: boxes of the decoded chunk → a slab of the batch (one sample, one output
-// channel, the spatial dimensions). PlanDims and AutoBlockChunks feed the sample plan.
+// channel, the spatial dimensions); the static fields' slabs are copied from the boxes the loader
+// keeps instead. PlanDims and AutoBlockChunks feed the sample plan.
 //
 // A plan is a plain value and belongs to the thread building its batch.
 #pragma once
@@ -53,6 +54,10 @@ struct BatchReadPlan {
   std::vector<PlannedChunk> chunks;  // in order of first use
   uint64_t chunk_refs = 0;           // chunk uses before deduplication
   uint64_t bytes_used = 0;           // decoded bytes copied into the batch (source dtype)
+  // The copies from the static fields the loader keeps (LoaderGeometry::resident): one entry per
+  // array, its box standing for the chunk (coords and linear 0). Nothing is read for them, so
+  // they count in neither chunk_refs nor bytes_used.
+  std::vector<PlannedChunk> resident;
 };
 
 BatchReadPlan PlanBatchReads(const LoaderGeometry& geometry, const SampleBatch& batch);

@@ -24,11 +24,14 @@ using testing::MemoryDataset;
 constexpr uint64_t kLat = 4, kLon = 6;
 
 // 8 time steps; temperature in chunks of 2 times, 2 levels, all latitudes and 4 longitudes (the
-// last level and longitude chunks are partial); t2m in chunks of one time step.
+// last level and longitude chunks are partial); t2m in chunks of one time step; a static lsm
+// (latitude, longitude) in chunks of 2 × 4.
 const std::string& DatasetUrl() {
   static const MemoryDataset dataset = [] {  // for the process: the store registry finds it
     MemoryDataset m("read_plan_test");
     AddEra5LikeArrays(&m, {8, {30, 10, -10, -30}, {0, 60, 120, 180, 240, 300}, 4});
+    m.AddArray<float>("lsm", {kLat, kLon}, {2, 4}, {"latitude", "longitude"},
+                      std::vector<float>(kLat * kLon, 1.0F));
     return m;
   }();
   return dataset.url();
@@ -130,6 +133,41 @@ TEST(ReadPlanTest, CopiesCarryEachSlabFromTheChunksThatHoldIt) {
   uint64_t refs = 0;
   for (const PlannedChunk& chunk : plan.chunks) refs += chunk.copies.size();
   EXPECT_EQ(refs, plan.chunk_refs);
+}
+
+TEST(ReadPlanTest, StaticFieldsAreCopiedFromTheirKeptBoxAtEveryStep) {
+  LoaderOptions options;
+  options.variables = {"t2m", "lsm"};
+  options.sample = {{"time", 2}, {"longitude", 3}};
+  options.select = {LabelRange("latitude", "10", "-30")};  // rows 1 to 3
+  options.frequency = "12h";                               // every other 6-hourly step
+  auto geometry = Geometry(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  ASSERT_EQ(geometry->channels[0].array_name, "t2m");
+  const SampleBatch batch = Batch({{0, 2}, {3, 1}});
+  const BatchReadPlan plan = PlanBatchReads(*geometry, batch);
+  // t2m's chunks only: steps origin and origin + 2 of the store.
+  std::set<uint64_t> times;
+  for (const PlannedChunk& chunk : plan.chunks) {
+    EXPECT_EQ(chunk.array, geometry->channel_array[0]);
+    times.insert(chunk.coords[0]);
+  }
+  EXPECT_EQ(times, (std::set<uint64_t>{0, 2, 3, 5}));
+  // lsm: one kept box (the selected rows, every column), a copy per sample and step.
+  ASSERT_EQ(plan.resident.size(), 1U);
+  EXPECT_EQ(plan.resident[0].array, geometry->channel_array[1]);
+  const ResidentBox& box = *geometry->resident[plan.resident[0].array];
+  EXPECT_EQ(box.start, (std::vector<uint64_t>{1, 0}));
+  EXPECT_EQ(box.shape, (std::vector<uint64_t>{3, kLon}));
+  ASSERT_EQ(plan.resident[0].copies.size(), 4U);
+  for (const PlannedCopy& copy : plan.resident[0].copies) {
+    const uint64_t longitude = batch.origin(copy.sample)[1];
+    EXPECT_EQ(copy.within_chunk[0], 0U);
+    EXPECT_EQ(copy.within_chunk[1], longitude);
+    EXPECT_EQ(copy.shape[0], 3U);
+    EXPECT_EQ(copy.shape[1], 3U);
+    EXPECT_EQ(geometry->input_slabs[copy.slab].channel, 1U);
+  }
 }
 
 TEST(ReadPlanTest, ChunksSharedBySamplesAndLevelsAreReadOnce) {

@@ -292,8 +292,17 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
                                              std::span<const Channel> channels,
                                              const ChannelStatsOptions& options) {
   if (channels.empty()) return InvalidArgumentError("no channels to compute statistics of");
-  const std::vector<std::string>& dims = channels.front().dims;
-  const std::vector<uint64_t>& shape = channels.front().shape;
+  // The channels' dimensions are the time-dependent ones'; a static field (Channel::broadcast)
+  // has them without time, and a time selection leaves it whole.
+  const Channel* reference = &channels.front();
+  for (const Channel& c : channels) {
+    if (!c.broadcast) {
+      reference = &c;
+      break;
+    }
+  }
+  const std::vector<std::string>& dims = reference->dims;
+  const std::vector<uint64_t>& shape = reference->shape;
   ChannelStatsFile file;
   file.source = dataset.url();
   file.decode_cf = options.decode_cf;
@@ -405,7 +414,7 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
         pass.pieces.push_back(std::move(spans));
         continue;
       }
-      const std::string& dim = dims[channel_dim++];
+      const std::string& dim = channels[pass.channel_slots.front()].dims[channel_dim++];
       const auto sel = selected.find(dim);
       const std::vector<IndexRange> runs =
           sel != selected.end() ? sel->second : std::vector<IndexRange>{{0, pass.array.shape()[d]}};

@@ -218,6 +218,13 @@ Result<OutputArraySource> StackChannels(const Dataset& dataset, const std::strin
                                         const DimRanges& ranges) {
   ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, dataset.ResolveChannels(specs));
   if (channels.empty()) return InvalidArgumentError("--stack needs at least one variable");
+  for (const Channel& c : channels) {
+    if (c.broadcast) {
+      return InvalidArgumentError("--stack: '" + c.name + "' of " + dataset.url() +
+                                  " has no time dimension: a static field cannot be stacked with "
+                                  "time-dependent channels");
+    }
+  }
   OutputArraySource out;
   out.path = name;
   const Channel& first = channels.front();
