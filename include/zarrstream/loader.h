@@ -118,7 +118,9 @@ struct BatchPlacement {
 };
 // The policy both fronts share: a cuda request gets GPU batches where they can be made here
 // (GpuBatchesUnavailableReason) and `gpu_batches` is not kOff; otherwise host batches that the
-// consumer copies, if it can (`consumer_can_copy`). A ConfigError, with the reason, when
+// consumer copies, if it can (`consumer_can_copy`). A ConfigError, with the reason, when a cuda
+// request finds no GPU at all (no driver, no device, none visible under CUDA_VISIBLE_DEVICES, no
+// such device: CudaDriver::ForDevice's reason, the one `zarrstream doctor` prints), when
 // gpu_batches is kOn without a cuda request or without GPU batches, or when the consumer cannot
 // copy and there are no GPU batches. Makes the context of CUDA device `cuda_device` (kCuda only).
 Result<BatchPlacement> PlanBatchPlacement(BatchDevice requested, int cuda_device,

@@ -87,6 +87,13 @@ Result<BatchPlacement> PlanBatchPlacement(BatchDevice requested, int cuda_device
     }
     return placement;
   }
+  // No GPU to put batches on, however they are made (no driver, no device, none visible, no such
+  // device): said now, with the reason `zarrstream doctor` gives, not by the consumer's first copy.
+  if (Result<const CudaDriver*> driver = CudaDriver::ForDevice(cuda_device); !driver.ok()) {
+    return ConfigError("device is cuda:" + std::to_string(cuda_device) +
+                       ", but this machine has no GPU zarrstream can use: " +
+                       driver.status().message() + " (zarrstream doctor reports the GPU)");
+  }
   placement.reason = gpu_batches == GpuBatches::kOff ? "GPU batches are off (gpu_batches)"
                                                      : GpuBatchesUnavailableReason(cuda_device);
   if (placement.reason.empty()) {

@@ -255,7 +255,8 @@ TEST(LoaderTest, TypedSelectionsRestrictTheirDimensionsOncePerDimension) {
 }
 
 // The device policy: a cuda request gets GPU batches where they can be made, else host batches
-// the consumer copies, if it can; GPU batches demanded but not to be had are errors.
+// the consumer copies, if it can; GPU batches demanded but not to be had are errors, and so is any
+// cuda request where there is no GPU at all.
 TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
   Result<BatchPlacement> cpu =
       PlanBatchPlacement(BatchDevice::kCpu, 0, GpuBatches::kAuto, /*consumer_can_copy=*/false);
@@ -264,6 +265,24 @@ TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
   EXPECT_FALSE(cpu->consumer_copies);
   ExpectErrorContains(PlanBatchPlacement(BatchDevice::kCpu, 0, GpuBatches::kOn, true).status(),
                       ErrorCode::kConfig, {"gpu_batches on", "need device cuda, not cpu"});
+
+  if (!CudaDriver::Present()) {
+    // No driver or no device: the reason doctor prints, whoever would copy and whatever
+    // gpu_batches says.
+    const std::string reason = CudaDriver::UnavailableReason();
+    ASSERT_FALSE(reason.empty());
+    for (GpuBatches gpu_batches : {GpuBatches::kAuto, GpuBatches::kOn, GpuBatches::kOff}) {
+      for (bool consumer_can_copy : {true, false}) {
+        ExpectErrorContains(
+            PlanBatchPlacement(BatchDevice::kCuda, 0, gpu_batches, consumer_can_copy).status(),
+            ErrorCode::kConfig, {"device is cuda:0", "no GPU zarrstream can use", reason});
+      }
+    }
+    GTEST_SKIP() << "the part with a GPU is skipped: " << reason;
+  }
+  ExpectErrorContains(
+      PlanBatchPlacement(BatchDevice::kCuda, 1 << 20, GpuBatches::kAuto, true).status(),
+      ErrorCode::kConfig, {"no GPU zarrstream can use", "does not exist"});
 
   Result<BatchPlacement> off = PlanBatchPlacement(BatchDevice::kCuda, 0, GpuBatches::kOff, true);
   ASSERT_TRUE(off.ok()) << off.status().ToString();
@@ -282,7 +301,7 @@ TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
     EXPECT_EQ(automatic->device, BatchDevice::kCuda);
     EXPECT_FALSE(automatic->consumer_copies);
     EXPECT_EQ(automatic->reason, "");
-    GTEST_SKIP() << "the part without a usable GPU is skipped: a GPU is usable here";
+    GTEST_SKIP() << "the part without GPU batches is skipped: this build makes them here";
   }
   EXPECT_EQ(automatic->device, BatchDevice::kCpu);
   EXPECT_TRUE(automatic->consumer_copies);
