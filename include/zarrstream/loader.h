@@ -57,6 +57,12 @@
 // coordinating threads that only plan and wait) run the pipeline in the background. A Batch is
 // owned by the shared_ptr Next returns; its buffers return to the loader's pool when the last
 // reference goes, and may outlive the Loader.
+//
+// fork(): a fork()ed child inherits the Loader but not its threads, so it cannot make batches
+// there: Next and RestoreStateJson return CheckProcess()'s kConfig error, SetEpoch, StartNextEpoch
+// and PutBack do nothing, and the destructor leaves the loader's memory as it is (it would wait for
+// threads that are gone). Open a loader in the process that iterates it. Arrays and groups, by
+// contrast, read in a child as in the parent (zarrstream/array.h).
 #pragma once
 
 #include <cstddef>
@@ -388,6 +394,10 @@ class Loader {
   Loader(Loader&&) noexcept;
   Loader& operator=(Loader&&) noexcept;
   ~Loader();  // stops the pipeline (waits for in-flight batches; undelivered ones are dropped)
+
+  // A kConfig error, naming fork(), in a process other than the one that opened this loader (a
+  // fork()ed child, such as a PyTorch DataLoader worker); Ok in the one that did.
+  Status CheckProcess() const;
 
   // The next batch of this rank's current epoch, preparing up to `prefetch` ahead; nullopt once
   // the epoch is exhausted (then StartNextEpoch or SetEpoch). Errors: a batch that could not be

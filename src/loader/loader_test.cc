@@ -21,6 +21,7 @@
 #include "gpu/cuda_driver.h"
 #include "loader/batch_assembly.h"
 #include "loader/loader_test_util.h"
+#include "util/fork_test_util.h"
 #include "util/status_test_util.h"
 
 namespace zarrstream {
@@ -252,6 +253,37 @@ TEST(LoaderTest, TypedSelectionsRestrictTheirDimensionsOncePerDimension) {
                       {"dimension 'latitude' is selected twice", "loader_test"});
   options.select = {LabelList("latitude", {"twelve"})};
   EXPECT_FALSE(Loader::Open(Era5LikeUrl(), options).ok());
+}
+
+// A loader running in the parent (its pipeline preparing batches) is inherited by a fork()ed child
+// without its threads: there every use is an error naming fork(), and destroying it returns at
+// once. The parent's loader runs on.
+TEST(LoaderTest, AForkedChildCannotUseTheParentsLoaderAndSaysWhy) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.batch_size = 1;
+  options.num_threads = 2;
+  options.prefetch = 4;
+  auto loader = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ASSERT_TRUE(loader->CheckProcess().ok());
+  auto first = loader->Next();
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status().ToString();
+  ExpectChildSucceeds([&] {
+    auto next = loader->Next();
+    if (next.ok() || next.status().code() != ErrorCode::kConfig) return 1;
+    const std::string m = next.status().message();
+    if (m.find("fork()ed child") == std::string::npos || m.find(Era5LikeUrl()) == std::string::npos)
+      return 2;
+    if (loader->RestoreStateJson(loader->StateJson()).code() != ErrorCode::kConfig) return 3;
+    loader->SetEpoch(1);
+    loader->StartNextEpoch();
+    { Loader gone = *std::move(loader); }
+    return 0;
+  });
+  auto second = loader->Next();
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status().ToString();
+  EXPECT_EQ((**second)->index(), 1u);
 }
 
 // The device policy: a cuda request gets GPU batches where they can be made, else host batches
