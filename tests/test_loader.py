@@ -245,6 +245,11 @@ def test_shuffle_and_cpu_decode_share_parse_once_in_the_core(era5):
 
 def test_cuda_without_gpu_batches_is_host_batches_torch_copies_or_an_error(era5):
     path, _ = era5
+    if not torch.cuda.is_available():
+        # No GPU at all: nothing to copy to, said at construction (tests/test_processes.py).
+        with pytest.raises(zarrstream.ConfigError, match="no GPU zarrstream can use"):
+            zarrstream.Loader(path, ["2m_temperature"], device="cuda:0", gpu_batches=False)
+        return
     loader = zarrstream.Loader(path, ["2m_temperature"], device="cuda:0", gpu_batches=False)
     assert loader._options.device == "cpu"
     assert loader.gpu_decode_status == ("batches are made on the CPU and copied to the GPU "
