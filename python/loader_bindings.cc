@@ -265,6 +265,7 @@ void RegisterLoaderBindings(nb::module_& m) {
             new (self) Loader(ValueOrThrow(std::move(*loader)));
           },
           "url"_a, "options"_a)
+      .def("check_process", [](const Loader& l) { ThrowIfError(l.CheckProcess()); })
       .def("next", &NextBatch, "taken"_a)
       .def("put_back", &PutBack, "owner"_a)
       .def("set_epoch",

@@ -245,6 +245,11 @@ def test_shuffle_and_cpu_decode_share_parse_once_in_the_core(era5):
 
 def test_cuda_without_gpu_batches_is_host_batches_torch_copies_or_an_error(era5):
     path, _ = era5
+    if not torch.cuda.is_available():
+        # No GPU at all: nothing to copy to, said at construction (tests/test_processes.py).
+        with pytest.raises(zarrstream.ConfigError, match="no GPU zarrstream can use"):
+            zarrstream.Loader(path, ["2m_temperature"], device="cuda:0", gpu_batches=False)
+        return
     loader = zarrstream.Loader(path, ["2m_temperature"], device="cuda:0", gpu_batches=False)
     assert loader._options.device == "cpu"
     assert loader.gpu_decode_status == ("batches are made on the CPU and copied to the GPU "
@@ -762,7 +767,10 @@ def test_gpu_batches_need_cuda_and_say_why_not(era5):
     assert loader.gpu_decode_status == "batches are made on the CPU"
     if not zarrstream._zarrstream.gpu_batches_unavailable_reason():
         return  # a GPU this build can use: tests/test_gpu_loader.py covers it
-    with pytest.raises(zarrstream.ConfigError, match=r"GPU batches \(gpu_batches on\) need device cuda and a GPU .*: "):
+    # No GPU at all is said first (tests/test_processes.py); a GPU without GPU batches, so.
+    with pytest.raises(zarrstream.ConfigError,
+                       match=r"GPU batches \(gpu_batches on\) need device cuda and a GPU .*: "
+                             r"|no GPU zarrstream can use"):
         zarrstream.Loader(path, ["2m_temperature"], device="cuda", gpu_batches=True)
 
 
@@ -832,7 +840,7 @@ def test_dlpack_output_feeds_numpy_without_torch_and_equals_the_torch_batches(er
     with pytest.raises(ValueError, match="output"):
         zarrstream.Loader(path, output="jax")
     if not torch.cuda.is_available():
-        with pytest.raises(zarrstream.ConfigError, match="GPU batches"):
+        with pytest.raises(zarrstream.ConfigError, match="GPU batches|no GPU zarrstream can use"):
             zarrstream.Loader(path, device="cuda", output="dlpack")
     # No torch at all: the loader still serves NumPy (or CuPy, JAX) consumers.
     script = (

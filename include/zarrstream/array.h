@@ -2,6 +2,8 @@
 //
 // Mirrors the Python API (zarrstream.open_array / open_group). Arrays and groups are cheap handles
 // to shared immutable state: copy them freely and use them from any number of threads at once.
+// A fork()ed child may use the handles its parent opened, and open new ones, as the parent does:
+// the decode pools and HTTP I/O threads start anew in the child at their first use there.
 //
 //   auto array = zarrstream::Array::Open("era5.zarr/temperature");
 //   std::vector<float> out(array->num_elements());

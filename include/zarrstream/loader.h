@@ -58,6 +58,12 @@
 // coordinating threads that only plan and wait) run the pipeline in the background. A Batch is
 // owned by the shared_ptr Next returns; its buffers return to the loader's pool when the last
 // reference goes, and may outlive the Loader.
+//
+// fork(): a fork()ed child inherits the Loader but not its threads, so it cannot make batches
+// there: Next and RestoreStateJson return CheckProcess()'s kConfig error, SetEpoch, StartNextEpoch
+// and PutBack do nothing, and the destructor leaves the loader's memory as it is (it would wait for
+// threads that are gone). Open a loader in the process that iterates it. Arrays and groups, by
+// contrast, read in a child as in the parent (zarrstream/array.h).
 #pragma once
 
 #include <cstddef>
@@ -119,7 +125,9 @@ struct BatchPlacement {
 };
 // The policy both fronts share: a cuda request gets GPU batches where they can be made here
 // (GpuBatchesUnavailableReason) and `gpu_batches` is not kOff; otherwise host batches that the
-// consumer copies, if it can (`consumer_can_copy`). A ConfigError, with the reason, when
+// consumer copies, if it can (`consumer_can_copy`). A ConfigError, with the reason, when a cuda
+// request finds no GPU at all (no driver, no device, none visible under CUDA_VISIBLE_DEVICES, no
+// such device: CudaDriver::ForDevice's reason, the one `zarrstream doctor` prints), when
 // gpu_batches is kOn without a cuda request or without GPU batches, or when the consumer cannot
 // copy and there are no GPU batches. Makes the context of CUDA device `cuda_device` (kCuda only).
 Result<BatchPlacement> PlanBatchPlacement(BatchDevice requested, int cuda_device,
@@ -396,6 +404,10 @@ class Loader {
   Loader(Loader&&) noexcept;
   Loader& operator=(Loader&&) noexcept;
   ~Loader();  // stops the pipeline (waits for in-flight batches; undelivered ones are dropped)
+
+  // A kConfig error, naming fork(), in a process other than the one that opened this loader (a
+  // fork()ed child, such as a PyTorch DataLoader worker); Ok in the one that did.
+  Status CheckProcess() const;
 
   // The next batch of this rank's current epoch, preparing up to `prefetch` ahead; nullopt once
   // the epoch is exhausted (then StartNextEpoch or SetEpoch). Errors: a batch that could not be

@@ -7,6 +7,7 @@ import math
 import operator
 import os
 import resource
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Iterator
 
@@ -27,6 +28,28 @@ def _memory_limit_bytes() -> int:
     if soft != resource.RLIM_INFINITY:
         limit = min(limit, soft)
     return limit
+
+
+def _carries_credentials(url: Any) -> bool:
+    """Whether ``url`` holds user:password (HTTP basic auth): what a pickle must never hold."""
+    text = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
+    return "://" in text and "@" in urllib.parse.urlsplit(text).netloc
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` with any user:password dropped, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if "://" in url else url
+
+
+def _refuse_pickling_credentials(what: str, url: str, credentials: bool) -> None:
+    if credentials:
+        raise UnsupportedError(
+            f"{what} {url} was opened with user:password in its URL, which zarrstream never writes "
+            f"into a pickle: open it again in the receiving process (e.g. in a DataLoader's "
+            f"worker_init_fn), or serve it where credentials come from the environment (s3://, "
+            f"gs://)"
+        )
 
 
 def _is_scalar_bool(k: Any) -> bool:
@@ -237,10 +260,22 @@ class Array:
     ``_Unsigned``; docs/loader.md, "CF decoding"), and ``dtype`` is the decoded type (such an
     array is read-only). Writing (``write()``, ``a[...] = values``) encodes chunks in parallel the
     same way; chunks that end up all fill value are not stored.
+
+    Pickling an array pickles its URL and how it was opened (``num_threads``, ``missing_chunks``,
+    ``decode_cf``); unpickling opens it again there, so arrays travel to spawn and forkserver
+    workers (a DataLoader's) and multiprocessing pools. Credentials never go into the pickle: the
+    receiving process takes them from its environment (``AWS_*``, ``GS_*``), and an array whose URL
+    carried user:password refuses to be pickled. In a fork()ed child an array opened in the parent
+    reads as it does there (docs/ecosystem.md).
     """
 
-    def __init__(self, core: _zarrstream.Array, decode_cf: bool = False):
+    def __init__(self, core: _zarrstream.Array, decode_cf: bool = False,
+                 options: dict | None = None, credentials: bool = False):
         self._core = core
+        # How it was opened, to open it again when unpickled; whether its URL had user:password.
+        self._options = {"num_threads": 0, "missing_chunks": "fill", **(options or {}),
+                         "decode_cf": bool(decode_cf)}
+        self._credentials = credentials
         self.shape: tuple[int, ...] = tuple(core.shape)
         # numpy's type of the values as stored: a core numeric type, datetime64/timedelta64 (read
         # as their int64 storage and viewed), "U"/"S" or object (text kinds, read element by element).
@@ -267,6 +302,10 @@ class Array:
     @property
     def path(self) -> str:
         return self._core.path
+
+    def __reduce__(self):
+        _refuse_pickling_credentials("array", self.url, self._credentials)
+        return _reopen_array, (self.url, self._options)
 
     @property
     def ndim(self) -> int:
@@ -475,10 +514,15 @@ class Group(Mapping):
     consolidated metadata: that lists what its consolidated metadata says until
     :meth:`consolidate_metadata` runs again. Members created by other writers show in a group
     opened after them.
+
+    Pickling pickles the URL and the open options, as :class:`Array` does.
     """
 
-    def __init__(self, core: _zarrstream.Group):
+    def __init__(self, core: _zarrstream.Group, options: dict | None = None,
+                 credentials: bool = False):
         self._handle = core
+        self._options = {"num_threads": 0, "missing_chunks": "fill", **(options or {})}
+        self._credentials = credentials
         self._stale = False
         self.zarr_format: int = core.zarr_format
         self.attrs: dict = json.loads(core.attributes_json)
@@ -505,6 +549,10 @@ class Group(Mapping):
     def consolidated(self) -> bool:
         return self._core.consolidated
 
+    def __reduce__(self):
+        _refuse_pickling_credentials("group", self.url, self._credentials)
+        return _reopen_group, (self.url, self._options)
+
     def array_names(self) -> list[str]:
         return list(self._core.array_names)
 
@@ -519,9 +567,10 @@ class Group(Mapping):
         from .errors import NotFoundError
 
         try:
-            return Array(self._core.open_array(name))
+            return Array(self._core.open_array(name), options=self._options,
+                         credentials=self._credentials)
         except InvalidArgumentError:
-            return Group(self._core.open_group(name))
+            return Group(self._core.open_group(name), self._options, self._credentials)
         except NotFoundError as e:
             raise KeyError(name) from e
 
@@ -558,14 +607,14 @@ class Group(Mapping):
         args = _create_args(shape, dtype, chunks, shards, compressor, dims, fill_value, attrs)
         core = self._handle.create_array(name, overwrite=overwrite, **args)
         self._stale = True
-        return Array(core)
+        return Array(core, options=self._options, credentials=self._credentials)
 
     def create_group(self, name: str, attrs: Mapping | None = None, overwrite: bool = False) -> "Group":
         """Creates a Zarr v3 group named ``name`` (a relative path) in this group."""
         text = json.dumps({} if attrs is None else dict(attrs), allow_nan=False)
         core = self._handle.create_group(name, text, overwrite)
         self._stale = True
-        return Group(core)
+        return Group(core, self._options, self._credentials)
 
     def consolidate_metadata(self) -> None:
         """Writes the metadata of every node below this group into its zarr.json (inline
@@ -589,12 +638,25 @@ def open_array(
     NaN, packed variables unpacked); False (the default) keeps Zarr's values as stored.
     """
     core = _zarrstream.open_array(url, num_threads, _missing_is_error(missing_chunks))
-    return Array(core, decode_cf=decode_cf)
+    options = {"num_threads": num_threads, "missing_chunks": missing_chunks}
+    return Array(core, decode_cf=decode_cf, options=options, credentials=_carries_credentials(url))
 
 
 def open_group(url: str, *, num_threads: int = 0, missing_chunks: str = "fill") -> Group:
     """Opens the Zarr group at ``url``; consolidated metadata is used when present."""
-    return Group(_zarrstream.open_group(url, num_threads, _missing_is_error(missing_chunks)))
+    core = _zarrstream.open_group(url, num_threads, _missing_is_error(missing_chunks))
+    options = {"num_threads": num_threads, "missing_chunks": missing_chunks}
+    return Group(core, options, _carries_credentials(url))
+
+
+def _reopen_array(url: str, options: dict) -> Array:
+    """An unpickled :class:`Array`: opened again from its URL and open options."""
+    return open_array(url, **options)
+
+
+def _reopen_group(url: str, options: dict) -> Group:
+    """An unpickled :class:`Group`: opened again from its URL and open options."""
+    return open_group(url, **options)
 
 
 def create_array(
@@ -622,7 +684,8 @@ def create_array(
     """
     args = _create_args(shape, dtype, chunks, shards, compressor, dims, fill_value, attrs)
     return Array(
-        _zarrstream.create_array(url, overwrite=overwrite, num_threads=num_threads, **args)
+        _zarrstream.create_array(url, overwrite=overwrite, num_threads=num_threads, **args),
+        options={"num_threads": num_threads}, credentials=_carries_credentials(url),
     )
 
 
@@ -632,7 +695,8 @@ def create_group(
     """Creates a Zarr v3 group at ``url`` (``overwrite`` replaces a node there and everything below
     it)."""
     text = json.dumps({} if attrs is None else dict(attrs), allow_nan=False)
-    return Group(_zarrstream.create_group(url, text, overwrite, num_threads=num_threads))
+    core = _zarrstream.create_group(url, text, overwrite, num_threads=num_threads)
+    return Group(core, {"num_threads": num_threads}, _carries_credentials(url))
 
 
 def _missing_is_error(missing_chunks: str) -> bool:

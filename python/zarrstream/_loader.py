@@ -15,6 +15,7 @@ import threading
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _zarrstream
+from ._array import _carries_credentials, _refuse_pickling_credentials, _without_credentials
 from .errors import ConfigError, InvalidArgumentError
 
 _NAN_POLICIES = ("keep",)
@@ -254,6 +255,15 @@ class Loader:
     ``output="dlpack"`` yields the batch's arrays as framework-neutral ``BatchArray`` objects
     (DLPack producers for CuPy, JAX, NumPy or PyTorch) instead of torch tensors, and needs no
     torch; with ``device="cuda"`` it needs GPU batches (the host path's copy is torch's).
+    ``device="cuda"`` where there is no GPU to use (no driver, no device, none visible under
+    ``CUDA_VISIBLE_DEVICES``) is a ConfigError at construction, with the reason ``zarrstream
+    doctor`` gives.
+
+    Processes: a loader makes batches in the process that opened it. In a fork()ed child (a
+    DataLoader worker) iterating it is a ConfigError naming fork: open one there instead. Pickled,
+    a loader is its construction arguments and its ``state_dict()``: unpickling opens the same
+    loader again at the same position (credentials, as for arrays, never go into the pickle; a URL
+    with user:password refuses to be pickled). See docs/ecosystem.md.
     """
 
     def __init__(
@@ -294,6 +304,9 @@ class Loader:
         timeline: bool = False,
         output: str = "torch",
     ) -> None:
+        # What pickling this loader stores (rank and world_size as resolved below).
+        arguments = {k: v for k, v in locals().items() if k != "self"}
+        arguments["url"] = os.fspath(url)
         if output not in ("torch", "dlpack"):
             raise ValueError(f"output={output!r}: expected 'torch' or 'dlpack'")
         self._output = output
@@ -401,6 +414,14 @@ class Loader:
         self._epoch_lock = threading.Lock()
         self._core = _zarrstream.Loader(os.fspath(url), o)
         self._options = o
+        arguments.update(rank=o.rank, world_size=o.world_size)
+        self._arguments = arguments
+
+    def __reduce__(self):
+        url = self._arguments["url"]
+        _refuse_pickling_credentials("the loader's dataset", _without_credentials(url),
+                                     _carries_credentials(url))
+        return _reopen_loader, (self._arguments, self.state_dict())
 
     # -- the sample model ---------------------------------------------------------------------
 
@@ -450,9 +471,12 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch ``epoch`` from its first batch (the order depends on (seed, epoch))."""
+        self._core.check_process()
         self._core.set_epoch(_unsigned("epoch", epoch))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        # Before anything a fork()ed child would wait on forever (a lock held at the fork).
+        self._core.check_process()
         with self._epoch_lock:
             if self._core.next_batch >= self._core.num_batches:
                 self._core.set_epoch(self._core.epoch + 1)
@@ -527,10 +551,12 @@ class Loader:
 
     def state_dict(self) -> dict[str, Any]:
         """The position after the batches delivered so far (JSON-serialisable)."""
+        self._core.check_process()
         return {"sample_plan": json.loads(self._core.state_json())}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from ``state``: the next batches are those the saved loader had left."""
+        self._core.check_process()
         plan = state["sample_plan"]
         self._core.restore_state_json(plan if isinstance(plan, str) else json.dumps(plan))
 
@@ -551,3 +577,11 @@ class Loader:
             f"zarrstream.Loader({len(self.channels)} channels, sample_dims={self.sample_dims}, "
             f"input_shape={self.input_shape}, batches={len(self)})"
         )
+
+
+def _reopen_loader(arguments: dict[str, Any], state: Mapping[str, Any]) -> Loader:
+    """An unpickled :class:`Loader`: opened again with its construction arguments, at the position
+    its ``state_dict()`` saved."""
+    loader = Loader(**arguments)
+    loader.load_state_dict(state)
+    return loader

@@ -7,6 +7,7 @@
 #include "codec/sharding_codec.h"
 #include "metadata/v3_metadata.h"
 #include "store/store_registry.h"
+#include "util/fork_safety.h"
 
 namespace zarrstream {
 
@@ -23,9 +24,9 @@ std::string ArrayState::ChunkKey(std::span<const uint64_t> coords) const {
 
 std::shared_ptr<ThreadPool> PoolFor(const OpenOptions& options) {
   if (options.num_threads > 0) return std::make_shared<ThreadPool>(options.num_threads);
-  static std::mutex mutex;
+  static ForkSafeMutex mutex;
   static std::weak_ptr<ThreadPool> shared;
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<ForkSafeMutex> lock(mutex);
   std::shared_ptr<ThreadPool> pool = shared.lock();
   if (!pool) {
     pool = std::make_shared<ThreadPool>(0);

@@ -17,6 +17,7 @@
 #include "codec/shuffle_codec.h"
 #include "codec/transpose_codec.h"
 #include "codec/zstd_codec.h"
+#include "util/fork_safety.h"
 
 namespace zarrstream {
 namespace {
@@ -85,7 +86,7 @@ class Registry {
   }
 
   void Add(CodecRegistration registration) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<ForkSafeMutex> lock(mutex_);
     auto entry = std::make_unique<CodecRegistration>(std::move(registration));
     auto [it, inserted] = codecs_.try_emplace(entry->name);
     // FindCodec hands out raw pointers that callers may hold on to: a replaced registration is
@@ -95,13 +96,13 @@ class Registry {
   }
 
   const CodecRegistration* Find(std::string_view name) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<ForkSafeMutex> lock(mutex_);
     auto it = codecs_.find(name);
     return it == codecs_.end() ? nullptr : it->second.get();
   }
 
  private:
-  mutable std::mutex mutex_;
+  mutable ForkSafeMutex mutex_;
   std::map<std::string, std::unique_ptr<CodecRegistration>, std::less<>> codecs_;
   std::vector<std::unique_ptr<CodecRegistration>> replaced_;
 };

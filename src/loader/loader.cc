@@ -36,6 +36,7 @@
 #include "store/http_store.h"
 #include "store/store_metrics.h"
 #include "util/checked_size.h"
+#include "util/fork_safety.h"
 #include "util/format.h"
 #include "util/thread_pool.h"
 
@@ -86,6 +87,13 @@ Result<BatchPlacement> PlanBatchPlacement(BatchDevice requested, int cuda_device
                          std::string(BatchDeviceName(requested)));
     }
     return placement;
+  }
+  // No GPU to put batches on, however they are made (no driver, no device, none visible, no such
+  // device): said now, with the reason `zarrstream doctor` gives, not by the consumer's first copy.
+  if (Result<const CudaDriver*> driver = CudaDriver::ForDevice(cuda_device); !driver.ok()) {
+    return ConfigError("device is cuda:" + std::to_string(cuda_device) +
+                       ", but this machine has no GPU zarrstream can use: " +
+                       driver.status().message() + " (zarrstream doctor reports the GPU)");
   }
   placement.reason = gpu_batches == GpuBatches::kOff ? "GPU batches are off (gpu_batches)"
                                                      : GpuBatchesUnavailableReason(cuda_device);
@@ -163,6 +171,10 @@ struct LoaderState {
   double estimated_amplification = 0, estimated_amplification_exact = 0;
 
   std::unique_ptr<Pipeline> pipeline;
+
+  // The process that opened the loader, whose threads run it.
+  const uint64_t fork_generation = ForkGeneration();
+  const pid_t pid = getpid();
 
   LoaderState(LoaderOptions o, Dataset d, LoaderGeometry g, SamplePlan p)
       : options(std::move(o)),
@@ -384,7 +396,22 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
 Loader::Loader(std::unique_ptr<LoaderState> state) : state_(std::move(state)) {}
 Loader::Loader(Loader&&) noexcept = default;
 Loader& Loader::operator=(Loader&&) noexcept = default;
-Loader::~Loader() = default;
+Loader::~Loader() {
+  // In a fork()ed child the pipeline's threads are gone (and may hold its locks): stopping it
+  // would wait for them forever.
+  if (state_ && state_->fork_generation != ForkGeneration()) (void)state_.release();
+}
+
+Status Loader::CheckProcess() const {
+  if (state_->fork_generation == ForkGeneration()) return Status::Ok();
+  return ConfigError(
+      "this loader of " + state_->dataset.url() + " was opened in process " +
+      std::to_string(state_->pid) + ", and this is a fork()ed child of it (process " +
+      std::to_string(getpid()) +
+      "): the loader's threads did not come with the fork, so it cannot make batches here. Open "
+      "the loader in the process that iterates it (or iterate it in the parent: with "
+      "num_workers=0, a DataLoader runs it in its own threads)");
+}
 
 Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
   return Next(std::function<bool()>());
@@ -393,6 +420,7 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next() {
 Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next(
     const std::function<bool()>& interrupted) {
   using Delivery = std::optional<std::shared_ptr<const Batch>>;
+  ZS_RETURN_IF_ERROR(CheckProcess());
   LoaderState& s = *state_;
   std::lock_guard<std::mutex> turn(s.consumer_turn);
   {
@@ -424,6 +452,7 @@ Result<std::optional<std::shared_ptr<const Batch>>> Loader::Next(
 }
 
 bool Loader::PutBack(std::shared_ptr<const Batch> batch) {
+  if (!CheckProcess().ok()) return false;
   LoaderState& s = *state_;
   std::lock_guard<std::mutex> turn(s.consumer_turn);
   std::lock_guard<std::mutex> position(s.position_mutex);
@@ -437,11 +466,13 @@ bool Loader::PutBack(std::shared_ptr<const Batch> batch) {
 }
 
 void Loader::SetEpoch(uint64_t epoch) {
+  if (!CheckProcess().ok()) return;
   std::lock_guard<std::mutex> turn(state_->consumer_turn);
   state_->SetEpoch(epoch);
 }
 
 void Loader::StartNextEpoch() {
+  if (!CheckProcess().ok()) return;
   std::lock_guard<std::mutex> turn(state_->consumer_turn);
   state_->SetEpoch(state_->plan.epoch() + 1);  // in one turn: two callers start two epochs
 }
@@ -471,6 +502,7 @@ std::string Loader::StateJson() const {
 }
 
 Status Loader::RestoreStateJson(std::string_view json) {
+  ZS_RETURN_IF_ERROR(CheckProcess());
   ZS_ASSIGN_OR_RETURN(SamplePlanState state, SamplePlanState::FromJson(json));
   LoaderState& s = *state_;
   std::lock_guard<std::mutex> turn(s.consumer_turn);

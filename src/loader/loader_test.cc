@@ -21,6 +21,7 @@
 #include "gpu/cuda_driver.h"
 #include "loader/batch_assembly.h"
 #include "loader/loader_test_util.h"
+#include "util/fork_test_util.h"
 #include "util/status_test_util.h"
 
 namespace zarrstream {
@@ -254,8 +255,40 @@ TEST(LoaderTest, TypedSelectionsRestrictTheirDimensionsOncePerDimension) {
   EXPECT_FALSE(Loader::Open(Era5LikeUrl(), options).ok());
 }
 
+// A loader running in the parent (its pipeline preparing batches) is inherited by a fork()ed child
+// without its threads: there every use is an error naming fork(), and destroying it returns at
+// once. The parent's loader runs on.
+TEST(LoaderTest, AForkedChildCannotUseTheParentsLoaderAndSaysWhy) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.batch_size = 1;
+  options.num_threads = 2;
+  options.prefetch = 4;
+  auto loader = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ASSERT_TRUE(loader->CheckProcess().ok());
+  auto first = loader->Next();
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status().ToString();
+  ExpectChildSucceeds([&] {
+    auto next = loader->Next();
+    if (next.ok() || next.status().code() != ErrorCode::kConfig) return 1;
+    const std::string m = next.status().message();
+    if (m.find("fork()ed child") == std::string::npos || m.find(Era5LikeUrl()) == std::string::npos)
+      return 2;
+    if (loader->RestoreStateJson(loader->StateJson()).code() != ErrorCode::kConfig) return 3;
+    loader->SetEpoch(1);
+    loader->StartNextEpoch();
+    { Loader gone = *std::move(loader); }
+    return 0;
+  });
+  auto second = loader->Next();
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status().ToString();
+  EXPECT_EQ((**second)->index(), 1u);
+}
+
 // The device policy: a cuda request gets GPU batches where they can be made, else host batches
-// the consumer copies, if it can; GPU batches demanded but not to be had are errors.
+// the consumer copies, if it can; GPU batches demanded but not to be had are errors, and so is any
+// cuda request where there is no GPU at all.
 TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
   Result<BatchPlacement> cpu =
       PlanBatchPlacement(BatchDevice::kCpu, 0, GpuBatches::kAuto, /*consumer_can_copy=*/false);
@@ -264,6 +297,24 @@ TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
   EXPECT_FALSE(cpu->consumer_copies);
   ExpectErrorContains(PlanBatchPlacement(BatchDevice::kCpu, 0, GpuBatches::kOn, true).status(),
                       ErrorCode::kConfig, {"gpu_batches on", "need device cuda, not cpu"});
+
+  if (!CudaDriver::Present()) {
+    // No driver or no device: the reason doctor prints, whoever would copy and whatever
+    // gpu_batches says.
+    const std::string reason = CudaDriver::UnavailableReason();
+    ASSERT_FALSE(reason.empty());
+    for (GpuBatches gpu_batches : {GpuBatches::kAuto, GpuBatches::kOn, GpuBatches::kOff}) {
+      for (bool consumer_can_copy : {true, false}) {
+        ExpectErrorContains(
+            PlanBatchPlacement(BatchDevice::kCuda, 0, gpu_batches, consumer_can_copy).status(),
+            ErrorCode::kConfig, {"device is cuda:0", "no GPU zarrstream can use", reason});
+      }
+    }
+    GTEST_SKIP() << "the part with a GPU is skipped: " << reason;
+  }
+  ExpectErrorContains(
+      PlanBatchPlacement(BatchDevice::kCuda, 1 << 20, GpuBatches::kAuto, true).status(),
+      ErrorCode::kConfig, {"no GPU zarrstream can use", "does not exist"});
 
   Result<BatchPlacement> off = PlanBatchPlacement(BatchDevice::kCuda, 0, GpuBatches::kOff, true);
   ASSERT_TRUE(off.ok()) << off.status().ToString();
@@ -282,7 +333,7 @@ TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
     EXPECT_EQ(automatic->device, BatchDevice::kCuda);
     EXPECT_FALSE(automatic->consumer_copies);
     EXPECT_EQ(automatic->reason, "");
-    GTEST_SKIP() << "the part without a usable GPU is skipped: a GPU is usable here";
+    GTEST_SKIP() << "the part without GPU batches is skipped: this build makes them here";
   }
   EXPECT_EQ(automatic->device, BatchDevice::kCpu);
   EXPECT_TRUE(automatic->consumer_copies);

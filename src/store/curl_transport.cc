@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "util/fork_safety.h"
 #include "util/thread_pool.h"
 
 namespace zarrstream {
@@ -107,7 +108,9 @@ struct LaterRetry {
 }  // namespace
 
 struct CurlTransport::Impl {
-  explicit Impl(const TransportOptions& o) : options(o) {}
+  explicit Impl(const TransportOptions& o) : options(o), fork_generation(ForkGeneration()) {}
+  // A transport's state with its I/O threads started.
+  static Impl* Start(const TransportOptions& options);
 
   void Submit(Transfer* t);
   // Called by a loop when an attempt ended: `failure` empty means the response is final.
@@ -121,6 +124,7 @@ struct CurlTransport::Impl {
   void ReleaseLocked(Transfer* t);
 
   const TransportOptions options;
+  const uint64_t fork_generation;  // the process the I/O threads run in
   std::vector<std::unique_ptr<IoLoop>> loops;
 
   std::mutex mutex;
@@ -603,10 +607,40 @@ void CurlTransport::Impl::Shutdown() {
   for (Transfer* t : left) Resolve(t, FailureStatus(*t, "the HTTP transport was shut down"));
 }
 
-CurlTransport::CurlTransport(const TransportOptions& options)
-    : options_(options), impl_(std::make_unique<Impl>(options)) {}
+CurlTransport::Impl* CurlTransport::Impl::Start(const TransportOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  for (size_t i = 0; i < options.io_threads; ++i) {
+    impl->loops.push_back(std::make_unique<IoLoop>(impl.get(), options));
+  }
+  return impl.release();
+}
 
-CurlTransport::~CurlTransport() { impl_->Shutdown(); }
+CurlTransport::CurlTransport(const TransportOptions& options)
+    : options_(options), impl_(Impl::Start(options)) {}
+
+CurlTransport::~CurlTransport() {
+  Impl* impl = impl_.load(std::memory_order_acquire);
+  // Inherited through fork() and never used here: its threads are gone, and its connections are
+  // the parent's.
+  if (impl->fork_generation != ForkGeneration()) return;
+  impl->Shutdown();
+  delete impl;
+}
+
+CurlTransport::Impl& CurlTransport::ForThisProcess() {
+  Impl* impl = impl_.load(std::memory_order_acquire);
+  if (impl->fork_generation == ForkGeneration()) return *impl;
+  static ForkSafeMutex restart_mutex;
+  std::lock_guard<ForkSafeMutex> lock(restart_mutex);
+  impl = impl_.load(std::memory_order_acquire);
+  if (impl->fork_generation != ForkGeneration()) {
+    // The parent's state is never freed or shut down: threads that are gone may hold its locks,
+    // and closing its connections (a TLS close) would write to sockets the parent still uses.
+    impl = Impl::Start(options_);
+    impl_.store(impl, std::memory_order_release);
+  }
+  return *impl;
+}
 
 Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(const TransportOptions& options) {
   if (options.io_threads == 0 || options.max_in_flight == 0 ||
@@ -619,18 +653,13 @@ Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(const TransportOpti
   if (global_init != CURLE_OK) {
     return InternalError(std::string("initialising libcurl: ") + curl_easy_strerror(global_init));
   }
-  std::shared_ptr<CurlTransport> transport(new CurlTransport(options));
-  for (size_t i = 0; i < options.io_threads; ++i) {
-    transport->impl_->loops.push_back(
-        std::make_unique<IoLoop>(transport->impl_.get(), transport->options_));
-  }
-  return transport;
+  return std::shared_ptr<CurlTransport>(new CurlTransport(options));
 }
 
 Result<std::shared_ptr<CurlTransport>> CurlTransport::Shared() {
-  static std::mutex mutex;
+  static ForkSafeMutex mutex;
   static std::weak_ptr<CurlTransport> shared;
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<ForkSafeMutex> lock(mutex);
   if (std::shared_ptr<CurlTransport> transport = shared.lock()) return transport;
   ZS_ASSIGN_OR_RETURN(TransportOptions options, TransportOptions::FromEnvironment());
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<CurlTransport> transport, Create(options));
@@ -644,7 +673,7 @@ Future<HttpResponse> CurlTransport::Send(HttpRequest request) {
   t->host_key = HostKeyOf(t->request.url);
   if (t->request.display_url.empty()) t->request.display_url = RedactUrl(t->request.url);
   Future<HttpResponse> future = t->promise.future();
-  impl_->Submit(t);
+  ForThisProcess().Submit(t);
   return future;
 }
 

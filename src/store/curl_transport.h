@@ -31,8 +31,12 @@
 // Threads: Send may be called from any thread. Futures resolve on an I/O thread; their
 // continuations must be short (hand heavy work to an executor). Destroying the transport fails the
 // requests still queued or in flight and joins the I/O threads; it must not happen on one of them.
+// In a fork()ed child the first Send starts the child's own I/O threads and connections; the
+// parent's (their sockets, which the parent still uses) are never touched there
+// (util/fork_safety.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -159,8 +163,11 @@ class CurlTransport {
 
  private:
   explicit CurlTransport(const TransportOptions& options);
+  // The I/O threads of the calling process, started here after a fork().
+  Impl& ForThisProcess();
+
   TransportOptions options_;
-  std::unique_ptr<Impl> impl_;
+  std::atomic<Impl*> impl_;
 };
 
 // The retry quota of one host, shared by all its requests. A retry spends the cost of one retry

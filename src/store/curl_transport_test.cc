@@ -12,6 +12,7 @@
 #include <random>
 
 #include "store/http_store.h"
+#include "util/fork_test_util.h"
 
 namespace zarrstream {
 namespace {
@@ -134,6 +135,33 @@ TEST(CurlTransportTest, DeadEndpointFailsAfterItsAttemptsWithAClearError) {
   EXPECT_EQ(metrics.requests, 4u);
   EXPECT_EQ(metrics.retries, 3u);
   EXPECT_EQ(metrics.failed_requests, 4u);
+}
+
+// A transport made before fork() sends the child's requests on I/O threads of the child's own
+// (the parent's are gone there); the parent's transport works on.
+TEST(CurlTransportTest, AForkedChildSendsOnIoThreadsOfItsOwn) {
+  auto transport = CurlTransport::Create({});
+  ASSERT_TRUE(transport.ok());
+  HttpStoreOptions options;
+  options.policy.max_attempts = 2;
+  options.policy.initial_backoff = std::chrono::milliseconds(1);
+  options.policy.max_backoff = std::chrono::milliseconds(1);
+  auto store = HttpStore::Open("http://127.0.0.1:" + std::to_string(ClosedPort()) + "/store",
+                               *transport, options);
+  ASSERT_TRUE(store.ok());
+  const auto gave_up = [&store] {
+    Result<ByteBuffer> read = (*store)->ReadAll("zarr.json");
+    return !read.ok() && read.status().code() == ErrorCode::kStorage &&
+           read.status().message().find("gave up after 2 attempts") != std::string::npos;
+  };
+  ASSERT_TRUE(gave_up());  // the parent's I/O threads have run
+  ExpectChildSucceeds([&] {
+    if (!gave_up()) return 1;
+    store->reset();
+    transport->reset();  // joins the child's I/O threads only
+    return 0;
+  });
+  EXPECT_TRUE(gave_up());
 }
 
 TEST(CurlTransportTest, RetryBudgetBoundsTheTimeSpent) {

@@ -7,13 +7,14 @@
 #include "store/http_store.h"
 #include "store/memory_store.h"
 #include "store/s3_store.h"
+#include "util/fork_safety.h"
 
 namespace zarrstream {
 
 namespace {
 
 struct Registry {
-  std::mutex mutex;
+  ForkSafeMutex mutex;
   std::map<std::string, StoreFactory, std::less<>> factories;
   std::map<std::string, std::shared_ptr<Store>, std::less<>> memory_stores;
 };
@@ -27,7 +28,7 @@ Registry& GetRegistry() {
     };
     r->factories["memory"] = [r](std::string_view url) -> Result<std::shared_ptr<Store>> {
       std::string name(SplitScheme(url).second);
-      std::lock_guard<std::mutex> lock(r->mutex);
+      std::lock_guard<ForkSafeMutex> lock(r->mutex);
       auto it = r->memory_stores.find(name);
       if (it == r->memory_stores.end()) {
         it = r->memory_stores.emplace(name, std::make_shared<MemoryStore>(name)).first;
@@ -59,7 +60,7 @@ std::pair<std::string_view, std::string_view> SplitScheme(std::string_view url) 
 
 void RegisterStoreScheme(std::string scheme, StoreFactory factory) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mutex);
+  std::lock_guard<ForkSafeMutex> lock(r.mutex);
   r.factories[std::move(scheme)] = std::move(factory);
 }
 
@@ -76,7 +77,7 @@ Result<std::shared_ptr<Store>> OpenStore(std::string_view url) {
   Registry& r = GetRegistry();
   StoreFactory factory;
   {
-    std::lock_guard<std::mutex> lock(r.mutex);
+    std::lock_guard<ForkSafeMutex> lock(r.mutex);
     auto it = r.factories.find(scheme);
     if (it == r.factories.end()) {
       return UnsupportedError("no store backend for URL scheme '" + std::string(scheme) +

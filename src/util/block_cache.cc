@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 
+#include "util/fork_safety.h"
+
 namespace zarrstream::internal {
 namespace {
 
@@ -60,7 +62,7 @@ class BlockCache {
 
  private:
   const size_t limit_;
-  std::mutex mu_;
+  ForkSafeMutex mu_;                          // any thread may hold it when the process forks
   std::multimap<size_t, std::byte*> blocks_;  // by size
   size_t cached_ = 0;
 };

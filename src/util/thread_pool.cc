@@ -5,12 +5,18 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "util/checked_size.h"
+#include "util/fork_safety.h"
 
 namespace zarrstream {
 
@@ -47,54 +53,91 @@ thread_local const ThreadPool* current_pool = nullptr;
 
 }  // namespace
 
-ThreadPool::ThreadPool(size_t num_threads) {
-  if (num_threads == 0) num_threads = UsableCores();
-  workers_.reserve(num_threads);
-  try {
-    for (size_t i = 0; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-  } catch (...) {
-    // No destructor runs for a constructor that throws, and a joinable std::thread destroyed
-    // aborts the process.
-    StopWorkers();
-    throw;
+struct ThreadPool::Workers {
+  // Starts `count` threads running tasks for `pool`.
+  Workers(const ThreadPool* pool, size_t count) : fork_generation(ForkGeneration()) {
+    threads.reserve(count);
+    try {
+      for (size_t i = 0; i < count; ++i) threads.emplace_back([this, pool] { Run(pool); });
+    } catch (...) {
+      // No destructor runs for a constructor that throws, and a joinable std::thread destroyed
+      // aborts the process.
+      Stop();
+      throw;
+    }
   }
+
+  void Run(const ThreadPool* pool) {
+    current_pool = pool;
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [this] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;  // stopping and drained
+        task = std::move(queue.front());
+        queue.pop_front();
+      }
+      task();
+    }
+  }
+
+  // Runs the queued tasks and joins the threads.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    cv.notify_all();
+    for (auto& t : threads) t.join();
+  }
+
+  const uint64_t fork_generation;  // the process the threads run in
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  std::vector<std::thread> threads;
+};
+
+ThreadPool::ThreadPool(size_t num_threads)
+    : num_threads_(num_threads == 0 ? UsableCores() : num_threads),
+      workers_(new Workers(this, num_threads_)) {}
+
+ThreadPool::~ThreadPool() {
+  Workers* workers = workers_.load(std::memory_order_acquire);
+  // Inherited through fork() and never used here: its threads are gone and its lock may be held
+  // by one of them, so it is left as it is.
+  if (workers->fork_generation != ForkGeneration()) return;
+  workers->Stop();
+  delete workers;
 }
 
-ThreadPool::~ThreadPool() { StopWorkers(); }
-
-void ThreadPool::StopWorkers() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+ThreadPool::Workers& ThreadPool::ForThisProcess() {
+  Workers* workers = workers_.load(std::memory_order_acquire);
+  if (workers->fork_generation == ForkGeneration()) return *workers;
+  static ForkSafeMutex restart_mutex;
+  std::lock_guard<ForkSafeMutex> lock(restart_mutex);
+  workers = workers_.load(std::memory_order_acquire);
+  if (workers->fork_generation != ForkGeneration()) {
+    // The parent's workers are never freed: threads that are gone may hold their lock and wait
+    // on their condition, and their queued tasks belong to the parent.
+    workers = new Workers(this, num_threads_);
+    workers_.store(workers, std::memory_order_release);
   }
-  cv_.notify_all();
-  for (auto& w : workers_) w.join();
+  return *workers;
 }
 
 void ThreadPool::Submit(std::function<void()> task) {
+  Workers& workers = ForThisProcess();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(task));
+    std::lock_guard<std::mutex> lock(workers.mutex);
+    workers.queue.push_back(std::move(task));
   }
-  cv_.notify_one();
+  workers.cv.notify_one();
 }
 
 bool ThreadPool::OnWorkerThread() const { return current_pool == this; }
-
-void ThreadPool::WorkerLoop() {
-  current_pool = this;
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    task();
-  }
-}
 
 namespace {
 

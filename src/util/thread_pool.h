@@ -5,8 +5,12 @@
 // a loader) and passed down explicitly; there are no hidden global pools, so the thread budget is
 // the one the caller sets. ParallelFor may be called from inside a pool task: the calling thread
 // works through the indices itself, so nested parallelism never deadlocks and never adds threads.
+//
+// fork(): a pool used in a fork()ed child starts workers of its own there; the parent's, and the
+// tasks queued for them, are left as they are (util/fork_safety.h).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -35,29 +39,29 @@ class ThreadPool {
   // Starts `num_threads` workers (0 means UsableCores()). Throws std::system_error where a worker
   // cannot start, after stopping and joining those that did.
   explicit ThreadPool(size_t num_threads = 0);
-  // Runs every task already submitted, then joins the workers.
+  // Runs every task already submitted, then joins the workers (those of this process: a pool
+  // inherited through fork() and never used in the child has none to join).
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  size_t num_threads() const { return workers_.size(); }
+  size_t num_threads() const { return num_threads_; }
 
-  // Queues `task` to run on a worker. Thread-safe.
+  // Queues `task` to run on a worker. Thread-safe. In a fork()ed child, the first call starts this
+  // process's workers (throwing std::system_error, as the constructor, where none can start).
   void Submit(std::function<void()> task);
 
   // True when the calling thread is one of this pool's workers.
   bool OnWorkerThread() const;
 
  private:
-  void WorkerLoop();
-  // Runs the queued tasks and joins the workers.
-  void StopWorkers();
+  // The workers of one process and their queue.
+  struct Workers;
+  // The workers of the calling process, started here after a fork().
+  Workers& ForThisProcess();
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  const size_t num_threads_;
+  std::atomic<Workers*> workers_;
 };
 
 // Runs fn(i) for i in [0, n) on `pool` and the calling thread, at most `max_parallelism` at once

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/fork_test_util.h"
+
 namespace zarrstream {
 namespace {
 
@@ -224,6 +226,56 @@ TEST(StatusTest, ContextIsPrepended) {
   Status s = NotFoundError("no such key").WithContext("reading chunk 'c/0'");
   EXPECT_EQ(s.message(), "reading chunk 'c/0': no such key");
   EXPECT_TRUE(Status::Ok().WithContext("x").ok());
+}
+
+// A pool made before fork() works in the child on workers of its own: the parent's are gone there,
+// one of them busy at the fork with a task, others queued behind it. Destroying pools in the child,
+// used there or not, waits for none of the parent's workers.
+TEST(ThreadPoolTest, AForkedChildRunsItsTasksOnWorkersOfItsOwn) {
+  auto used = std::make_shared<ThreadPool>(2);
+  auto unused = std::make_shared<ThreadPool>(2);
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<bool> started{false};
+  auto blocker = [&] {
+    started = true;
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return release; });
+  };
+  used->Submit(blocker);
+  used->Submit(blocker);
+  used->Submit(blocker);  // queued: both workers are busy
+  while (!started) std::this_thread::yield();
+  ExpectChildSucceeds([&] {
+    std::atomic<size_t> sum{0};
+    const Status s = ParallelFor(used.get(), 1000, [&](size_t i) {
+      sum += i;
+      return Status::Ok();
+    });
+    if (!s.ok() || sum != 999 * 1000 / 2) return 1;
+    std::atomic<int> ran{0};
+    {
+      TaskGroup group(used.get(), 10, [&](size_t) { ++ran; });
+      for (size_t i = 0; i < 10; ++i) group.Schedule(i);
+      group.WaitUntil([&] { return ran == 10; });
+    }
+    used.reset();
+    unused.reset();
+    return ran == 10 ? 0 : 2;
+  });
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    release = true;
+  }
+  cv.notify_all();
+  // The parent's pool runs on, the queued task included.
+  std::atomic<int> after{0};
+  EXPECT_TRUE(ParallelFor(used.get(), 4, [&](size_t) {
+                ++after;
+                return Status::Ok();
+              }).ok());
+  EXPECT_EQ(after, 4);
 }
 
 }  // namespace
