@@ -17,7 +17,8 @@
   bodies and truncated bodies; and into every attempt for chosen paths (an object that fails for
   good: 500 or any other fault). Responses that break HTTP's rules: 204 to a GET, a redirect, a
   Content-Range other than the range asked for, a Content-Length one byte short (the byte left
-  over lands before the next response on the connection), a body without any length cut short.
+  over lands before the next response on the connection), a body without any length cut short,
+  a 416 (range not satisfiable) to any request, a HEAD or a GET without a Range among them.
   With ``error_rate``, a sustained share of all attempts fails (503 or a reset), chosen from a
   seed and each attempt's identity, so a run fails the same attempts whatever the order requests
   arrive in.
@@ -504,6 +505,12 @@ class FaultProxy:
                 if entry.fault == "204":
                     entry.status = 204
                     self._send(client_writer, 204, [], b"")
+                    await client_writer.drain()
+                    continue
+                if entry.fault == "416":
+                    entry.status = 416
+                    self._send(client_writer, 416, [("Content-Range", "bytes */100"),
+                                                    ("Content-Length", "0")], b"")
                     await client_writer.drain()
                     continue
                 if entry.fault == "301":

@@ -193,6 +193,9 @@ time.sleep({delay})
 """
 
 
+EXIT_COPIES = 3  # of each script at once
+
+
 @pytest.mark.parametrize("with_torch", [False, True])
 @pytest.mark.parametrize("threads,work", [
     (1, "pass"),                      # waiting in the loader for the next batch
@@ -202,13 +205,25 @@ def test_daemon_threads_iterating_at_exit_do_not_abort_the_process(store, with_t
                                                                    work):
     if with_torch:
         pytest.importorskip("torch")
-    for delay in (0.0, 0.03, 0.1, 0.25):
-        script = EXIT_SCRIPT.format(store=store, output="torch" if with_torch else "dlpack",
-                                    imports="import torch" if with_torch else "",
-                                    threads=threads, work=work, delay=delay)
-        proc = run_python(script)
-        assert proc.returncode == 0 and "terminate" not in proc.stderr, (delay, proc.stderr)
-        assert proc.stderr == "", (delay, proc.stderr)
+    # Copies at once, so that exits land while the machine is busy (the race this guards against
+    # showed only under load); each delay places the exit at another point of the iteration.
+    procs = []
+    try:
+        for delay in (0.0, 0.03, 0.1, 0.25):
+            script = EXIT_SCRIPT.format(store=store, output="torch" if with_torch else "dlpack",
+                                        imports="import torch" if with_torch else "",
+                                        threads=threads, work=work, delay=delay)
+            for _ in range(EXIT_COPIES):
+                procs.append((delay, subprocess.Popen([sys.executable, "-c", script],
+                                                      stdout=subprocess.PIPE,
+                                                      stderr=subprocess.PIPE, text=True)))
+        for delay, proc in procs:
+            _, stderr = proc.communicate(timeout=300)
+            assert proc.returncode == 0 and "terminate" not in stderr, (delay, stderr)
+            assert stderr == "", (delay, stderr)
+    finally:
+        for _, proc in procs:
+            proc.kill()
 
 
 # -- output="dlpack" ---------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ a few lines of Python but a lot of C++, and the Python binding reaches the very 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 
@@ -308,6 +310,30 @@ def test_responses_no_read_can_use_are_storage_errors_naming_the_url(proxy, monk
         zarrstream.open_array(url)
     assert "hunter2" not in str(e.value) and "secret" not in str(e.value)
     assert len(proxy.requests()) == 1, "a redirect is not retried"
+
+
+def test_a_416_to_a_request_without_a_range_is_a_storage_error(proxy):
+    """A 416 (range not satisfiable) answers a request for a range. A read of empty ranges (or none)
+    is a HEAD and a read of a whole value a GET without a Range: a 416 to either is the server's
+    error, never an answer about a range. In a subprocess, so that a crash fails this test alone."""
+    proxy.configure(broken={"sharded/c/1/1": "416"})
+    url = f"{proxy.url}/group.zarr"
+    script = (
+        "import zarrstream\n"
+        "from zarrstream import _zarrstream\n"
+        f"store = _zarrstream.open_store({url!r})\n"
+        "for ranges in ([('bounded', 3, 0)], [], [('from', 0, 0)]):\n"
+        "    try:\n"
+        "        print('read', store.read('sharded/c/1/1', ranges), flush=True)\n"
+        "    except zarrstream.ZarrstreamError as e:\n"
+        "        print(type(e).__name__, e, flush=True)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+    want = [f"StorageError HEAD {url}/sharded/c/1/1: HTTP 416"] * 2 + [
+        f"StorageError GET {url}/sharded/c/1/1: HTTP 416"]
+    assert proc.stdout.splitlines() == want
+    assert [r.method for r in proxy.requests()] == ["HEAD", "HEAD", "GET"], "a 416 is not retried"
 
 
 @pytest.mark.parametrize("rate", [0.2, 0.35, 0.5])

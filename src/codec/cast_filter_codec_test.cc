@@ -10,8 +10,8 @@
 namespace zarrstream {
 namespace {
 
-using testing::FromHex;
-using testing::Native;
+using testing::ExpectFilterDecodes;
+using testing::ExpectFilterEncodes;
 using testing::Representation;
 using testing::TypeOf;
 
@@ -126,14 +126,8 @@ TEST(CastFilterCodecTest, EncodesAndDecodesAsNumcodecs) {
     auto codec = Make(c.name, nlohmann::json::parse(c.configuration), type);
     ASSERT_NE(codec, nullptr);
     EXPECT_EQ(codec->encoded_representation().data_type, encoded_type);
-    const std::vector<std::byte> x = Native(FromHex(c.x), type);
-    const std::vector<std::byte> enc = Native(FromHex(c.enc), encoded_type);
-    const std::vector<std::byte> dec = Native(FromHex(c.dec), type);
-    std::vector<std::byte> encoded(enc.size()), decoded(dec.size());
-    ASSERT_TRUE(codec->Encode(x, encoded).ok());
-    EXPECT_EQ(encoded, enc);
-    ASSERT_TRUE(codec->Decode(enc, decoded).ok());
-    EXPECT_EQ(decoded, dec);
+    ExpectFilterEncodes(*codec, type, c.x, c.enc);
+    ExpectFilterDecodes(*codec, type, c.enc, c.dec);
     // Decoding is the identity exactly when it keeps the type; the GPU path relies on it.
     EXPECT_EQ(codec->traits().identity_decode, type == encoded_type);
   }

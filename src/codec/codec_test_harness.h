@@ -94,6 +94,29 @@ inline ::testing::AssertionResult IsMetadataError(const Status& status) {
   return ::testing::AssertionFailure() << "expected a Metadata error, got " << status.ToString();
 }
 
+// An array → array filter against numcodecs' output (little-endian hex): encoding `x` of
+// `decoded_type` gives `enc` of the codec's encoded type.
+inline void ExpectFilterEncodes(const ArrayToArrayCodec& codec, DataType decoded_type,
+                                std::string_view x, std::string_view enc) {
+  const DataType encoded_type = codec.encoded_representation().data_type;
+  const std::vector<std::byte> want = Native(FromHex(enc), encoded_type);
+  std::vector<std::byte> encoded(want.size());
+  Status status = codec.Encode(Native(FromHex(x), decoded_type), encoded);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(encoded, want) << "encode";
+}
+
+// Decoding `enc_in` (of the codec's encoded type) gives `dec` of `decoded_type`.
+inline void ExpectFilterDecodes(const ArrayToArrayCodec& codec, DataType decoded_type,
+                                std::string_view enc_in, std::string_view dec) {
+  const DataType encoded_type = codec.encoded_representation().data_type;
+  const std::vector<std::byte> want = Native(FromHex(dec), decoded_type);
+  std::vector<std::byte> decoded(want.size());
+  Status status = codec.Decode(Native(FromHex(enc_in), encoded_type), decoded);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(decoded, want) << "decode";
+}
+
 // DecodeInto a buffer followed by guard bytes; fails the test if a guard byte changed.
 inline Status DecodeIntoGuarded(const BytesToBytesCodec& codec, std::span<const std::byte> encoded,
                                 size_t size, std::vector<std::byte>* out) {

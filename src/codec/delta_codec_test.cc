@@ -11,9 +11,9 @@
 namespace zarrstream {
 namespace {
 
-using testing::FromHex;
+using testing::ExpectFilterDecodes;
+using testing::ExpectFilterEncodes;
 using testing::IsMetadataError;
-using testing::Native;
 using testing::Representation;
 using testing::TypeOf;
 
@@ -414,18 +414,10 @@ TEST(DeltaCodecTest, MatchesNumcodecs) {
     ASSERT_TRUE(codec.ok()) << codec.status().ToString();
     EXPECT_EQ((*codec)->encoded_representation().data_type, astype);
     EXPECT_EQ((*codec)->encoded_representation().shape, (std::vector<uint64_t>{5, 8}));
-    const size_t decoded_bytes = 40 * DataTypeSize(dtype),
-                 encoded_bytes = 40 * DataTypeSize(astype);
-
-    std::vector<std::byte> encoded(encoded_bytes);
-    ASSERT_TRUE((*codec)->Encode(Native(FromHex(c.x), dtype), encoded).ok());
-    EXPECT_EQ(encoded, Native(FromHex(c.enc), astype)) << "encode";
-
-    std::vector<std::byte> decoded(decoded_bytes);
-    ASSERT_TRUE((*codec)->Decode(Native(FromHex(c.enc_in), astype), decoded).ok());
-    EXPECT_EQ(decoded, Native(FromHex(c.dec), dtype)) << "decode";
-    ASSERT_TRUE((*codec)->Decode(Native(FromHex(c.enc_in2), astype), decoded).ok());
-    EXPECT_EQ(decoded, Native(FromHex(c.dec2), dtype)) << "decode of overflowing sums";
+    ExpectFilterEncodes(**codec, dtype, c.x, c.enc);
+    ExpectFilterDecodes(**codec, dtype, c.enc_in, c.dec);
+    SCOPED_TRACE("decode of overflowing sums");
+    ExpectFilterDecodes(**codec, dtype, c.enc_in2, c.dec2);
   }
 }
 

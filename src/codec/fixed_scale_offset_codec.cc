@@ -4,6 +4,7 @@
 #include <string>
 
 #include "codec/codec_configuration.h"
+#include "codec/elementwise_filter_codec.h"
 #include "codec/numpy_arithmetic.h"
 
 namespace zarrstream {
@@ -64,64 +65,6 @@ void Encode(const Parameters& p, const std::byte* in, std::byte* out, uint64_t n
   }
 }
 
-using Kernel = void (*)(const Parameters&, const std::byte*, std::byte*, uint64_t);
-
-class FixedScaleOffsetCodec final : public ArrayToArrayCodec {
- public:
-  FixedScaleOffsetCodec(const ChunkRepresentation& decoded, DataType astype,
-                        const Parameters& parameters, nlohmann::json configuration, Kernel encode,
-                        Kernel decode)
-      : parameters_(parameters),
-        configuration_(std::move(configuration)),
-        num_elements_(decoded.num_elements()),
-        decoded_size_(DataTypeSize(decoded.data_type)),
-        encode_(encode),
-        decode_(decode) {
-    encoded_ = decoded;
-    encoded_.data_type = astype;
-    encoded_.fill_value.resize(DataTypeSize(astype));
-    if (decoded.fill_value.size() == decoded_size_) {
-      encode_(parameters_, decoded.fill_value.data(), encoded_.fill_value.data(), 1);
-    }
-  }
-
-  const ChunkRepresentation& encoded_representation() const override { return encoded_; }
-
-  Status Decode(std::span<const std::byte> encoded, std::span<std::byte> decoded) const override {
-    ZS_RETURN_IF_ERROR(CheckSizes(encoded.size(), decoded.size()));
-    decode_(parameters_, encoded.data(), decoded.data(), num_elements_);
-    return Status::Ok();
-  }
-
-  Status Encode(std::span<const std::byte> decoded, std::span<std::byte> encoded) const override {
-    ZS_RETURN_IF_ERROR(CheckSizes(encoded.size(), decoded.size()));
-    encode_(parameters_, decoded.data(), encoded.data(), num_elements_);
-    return Status::Ok();
-  }
-
-  nlohmann::json ToJson() const override { return CodecJson(kName, configuration_); }
-  CodecTraits traits() const override { return {.type = CodecTraits::Type::kFixedScaleOffset}; }
-
- private:
-  Status CheckSizes(size_t encoded, size_t decoded) const {
-    if (encoded != num_elements_ * DataTypeSize(encoded_.data_type) ||
-        decoded != num_elements_ * decoded_size_) {
-      return InternalError(std::string(kName) + ": buffers of " + std::to_string(encoded) +
-                           " and " + std::to_string(decoded) + " bytes for a chunk of " +
-                           std::to_string(num_elements_) + " elements");
-    }
-    return Status::Ok();
-  }
-
-  Parameters parameters_;
-  nlohmann::json configuration_;
-  uint64_t num_elements_;
-  size_t decoded_size_;
-  Kernel encode_;
-  Kernel decode_;
-  ChunkRepresentation encoded_;
-};
-
 Result<Scalar> ReadScalar(const CodecConfiguration& config, std::string_view field) {
   const nlohmann::json* value = config.Find(field);
   if (value == nullptr)
@@ -153,24 +96,29 @@ Result<std::unique_ptr<ArrayToArrayCodec>> MakeFixedScaleOffsetCodec(
   ZS_ASSIGN_OR_RETURN(parameters.offset, ReadScalar(config, "offset"));
   ZS_ASSIGN_OR_RETURN(auto conversion, config.DtypeAndAstype(decoded.data_type));
   const DataType dtype = conversion.dtype, astype = conversion.astype;
-  Kernel encode = nullptr, decode = nullptr;
-  bool supported = numpy::VisitRealType(dtype, [&](auto d_tag) {
+  ElementwiseFilter filter{.name = std::string(kName),
+                           .traits = {.type = CodecTraits::Type::kFixedScaleOffset},
+                           .encoded_type = astype,
+                           .configuration = configuration};
+  numpy::VisitRealType(dtype, [&](auto d_tag) {
     numpy::VisitRealType(astype, [&](auto a_tag) {
       using D = typename decltype(d_tag)::type;
       using A = typename decltype(a_tag)::type;
-      encode = &Encode<D, A>;
-      decode = &Decode<D, A>;
+      filter.encode = [parameters](const std::byte* in, std::byte* out, uint64_t n) {
+        Encode<D, A>(parameters, in, out, n);
+      };
+      filter.decode = [parameters](const std::byte* in, std::byte* out, uint64_t n) {
+        Decode<D, A>(parameters, in, out, n);
+      };
     });
   });
-  if (!supported || encode == nullptr) {
-    return UnsupportedError(
-        std::string(kName) + ": data types " + std::string(DataTypeName(dtype)) + " -> " +
-        std::string(DataTypeName(astype)) + " are not supported (integer and float types only)");
+  if (!filter.encode) {
+    return UnsupportedElementTypes(kName, dtype, astype, "integer and float types");
   }
-  nlohmann::json normalized = configuration;
-  if (!normalized.contains("astype")) normalized["astype"] = normalized["dtype"];
-  return std::unique_ptr<ArrayToArrayCodec>(new FixedScaleOffsetCodec(
-      decoded, astype, parameters, std::move(normalized), encode, decode));
+  if (!filter.configuration.contains("astype")) {
+    filter.configuration["astype"] = filter.configuration["dtype"];
+  }
+  return MakeElementwiseFilterCodec(std::move(filter), decoded);
 }
 
 }  // namespace zarrstream

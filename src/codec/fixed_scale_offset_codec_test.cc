@@ -11,9 +11,9 @@
 namespace zarrstream {
 namespace {
 
-using testing::FromHex;
+using testing::ExpectFilterDecodes;
+using testing::ExpectFilterEncodes;
 using testing::IsMetadataError;
-using testing::Native;
 using testing::Representation;
 using testing::TypeOf;
 
@@ -193,11 +193,8 @@ TEST(FixedScaleOffsetCodecTest, MatchesNumcodecs) {
     auto codec = MakeFixedScaleOffsetCodec(config, Representation(dtype, {40}));
     ASSERT_TRUE(codec.ok()) << codec.status().ToString();
     EXPECT_EQ((*codec)->encoded_representation().data_type, astype);
-    std::vector<std::byte> encoded(40 * DataTypeSize(astype)), decoded(40 * DataTypeSize(dtype));
-    ASSERT_TRUE((*codec)->Encode(Native(FromHex(c.x), dtype), encoded).ok());
-    EXPECT_EQ(encoded, Native(FromHex(c.enc), astype)) << "encode";
-    ASSERT_TRUE((*codec)->Decode(Native(FromHex(c.enc_in), astype), decoded).ok());
-    EXPECT_EQ(decoded, Native(FromHex(c.dec), dtype)) << "decode";
+    ExpectFilterEncodes(**codec, dtype, c.x, c.enc);
+    ExpectFilterDecodes(**codec, dtype, c.enc_in, c.dec);
     EXPECT_EQ((*codec)->ToJson()["configuration"], config);
   }
 }

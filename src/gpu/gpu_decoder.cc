@@ -431,7 +431,8 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
   auto* sizes =
       DevicePointer<uint64_t>(results_.device + SizesOffset(results_total)) + results_offset;
   return nvcomp_->DecompressAsync(*driver_, compression, args, args + n, args + 2 * n, sizes, n,
-                                  temp_, temp_capacity_, args + 3 * n, statuses, stream_);
+                                  DevicePointer<void>(temp_), temp_capacity_, args + 3 * n,
+                                  statuses, stream_);
 }
 
 }  // namespace zarrstream

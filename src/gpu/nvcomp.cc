@@ -220,7 +220,7 @@ Result<size_t> Nvcomp::TempBytes(const CudaDriver& driver, GpuCompression compre
 Status Nvcomp::DecompressAsync(const CudaDriver& driver, GpuCompression compression,
                                const uint64_t* compressed, const uint64_t* compressed_bytes,
                                const uint64_t* output_bytes, uint64_t* decoded_bytes, size_t chunks,
-                               uint64_t temp, size_t temp_bytes, const uint64_t* outputs,
+                               void* temp, size_t temp_bytes, const uint64_t* outputs,
                                int32_t* statuses, void* stream) const {
   static_assert(sizeof(uint64_t) == sizeof(void*) && sizeof(uint64_t) == sizeof(size_t));
   const auto index = static_cast<size_t>(compression);
@@ -229,8 +229,8 @@ Status Nvcomp::DecompressAsync(const CudaDriver& driver, GpuCompression compress
         reinterpret_cast<const void* const*>(compressed),
         reinterpret_cast<const size_t*>(compressed_bytes),
         reinterpret_cast<const size_t*>(output_bytes), reinterpret_cast<size_t*>(decoded_bytes),
-        chunks, reinterpret_cast<void*>(temp), temp_bytes, reinterpret_cast<void* const*>(outputs),
-        DecompressOptions{}, statuses, stream);
+        chunks, temp, temp_bytes, reinterpret_cast<void* const*>(outputs), DecompressOptions{},
+        statuses, stream);
     return status == kNvcompSuccess ? Status::Ok()
                                     : NvcompError("DecompressAsync", compression, status);
   });

@@ -43,16 +43,17 @@ class Nvcomp {
   Result<size_t> TempBytes(const CudaDriver& driver, GpuCompression compression, size_t chunks,
                            size_t max_chunk_bytes, size_t total_bytes, void* stream) const;
 
-  // Queues the decode of `chunks` chunks on `stream`. Every pointer argument is a device array of
-  // `chunks` entries: the compressed chunks and their sizes, the output buffers and their sizes,
-  // and what the call sets: each chunk's decoded size and nvcompStatus_t (0: success). The
+  // Queues the decode of `chunks` chunks on `stream`, with `temp_bytes` of device scratch at
+  // `temp` (at least TempBytes). Every other pointer argument is a device array of `chunks`
+  // entries: the compressed chunks and their sizes, the output buffers and their sizes, and what
+  // the call sets: each chunk's decoded size and nvcompStatus_t (0: success). The
   // returned status is the call's; chunks fail through `statuses`. Input and output buffers must
   // be 16-byte aligned.
   Status DecompressAsync(const CudaDriver& driver, GpuCompression compression,
                          const uint64_t* compressed, const uint64_t* compressed_bytes,
                          const uint64_t* output_bytes, uint64_t* decoded_bytes, size_t chunks,
-                         uint64_t temp, size_t temp_bytes, const uint64_t* outputs,
-                         int32_t* statuses, void* stream) const;
+                         void* temp, size_t temp_bytes, const uint64_t* outputs, int32_t* statuses,
+                         void* stream) const;
 
   // Whether this nvCOMP computes batched CRC-32s (nvcompBatchedCRC32Async, nvCOMP 6.0 on): without
   // it gzip chunks decode on the CPU, since nvCOMP's gzip decoder does not verify the CRC-32 gzip

@@ -45,6 +45,26 @@ const std::string& Era5LikeUrl() {
   return dataset.url();
 }
 
+// Options of a loader of t2m alone, one sample a time step.
+LoaderOptions T2mOptions(uint64_t batch_size, uint64_t seed = 0,
+                         size_t prefetch = LoaderOptions().prefetch) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.batch_size = batch_size;
+  options.seed = seed;
+  options.prefetch = prefetch;
+  return options;
+}
+
+// The sample ids of the batches `loader` has left in its epoch, in order.
+std::vector<uint64_t> RemainingSampleIds(Loader& loader) {
+  std::vector<uint64_t> ids;
+  while (auto b = loader.Next().value()) {
+    ids.insert(ids.end(), (*b)->sample_ids().begin(), (*b)->sample_ids().end());
+  }
+  return ids;
+}
+
 TEST(BFloat16Test, RoundsToNearestEven) {
   auto bits = [](uint32_t b) { return std::bit_cast<float>(b); };
   EXPECT_EQ(FloatToBFloat16(1.0F), 0x3F80);
@@ -123,30 +143,20 @@ TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
 }
 
 TEST(LoaderTest, ResumedLoaderContinuesWithTheSameBatches) {
-  LoaderOptions options;
-  options.variables = {"t2m"};
-  options.batch_size = 2;
-  options.seed = 9;
-  options.prefetch = 3;
+  const LoaderOptions options = T2mOptions(/*batch_size=*/2, /*seed=*/9, /*prefetch=*/3);
   auto first = Loader::Open(Era5LikeUrl(), options);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   first->SetEpoch(1);
   ASSERT_TRUE(first->Next().ok());
   const std::string state = first->StateJson();
-  std::vector<uint64_t> rest;
-  while (auto b = first->Next().value()) {
-    rest.insert(rest.end(), (*b)->sample_ids().begin(), (*b)->sample_ids().end());
-  }
+  const std::vector<uint64_t> rest = RemainingSampleIds(*first);
 
   auto second = Loader::Open(Era5LikeUrl(), options);
   ASSERT_TRUE(second.ok());
   ASSERT_TRUE(second->RestoreStateJson(state).ok());
   EXPECT_EQ(second->epoch(), 1U);
   EXPECT_EQ(second->next_batch(), 1U);
-  std::vector<uint64_t> resumed;
-  while (auto b = second->Next().value()) {
-    resumed.insert(resumed.end(), (*b)->sample_ids().begin(), (*b)->sample_ids().end());
-  }
+  const std::vector<uint64_t> resumed = RemainingSampleIds(*second);
   EXPECT_EQ(resumed, rest);
   EXPECT_EQ(resumed.size(), 4U);  // 6 samples, 3 batches, one delivered before the state
 }
@@ -154,11 +164,8 @@ TEST(LoaderTest, ResumedLoaderContinuesWithTheSameBatches) {
 // Threads sharing one loader: each batch of an epoch goes to one of them, none of the next epoch's
 // while the loader is in this one, and every epoch starts where the previous one ended.
 TEST(LoaderTest, ThreadsSharingALoaderGetEachBatchOnceInItsEpoch) {
-  LoaderOptions options;
-  options.variables = {"t2m"};
-  options.seed = 3;
-  options.prefetch = 3;
-  auto loader = Loader::Open(Era5LikeUrl(), options);
+  auto loader =
+      Loader::Open(Era5LikeUrl(), T2mOptions(/*batch_size=*/1, /*seed=*/3, /*prefetch=*/3));
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   for (uint64_t epoch = 0; epoch < 4; ++epoch) {
     std::mutex mutex;
@@ -188,10 +195,7 @@ TEST(LoaderTest, ThreadsSharingALoaderGetEachBatchOnceInItsEpoch) {
 }
 
 TEST(LoaderTest, APutBackBatchIsDeliveredAgainAndTheStateIsBeforeIt) {
-  LoaderOptions options;
-  options.variables = {"t2m"};
-  options.batch_size = 2;
-  options.seed = 4;
+  const LoaderOptions options = T2mOptions(/*batch_size=*/2, /*seed=*/4);
   auto loader = Loader::Open(Era5LikeUrl(), options);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   const std::shared_ptr<const Batch> first = *loader->Next().value();
@@ -347,9 +351,7 @@ TEST(LoaderTest, BatchPlacementFollowsTheRequestAndWhatThisMachineCanDo) {
 
 // pin_memory: auto pins exactly when a CUDA device is present; on demands one.
 TEST(LoaderTest, PinnedBatchesFollowTheCudaDriver) {
-  LoaderOptions options;
-  options.variables = {"t2m"};
-  options.batch_size = 2;
+  LoaderOptions options = T2mOptions(/*batch_size=*/2);
   const CudaDriver* driver = CudaDriver::Get();
   auto automatic = Loader::Open(Era5LikeUrl(), options);
   ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();

@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include "util/checked_size.h"
+
 namespace zarrstream {
 namespace {
 
@@ -146,19 +148,11 @@ Status ValidateRegularGrid(const std::vector<uint64_t>& shape,
                       "has " + std::to_string(chunk_shape.size()) + " dimensions but '" +
                           std::string(shape_field) + "' has " + std::to_string(shape.size()));
   }
-  if (std::find(shape.begin(), shape.end(), 0) == shape.end()) {
-    uint64_t elements = 1;
-    for (uint64_t s : shape) {
-      if (__builtin_mul_overflow(elements, s, &elements)) {
-        return FieldError(ErrorCode::kUnsupported, shape_field, "has 2^64 or more elements");
-      }
-    }
+  if (std::find(shape.begin(), shape.end(), 0) == shape.end() && !CheckedProduct(shape)) {
+    return FieldError(ErrorCode::kUnsupported, shape_field, "has 2^64 or more elements");
   }
-  uint64_t chunk_bytes = DataTypeSize(data_type);
-  for (uint64_t c : chunk_shape) {
-    if (__builtin_mul_overflow(chunk_bytes, c, &chunk_bytes)) {
-      return FieldError(ErrorCode::kUnsupported, chunk_field, "a chunk has 2^64 or more bytes");
-    }
+  if (!CheckedProduct(chunk_shape, DataTypeSize(data_type))) {
+    return FieldError(ErrorCode::kUnsupported, chunk_field, "a chunk has 2^64 or more bytes");
   }
   return Status::Ok();
 }

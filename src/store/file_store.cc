@@ -260,8 +260,9 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
   const std::string path = PathOf(key);
   const std::string leaf(Segments(key).back());
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp_name =
-      leaf + ".zstmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  const std::string tmp_name = leaf + std::string(kFileStoreTemporaryMarker) +
+                               std::to_string(::getpid()) + "." +
+                               std::to_string(counter.fetch_add(1));
   const std::string tmp = path.substr(0, path.size() - leaf.size()) + tmp_name;
   std::vector<FileDescriptor> dirs;
   FileDescriptor fd;

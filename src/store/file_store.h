@@ -14,10 +14,15 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "store/store.h"
 
 namespace zarrstream {
+
+// In the name of every temporary file FileStore::Put writes ("<key>.zstmp.<pid>.<n>"): what a
+// cleanup of an interrupted writer's leftovers looks for.
+inline constexpr std::string_view kFileStoreTemporaryMarker = ".zstmp.";
 
 class FileStore final : public Store {
  public:

@@ -169,9 +169,11 @@ Status AcceptBody(ReadOperation& op, size_t r, const HttpResponse& response) {
   return Status::Ok();
 }
 
-// Final statuses a read takes as its answer (TakeReadResponse); others are the store's errors.
-bool IsReadOutcome(int status) {
-  return status == 404 || status == 416 || (status >= 200 && status < 300);
+// Final statuses request `r` of `op` takes as its answer (TakeReadResponse); others are the store's
+// errors. A 416 answers only a GET with a Range: to a HEAD or a whole-value GET it is the server's.
+bool IsReadOutcome(const ReadOperation& op, size_t r, int status) {
+  if (status == 416) return !op.head_only() && !op.plan.reads[r].is_full();
+  return status == 404 || (status >= 200 && status < 300);
 }
 
 // A 416 to merged read `r`: the range starts past the end. A from-offset range starting exactly at
@@ -346,7 +348,7 @@ Future<uint64_t> HttpStore::Read(std::string_view key, std::span<const ByteRange
         .OnReady([this, op, r, described = std::move(described)](Result<HttpResponse>& result) {
           if (!result.ok()) {
             op->Fail(result.status());
-          } else if (!IsReadOutcome(result->status)) {
+          } else if (!IsReadOutcome(*op, r, result->status)) {
             op->Fail(ErrorForResponse(described, *result));
           } else if (Status s = TakeReadResponse(*op, r, *result); !s.ok()) {
             op->Fail(std::move(s));

@@ -269,47 +269,14 @@ std::string JoinDims(const std::vector<std::string>& dims) {
   return s;
 }
 
-}  // namespace
-
-void Moments::Merge(const Moments& other) {
-  if (other.count == 0) return;
-  if (count == 0) {
-    *this = other;
-    return;
-  }
-  const double n_a = static_cast<double>(count);
-  const double n_b = static_cast<double>(other.count);
-  const double n = n_a + n_b;
-  const double delta = other.mean - mean;
-  mean += delta * (n_b / n);
-  m2 += other.m2 + delta * delta * (n_a * n_b / n);
-  count += other.count;
-}
-
-double Moments::Variance() const { return count == 0 ? kNaN : m2 / static_cast<double>(count); }
-
-Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
-                                             std::span<const Channel> channels,
-                                             const ChannelStatsOptions& options) {
-  if (channels.empty()) return InvalidArgumentError("no channels to compute statistics of");
-  // The channels' dimensions are the time-dependent ones'; a static field (Channel::broadcast)
-  // has them without time, and a time selection leaves it whole.
-  const Channel* reference = &channels.front();
-  for (const Channel& c : channels) {
-    if (!c.broadcast) {
-      reference = &c;
-      break;
-    }
-  }
-  const std::vector<std::string>& dims = reference->dims;
-  const std::vector<uint64_t>& shape = reference->shape;
-  ChannelStatsFile file;
-  file.source = dataset.url();
-  file.decode_cf = options.decode_cf;
-
-  // Per channel dimension: the selected indices as runs.
+// Per channel dimension that `selections` select on: the selected indices as runs. Records each
+// selection's labels in `recorded`.
+Result<std::map<std::string, std::vector<IndexRange>>> SelectedRuns(
+    const Dataset& dataset, const std::vector<std::string>& dims,
+    const std::vector<uint64_t>& shape, const std::vector<LabelSelection>& selections,
+    std::vector<SelectedLabels>* recorded) {
   std::map<std::string, std::vector<IndexRange>> selected;
-  for (const LabelSelection& selection : options.select) {
+  for (const LabelSelection& selection : selections) {
     auto dim = std::find(dims.begin(), dims.end(), selection.dim);
     std::optional<Coordinate> loaded;
     if (dim == dims.end()) {
@@ -365,13 +332,15 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
     } else {
       for (uint64_t i : indices) labels.labels.push_back(coordinate.FormatLabel(i));
     }
-    file.select.push_back(std::move(labels));
+    recorded->push_back(std::move(labels));
     selected[along] = Runs(std::move(indices));
   }
+  return selected;
+}
 
-  // One pass per array, its channels' levels grouped by the level chunks that hold them.
+// One pass per array, in the order of the arrays' first channels, each listing its channels.
+Result<std::vector<ArrayPass>> PassesByArray(std::span<const Channel> channels, bool decode_cf) {
   std::vector<ArrayPass> passes;
-  std::vector<std::pair<size_t, size_t>> channel_place(channels.size());  // (pass, slot)
   for (size_t c = 0; c < channels.size(); ++c) {
     const Channel& channel = channels[c];
     auto it = std::find_if(passes.begin(), passes.end(), [&](const ArrayPass& p) {
@@ -380,7 +349,7 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
     if (it == passes.end()) {
       ArrayPass pass{channel.array, {}, channel.level_dim, {}, {}, {}, 1, 0};
       CfDecoding cf = StoredValues(channel.array.dtype());
-      if (options.decode_cf) {
+      if (decode_cf) {
         ZS_ASSIGN_OR_RETURN(cf, CfDecodingOf(channel.array));
       }
       ZS_ASSIGN_OR_RETURN_CTX(pass.reducer, ReducerFor(channel.array.dtype(), cf),
@@ -388,59 +357,66 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
       passes.push_back(std::move(pass));
       it = passes.end() - 1;
     }
-    channel_place[c] = {static_cast<size_t>(it - passes.begin()), it->channel_slots.size()};
     it->channel_slots.push_back(c);
   }
-  uint64_t total_bytes = 0;
-  for (ArrayPass& pass : passes) {
-    const std::vector<uint64_t> chunks = pass.array.chunks();
-    size_t channel_dim = 0;
-    for (size_t d = 0; d < pass.array.rank(); ++d) {
-      if (pass.level_dim && d == *pass.level_dim) {
-        std::map<uint64_t, LevelPiece> by_chunk;
-        for (size_t slot = 0; slot < pass.channel_slots.size(); ++slot) {
-          const uint64_t level = channels[pass.channel_slots[slot]].level_index;
-          LevelPiece& piece = by_chunk[level / chunks[d]];
-          if (piece.channels.empty()) piece.span = {level, level + 1};
-          piece.span.start = std::min(piece.span.start, level);
-          piece.span.stop = std::max(piece.span.stop, level + 1);
-          piece.channels.emplace_back(slot, level);
-        }
-        std::vector<IndexRange> spans;
-        for (auto& [chunk, piece] : by_chunk) {
-          spans.push_back(piece.span);
-          pass.level_pieces.push_back(std::move(piece));
-        }
-        pass.pieces.push_back(std::move(spans));
-        continue;
-      }
-      const std::string& dim = channels[pass.channel_slots.front()].dims[channel_dim++];
-      const auto sel = selected.find(dim);
-      const std::vector<IndexRange> runs =
-          sel != selected.end() ? sel->second : std::vector<IndexRange>{{0, pass.array.shape()[d]}};
-      pass.pieces.push_back(SplitAtChunks(runs, chunks[d]));
-    }
-    // Blocks are the cartesian product of the pieces, so their elements multiply out per dim.
-    uint64_t elements = 1;
-    for (const auto& dim_pieces : pass.pieces) {
-      pass.num_blocks *= dim_pieces.size();
-      uint64_t extent = 0;
-      for (const IndexRange& r : dim_pieces) extent += r.size();
-      elements *= extent;
-    }
-    pass.num_bytes = elements * DataTypeSize(pass.array.dtype());
-    total_bytes += pass.num_bytes;
-  }
+  return passes;
+}
 
-  // Blocks run in parallel batches; their results merge in block order, so the sums do not
-  // depend on scheduling.
+// Cuts `pass`'s array into blocks: its channels' levels grouped by the level chunks that hold
+// them, every other dim's selection (`selected`, else all of it) cut at chunk boundaries.
+void PlanBlocks(std::span<const Channel> channels,
+                const std::map<std::string, std::vector<IndexRange>>& selected, ArrayPass* pass) {
+  const std::vector<uint64_t> chunks = pass->array.chunks();
+  size_t channel_dim = 0;
+  for (size_t d = 0; d < pass->array.rank(); ++d) {
+    if (pass->level_dim && d == *pass->level_dim) {
+      std::map<uint64_t, LevelPiece> by_chunk;
+      for (size_t slot = 0; slot < pass->channel_slots.size(); ++slot) {
+        const uint64_t level = channels[pass->channel_slots[slot]].level_index;
+        LevelPiece& piece = by_chunk[level / chunks[d]];
+        if (piece.channels.empty()) piece.span = {level, level + 1};
+        piece.span.start = std::min(piece.span.start, level);
+        piece.span.stop = std::max(piece.span.stop, level + 1);
+        piece.channels.emplace_back(slot, level);
+      }
+      std::vector<IndexRange> spans;
+      for (auto& [chunk, piece] : by_chunk) {
+        spans.push_back(piece.span);
+        pass->level_pieces.push_back(std::move(piece));
+      }
+      pass->pieces.push_back(std::move(spans));
+      continue;
+    }
+    const std::string& dim = channels[pass->channel_slots.front()].dims[channel_dim++];
+    const auto sel = selected.find(dim);
+    const std::vector<IndexRange> runs =
+        sel != selected.end() ? sel->second : std::vector<IndexRange>{{0, pass->array.shape()[d]}};
+    pass->pieces.push_back(SplitAtChunks(runs, chunks[d]));
+  }
+  // Blocks are the cartesian product of the pieces, so their elements multiply out per dim.
+  uint64_t elements = 1;
+  for (const auto& dim_pieces : pass->pieces) {
+    pass->num_blocks *= dim_pieces.size();
+    uint64_t extent = 0;
+    for (const IndexRange& r : dim_pieces) extent += r.size();
+    elements *= extent;
+  }
+  pass->num_bytes = elements * DataTypeSize(pass->array.dtype());
+}
+
+// Reads and reduces every block of `passes`, merged per channel (of `num_channels`). Blocks run in
+// parallel batches; their results merge in block order, so the sums do not depend on scheduling.
+Result<std::vector<BlockStats>> ReduceBlocks(const std::vector<ArrayPass>& passes,
+                                             size_t num_channels,
+                                             const ChannelStatsOptions& options) {
+  uint64_t total_bytes = 0;
+  for (const ArrayPass& pass : passes) total_bytes += pass.num_bytes;
   ThreadPool pool(options.num_threads);
   const uint64_t batch = std::max<uint64_t>(64, 16 * pool.num_threads());
-  std::vector<BlockStats> merged(channels.size());
+  std::vector<BlockStats> merged(num_channels);
   std::vector<std::vector<BlockStats>> results;
   uint64_t done_bytes = 0;
-  for (size_t p = 0; p < passes.size(); ++p) {
-    const ArrayPass& pass = passes[p];
+  for (const ArrayPass& pass : passes) {
     for (uint64_t first = 0; first < pass.num_blocks; first += batch) {
       const uint64_t n = std::min(batch, pass.num_blocks - first);
       results.resize(n);
@@ -462,21 +438,68 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
       }
     }
   }
+  return merged;
+}
 
+// The statistics of `channel` from its merged block statistics (NaN where it has no values).
+ChannelStats Summarize(const Channel& channel, const BlockStats& s) {
+  ChannelStats out;
+  out.name = channel.name;
+  out.variable = channel.variable;
+  out.level = channel.level;
+  out.count = s.moments.count;
+  out.nan_count = s.nan_count;
+  const bool any = s.moments.count > 0;
+  out.mean = any ? s.moments.mean : kNaN;
+  out.std = any ? std::sqrt(s.moments.Variance()) : kNaN;
+  out.min = any ? s.min : kNaN;
+  out.max = any ? s.max : kNaN;
+  return out;
+}
+
+}  // namespace
+
+void Moments::Merge(const Moments& other) {
+  if (other.count == 0) return;
+  if (count == 0) {
+    *this = other;
+    return;
+  }
+  const double n_a = static_cast<double>(count);
+  const double n_b = static_cast<double>(other.count);
+  const double n = n_a + n_b;
+  const double delta = other.mean - mean;
+  mean += delta * (n_b / n);
+  m2 += other.m2 + delta * delta * (n_a * n_b / n);
+  count += other.count;
+}
+
+double Moments::Variance() const { return count == 0 ? kNaN : m2 / static_cast<double>(count); }
+
+Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
+                                             std::span<const Channel> channels,
+                                             const ChannelStatsOptions& options) {
+  if (channels.empty()) return InvalidArgumentError("no channels to compute statistics of");
+  // The channels' dimensions are the time-dependent ones'; a static field (Channel::broadcast)
+  // has them without time, and a time selection leaves it whole.
+  const Channel* reference = &channels.front();
+  for (const Channel& c : channels) {
+    if (!c.broadcast) {
+      reference = &c;
+      break;
+    }
+  }
+  ChannelStatsFile file;
+  file.source = dataset.url();
+  file.decode_cf = options.decode_cf;
+  ZS_ASSIGN_OR_RETURN(const auto selected, SelectedRuns(dataset, reference->dims, reference->shape,
+                                                        options.select, &file.select));
+  ZS_ASSIGN_OR_RETURN(std::vector<ArrayPass> passes, PassesByArray(channels, options.decode_cf));
+  for (ArrayPass& pass : passes) PlanBlocks(channels, selected, &pass);
+  ZS_ASSIGN_OR_RETURN(const std::vector<BlockStats> merged,
+                      ReduceBlocks(passes, channels.size(), options));
   for (size_t c = 0; c < channels.size(); ++c) {
-    const BlockStats& s = merged[c];
-    ChannelStats out;
-    out.name = channels[c].name;
-    out.variable = channels[c].variable;
-    out.level = channels[c].level;
-    out.count = s.moments.count;
-    out.nan_count = s.nan_count;
-    const bool any = s.moments.count > 0;
-    out.mean = any ? s.moments.mean : kNaN;
-    out.std = any ? std::sqrt(s.moments.Variance()) : kNaN;
-    out.min = any ? s.min : kNaN;
-    out.max = any ? s.max : kNaN;
-    file.channels.push_back(std::move(out));
+    file.channels.push_back(Summarize(channels[c], merged[c]));
   }
   return file;
 }

@@ -1,6 +1,7 @@
 // The rechunk job's records in its destination (see rechunk_job_record.h).
 #include "tools/rechunk_job_record.h"
 
+#include "store/file_store.h"
 #include "util/byte_buffer.h"
 
 namespace zarrstream::tools {
@@ -10,10 +11,6 @@ using nlohmann::json;
 
 // Where the parts of a job record their finished slabs, inside the destination.
 constexpr std::string_view kStatePrefix = ".zarrstream-rechunk";
-
-// In the name of the temporary file a local store writes an object to before renaming it into
-// place ("<key>.zstmp.<pid>.<n>", FileStore::Put).
-constexpr std::string_view kTemporaryObjectMarker = ".zstmp.";
 
 }  // namespace
 
@@ -55,7 +52,7 @@ Status RemoveAbandonedTemporaries(Store& store) {
     const size_t slash = key.key.rfind('/');
     const std::string_view leaf =
         std::string_view(key.key).substr(slash == std::string::npos ? 0 : slash + 1);
-    if (leaf.find(kTemporaryObjectMarker) != std::string_view::npos) {
+    if (leaf.find(kFileStoreTemporaryMarker) != std::string_view::npos) {
       ZS_RETURN_IF_ERROR(store.Delete(key.key));
     }
   }
