@@ -142,10 +142,15 @@ Result<WalkEnd> OpenParentDirectories(const std::string& root, std::string_view 
       const int err = errno;
       struct stat st {};
       if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-        return StorageError("refusing to write " + root + "/" + std::string(key) + ": " + path +
-                            " is a symbolic link, and writes never follow links below the "
-                            "store root " +
-                            root);
+        std::string message = "refusing to write ";
+        message += root;
+        message += "/";
+        message += key;
+        message += ": ";
+        message += path;
+        message += " is a symbolic link, and writes never follow links below the store root ";
+        message += root;
+        return StorageError(std::move(message));
       }
       if (err == ENOENT) return WalkEnd::kMissing;  // with `create`: removed since made
       return StorageError("opening " + path + ": " + ErrnoMessage(err));
@@ -298,7 +303,12 @@ Status FileStore::Put(std::string_view key, std::span<const std::byte> value) {
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
-      return fail(err, "writing " + path + " (through " + tmp + ")");
+      std::string what = "writing ";
+      what += path;
+      what += " (through ";
+      what += tmp;
+      what += ")";
+      return fail(err, what);
     }
     p += n;
     left -= static_cast<size_t>(n);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "dataset/cf_decoding.h"
 #include "metadata/float16.h"
