@@ -2,7 +2,7 @@
 (netCDF4 engine), references made by kerchunk (SingleHdf5ToZarr; MultiZarrToZarr along time), and
 zarrstream's reads through ``reference://`` (open_group, open_array with and without CF decoding,
 the Loader, ``zarrstream inspect``) compared with xarray's reads of the same netCDF files. Targets
-are local files, files served by nginx over HTTP, and inline data.
+are local files, files served by nginx over HTTP, objects in moto's S3 server, and inline data.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import xarray as xr
 
 import zarrstream
 from conftest import run_cli
-from object_servers import Nginx
+from object_servers import MotoS3, Nginx
 
 kerchunk_hdf = pytest.importorskip("kerchunk.hdf")
 kerchunk_combine = pytest.importorskip("kerchunk.combine")
@@ -216,6 +216,30 @@ def test_http_targets_through_nginx(files, tmp_path):
         (batch,) = list(loader)
         np.testing.assert_array_equal(batch["input"].numpy()[:, 0],
                                       decoded["packed"].values.astype("float32"))
+    finally:
+        server.stop()
+
+
+def test_s3_targets_through_moto(files, tmp_path, monkeypatch):
+    """The reference file and the netCDF file in a bucket, read with signed requests."""
+    server = MotoS3()
+    try:
+        bucket = tmp_path / "bucket"
+        bucket.mkdir()
+        shutil.copy(files / "a.nc", bucket / "a.nc")
+        refs = make_refs(files / "a.nc", url="s3://virtual/era5/a.nc")
+        (bucket / "refs.json").write_text(json.dumps(refs))
+        server.upload_tree("virtual", bucket, "era5")
+        server.set_auth(True)
+        for name, value in [("AWS_ACCESS_KEY_ID", server.access_key),
+                            ("AWS_SECRET_ACCESS_KEY", server.secret_key),
+                            ("AWS_ENDPOINT_URL_S3", server.endpoint), ("AWS_REGION", server.REGION)]:
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        raw = open_nc(files / "a.nc", decode_cf=False)
+        group = zarrstream.open_group("reference://s3://virtual/era5/refs.json")
+        for name in VARIABLES:
+            assert_same(group[name].read(), raw[name].values, name)
     finally:
         server.stop()
 
