@@ -45,8 +45,4 @@ Status ParseExtendedFillValue(const nlohmann::json& value, ArrayMetadata* metada
 nlohmann::json ExtendedTypeToV3Json(const ExtendedType& type);
 nlohmann::json ExtendedFillValueToJson(const ArrayMetadata& metadata);
 
-// Base64 (RFC 4648, with padding) to bytes and back; nullopt when `text` is not base64.
-std::optional<std::string> DecodeBase64(std::string_view text);
-std::string EncodeBase64(std::string_view bytes);
-
 }  // namespace zarrstream

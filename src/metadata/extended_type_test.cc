@@ -150,14 +150,5 @@ TEST(ExtendedTypeTest, V2FormsOfZarrPython) {
                       ErrorCode::kUnsupported, {"object codec", "pickle"});
 }
 
-TEST(ExtendedTypeTest, Base64RoundTrips) {
-  for (std::string bytes : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
-                            std::string("\x00\xff\x10\x20", 4)}) {
-    EXPECT_EQ(DecodeBase64(EncodeBase64(bytes)), bytes);
-  }
-  EXPECT_FALSE(DecodeBase64("abc").has_value());
-  EXPECT_FALSE(DecodeBase64("a=bc").has_value());
-}
-
 }  // namespace
 }  // namespace zarrstream

@@ -14,34 +14,6 @@ using nlohmann::json;
 
 constexpr size_t kMaxDescribedStringLength = 64;
 
-// Nesting depth of a JSON text, counting brackets outside strings. Malformed text is left to the
-// real parser to report; this only has to be right for text that parses.
-bool NestingExceeds(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 std::optional<uint64_t> AsUInt64(const json& value) {
   if (value.is_number_unsigned()) return value.get<uint64_t>();
   if (value.is_number_integer() && value.get<int64_t>() >= 0) {
@@ -51,18 +23,6 @@ std::optional<uint64_t> AsUInt64(const json& value) {
 }
 
 }  // namespace
-
-Result<json> ParseJsonDocument(std::string_view text, std::string_view document) {
-  if (NestingExceeds(text, kMaxJsonNesting)) {
-    return MetadataError("invalid JSON in " + std::string(document) + ": nested deeper than " +
-                         std::to_string(kMaxJsonNesting) + " levels");
-  }
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    return MetadataError("invalid JSON in " + std::string(document) + ": " + e.what());
-  }
-}
 
 Status CheckFormatVersion(const json& document, std::string_view field, int expected) {
   auto it = document.find(std::string(field));

@@ -11,22 +11,15 @@
 #include <vector>
 
 #include "metadata/array_metadata.h"
+#include "util/json_document.h"
 #include "zarrstream/data_type.h"
 #include "zarrstream/status.h"
 
 namespace zarrstream {
 
-// Deeper documents are rejected before nlohmann builds them: copying or destroying a value recurses
-// once per level, so a hostile "[[[[..." could otherwise exhaust a thread's stack.
-inline constexpr int kMaxJsonNesting = 256;
-
 // Consolidated metadata keys deeper than this are rejected: each group in consolidated metadata
 // carries a copy of the nodes below it, so depth multiplies the memory a document can cost.
 inline constexpr int kMaxNodePathDepth = 64;
-
-// Parses `text` as one JSON document. Syntax errors, invalid UTF-8 and excessive nesting are
-// kMetadata errors naming `document` (".zarray", "zarr.json").
-Result<nlohmann::json> ParseJsonDocument(std::string_view text, std::string_view document);
 
 // Checks that document[field] is the integer `expected` ("zarr_format": 3). Missing or not an
 // integer is kMetadata; another version is kUnsupported.

@@ -180,6 +180,10 @@ Result<json> ParseTypeChangingFilter(const json& filter, const std::string& fiel
   return configuration;
 }
 
+// A compressor (in "compressor", or in "filters" where v2 allows any codec) as its v3 codec; errors
+// name `field`.
+Result<CodecSpec> ParseCompressor(const json& compressor, V2Type current, const std::string& field);
+
 struct V2CodecChain {
   std::vector<CodecSpec> array_to_array;
   std::vector<CodecSpec> after_bytes;  // filters that work on bytes (shuffle)
@@ -201,8 +205,9 @@ Status AddFilter(const json& filter, const std::string& field, V2Type* current,
     // Array filters must come before the bytes codec in a v3 chain, so one after a byte filter
     // has no v3 equivalent.
     if (!chain->after_bytes.empty()) {
-      return FieldError(ErrorCode::kUnsupported, field + ".id",
-                        "filter " + DescribeJson(*id) + " after a \"shuffle\" filter");
+      return FieldError(
+          ErrorCode::kUnsupported, field + ".id",
+          "filter " + DescribeJson(*id) + " after a filter on bytes (\"shuffle\" or a compressor)");
     }
     json configuration = json::object();
     const std::string name = "numcodecs." + id->get<std::string>();
@@ -258,14 +263,22 @@ Status AddFilter(const json& filter, const std::string& field, V2Type* current,
     chain->after_bytes.push_back({"numcodecs.shuffle", {{"elementsize", element_size}}});
     return Status::Ok();
   }
+  // v2 takes any codec as a filter: kerchunk writes an HDF5 dataset's deflate as a "zlib" filter
+  // after "shuffle", with a null compressor. Such a compressor works on bytes, as shuffle does.
+  if (*id == "zlib" || *id == "gzip" || *id == "bz2" || *id == "zstd" || *id == "lz4" ||
+      *id == "blosc") {
+    ZS_ASSIGN_OR_RETURN(CodecSpec codec, ParseCompressor(filter, *current, field));
+    chain->after_bytes.push_back(std::move(codec));
+    return Status::Ok();
+  }
   return FieldError(ErrorCode::kUnsupported, field + ".id",
                     "unsupported filter " + DescribeJson(*id));
 }
 
 // Compressors: options a decoder does not need are ignored (the compressed frame describes
 // itself), so numcodecs versions adding encoder options do not break reading.
-Result<CodecSpec> ParseCompressor(const json& compressor, V2Type current) {
-  const std::string field = "compressor";
+Result<CodecSpec> ParseCompressor(const json& compressor, V2Type current,
+                                  const std::string& field) {
   if (!compressor.is_object()) {
     return FieldError(
         ErrorCode::kMetadata, field,
@@ -375,7 +388,7 @@ Result<std::vector<CodecSpec>> BuildCodecChain(const json& filters, const json& 
   codecs.push_back({"bytes", std::move(bytes_configuration)});
   for (CodecSpec& codec : chain.after_bytes) codecs.push_back(std::move(codec));
   if (!compressor.is_null()) {
-    ZS_ASSIGN_OR_RETURN(CodecSpec codec, ParseCompressor(compressor, current));
+    ZS_ASSIGN_OR_RETURN(CodecSpec codec, ParseCompressor(compressor, current, "compressor"));
     codecs.push_back(std::move(codec));
   }
   return codecs;
@@ -419,7 +432,7 @@ Result<std::vector<CodecSpec>> BuildObjectCodecChain(const json& filters, const 
   }
   if (!compressor.is_null()) {
     ZS_ASSIGN_OR_RETURN(CodecSpec codec,
-                        ParseCompressor(compressor, V2Type{DataType::kUInt8, false}));
+                        ParseCompressor(compressor, V2Type{DataType::kUInt8, false}, "compressor"));
     codecs.push_back(std::move(codec));
   }
   return codecs;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "metadata/v3_metadata.h"
+#include "util/status_test_util.h"
 
 namespace zarrstream {
 namespace {
@@ -482,6 +483,28 @@ TEST(V2MetadataTest, Filters) {
                 {"numcodecs.astype", {{"decode_dtype", "<f4"}, {"encode_dtype", ">f2"}}},
                 {"bytes", {{"endian", "big"}}},
                 {"numcodecs.zlib", {{"level", 1}}}}));
+
+  // Compressors as filters (kerchunk's form of an HDF5 dataset's shuffle + deflate), before a
+  // compressor too; an array filter cannot follow one.
+  chain = Chain(
+      "<f4", json::array({{{"id", "shuffle"}, {"elementsize", 4}}, {{"id", "zlib"}, {"level", 4}}}),
+      nullptr);
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  EXPECT_EQ(*chain, (std::vector<CodecSpec>{{"bytes", {{"endian", "little"}}},
+                                            {"numcodecs.shuffle", {{"elementsize", 4}}},
+                                            {"numcodecs.zlib", {{"level", 4}}}}));
+  chain = Chain("<i2", json::array({{{"id", "gzip"}, {"level", 1}}}), {{"id", "zstd"}});
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  EXPECT_EQ(*chain, (std::vector<CodecSpec>{{"bytes", {{"endian", "little"}}},
+                                            {"gzip", {{"level", 1}}},
+                                            {"zstd", {{"level", 0}, {"checksum", false}}}}));
+  ExpectErrorContains(
+      Chain("<f8", json::array({{{"id", "zlib"}}, {{"id", "delta"}, {"dtype", "<f8"}}}), nullptr)
+          .status(),
+      ErrorCode::kUnsupported, {"filters[1].id", "after"});
+  ExpectErrorContains(
+      Chain("<f8", json::array({{{"id", "zlib"}, {"level", "x"}}}), nullptr).status(),
+      ErrorCode::kMetadata, {"filters[0]"});
 
   // Empty filter lists mean no filters.
   chain = Chain("<f4", json::array(), nullptr);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "store/reference_store.h"
+
 namespace zarrstream {
 
 namespace {
@@ -381,6 +383,11 @@ const StoreMetrics* MetricsOf(const Store& store) {
   return http != nullptr ? &http->metrics() : nullptr;
 }
 
-bool IsRemoteStore(const Store& store) { return dynamic_cast<const HttpStore*>(&store) != nullptr; }
+bool IsRemoteStore(const Store& store) {
+  if (const auto* references = dynamic_cast<const ReferenceStore*>(&store)) {
+    return references->has_remote_targets();
+  }
+  return dynamic_cast<const HttpStore*>(&store) != nullptr;
+}
 
 }  // namespace zarrstream

@@ -6,6 +6,7 @@
 #include "store/file_store.h"
 #include "store/http_store.h"
 #include "store/memory_store.h"
+#include "store/reference_store.h"
 #include "store/s3_store.h"
 #include "util/fork_safety.h"
 
@@ -45,6 +46,10 @@ Registry& GetRegistry() {
       return std::shared_ptr<Store>(std::move(store));
     };
     r->factories["s3"] = r->factories["gs"] = OpenS3StoreFromUrl;
+    r->factories["reference"] = [](std::string_view url) -> Result<std::shared_ptr<Store>> {
+      ZS_ASSIGN_OR_RETURN(auto store, ReferenceStore::Open(url));
+      return std::shared_ptr<Store>(std::move(store));
+    };
     return r;
   }();
   return *registry;

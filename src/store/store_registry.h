@@ -1,6 +1,7 @@
 // The URL → store registry. Backends register a factory for their URL schemes; OpenStore picks one.
 // Plain paths and file:// URLs open a FileStore; memory:// names a process-wide MemoryStore
-// (tests).
+// (tests); reference://<location of a reference file> opens a ReferenceStore (Kerchunk
+// references, reference_store.h).
 #pragma once
 
 #include <functional>

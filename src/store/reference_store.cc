@@ -1,0 +1,574 @@
+#include "store/reference_store.h"
+
+#include <charconv>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "store/curl_transport.h"
+#include "store/http_store.h"
+#include "store/reference_template.h"
+#include "store/store_registry.h"
+#include "util/base64.h"
+#include "util/json_document.h"
+
+namespace zarrstream {
+
+namespace {
+
+using nlohmann::json;
+
+// All "gen" entries of a set together generate at most this many keys: a few bytes of JSON could
+// otherwise ask for more keys than memory holds.
+constexpr uint64_t kMaxGeneratedKeys = uint64_t{1} << 26;
+
+constexpr std::string_view kScheme = "reference";
+
+bool HasScheme(std::string_view url) { return url.find("://") != std::string_view::npos; }
+
+// A short description of a JSON value for messages.
+std::string Describe(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
+// Splits the URL or path of a file into the URL of its directory (a store) and its name (a key).
+Result<std::pair<std::string, std::string>> SplitFileUrl(std::string_view url) {
+  auto [scheme, rest] = SplitScheme(url);
+  if (scheme.empty() || scheme == "file") {
+    const std::filesystem::path path = std::filesystem::path(rest).lexically_normal();
+    std::string name = path.filename().string();
+    if (name.empty() || name == "." || name == "..") {
+      return InvalidArgumentError("'" + std::string(url) + "' names a directory, not a file");
+    }
+    std::string directory = path.parent_path().string();
+    if (directory.empty()) directory = ".";
+    if (!scheme.empty()) directory = "file://" + directory;
+    return std::make_pair(std::move(directory), std::move(name));
+  }
+  const size_t slash = rest.rfind('/');
+  if (slash == std::string_view::npos || slash + 1 == rest.size()) {
+    return InvalidArgumentError("'" + RedactUrl(url) + "' names no file (no path after the host)");
+  }
+  std::string directory(scheme);
+  directory += "://";
+  directory += rest.substr(0, slash);
+  return std::make_pair(std::move(directory), std::string(rest.substr(slash + 1)));
+}
+
+}  // namespace
+
+// Builds a ReferenceStore's references and targets from a parsed reference set.
+class ReferenceSetParser {
+ public:
+  ReferenceSetParser(ReferenceStore* store, std::string directory)
+      : store_(store), directory_(std::move(directory)) {}
+
+  Status Parse(const json& document) {
+    if (!document.is_object()) {
+      return MetadataError("a reference set is a JSON object, not " + Describe(document));
+    }
+    auto version = document.find("version");
+    if (version == document.end()) {  // version 0: the object is the references
+      for (const auto& [key, value] : document.items()) {
+        ZS_RETURN_IF_ERROR(AddReference(key, value, nullptr));
+      }
+      return Status::Ok();
+    }
+    if (!version->is_number_integer() || version->get<int64_t>() != 1) {
+      return UnsupportedError("reference set version " + Describe(*version) +
+                              " (versions 0 and 1 are read)");
+    }
+    TemplateLibrary templates;
+    if (auto it = document.find("templates"); it != document.end() && !it->is_null()) {
+      if (!it->is_object()) return MetadataError("\"templates\" is not an object");
+      std::map<std::string, std::string> texts;
+      for (const auto& [name, text] : it->items()) {
+        if (!text.is_string()) {
+          return MetadataError("templates['" + name + "'] is not a string: " + Describe(text));
+        }
+        texts[name] = text.get<std::string>();
+      }
+      ZS_ASSIGN_OR_RETURN(templates, TemplateLibrary::Parse(texts));
+    }
+    if (auto it = document.find("refs"); it != document.end() && !it->is_null()) {
+      if (!it->is_object()) return MetadataError("\"refs\" is not an object");
+      for (const auto& [key, value] : it->items()) {
+        ZS_RETURN_IF_ERROR(AddReference(key, value, &templates));
+      }
+    }
+    if (auto it = document.find("gen"); it != document.end() && !it->is_null()) {
+      if (!it->is_array()) return MetadataError("\"gen\" is not a list");
+      for (size_t i = 0; i < it->size(); ++i) {
+        ZS_RETURN_IF_ERROR_CTX(AddGenerated((*it)[i], templates), "gen[" + std::to_string(i) + "]");
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  using Reference = ReferenceStore::Reference;
+
+  Status AddReference(const std::string& key, const json& value, const TemplateLibrary* templates) {
+    ZS_RETURN_IF_ERROR_CTX(AddReferenceUnchecked(key, value, templates), "key '" + key + "'");
+    return Status::Ok();
+  }
+
+  Status AddReferenceUnchecked(const std::string& key, const json& value,
+                               const TemplateLibrary* templates) {
+    if (Status s = ValidateKey(key); !s.ok()) return MetadataError(s.message());
+    Reference reference;
+    if (value.is_string()) {
+      const std::string& text = value.get_ref<const std::string&>();
+      if (text.starts_with("base64:")) {
+        std::optional<std::string> bytes = DecodeBase64(std::string_view(text).substr(7));
+        if (!bytes) return MetadataError("inline data after \"base64:\" is not base64");
+        reference.data = std::move(*bytes);
+      } else {
+        reference.data = text;
+      }
+    } else if (value.is_object()) {
+      reference.data = value.dump();
+    } else if (value.is_array() && (value.size() == 1 || value.size() == 3)) {
+      if (!value[0].is_string()) {
+        return MetadataError("the URL of reference " + Describe(value) +
+                             " is not a string (a null URL, fsspec's default target, is not "
+                             "supported)");
+      }
+      std::string url = value[0].get<std::string>();
+      if (templates != nullptr && url.find("{{") != std::string::npos) {
+        ZS_ASSIGN_OR_RETURN(ReferenceTemplate t, ReferenceTemplate::Parse(url));
+        ZS_ASSIGN_OR_RETURN(url, t.Render({}, *templates));
+      }
+      ZS_ASSIGN_OR_RETURN(reference.target, TargetOf(url));
+      if (value.size() == 1) {
+        reference.whole_file = true;
+      } else {
+        std::optional<uint64_t> offset = AsByteCount(value[1]);
+        std::optional<uint64_t> length = AsByteCount(value[2]);
+        if (!offset || !length || *offset > UINT64_MAX - *length) {
+          return MetadataError("reference " + Describe(value) +
+                               ": offset and length must be byte counts");
+        }
+        reference.offset = *offset;
+        reference.length = *length;
+      }
+    } else {
+      return MetadataError("a reference is a string, [url] or [url, offset, length], not " +
+                           Describe(value));
+    }
+    store_->references_.insert_or_assign(key, std::move(reference));
+    return Status::Ok();
+  }
+
+  static std::optional<uint64_t> AsByteCount(const json& value) {
+    if (value.is_number_unsigned()) return value.get<uint64_t>();
+    if (value.is_number_integer() && value.get<int64_t>() >= 0) {
+      return static_cast<uint64_t>(value.get<int64_t>());
+    }
+    return std::nullopt;
+  }
+
+  // The values one "gen" dimension takes.
+  Result<std::vector<int64_t>> DimensionValues(const std::string& name, const json& spec,
+                                               uint64_t budget) {
+    std::vector<int64_t> values;
+    auto error = [&](const std::string& what) {
+      return MetadataError("dimensions['" + name + "']: " + what);
+    };
+    if (spec.is_array()) {
+      if (spec.size() > budget) return error("more values than a reference set may generate");
+      for (const json& v : spec) {
+        if (!v.is_number_integer()) return error("the value " + Describe(v) + " is no integer");
+        values.push_back(v.get<int64_t>());
+      }
+      return values;
+    }
+    if (!spec.is_object()) {
+      return error("expected {\"start\", \"stop\", \"step\"} or a list of integers, got " +
+                   Describe(spec));
+    }
+    auto field = [&](const char* field_name, int64_t fallback) -> Result<int64_t> {
+      auto it = spec.find(field_name);
+      if (it == spec.end()) {
+        if (std::string_view(field_name) == "stop") return error("\"stop\" is required");
+        return fallback;
+      }
+      if (!it->is_number_integer()) {
+        return error(std::string("\"") + field_name + "\" is not an integer: " + Describe(*it));
+      }
+      return it->get<int64_t>();
+    };
+    ZS_ASSIGN_OR_RETURN(int64_t start, field("start", 0));
+    ZS_ASSIGN_OR_RETURN(int64_t stop, field("stop", 0));
+    ZS_ASSIGN_OR_RETURN(int64_t step, field("step", 1));
+    if (step == 0) return error("\"step\" must not be 0");
+    // As Python's range(start, stop, step). Differences in unsigned arithmetic, which cannot
+    // overflow: the values lie between start and stop.
+    const bool up = step > 0;
+    if (up ? stop <= start : start <= stop) return values;
+    const uint64_t span = up ? static_cast<uint64_t>(stop) - static_cast<uint64_t>(start)
+                             : static_cast<uint64_t>(start) - static_cast<uint64_t>(stop);
+    const uint64_t stride =
+        up ? static_cast<uint64_t>(step) : uint64_t{0} - static_cast<uint64_t>(step);
+    const uint64_t count = (span - 1) / stride + 1;
+    if (count > budget) {
+      return error("more values than a reference set may generate (" +
+                   std::to_string(kMaxGeneratedKeys) + " keys)");
+    }
+    values.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      values.push_back(
+          static_cast<int64_t>(static_cast<uint64_t>(start) + i * static_cast<uint64_t>(step)));
+    }
+    return values;
+  }
+
+  Status AddGenerated(const json& gen, const TemplateLibrary& templates) {
+    if (!gen.is_object())
+      return MetadataError("a \"gen\" entry is an object, not " + Describe(gen));
+    auto text_field = [&](const char* name, bool required) -> Result<std::optional<std::string>> {
+      auto it = gen.find(name);
+      if (it == gen.end()) {
+        if (required) return MetadataError(std::string("\"") + name + "\" is required");
+        return std::optional<std::string>();
+      }
+      if (it->is_number_integer())
+        return std::optional<std::string>(std::to_string(it->get<int64_t>()));
+      if (!it->is_string()) {
+        return MetadataError(std::string("\"") + name + "\" is not a string: " + Describe(*it));
+      }
+      return std::optional<std::string>(it->get<std::string>());
+    };
+    ZS_ASSIGN_OR_RETURN(std::optional<std::string> key_text, text_field("key", true));
+    ZS_ASSIGN_OR_RETURN(std::optional<std::string> url_text, text_field("url", true));
+    ZS_ASSIGN_OR_RETURN(std::optional<std::string> offset_text, text_field("offset", false));
+    ZS_ASSIGN_OR_RETURN(std::optional<std::string> length_text, text_field("length", false));
+    if (offset_text.has_value() != length_text.has_value()) {
+      return MetadataError("\"offset\" and \"length\" come together or not at all");
+    }
+    ZS_ASSIGN_OR_RETURN(ReferenceTemplate key_template, ReferenceTemplate::Parse(*key_text));
+    ZS_ASSIGN_OR_RETURN(ReferenceTemplate url_template, ReferenceTemplate::Parse(*url_text));
+    std::optional<ReferenceTemplate> offset_template, length_template;
+    if (offset_text) {
+      ZS_ASSIGN_OR_RETURN(offset_template, ReferenceTemplate::Parse(*offset_text));
+      ZS_ASSIGN_OR_RETURN(length_template, ReferenceTemplate::Parse(*length_text));
+    }
+    auto dimensions = gen.find("dimensions");
+    if (dimensions == gen.end() || !dimensions->is_object() || dimensions->empty()) {
+      return MetadataError("\"dimensions\" is required: an object of one or more dimensions");
+    }
+    std::vector<std::string> names;
+    std::vector<std::vector<int64_t>> values;
+    uint64_t combinations = 1;
+    for (const auto& [name, spec] : dimensions->items()) {
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v,
+                          DimensionValues(name, spec, kMaxGeneratedKeys - generated_));
+      combinations = v.empty() ? 0 : combinations * v.size();
+      if (combinations > kMaxGeneratedKeys - generated_) {
+        return MetadataError("generates more keys than a reference set may (" +
+                             std::to_string(kMaxGeneratedKeys) + ")");
+      }
+      names.push_back(name);
+      values.push_back(std::move(v));
+    }
+    if (combinations == 0) return Status::Ok();
+    generated_ += combinations;
+    // Every combination, the last dimension varying fastest (itertools.product's order).
+    std::vector<size_t> index(names.size(), 0);
+    TemplateVariables variables;
+    while (true) {
+      for (size_t d = 0; d < names.size(); ++d) variables[names[d]] = values[d][index[d]];
+      ZS_RETURN_IF_ERROR_CTX(AddGeneratedKey(key_template, url_template, offset_template,
+                                             length_template, variables, templates),
+                             DescribeVariables(variables));
+      size_t d = names.size();
+      while (d > 0 && ++index[d - 1] == values[d - 1].size()) index[--d] = 0;
+      if (d == 0) break;
+    }
+    return Status::Ok();
+  }
+
+  static std::string DescribeVariables(const TemplateVariables& variables) {
+    std::string out = "with";
+    for (const auto& [name, value] : variables) {
+      out += " " + name + "=" + std::to_string(std::get<int64_t>(value));
+    }
+    return out;
+  }
+
+  Status AddGeneratedKey(const ReferenceTemplate& key_template,
+                         const ReferenceTemplate& url_template,
+                         const std::optional<ReferenceTemplate>& offset_template,
+                         const std::optional<ReferenceTemplate>& length_template,
+                         const TemplateVariables& variables, const TemplateLibrary& templates) {
+    ZS_ASSIGN_OR_RETURN(std::string key, key_template.Render(variables, templates));
+    if (Status s = ValidateKey(key); !s.ok()) return MetadataError(s.message());
+    ZS_ASSIGN_OR_RETURN(std::string url, url_template.Render(variables, templates));
+    Reference reference;
+    ZS_ASSIGN_OR_RETURN(reference.target, TargetOf(url));
+    if (!offset_template) {
+      reference.whole_file = true;
+    } else {
+      ZS_ASSIGN_OR_RETURN(reference.offset,
+                          RenderByteCount(*offset_template, "offset", variables, templates));
+      ZS_ASSIGN_OR_RETURN(reference.length,
+                          RenderByteCount(*length_template, "length", variables, templates));
+      if (reference.offset > UINT64_MAX - reference.length) {
+        return MetadataError("offset + length overflows");
+      }
+    }
+    store_->references_.insert_or_assign(std::move(key), std::move(reference));
+    return Status::Ok();
+  }
+
+  static Result<uint64_t> RenderByteCount(const ReferenceTemplate& t, const char* what,
+                                          const TemplateVariables& variables,
+                                          const TemplateLibrary& templates) {
+    ZS_ASSIGN_OR_RETURN(std::string text, t.Render(variables, templates));
+    uint64_t value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
+      return MetadataError(std::string(what) + " '" + t.text() + "' rendered '" + text +
+                           "', which is not a byte count");
+    }
+    return value;
+  }
+
+  // The index of the target at `url`, added (and its store opened) on first use.
+  Result<uint32_t> TargetOf(const std::string& url) {
+    if (auto it = target_index_.find(url); it != target_index_.end()) return it->second;
+    ZS_ASSIGN_OR_RETURN(uint32_t index, AddTarget(url));
+    target_index_.emplace(url, index);
+    return index;
+  }
+
+  Result<uint32_t> AddTarget(const std::string& url) {
+    if (url.empty()) return MetadataError("empty target URL");
+    const bool relative = !HasScheme(url) && url.front() != '/';
+    const std::string resolved = relative ? directory_ + "/" + url : url;
+    auto [scheme, rest] = SplitScheme(resolved);
+    if (scheme == kScheme) {
+      return UnsupportedError("target " + RedactUrl(url) + " is itself a reference set");
+    }
+    if ((scheme == "http" || scheme == "https") &&
+        rest.find_first_of("?#") != std::string_view::npos) {
+      const std::string shown = RedactUrl(resolved);
+      return UnsupportedError("target URL " + shown.substr(0, shown.find_first_of("?#")) +
+                              "?... has a query or fragment, which HTTP stores do not take");
+    }
+    ZS_ASSIGN_OR_RETURN(auto split, SplitFileUrl(resolved));
+    auto& [directory, name] = split;
+    if (Status s = ValidateKey(name); !s.ok()) {
+      return MetadataError("target " + RedactUrl(resolved) + ": " + s.message());
+    }
+    std::shared_ptr<Store>& store = stores_[directory];
+    if (store == nullptr) {
+      Result<std::shared_ptr<Store>> opened = OpenStore(directory);
+      if (!opened.ok()) {
+        return opened.status().WithContext("opening the store of target " + RedactUrl(resolved));
+      }
+      store = std::move(*opened);
+      if (IsRemoteStore(*store)) store_->has_remote_targets_ = true;
+    }
+    if (store_->targets_.size() >= ReferenceStore::Reference::kInline) {
+      return MetadataError("too many distinct target files");
+    }
+    std::string shown =
+        scheme.empty() ? "file://" + std::filesystem::path(resolved).lexically_normal().string()
+                       : RedactUrl(resolved);
+    store_->targets_.push_back({std::move(shown), store, std::move(name)});
+    return static_cast<uint32_t>(store_->targets_.size() - 1);
+  }
+
+  ReferenceStore* store_;
+  std::string directory_;  // of the reference file: relative target paths start there
+  std::unordered_map<std::string, uint32_t> target_index_;
+  std::map<std::string, std::shared_ptr<Store>> stores_;  // by directory URL
+  uint64_t generated_ = 0;
+};
+
+Result<std::shared_ptr<ReferenceStore>> ReferenceStore::Open(std::string_view url) {
+  auto [scheme, location_view] = SplitScheme(url);
+  if (scheme != kScheme) return InvalidArgumentError("not a reference:// URL: " + RedactUrl(url));
+  if (location_view.empty()) {
+    return InvalidArgumentError(
+        "reference:// names no reference file (reference:///path/refs.json, "
+        "reference://https://host/refs.json)");
+  }
+  // "#path": the store is rooted at that group or array of the set.
+  std::string location(location_view.substr(0, location_view.find('#')));
+  std::string path;
+  if (const size_t hash = location_view.find('#'); hash != std::string_view::npos) {
+    path = std::string(location_view.substr(hash + 1));
+    while (!path.empty() && path.back() == '/') path.pop_back();
+    while (!path.empty() && path.front() == '/') path.erase(0, 1);
+    if (!path.empty()) {
+      ZS_RETURN_IF_ERROR_CTX(ValidateKey(path), "the path after '#' in " + RedactUrl(url));
+    }
+  }
+  if (location.empty()) {
+    return InvalidArgumentError("reference:// names no reference file in " + RedactUrl(url));
+  }
+  if (!HasScheme(location)) {
+    std::error_code ec;
+    std::filesystem::path absolute = std::filesystem::absolute(location, ec);
+    if (!ec) location = absolute.lexically_normal().string();
+  } else if (SplitScheme(location).first == kScheme) {
+    return InvalidArgumentError("reference set location " + RedactUrl(location) +
+                                " is itself a reference:// URL");
+  }
+  ZS_ASSIGN_OR_RETURN(auto split, SplitFileUrl(location));
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> directory, OpenStore(split.first));
+  Result<ByteBuffer> text = directory->ReadAll(split.second);
+  if (!text.ok()) {
+    const std::string shown = RedactUrl(location);
+    if (text.status().code() == ErrorCode::kNotFound) {
+      return NotFoundError("reference file " + shown + " does not exist (" +
+                           text.status().message() + ")");
+    }
+    return text.status().WithContext("reading reference file " + shown);
+  }
+  ZS_ASSIGN_OR_RETURN(
+      std::shared_ptr<ReferenceStore> store,
+      FromJson(location,
+               std::string_view(reinterpret_cast<const char*>(text->data()), text->size())));
+  if (!path.empty()) {
+    store->prefix_ = path + "/";
+    store->url_ += "#" + path;
+  }
+  return store;
+}
+
+Result<std::shared_ptr<ReferenceStore>> ReferenceStore::FromJson(std::string_view location,
+                                                                 std::string_view json_text) {
+  std::shared_ptr<ReferenceStore> store(new ReferenceStore());
+  store->location_ = RedactUrl(location);
+  store->url_ = std::string(kScheme) + "://" + store->location_;
+  const std::string context = "reference file " + store->location_;
+  Result<json> document = ParseJsonDocument(json_text, context);
+  if (!document.ok()) return document.status();
+  std::string directory = ".";
+  if (Result<std::pair<std::string, std::string>> split = SplitFileUrl(location); split.ok()) {
+    directory = split->first;
+  }
+  ReferenceSetParser parser(store.get(), std::move(directory));
+  ZS_RETURN_IF_ERROR_CTX(parser.Parse(*document), context);
+  return store;
+}
+
+Future<uint64_t> ReferenceStore::Read(std::string_view key, std::span<const ByteRange> ranges,
+                                      std::span<ByteBuffer> outs) {
+  if (ranges.size() != outs.size()) {
+    return Future<uint64_t>::Ready(InternalError("ReferenceStore::Read: ranges/outs mismatch"));
+  }
+  const std::string full_key = prefix_.empty() ? std::string(key) : prefix_ + std::string(key);
+  auto it = references_.find(full_key);
+  if (it == references_.end()) {
+    if (Status s = ValidateKey(key); !s.ok()) return Future<uint64_t>::Ready(std::move(s));
+    return Future<uint64_t>::Ready(
+        NotFoundError("no such key '" + full_key + "' in reference file " + location_));
+  }
+  const Reference& reference = it->second;
+  const std::string key_context = "key '" + full_key + "' of reference file " + location_;
+  if (reference.target == Reference::kInline) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      uint64_t begin = 0, end = 0;
+      if (Status s = ResolveByteRange(ranges[i], reference.data.size(), &begin, &end); !s.ok()) {
+        return Future<uint64_t>::Ready(std::move(s).WithContext(key_context));
+      }
+      outs[i].Assign(reference.data.data() + begin, end - begin);
+      total += end - begin;
+    }
+    return Future<uint64_t>::Ready(total);
+  }
+  // The ranges of the key become ranges of the target, inside the referenced bytes.
+  auto target_ranges = std::make_shared<std::vector<ByteRange>>();
+  target_ranges->reserve(ranges.size());
+  for (const ByteRange& range : ranges) {
+    if (reference.whole_file) {
+      target_ranges->push_back(range);
+      continue;
+    }
+    uint64_t begin = 0, end = 0;
+    if (Status s = ResolveByteRange(range, reference.length, &begin, &end); !s.ok()) {
+      return Future<uint64_t>::Ready(std::move(s).WithContext(key_context));
+    }
+    target_ranges->push_back(ByteRange::Bounded(reference.offset + begin, end - begin));
+  }
+  const Target& target = targets_[reference.target];
+  std::string what = reference.whole_file
+                         ? target.url
+                         : "bytes " + std::to_string(reference.offset) + ".." +
+                               std::to_string(reference.offset + reference.length) + " of " +
+                               target.url;
+  Promise<uint64_t> promise;
+  Future<uint64_t> future = promise.future();
+  target.store->Read(target.key, *target_ranges, outs)
+      .OnReady([promise, target_ranges, key_context,
+                what = std::move(what)](Result<uint64_t>& result) mutable {
+        if (result.ok()) {
+          promise.Set(*result);
+          return;
+        }
+        const Status& s = result.status();
+        if (s.code() == ErrorCode::kNotFound) {
+          promise.Set(StorageError(key_context + " refers to " + what +
+                                   ", which does not exist: " + s.message()));
+        } else if (s.code() == ErrorCode::kCorruptChunk) {
+          promise.Set(StorageError(key_context + " refers to " + what +
+                                   ", past the end of that file: " + s.message()));
+        } else {
+          promise.Set(s.WithContext(key_context + ": reading " + what));
+        }
+      });
+  return future;
+}
+
+Result<std::vector<KeyInfo>> ReferenceStore::List(std::string_view prefix) {
+  const std::string dir = prefix_ + (prefix.empty() ? "" : std::string(prefix) + "/");
+  std::vector<KeyInfo> keys;
+  for (auto it = references_.lower_bound(dir); it != references_.end(); ++it) {
+    if (it->first.compare(0, dir.size(), dir) != 0) break;
+    const Reference& r = it->second;
+    keys.push_back({it->first.substr(prefix_.size()),
+                    r.target == Reference::kInline ? r.data.size() : r.length});
+  }
+  return keys;
+}
+
+Result<DirectoryListing> ReferenceStore::ListDirectory(std::string_view prefix) {
+  const std::string dir = prefix_ + (prefix.empty() ? "" : std::string(prefix) + "/");
+  DirectoryListing listing;
+  std::set<std::string> prefixes;
+  for (auto it = references_.lower_bound(dir); it != references_.end(); ++it) {
+    if (it->first.compare(0, dir.size(), dir) != 0) break;
+    std::string_view rest = std::string_view(it->first).substr(dir.size());
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) {
+      const Reference& r = it->second;
+      listing.keys.push_back({it->first.substr(prefix_.size()),
+                              r.target == Reference::kInline ? r.data.size() : r.length});
+    } else {
+      prefixes.insert(dir.substr(prefix_.size()) + std::string(rest.substr(0, slash)));
+    }
+  }
+  listing.prefixes.assign(prefixes.begin(), prefixes.end());
+  return listing;
+}
+
+Status ReferenceStore::Put(std::string_view key, std::span<const std::byte> /*value*/) {
+  return UnsupportedError("reference stores are read-only: cannot write key '" + std::string(key) +
+                          "' of " + url_);
+}
+
+Status ReferenceStore::Delete(std::string_view key) {
+  return UnsupportedError("reference stores are read-only: cannot delete key '" + std::string(key) +
+                          "' of " + url_);
+}
+
+}  // namespace zarrstream
