@@ -254,3 +254,17 @@ def test_dask_part_errors_reach_the_caller(client, tmp_path):
         zarrstream.dask.rechunk(tmp_path / "missing.zarr", tmp_path / "out.zarr", client=client, parts=2,
                                 retries=0, timeout=120)
 
+
+def test_cli_dask_option_runs_the_same_job(synth_store, cli_rechunked, cli_stats, tmp_path):
+    proc = run_cli("rechunk", synth_store, tmp_path / "out.zarr", *RECHUNK_CLI, "--dask", "local:2")
+    assert proc.returncode == 0, proc.stderr
+    assert "complete:" in proc.stdout
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+    proc = run_cli("stats", synth_store, "--vars", STATS_VARS, "--select", STATS_SELECT,
+                   "--dask", "local:2", "-o", tmp_path / "s.json")
+    assert proc.returncode == 0, proc.stderr
+    assert_stats_equal(json.loads((tmp_path / "s.json").read_text()), cli_stats)
+    proc = run_cli("rechunk", synth_store, tmp_path / "other.zarr", "--part", "0/2", "--dask", "local")
+    assert proc.returncode == 2 and "--part" in proc.stderr
+    proc = run_cli("rechunk", synth_store, tmp_path / "other.zarr", "--dask", "local:0")
+    assert proc.returncode == 1 and "local:N" in proc.stderr

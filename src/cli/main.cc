@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/bench_command.h"
+#include "cli/dask_forward.h"
 #include "cli/doctor_command.h"
 #include "cli/inspect.h"
 #include "cli/rechunk_command.h"
@@ -103,6 +104,9 @@ int main(int argc, char** argv) {
         "--no-decode-cf", [&stats] { stats.decode_cf = false; },
         "Statistics of the values as stored: no CF decoding (_FillValue/missing_value to NaN, "
         "scale_factor, add_offset), as the loader's decode_cf=False");
+    stats_cmd->add_option("--dask", stats.dask,
+                          "Run as tasks on a Dask cluster: local[:N] (a LocalCluster of N worker "
+                          "processes) or a scheduler address; through Python's zarrstream.dask");
 
     zarrstream::cli::SynthCommandOptions synth;
     CLI::App* synth_cmd = zarrstream::cli::AddSynthCommand(app, &synth);
@@ -126,9 +130,20 @@ int main(int argc, char** argv) {
     if (ReportUnknownCommand(app, argc, argv)) return 2;
     CLI11_PARSE(app, argc, argv);
     if (app.got_subcommand(inspect_cmd)) return zarrstream::cli::RunInspect(inspect);
-    if (app.got_subcommand(stats_cmd)) return zarrstream::cli::RunStats(stats);
+    if (app.got_subcommand(stats_cmd)) {
+      if (!stats.dask.empty()) return zarrstream::cli::ForwardToDask(argc, argv);
+      return zarrstream::cli::RunStats(stats);
+    }
     if (app.got_subcommand(synth_cmd)) return zarrstream::cli::RunSynth(synth);
-    if (app.got_subcommand(rechunk_cmd)) return zarrstream::cli::RunRechunk(rechunk);
+    if (app.got_subcommand(rechunk_cmd)) {
+      if (rechunk.dask.empty()) return zarrstream::cli::RunRechunk(rechunk);
+      if (!rechunk.part.empty() || rechunk.job.overwrite) {
+        std::cerr << "zarrstream rechunk: --dask runs every part of the job: it takes neither "
+                     "--part nor --overwrite (clear the destination first)\n";
+        return 2;
+      }
+      return zarrstream::cli::ForwardToDask(argc, argv);
+    }
     if (app.got_subcommand(bench_cmd)) return zarrstream::cli::RunBench(bench);
     if (app.got_subcommand(doctor_cmd)) return zarrstream::cli::RunDoctor(doctor_url, doctor_json);
     return 1;

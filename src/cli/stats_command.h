@@ -13,6 +13,7 @@ struct StatsOptions {
   size_t threads = 0;               // 0: one per core
   std::string output;               // the stats file; empty: standard output
   bool decode_cf = true;            // off: statistics of the values as stored (--no-decode-cf)
+  std::string dask;  // "local[:N]" or a scheduler address: run as Dask tasks (dask_forward.h)
 };
 
 // Computes per-channel statistics and writes the stats file; returns the process exit code.
