@@ -176,6 +176,19 @@ def test_stats_parts_merge_into_the_one_run(synth_store, cli_stats, tmp_path, pa
             plan.finalise(results + results[:1])
 
 
+def test_stats_warns_of_an_all_nan_channel_as_the_cli_does(tmp_path):
+    import numpy as np
+    import zarr
+
+    g = zarr.open_group(str(tmp_path / "nan.zarr"), mode="w", zarr_format=3)
+    a = g.create_array("x", shape=(4, 3), dtype="float32", dimension_names=["time", "y"], fill_value=np.nan)
+    a[...] = np.nan
+    with pytest.warns(RuntimeWarning, match="'x' has no values"):
+        got = zarrstream.stats(tmp_path / "nan.zarr")
+    c = got["channels"][0]
+    assert (c["count"], c["nan_count"], c["mean"], c["std"], c["min"], c["max"]) == (0, 12, None, None, None, None)
+
+
 def test_errors_are_zarrstream_errors_naming_the_store(synth_store, tmp_path):
     missing = tmp_path / "missing.zarr"
     with pytest.raises(zarrstream.ZarrstreamError, match="missing.zarr"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Union
@@ -238,10 +239,20 @@ class StatsPart:
 
 
 def _write_stats(text: str, output: str | os.PathLike | None) -> dict:
+    """Writes the stats file to `output` (when given) and returns it, warning as the CLI does
+    about channels whose statistics are undefined."""
     if output is not None and os.fspath(output) != "-":
         with open(output, "w", encoding="utf-8") as f:
             f.write(text)
-    return json.loads(text)
+    result = json.loads(text)
+    for c in result["channels"]:
+        if c["count"] == 0:
+            warnings.warn(f"channel '{c['name']}' has no values in the selection (all NaN): its "
+                          "statistics are None", RuntimeWarning, stacklevel=3)
+        elif c["mean"] is None or c["std"] is None:
+            warnings.warn(f"channel '{c['name']}' holds infinite values: its mean or std is None",
+                          RuntimeWarning, stacklevel=3)
+    return result
 
 
 @dataclass(frozen=True)
@@ -259,8 +270,9 @@ class StatsPlan:
         by_index = {}
         for r in results:
             if not isinstance(r, StatsPartResult) or r.count != count or not 0 <= r.index < count:
+                what = f"part {r.index} of {r.count}" if isinstance(r, StatsPartResult) else type(r).__name__
                 raise InvalidArgumentError(
-                    f"statistics of {self.dataset}: {r!r} is not a result of a part of this plan "
+                    f"statistics of {self.dataset}: {what} is not a result of a part of this plan "
                     f"({count} parts)")
             if r.index in by_index:
                 raise InvalidArgumentError(f"statistics of {self.dataset}: part {r.index} is given twice")
