@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import zarrstream
+import zarrstream.dask
 from conftest import run_cli
 
 RECHUNK_CLI = ["--chunks", "time=1,level=1", "--shard", "time=2,level=all", "--codec", "zstd:3",
@@ -210,12 +211,13 @@ def test_errors_are_zarrstream_errors_naming_the_store(synth_store, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # zarrstream.dask on a real LocalCluster: worker processes, each part a task.
 
-distributed = pytest.importorskip("distributed", reason="dask[distributed] is in requirements-dev.txt")
-import zarrstream.dask  # noqa: E402
+@pytest.fixture(scope="module")
+def distributed():
+    return pytest.importorskip("distributed", reason="dask[distributed] is in requirements-dev.txt")
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(distributed):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
         yield c
@@ -255,7 +257,7 @@ def test_dask_rechunk_survives_a_worker_killed_mid_part(client, synth_store, cli
     assert stored_files(tmp_path / "out.zarr") == cli_rechunked
 
 
-def test_dask_stats_on_a_default_local_cluster_equal_the_cli(synth_store, cli_stats, tmp_path):
+def test_dask_stats_on_a_default_local_cluster_equal_the_cli(distributed, synth_store, cli_stats, tmp_path):
     got = zarrstream.dask.stats(synth_store, workers=2, parts=5, vars=STATS_VARS, select=STATS_SELECT,
                                 output=tmp_path / "s.json", timeout=240)
     assert_stats_equal(got, cli_stats)
@@ -268,7 +270,7 @@ def test_dask_part_errors_reach_the_caller(client, tmp_path):
                                 retries=0, timeout=120)
 
 
-def test_cli_dask_option_runs_the_same_job(synth_store, cli_rechunked, cli_stats, tmp_path):
+def test_cli_dask_option_runs_the_same_job(distributed, synth_store, cli_rechunked, cli_stats, tmp_path):
     proc = run_cli("rechunk", synth_store, tmp_path / "out.zarr", *RECHUNK_CLI, "--dask", "local:2")
     assert proc.returncode == 0, proc.stderr
     assert "complete:" in proc.stdout
@@ -281,3 +283,51 @@ def test_cli_dask_option_runs_the_same_job(synth_store, cli_rechunked, cli_stats
     assert proc.returncode == 2 and "--part" in proc.stderr
     proc = run_cli("rechunk", synth_store, tmp_path / "other.zarr", "--dask", "local:0")
     assert proc.returncode == 1 and "local:N" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# zarrstream.ray on a local Ray of 2 CPUs: worker processes, each part a task.
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray", reason="ray is in requirements-dev.txt")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_rechunk_and_stats_equal_one_run(ray_session, synth_store, cli_rechunked, cli_stats, tmp_path):
+    import zarrstream.ray
+
+    done = []
+    report = zarrstream.ray.rechunk(synth_store, tmp_path / "out.zarr", parts=3, timeout=240,
+                                    progress=lambda d, t: done.append((d, t)), **RECHUNK_API)
+    assert report.job_complete and report.slabs_written == report.slabs_total
+    assert done == [(1, 3), (2, 3), (3, 3)]
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+    got = zarrstream.ray.stats(synth_store, parts=4, vars=STATS_VARS, select=STATS_SELECT, timeout=240)
+    assert_stats_equal(got, cli_stats)
+
+
+def test_ray_rechunk_survives_a_worker_killed_mid_part(ray_session, synth_store, cli_rechunked, tmp_path):
+    import zarrstream.ray
+
+    killed = tmp_path / "killed"
+
+    def kill_worker_once(index, done, total):
+        """On the worker running part 0, partway: SIGKILL its own process, the first time only."""
+        if index != 0 or not 0 < done < total:
+            return
+        try:
+            fd = os.open(killed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    report = zarrstream.ray.rechunk(synth_store, tmp_path / "out.zarr", parts=2, timeout=240,
+                                    part_progress=kill_worker_once, **RECHUNK_API)
+    assert killed.exists(), "part 0 never reported progress partway"
+    assert report.job_complete
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked

@@ -17,7 +17,7 @@ import json
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Union
 
 from . import _zarrstream
@@ -116,6 +116,22 @@ class RechunkReport:
         values = {f.name: report[f.name] for f in fields(cls)}
         values["skipped_arrays"] = tuple(values["skipped_arrays"])
         return cls(**values)
+
+
+def _job_report(finished: RechunkReport, parts: Sequence[RechunkReport]) -> RechunkReport:
+    """The job's report from its parts' (as the engines' runners ran them) and the finalise's."""
+    output_bytes = sum(r.output_bytes for r in parts)
+    source_bytes = sum(r.source_bytes_decoded for r in parts)
+    return replace(
+        finished,
+        slabs_total=sum(r.slabs_total for r in parts),
+        slabs_resumed=sum(r.slabs_resumed for r in parts),
+        slabs_written=sum(r.slabs_written for r in parts),
+        output_bytes=output_bytes,
+        source_bytes_decoded=source_bytes,
+        read_amplification=source_bytes / output_bytes if output_bytes else 0.0,
+        memory_bound_bytes=max((r.memory_bound_bytes for r in parts), default=0),
+    )
 
 
 def _run_rechunk(source: str, dest: str, options: RechunkOptions, part: int, parts: int,

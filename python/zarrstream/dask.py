@@ -21,10 +21,9 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
-from ._jobs import RechunkReport, plan_rechunk, plan_stats
+from ._jobs import RechunkReport, _job_report, plan_rechunk, plan_stats
 from .errors import InvalidArgumentError
 
 PartsProgress = Callable[[int, int], Any]
@@ -128,19 +127,7 @@ def rechunk(source: str | os.PathLike, dest: str | os.PathLike, *, client: Any =
         plan = plan_rechunk(source, dest, parts=parts or _default_parts(connected), **options)
         reports = _run_parts(connected, plan.parts, "rechunk", retries, progress, part_progress,
                              timeout)
-    finished = plan.finalise()
-    output_bytes = sum(r.output_bytes for r in reports)
-    source_bytes = sum(r.source_bytes_decoded for r in reports)
-    return replace(
-        finished,
-        slabs_total=sum(r.slabs_total for r in reports),
-        slabs_resumed=sum(r.slabs_resumed for r in reports),
-        slabs_written=sum(r.slabs_written for r in reports),
-        output_bytes=output_bytes,
-        source_bytes_decoded=source_bytes,
-        read_amplification=source_bytes / output_bytes if output_bytes else 0.0,
-        memory_bound_bytes=max((r.memory_bound_bytes for r in reports), default=0),
-    )
+    return _job_report(plan.finalise(), reports)
 
 
 def stats(dataset: str | os.PathLike, *, client: Any = None, workers: int | None = None,
