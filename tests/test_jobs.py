@@ -289,6 +289,16 @@ def test_cli_dask_option_runs_the_same_job(distributed, synth_store, cli_rechunk
 # zarrstream.ray on a local Ray of 2 CPUs: worker processes, each part a task.
 
 
+def test_cli_ray_option_runs_the_same_job(synth_store, cli_rechunked, tmp_path):
+    # Before the session below: the command starts a local Ray of its own.
+    pytest.importorskip("ray", reason="ray is in requirements-dev.txt")
+    proc = run_cli("rechunk", synth_store, tmp_path / "out.zarr", *RECHUNK_CLI, "--ray", "local:2")
+    assert proc.returncode == 0, proc.stderr
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+    proc = run_cli("rechunk", synth_store, tmp_path / "other.zarr", "--ray", "local", "--dask", "local")
+    assert proc.returncode != 0 and "--ray" in proc.stderr and "--dask" in proc.stderr
+
+
 @pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray", reason="ray is in requirements-dev.txt")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sys
 import uuid
@@ -146,84 +145,9 @@ def stats(dataset: str | os.PathLike, *, client: Any = None, workers: int | None
     return plan.finalise(results, output)
 
 
-def _scheduler(spec: str) -> tuple[str | None, int | None]:
-    """``local``, ``local:N`` (a LocalCluster of N workers) or a scheduler address → (address,
-    workers)."""
-    if spec == "local":
-        return None, None
-    if spec.startswith("local:"):
-        n = spec[len("local:"):]
-        if not n.isdigit() or int(n) < 1:
-            raise InvalidArgumentError(f"--dask local:N expects a positive worker count, got '{spec}'")
-        return None, int(n)
-    return spec, None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``zarrstream rechunk|stats ... --dask local[:N]|ADDRESS`` (the C++ command hands such runs
-    here) and ``python -m zarrstream.dask rechunk|stats ...``: the command's options, run as Dask
-    tasks."""
-    import argparse
-
-    from .errors import ZarrstreamError
-
-    parser = argparse.ArgumentParser(prog="python -m zarrstream.dask",
-                                     description="zarrstream rechunk / stats as tasks on a Dask cluster")
-    commands = parser.add_subparsers(dest="command", required=True)
-    rechunk_args = commands.add_parser("rechunk", help="docs/rechunk.md")
-    rechunk_args.add_argument("src")
-    rechunk_args.add_argument("dst")
-    rechunk_args.add_argument("--chunks")
-    rechunk_args.add_argument("--shard")
-    rechunk_args.add_argument("--codec")
-    rechunk_args.add_argument("--stack")
-    rechunk_args.add_argument("--gpu-friendly", action="store_true")
-    rechunk_args.add_argument("--memory", type=float, default=2.0, help="GB per part (task)")
-    stats_args = commands.add_parser("stats", help="docs/stats.md")
-    stats_args.add_argument("url")
-    stats_args.add_argument("--no-decode-cf", action="store_true")
-    stats_args.add_argument("-o", "--output")
-    for sub in (rechunk_args, stats_args):
-        sub.add_argument("--vars", action="append", default=[])
-        sub.add_argument("--select", action="append", nargs="+", default=[])
-        sub.add_argument("--threads", type=int, default=0, help="threads per part (task)")
-        sub.add_argument("--dask", default="local", metavar="local[:N]|ADDRESS",
-                         help="a LocalCluster of N worker processes (default: one per core), or the "
-                              "scheduler's address")
-        sub.add_argument("--parts", type=int, help="parts (tasks); default: four per worker thread")
-        sub.add_argument("--retries", type=int, default=2)
-    args = parser.parse_args(argv)
-    select = [s for group in args.select for s in group]
-    try:
-        address, workers = _scheduler(args.dask)
-        common = dict(client=address, workers=workers, parts=args.parts, retries=args.retries,
-                      progress=True, vars=args.vars or None, select=select, threads=args.threads)
-        if args.command == "rechunk":
-            report = rechunk(args.src, args.dst, chunks=args.chunks, shard=args.shard,
-                             codec=args.codec, stack=args.stack, gpu_friendly=args.gpu_friendly,
-                             memory=args.memory, **common)
-            for skipped in report.skipped_arrays:
-                print(f"zarrstream rechunk: not copied: {skipped}", file=sys.stderr)
-            print(f"rechunked {report.arrays} arrays: {report.output_bytes} bytes written, "
-                  f"{report.slabs_total} slabs ({report.slabs_resumed} already done, skipped); "
-                  f"read amplification {report.read_amplification:.2f}x")
-            print(f"complete: {args.dst}")
-        else:
-            result = stats(args.url, decode_cf=not args.no_decode_cf, output=args.output, **common)
-            if args.output in (None, "-"):
-                print(json.dumps(result, indent=2))
-    except ZarrstreamError as e:
-        print(f"zarrstream {args.command}: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"zarrstream {args.command}: interrupted; rerun the same command to resume",
-              file=sys.stderr)
-        return 130
-    return 0
-
 
 if __name__ == "__main__":
-    # Through the imported module, whose functions the workers unpickle by reference.
-    from zarrstream.dask import main as _main
+    # Through the imported modules, whose functions the workers unpickle by reference.
+    from zarrstream._engine_cli import main
 
-    sys.exit(_main())
+    sys.exit(main("dask"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -115,3 +116,10 @@ def stats(dataset: str | os.PathLike, *, address: str | None = None, workers: in
         plan = plan_stats(dataset, parts=count, **options)
         results = _run_parts(plan.parts, retries, progress, part_progress, timeout)
     return plan.finalise(results, output)
+
+
+if __name__ == "__main__":
+    # Through the imported modules, whose functions the workers unpickle by reference.
+    from zarrstream._engine_cli import main
+
+    sys.exit(main("ray"))

@@ -1,4 +1,4 @@
-#include "cli/dask_forward.h"
+#include "cli/engine_forward.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 
 namespace zarrstream::cli {
 
-int ForwardToDask(int argc, char** argv) {
+int ForwardToEngine(const std::string& engine, int argc, char** argv) {
   std::string python = "python3";
   if (const char* chosen = std::getenv("ZARRSTREAM_PYTHON"); chosen && *chosen) {
     python = chosen;
@@ -22,14 +22,15 @@ int ForwardToDask(int argc, char** argv) {
     const std::filesystem::path beside = self.parent_path() / "python3";
     if (!error && access(beside.c_str(), X_OK) == 0) python = beside.string();
   }
-  std::vector<std::string> args = {python, "-m", "zarrstream.dask"};
+  std::vector<std::string> args = {python, "-m", "zarrstream." + engine};
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   std::vector<char*> exec_args;
   for (std::string& arg : args) exec_args.push_back(arg.data());
   exec_args.push_back(nullptr);
   execvp(exec_args[0], exec_args.data());
-  std::cerr << "zarrstream " << (argc > 1 ? argv[1] : "") << ": --dask runs the job through "
-            << "Python's zarrstream.dask (pip install 'zarrstream[dask]'), but " << python
+  std::cerr << "zarrstream " << (argc > 1 ? argv[1] : "") << ": --" << engine
+            << " runs the job through Python's zarrstream." << engine
+            << " (pip install 'zarrstream[" << engine << "]'), but " << python
             << " could not be started: " << std::strerror(errno)
             << " (set ZARRSTREAM_PYTHON to the Python that has zarrstream installed)\n";
   return 2;
