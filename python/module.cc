@@ -10,6 +10,7 @@
 #include "dataset/cf_decoding.h"
 #include "errors.h"
 #include "gil.h"
+#include "job_bindings.h"
 #include "loader_bindings.h"
 #include "store_bindings.h"
 #include "zarrstream/array.h"
@@ -116,6 +117,7 @@ NB_MODULE(_zarrstream, m) {
   RegisterInterpreterExit(m);
   RegisterStoreBindings(m);
   RegisterLoaderBindings(m);
+  RegisterJobBindings(m);
 
   nb::class_<Array>(m, "Array")
       .def_prop_ro("url", &Array::url)

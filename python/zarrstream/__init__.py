@@ -28,6 +28,18 @@ def _find_nvcomp() -> None:
 _find_nvcomp()
 
 from ._array import Array, Group, create_array, create_group, open_array, open_group
+from ._jobs import (
+    RechunkPart,
+    RechunkPlan,
+    RechunkReport,
+    StatsPart,
+    StatsPartResult,
+    StatsPlan,
+    plan_rechunk,
+    plan_stats,
+    rechunk,
+    stats,
+)
 from ._loader import BatchArray, Loader
 from .errors import (
     ConfigError,
@@ -54,6 +66,16 @@ __all__ = [
     "open_group",
     "create_array",
     "create_group",
+    "rechunk",
+    "stats",
+    "plan_rechunk",
+    "plan_stats",
+    "RechunkPlan",
+    "RechunkPart",
+    "RechunkReport",
+    "StatsPlan",
+    "StatsPart",
+    "StatsPartResult",
     "ZarrstreamError",
     "MetadataError",
     "UnsupportedError",

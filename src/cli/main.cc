@@ -9,6 +9,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/doctor_command.h"
+#include "cli/engine_forward.h"
 #include "cli/inspect.h"
 #include "cli/rechunk_command.h"
 #include "cli/stats_command.h"
@@ -103,6 +104,15 @@ int main(int argc, char** argv) {
         "--no-decode-cf", [&stats] { stats.decode_cf = false; },
         "Statistics of the values as stored: no CF decoding (_FillValue/missing_value to NaN, "
         "scale_factor, add_offset), as the loader's decode_cf=False");
+    CLI::Option* stats_dask = stats_cmd->add_option(
+        "--dask", stats.dask,
+        "Run as tasks on a Dask cluster: local[:N] (a LocalCluster of N worker processes) or a "
+        "scheduler address; through Python's zarrstream.dask");
+    stats_cmd
+        ->add_option("--ray", stats.ray,
+                     "Run as Ray tasks: local[:N] (a local Ray of N CPUs) or a Ray address; "
+                     "through Python's zarrstream.ray")
+        ->excludes(stats_dask);
 
     zarrstream::cli::SynthCommandOptions synth;
     CLI::App* synth_cmd = zarrstream::cli::AddSynthCommand(app, &synth);
@@ -126,9 +136,23 @@ int main(int argc, char** argv) {
     if (ReportUnknownCommand(app, argc, argv)) return 2;
     CLI11_PARSE(app, argc, argv);
     if (app.got_subcommand(inspect_cmd)) return zarrstream::cli::RunInspect(inspect);
-    if (app.got_subcommand(stats_cmd)) return zarrstream::cli::RunStats(stats);
+    if (app.got_subcommand(stats_cmd)) {
+      if (!stats.dask.empty()) return zarrstream::cli::ForwardToEngine("dask", argc, argv);
+      if (!stats.ray.empty()) return zarrstream::cli::ForwardToEngine("ray", argc, argv);
+      return zarrstream::cli::RunStats(stats);
+    }
     if (app.got_subcommand(synth_cmd)) return zarrstream::cli::RunSynth(synth);
-    if (app.got_subcommand(rechunk_cmd)) return zarrstream::cli::RunRechunk(rechunk);
+    if (app.got_subcommand(rechunk_cmd)) {
+      const std::string engine = !rechunk.dask.empty() ? "dask" : !rechunk.ray.empty() ? "ray" : "";
+      if (engine.empty()) return zarrstream::cli::RunRechunk(rechunk);
+      if (!rechunk.part.empty() || rechunk.job.overwrite) {
+        std::cerr << "zarrstream rechunk: --" << engine
+                  << " runs every part of the job: it takes neither --part nor --overwrite (clear "
+                     "the destination first)\n";
+        return 2;
+      }
+      return zarrstream::cli::ForwardToEngine(engine, argc, argv);
+    }
     if (app.got_subcommand(bench_cmd)) return zarrstream::cli::RunBench(bench);
     if (app.got_subcommand(doctor_cmd)) return zarrstream::cli::RunDoctor(doctor_url, doctor_json);
     return 1;

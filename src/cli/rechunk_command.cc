@@ -158,6 +158,15 @@ CLI::App* AddRechunkCommand(CLI::App& app, RechunkCommandOptions* args) {
                   "Memory budget for data in flight, in GB (default 2)");
   cmd->add_option("--part", args->part, "This run's part i/N of the job (0 <= i < N)");
   cmd->add_flag("--overwrite", args->job.overwrite, "Replace the destination");
+  CLI::Option* dask =
+      cmd->add_option("--dask", args->dask,
+                      "Run the parts as tasks on a Dask cluster: local[:N] (a LocalCluster of N "
+                      "worker processes) or a scheduler address; through Python's zarrstream.dask, "
+                      "with --memory and --threads per part");
+  cmd->add_option("--ray", args->ray,
+                  "Run the parts as Ray tasks: local[:N] (a local Ray of N CPUs) or a Ray "
+                  "address (auto, ray://head:10001); through Python's zarrstream.ray")
+      ->excludes(dask);
   return cmd;
 }
 

@@ -16,6 +16,9 @@ struct RechunkCommandOptions {
   std::string shards;  // "time=16"
   std::string part;    // "i/N"
   double memory_gb = 2.0;
+  // "local[:N]" or an address: run as Dask or Ray tasks (engine_forward.h).
+  std::string dask;
+  std::string ray;
 };
 
 // Registers the `rechunk` subcommand on `app`, filling `options` when it is parsed.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "dataset/cf_decoding.h"
 #include "metadata/float16.h"
@@ -17,21 +18,6 @@ namespace zarrstream {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Statistics of one channel over one block, or merged over many.
-struct BlockStats {
-  Moments moments;
-  uint64_t nan_count = 0;
-  double min = std::numeric_limits<double>::infinity();
-  double max = -std::numeric_limits<double>::infinity();
-
-  void Merge(const BlockStats& other) {
-    moments.Merge(other.moments);
-    nan_count += other.nan_count;
-    min = std::min(min, other.min);
-    max = std::max(max, other.max);
-  }
-};
 
 // A channel's values inside a block: `runs` runs of `run_length` contiguous elements, the first at
 // element `first`, each `run_stride` elements after the previous.
@@ -73,8 +59,8 @@ double Value(const std::byte* p, const CfDecoding& cf) {
 
 // Corrected two-pass statistics of the strided values in `data` (elements of type T).
 template <typename T, typename Compute, bool kDecode>
-BlockStats ReduceBlock(const std::byte* data, const Strided& where, const CfDecoding& cf) {
-  BlockStats s;
+ChannelAccumulator ReduceBlock(const std::byte* data, const Strided& where, const CfDecoding& cf) {
+  ChannelAccumulator s;
   double sum = 0;
   uint64_t count = 0;
   for (uint64_t r = 0; r < where.runs; ++r) {
@@ -114,10 +100,10 @@ BlockStats ReduceBlock(const std::byte* data, const Strided& where, const CfDeco
 // The reduction of one array: its element type and CF decoding (a struct: Result<> of a bare
 // function pointer trips GCC 12's -Wshadow).
 struct Reducer {
-  BlockStats (*reduce)(const std::byte*, const Strided&, const CfDecoding&) = nullptr;
+  ChannelAccumulator (*reduce)(const std::byte*, const Strided&, const CfDecoding&) = nullptr;
   CfDecoding cf;
 
-  BlockStats Reduce(const std::byte* data, const Strided& where) const {
+  ChannelAccumulator Reduce(const std::byte* data, const Strided& where) const {
     return reduce(data, where, cf);
   }
 };
@@ -230,7 +216,7 @@ struct ArrayPass {
 // Reads block `b` of `pass` into `buffer` and reduces each of its channels into `out` (one entry
 // per channel of the block's level piece, or one for an array without levels).
 Status ReduceOneBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>* buffer,
-                      std::vector<BlockStats>* out) {
+                      std::vector<ChannelAccumulator>* out) {
   const std::vector<size_t> which = pass.PieceIndices(b);
   const size_t rank = pass.pieces.size();
   std::vector<uint64_t> start(rank), shape(rank);
@@ -407,19 +393,55 @@ void PlanBlocks(std::span<const Channel> channels,
 
 // Reads and reduces every block of `passes`, merged per channel (of `num_channels`). Blocks run in
 // parallel batches; their results merge in block order, so the sums do not depend on scheduling.
-Result<std::vector<BlockStats>> ReduceBlocks(const std::vector<ArrayPass>& passes,
-                                             size_t num_channels,
-                                             const ChannelStatsOptions& options) {
+// The blocks of part `options.part_index` of `options.part_count`: a contiguous run of the blocks
+// of all passes, in pass order, the parts' sizes differing by one at most. Returns the first and
+// the end, counted over all passes' blocks.
+std::pair<uint64_t, uint64_t> PartBlocks(const std::vector<ArrayPass>& passes,
+                                         const ChannelStatsOptions& options) {
+  uint64_t all_blocks = 0;
+  for (const ArrayPass& pass : passes) all_blocks += pass.num_blocks;
+  const auto part_start = [&](uint64_t i) {
+    return all_blocks / options.part_count * i +
+           std::min<uint64_t>(i, all_blocks % options.part_count);
+  };
+  return {part_start(options.part_index), part_start(options.part_index + 1)};
+}
+
+// Reduces this part's blocks into one accumulator per channel. Blocks run in parallel batches;
+// their results merge in block order, so the sums do not depend on scheduling.
+Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
+                                                     const std::vector<ArrayPass>& passes,
+                                                     size_t num_channels,
+                                                     const ChannelStatsOptions& options) {
+  const auto [part_begin, part_end] = PartBlocks(passes, options);
   uint64_t total_bytes = 0;
-  for (const ArrayPass& pass : passes) total_bytes += pass.num_bytes;
+  uint64_t base = 0;  // the first block of a pass among all passes' blocks
+  for (const ArrayPass& pass : passes) {
+    if (options.part_count == 1) {
+      total_bytes += pass.num_bytes;
+      continue;
+    }
+    for (uint64_t b = std::max(part_begin, base); b < std::min(part_end, base + pass.num_blocks);
+         ++b) {
+      total_bytes += pass.BlockBytes(b - base);
+    }
+    base += pass.num_blocks;
+  }
   ThreadPool pool(options.num_threads);
   const uint64_t batch = std::max<uint64_t>(64, 16 * pool.num_threads());
-  std::vector<BlockStats> merged(num_channels);
-  std::vector<std::vector<BlockStats>> results;
+  std::vector<ChannelAccumulator> merged(num_channels);
+  std::vector<std::vector<ChannelAccumulator>> results;
   uint64_t done_bytes = 0;
-  for (const ArrayPass& pass : passes) {
-    for (uint64_t first = 0; first < pass.num_blocks; first += batch) {
-      const uint64_t n = std::min(batch, pass.num_blocks - first);
+  base = 0;
+  for (size_t p = 0; p < passes.size(); base += passes[p].num_blocks, ++p) {
+    const ArrayPass& pass = passes[p];
+    const uint64_t begin = std::clamp(part_begin, base, base + pass.num_blocks) - base;
+    const uint64_t end = std::clamp(part_end, base, base + pass.num_blocks) - base;
+    for (uint64_t first = begin; first < end; first += batch) {
+      if (options.interrupt != nullptr && options.interrupt->load(std::memory_order_relaxed)) {
+        return InvalidArgumentError("the statistics of " + dataset.url() + " were interrupted");
+      }
+      const uint64_t n = std::min(batch, end - first);
       results.resize(n);
       ZS_RETURN_IF_ERROR(ParallelFor(&pool, n, [&](size_t i) -> Status {
         thread_local std::vector<std::byte> buffer;
@@ -443,19 +465,15 @@ Result<std::vector<BlockStats>> ReduceBlocks(const std::vector<ArrayPass>& passe
 }
 
 // The statistics of `channel` from its merged block statistics (NaN where it has no values).
-ChannelStats Summarize(const Channel& channel, const BlockStats& s) {
-  ChannelStats out;
-  out.name = channel.name;
-  out.variable = channel.variable;
-  out.level = channel.level;
-  out.count = s.moments.count;
-  out.nan_count = s.nan_count;
+// Fills `out`'s statistics from an accumulator (undefined ones NaN).
+void Summarize(const ChannelAccumulator& s, ChannelStats* out) {
+  out->count = s.moments.count;
+  out->nan_count = s.nan_count;
   const bool any = s.moments.count > 0;
-  out.mean = any ? s.moments.mean : kNaN;
-  out.std = any ? std::sqrt(s.moments.Variance()) : kNaN;
-  out.min = any ? s.min : kNaN;
-  out.max = any ? s.max : kNaN;
-  return out;
+  out->mean = any ? s.moments.mean : kNaN;
+  out->std = any ? std::sqrt(s.moments.Variance()) : kNaN;
+  out->min = any ? s.min : kNaN;
+  out->max = any ? s.max : kNaN;
 }
 
 }  // namespace
@@ -477,9 +495,28 @@ void Moments::Merge(const Moments& other) {
 
 double Moments::Variance() const { return count == 0 ? kNaN : m2 / static_cast<double>(count); }
 
+void ChannelAccumulator::Merge(const ChannelAccumulator& other) {
+  moments.Merge(other.moments);
+  nan_count += other.nan_count;
+  min = std::min(min, other.min);
+  max = std::max(max, other.max);
+}
+
 Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
                                              std::span<const Channel> channels,
                                              const ChannelStatsOptions& options) {
+  ZS_ASSIGN_OR_RETURN(ChannelStatsPart part, ComputeChannelStatsPart(dataset, channels, options));
+  return FinishChannelStats(std::move(part));
+}
+
+Result<ChannelStatsPart> ComputeChannelStatsPart(const Dataset& dataset,
+                                                 std::span<const Channel> channels,
+                                                 const ChannelStatsOptions& options) {
+  if (options.part_count == 0 || options.part_index >= options.part_count) {
+    return InvalidArgumentError("part " + std::to_string(options.part_index) + "/" +
+                                std::to_string(options.part_count) +
+                                " is not a part of the statistics of " + dataset.url());
+  }
   if (channels.empty()) return InvalidArgumentError("no channels to compute statistics of");
   // The channels' dimensions are the time-dependent ones'; a static field (Channel::broadcast)
   // has them without time, and a time selection leaves it whole.
@@ -490,17 +527,29 @@ Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
       break;
     }
   }
-  ChannelStatsFile file;
+  ChannelStatsPart part;
+  ChannelStatsFile& file = part.job;
   file.source = dataset.url();
   file.decode_cf = options.decode_cf;
   ZS_ASSIGN_OR_RETURN(const auto selected, SelectedRuns(dataset, reference->dims, reference->shape,
                                                         options.select, &file.select));
   ZS_ASSIGN_OR_RETURN(std::vector<ArrayPass> passes, PassesByArray(channels, options.decode_cf));
   for (ArrayPass& pass : passes) PlanBlocks(channels, selected, &pass);
-  ZS_ASSIGN_OR_RETURN(const std::vector<BlockStats> merged,
-                      ReduceBlocks(passes, channels.size(), options));
-  for (size_t c = 0; c < channels.size(); ++c) {
-    file.channels.push_back(Summarize(channels[c], merged[c]));
+  ZS_ASSIGN_OR_RETURN(part.channels, ReduceBlocks(dataset, passes, channels.size(), options));
+  for (const Channel& channel : channels) {
+    ChannelStats out;
+    out.name = channel.name;
+    out.variable = channel.variable;
+    out.level = channel.level;
+    file.channels.push_back(std::move(out));
+  }
+  return part;
+}
+
+ChannelStatsFile FinishChannelStats(ChannelStatsPart part) {
+  ChannelStatsFile file = std::move(part.job);
+  for (size_t c = 0; c < file.channels.size() && c < part.channels.size(); ++c) {
+    Summarize(part.channels[c], &file.channels[c]);
   }
   return file;
 }

@@ -20,10 +20,17 @@
 // float64 or float32, dataset/cf_decoding.h) before entering the sums. `std` is the population
 // standard deviation, sqrt(M2 / count) (numpy's ddof=0).
 //
+// Parts: `part_count` > 1 cuts the blocks (of all arrays, in order) into that many contiguous runs;
+// ComputeChannelStatsPart reduces one run into per-channel accumulators, which merge (in part
+// order) into the statistics of the whole selection, equal to one pass's within rounding (the
+// merge tree differs), so parts can run on different machines (zarrstream.dask.stats).
+//
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +53,24 @@ struct Moments {
   double Variance() const;
 };
 
+// One channel's statistics over some of its values; accumulators of disjoint values merge into
+// those of their union.
+struct ChannelAccumulator {
+  Moments moments;  // of the values that are not NaN
+  uint64_t nan_count = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+
+  void Merge(const ChannelAccumulator& other);
+};
+
+// A part's result: the stats file's description of the job (source, decode_cf, the selected
+// labels, each channel's name; the same for every part of a job) and one accumulator per channel.
+struct ChannelStatsPart {
+  ChannelStatsFile job;  // channels' statistics not filled in
+  std::vector<ChannelAccumulator> channels;
+};
+
 struct ChannelStatsOptions {
   // Label selections on the channels' dimensions (not on levels: those are part of the channels).
   std::vector<LabelSelection> select;
@@ -59,6 +84,12 @@ struct ChannelStatsOptions {
   // and in all (decoded bytes of the channels' arrays, levels read together counted once); may
   // be empty.
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
+  // This pass's part of the blocks: part_index in [0, part_count) (ComputeChannelStatsPart).
+  uint32_t part_index = 0;
+  uint32_t part_count = 1;
+  // When not null and it becomes true, no further batch of blocks starts and the pass returns an
+  // error saying it was interrupted. Must outlive the call.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 // Computes the statistics of `channels` (resolved from `dataset`, which holds the coordinates
@@ -67,5 +98,15 @@ struct ChannelStatsOptions {
 Result<ChannelStatsFile> ComputeChannelStats(const Dataset& dataset,
                                              std::span<const Channel> channels,
                                              const ChannelStatsOptions& options);
+
+// Reduces part `options.part_index` of `options.part_count` (the whole pass when 1). Errors as
+// ComputeChannelStats's.
+Result<ChannelStatsPart> ComputeChannelStatsPart(const Dataset& dataset,
+                                                 std::span<const Channel> channels,
+                                                 const ChannelStatsOptions& options);
+
+// The statistics of merged accumulators: `part.job` with every channel's statistics filled in
+// (undefined ones NaN, as ComputeChannelStats writes them).
+ChannelStatsFile FinishChannelStats(ChannelStatsPart part);
 
 }  // namespace zarrstream

@@ -171,6 +171,66 @@ TEST_F(ChannelStatsTest, ResultsDoNotDependOnThreads) {
   }
 }
 
+// Parts of the blocks, merged in part order, give the one pass's statistics (within rounding: the
+// merge tree differs), whatever the number of parts, more parts than blocks included; every part
+// describes the same job.
+TEST_F(ChannelStatsTest, PartsMergeIntoTheWholePass) {
+  Dataset d = Open();
+  std::vector<Channel> channels = Resolve(d, {"t2m", "z@*"});
+  ChannelStatsOptions whole;
+  whole.num_threads = 2;
+  auto expected = ComputeChannelStats(d, channels, whole);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  for (uint32_t count : {2u, 3u, 7u, 1000u}) {
+    ChannelStatsPart merged;
+    uint64_t progress_total = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      ChannelStatsOptions options = whole;
+      options.part_index = i;
+      options.part_count = count;
+      options.progress = [&](uint64_t, uint64_t total) { progress_total = total; };
+      auto part = ComputeChannelStatsPart(d, channels, options);
+      ASSERT_TRUE(part.ok()) << part.status().ToString();
+      if (i == 0) {
+        merged = *part;
+      } else {
+        EXPECT_EQ(FormatChannelStats(part->job), FormatChannelStats(merged.job));
+        for (size_t c = 0; c < channels.size(); ++c) merged.channels[c].Merge(part->channels[c]);
+      }
+    }
+    ChannelStatsFile got = FinishChannelStats(std::move(merged));
+    ASSERT_EQ(got.channels.size(), expected->channels.size());
+    for (size_t c = 0; c < got.channels.size(); ++c) {
+      const ChannelStats& want = expected->channels[c];
+      SCOPED_TRACE(want.name + " in " + std::to_string(count) + " parts");
+      EXPECT_EQ(got.channels[c].name, want.name);
+      EXPECT_EQ(got.channels[c].count, want.count);
+      EXPECT_EQ(got.channels[c].nan_count, want.nan_count);
+      EXPECT_NEAR(got.channels[c].mean, want.mean, 1e-12 * std::abs(want.mean));
+      EXPECT_NEAR(got.channels[c].std, want.std, 1e-9 * std::abs(want.std));
+      EXPECT_EQ(got.channels[c].min, want.min);
+      EXPECT_EQ(got.channels[c].max, want.max);
+    }
+  }
+  ChannelStatsOptions outside = whole;
+  outside.part_index = 2;
+  outside.part_count = 2;
+  auto refused = ComputeChannelStatsPart(d, channels, outside);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("part 2/2"), std::string::npos);
+}
+
+TEST_F(ChannelStatsTest, InterruptStopsThePass) {
+  Dataset d = Open();
+  std::vector<Channel> channels = Resolve(d, {"t2m"});
+  const std::atomic<bool> interrupt{true};
+  ChannelStatsOptions options;
+  options.interrupt = &interrupt;
+  auto stats = ComputeChannelStats(d, channels, options);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_NE(stats.status().message().find("interrupted"), std::string::npos);
+}
+
 TEST_F(ChannelStatsTest, SelectionErrors) {
   Dataset d = Open();
   std::vector<Channel> channels = Resolve(d, {"z@500"});

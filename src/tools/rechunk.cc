@@ -380,16 +380,29 @@ struct SlabCopier {
   }
 };
 
-// When every part's record says complete, the last part to finish consolidates the metadata and
-// removes the progress records; returns whether it did (the job is then complete).
-Result<bool> FinishJobIfAllPartsDone(const RechunkOptions& options, const SourceLayout& layout,
-                                     Store& dest_store, const json& plan_json) {
+// The parts whose record does not say they completed this job (an absent record, one of other
+// options, one in progress).
+Result<std::vector<uint32_t>> UnfinishedParts(const RechunkOptions& options, Store& dest_store,
+                                              const json& plan_json) {
+  std::vector<uint32_t> unfinished;
   for (uint32_t p = 0; p < options.part_count; ++p) {
     ZS_ASSIGN_OR_RETURN(std::optional<json> state, ReadState(dest_store, p, options.part_count));
-    if (!state || !(*state)["complete"].is_boolean() || !(*state)["complete"].get<bool>()) {
-      return false;
+    if (!state || (*state)["plan"] != plan_json || !(*state)["complete"].is_boolean() ||
+        !(*state)["complete"].get<bool>()) {
+      unfinished.push_back(p);
     }
   }
+  return unfinished;
+}
+
+// When every part's record says complete, consolidates the metadata and replaces the progress
+// records with the finished record; returns whether it did (the job is then complete). Run by the
+// last part to finish, and by FinishRechunk; two runs at once write the same.
+Result<bool> FinishJobIfAllPartsDone(const RechunkOptions& options, const SourceLayout& layout,
+                                     Store& dest_store, const json& plan_json) {
+  ZS_ASSIGN_OR_RETURN(std::vector<uint32_t> unfinished,
+                      UnfinishedParts(options, dest_store, plan_json));
+  if (!unfinished.empty()) return false;
   if (layout.is_group) {
     ZS_ASSIGN_OR_RETURN(Group group, Group::Open(options.dest_url));
     ZS_RETURN_IF_ERROR(group.ConsolidateMetadata());
@@ -515,15 +528,13 @@ Result<std::vector<std::pair<std::string, uint64_t>>> ParseDimSizes(std::string_
   return sizes;
 }
 
-Result<RechunkReport> Rechunk(const RechunkOptions& options) {
+namespace {
+
+// The options with the preset and the default codec applied, and the source's layout.
+Result<std::pair<RechunkOptions, SourceLayout>> Resolve(const RechunkOptions& options) {
   if (options.part_count == 0 || options.part_index >= options.part_count) {
     return InvalidArgumentError("--part " + std::to_string(options.part_index) + "/" +
                                 std::to_string(options.part_count) + " is not a part of the job");
-  }
-  if (options.overwrite && options.part_count > 1) {
-    return InvalidArgumentError(
-        "--overwrite cannot be combined with --part: parts would delete each other's output; "
-        "clear the destination before starting the parts");
   }
   ZS_ASSIGN_OR_RETURN(SourceLayout layout, ResolveSources(options));
   ZS_RETURN_IF_ERROR(CheckDimsExist(options.chunks, layout.outputs, "--chunks"));
@@ -533,7 +544,56 @@ Result<RechunkReport> Rechunk(const RechunkOptions& options) {
     ZS_RETURN_IF_ERROR(ApplyGpuFriendlyPreset(layout, &resolved));
   }
   if (resolved.codec.empty()) resolved.codec = "zstd:3";
-  return RunPlan(resolved, std::move(layout));
+  return std::pair{std::move(resolved), std::move(layout)};
+}
+
+}  // namespace
+
+Result<RechunkReport> Rechunk(const RechunkOptions& options) {
+  if (options.overwrite && options.part_count > 1) {
+    return InvalidArgumentError(
+        "--overwrite cannot be combined with --part: parts would delete each other's output; "
+        "clear the destination before starting the parts");
+  }
+  ZS_ASSIGN_OR_RETURN(auto resolved, Resolve(options));
+  return RunPlan(resolved.first, std::move(resolved.second));
+}
+
+Result<RechunkReport> FinishRechunk(const RechunkOptions& options) {
+  ZS_ASSIGN_OR_RETURN(auto resolved, Resolve(options));
+  const RechunkOptions& resolved_options = resolved.first;
+  ZS_ASSIGN_OR_RETURN(std::vector<OutputPlan> plans,
+                      PlanOutputs(resolved_options, resolved.second));
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> dest_store, OpenStore(options.dest_url));
+  const json plan_json = PlanJson(resolved_options, plans);
+  RechunkReport report;
+  report.arrays = plans.size() + resolved.second.extended_copies.size();
+  report.skipped_arrays = resolved.second.skipped;
+  ZS_ASSIGN_OR_RETURN(std::optional<json> finished, ReadFinishedPlan(*dest_store));
+  if (finished) {
+    if (*finished != plan_json) {
+      return InvalidArgumentError(options.dest_url +
+                                  " holds a finished rechunk with other options");
+    }
+    report.job_complete = true;
+    return report;
+  }
+  ZS_ASSIGN_OR_RETURN(std::vector<uint32_t> unfinished,
+                      UnfinishedParts(resolved_options, *dest_store, plan_json));
+  if (!unfinished.empty()) {
+    std::string parts;
+    for (uint32_t p : unfinished) {
+      if (!parts.empty()) parts += ", ";
+      parts += std::to_string(p);
+    }
+    return InvalidArgumentError("cannot finish the rechunk into " + options.dest_url +
+                                ": part(s) " + parts + " of " + std::to_string(options.part_count) +
+                                " have not completed; run them with the same options first");
+  }
+  ZS_ASSIGN_OR_RETURN(
+      report.job_complete,
+      FinishJobIfAllPartsDone(resolved_options, resolved.second, *dest_store, plan_json));
+  return report;
 }
 
 }  // namespace zarrstream::tools

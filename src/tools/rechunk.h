@@ -117,4 +117,11 @@ struct RechunkReport {
 // finished is saved before an error returns, so a rerun with the same options resumes after them.
 Result<RechunkReport> Rechunk(const RechunkOptions& options);
 
+// Finishes a job whose `options.part_count` parts have all completed (run with these options):
+// consolidates the metadata and leaves the finished record, as the last part to finish does. For
+// runners that run the parts and then finish the job once, and to rerun a finish that failed.
+// Copies nothing; the part index is not used. A job already finished returns `job_complete` at
+// once; parts not completed are an error naming them.
+Result<RechunkReport> FinishRechunk(const RechunkOptions& options);
+
 }  // namespace zarrstream::tools

@@ -1,0 +1,260 @@
+// The C++ job runs on a thread of its own while the calling thread waits with the GIL released.
+// The waiting thread wakes at each progress update and every 100 ms: it calls the Python progress
+// callback and, on Python's main thread, runs the signal handlers. Ctrl-C (or an exception from the
+// callback) sets the job's interrupt flag; the job winds down (a rechunk saves its progress, so a
+// rerun resumes) and the exception is raised once it has.
+#include "job_bindings.h"
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "dataset/channel_spec.h"
+#include "errors.h"
+#include "gil.h"
+#include "tools/channel_stats.h"
+#include "tools/rechunk.h"
+#include "zarrstream/label_selection.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace zarrstream::python {
+namespace {
+
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+// Runs `work(interrupt, progress)` as described in the overview and returns its result; raises
+// what interrupted it (KeyboardInterrupt, the callback's exception) once it has returned.
+template <typename T>
+T RunInterruptibly(nb::handle callback,
+                   const std::function<T(const std::atomic<bool>&, const ProgressFn&)>& work) {
+  std::atomic<bool> interrupt{false};
+  std::mutex mutex;
+  std::condition_variable changed;
+  uint64_t done = 0, total = 0;
+  bool updated = false, finished = false;
+  std::optional<T> result;
+  std::exception_ptr failed;  // an allocation failure in the binding's own code
+  std::thread worker([&] {
+    std::optional<T> value;
+    std::exception_ptr error;
+    try {
+      value.emplace(work(interrupt, [&](uint64_t d, uint64_t t) {
+        std::lock_guard<std::mutex> lock(mutex);
+        done = d;
+        total = t;
+        updated = true;
+        changed.notify_one();
+      }));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    result = std::move(value);
+    failed = error;
+    finished = true;
+    changed.notify_one();
+  });
+  std::exception_ptr raised;
+  for (bool last = false; !last;) {
+    bool report = false, signal = false;
+    uint64_t report_done = 0, report_total = 0;
+    {
+      GilRelease release;
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait_for(lock, std::chrono::milliseconds(100), [&] { return finished || updated; });
+      last = finished;
+      report = std::exchange(updated, false);
+      report_done = done;
+      report_total = total;
+      lock.unlock();
+      if (!raised && !last) signal = release.SignalRaised();
+    }
+    if (signal) {
+      try {
+        throw nb::python_error();  // takes the error the signal handler set
+      } catch (...) {
+        raised = std::current_exception();
+      }
+      interrupt.store(true);
+    }
+    if (report && !raised && callback.is_valid() && !callback.is_none()) {
+      try {
+        callback(report_done, report_total);
+      } catch (...) {
+        raised = std::current_exception();
+        interrupt.store(true);
+      }
+    }
+  }
+  {
+    GilRelease release;
+    worker.join();
+  }
+  if (raised) std::rethrow_exception(raised);
+  if (failed) std::rethrow_exception(failed);
+  return std::move(*result);
+}
+
+nb::dict ReportDict(const tools::RechunkReport& r) {
+  nb::dict out;
+  out["arrays"] = r.arrays;
+  out["slabs_total"] = r.slabs_total;
+  out["slabs_resumed"] = r.slabs_resumed;
+  out["slabs_written"] = r.slabs_written;
+  out["output_bytes"] = r.output_bytes;
+  out["source_bytes_decoded"] = r.source_bytes_decoded;
+  out["read_amplification"] = r.read_amplification();
+  out["memory_bound_bytes"] = r.memory_bound_bytes;
+  out["skipped_arrays"] = r.skipped_arrays;
+  out["job_complete"] = r.job_complete;
+  out["interrupted"] = r.interrupted;
+  return out;
+}
+
+tools::RechunkOptions MakeRechunkOptions(std::string source, std::string dest,
+                                         const std::string& chunks, const std::string& shards,
+                                         std::string codec, bool gpu_friendly,
+                                         std::vector<std::string> variables,
+                                         std::vector<std::string> select, std::string stack,
+                                         size_t threads, uint64_t memory_bytes, uint32_t part_index,
+                                         uint32_t part_count, bool overwrite) {
+  tools::RechunkOptions options;
+  options.source_url = std::move(source);
+  options.dest_url = std::move(dest);
+  if (!chunks.empty()) options.chunks = ValueOrThrow(tools::ParseDimSizes(chunks));
+  if (!shards.empty()) options.shards = ValueOrThrow(tools::ParseDimSizes(shards));
+  options.codec = std::move(codec);
+  options.gpu_friendly = gpu_friendly;
+  options.variables = std::move(variables);
+  options.selections = std::move(select);
+  options.stack_name = std::move(stack);
+  options.threads = threads;
+  if (memory_bytes == 0) ThrowIfError(InvalidArgumentError("memory must be positive"));
+  options.memory_limit_bytes = memory_bytes;
+  options.part_index = part_index;
+  options.part_count = part_count;
+  options.overwrite = overwrite;
+  return options;
+}
+
+// A part's accumulators, one list per field, one entry per channel (picklable as they are).
+using StatsPartValues =
+    std::tuple<std::vector<uint64_t>, std::vector<uint64_t>, std::vector<double>,
+               std::vector<double>, std::vector<double>, std::vector<double>>;
+
+}  // namespace
+
+void RegisterJobBindings(nb::module_& m) {
+  m.def(
+      "_rechunk",
+      [](std::string source, std::string dest, const std::string& chunks, const std::string& shards,
+         std::string codec, bool gpu_friendly, std::vector<std::string> variables,
+         std::vector<std::string> select, std::string stack, size_t threads, uint64_t memory_bytes,
+         uint32_t part_index, uint32_t part_count, bool overwrite, bool finish_only,
+         nb::object progress) {
+        tools::RechunkOptions options = MakeRechunkOptions(
+            std::move(source), std::move(dest), chunks, shards, std::move(codec), gpu_friendly,
+            std::move(variables), std::move(select), std::move(stack), threads, memory_bytes,
+            part_index, part_count, overwrite);
+        Result<tools::RechunkReport> report = RunInterruptibly<Result<tools::RechunkReport>>(
+            progress, [&](const std::atomic<bool>& interrupt, const ProgressFn& on_progress) {
+              if (finish_only) return tools::FinishRechunk(options);
+              tools::RechunkOptions run = options;
+              run.interrupt = &interrupt;
+              run.on_progress = on_progress;
+              return tools::Rechunk(run);
+            });
+        return ReportDict(ValueOrThrow(std::move(report)));
+      },
+      "source"_a, "dest"_a, "chunks"_a, "shards"_a, "codec"_a, "gpu_friendly"_a, "variables"_a,
+      "select"_a, "stack"_a, "threads"_a, "memory_bytes"_a, "part_index"_a, "part_count"_a,
+      "overwrite"_a, "finish_only"_a, "progress"_a.none());
+
+  // Returns (job, values): the stats file describing the job (its statistics not filled in; the
+  // same text for every part) and the part's accumulators.
+  m.def(
+      "_stats_part",
+      [](const std::string& url, const std::vector<std::string>& variables,
+         const std::vector<std::string>& select, size_t threads, bool decode_cf,
+         uint32_t part_index, uint32_t part_count, nb::object progress) {
+        Result<ChannelStatsPart> part = RunInterruptibly<Result<ChannelStatsPart>>(
+            progress,
+            [&](const std::atomic<bool>& interrupt,
+                const ProgressFn& on_progress) -> Result<ChannelStatsPart> {
+              ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ParseVariableSpecs(variables));
+              ZS_ASSIGN_OR_RETURN(std::vector<LabelSelection> selections,
+                                  ParseLabelSelections(select));
+              OpenOptions open;
+              open.num_threads = threads;
+              ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open));
+              ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, dataset.ResolveChannels(specs));
+              ChannelStatsOptions options;
+              options.select = std::move(selections);
+              options.num_threads = threads;
+              options.decode_cf = decode_cf;
+              options.part_index = part_index;
+              options.part_count = part_count;
+              options.progress = on_progress;
+              options.interrupt = &interrupt;
+              return ComputeChannelStatsPart(dataset, channels, options);
+            });
+        ChannelStatsPart value = ValueOrThrow(std::move(part));
+        StatsPartValues values;
+        for (const ChannelAccumulator& c : value.channels) {
+          std::get<0>(values).push_back(c.moments.count);
+          std::get<1>(values).push_back(c.nan_count);
+          std::get<2>(values).push_back(c.moments.mean);
+          std::get<3>(values).push_back(c.moments.m2);
+          std::get<4>(values).push_back(c.min);
+          std::get<5>(values).push_back(c.max);
+        }
+        return std::make_pair(FormatChannelStats(value.job), std::move(values));
+      },
+      "url"_a, "variables"_a, "select"_a, "threads"_a, "decode_cf"_a, "part_index"_a,
+      "part_count"_a, "progress"_a.none());
+
+  // Merges parts' accumulators, in the order given, into the stats file's text.
+  m.def(
+      "_finish_stats",
+      [](const std::string& job, const std::vector<StatsPartValues>& parts) {
+        ChannelStatsPart merged;
+        merged.job = ValueOrThrow(ParseChannelStats(job));
+        const size_t n = merged.job.channels.size();
+        merged.channels.resize(n);
+        for (size_t p = 0; p < parts.size(); ++p) {
+          const auto& [count, nan_count, mean, m2, min, max] = parts[p];
+          if (count.size() != n || nan_count.size() != n || mean.size() != n || m2.size() != n ||
+              min.size() != n || max.size() != n) {
+            ThrowIfError(InvalidArgumentError(
+                "statistics part " + std::to_string(p) + " of " + merged.job.source + " has " +
+                std::to_string(count.size()) + " channels, the job " + std::to_string(n)));
+          }
+          for (size_t c = 0; c < n; ++c) {
+            ChannelAccumulator a;
+            a.moments = Moments{count[c], mean[c], m2[c]};
+            a.nan_count = nan_count[c];
+            a.min = min[c];
+            a.max = max[c];
+            merged.channels[c].Merge(a);
+          }
+        }
+        return FormatChannelStats(FinishChannelStats(std::move(merged)));
+      },
+      "job"_a, "parts"_a);
+}
+
+}  // namespace zarrstream::python

@@ -1,0 +1,332 @@
+"""The rechunk and statistics jobs from Python, whole or in parts (docs/rechunk.md, docs/stats.md).
+
+``rechunk`` and ``stats`` do what ``zarrstream rechunk`` and ``zarrstream stats`` do, with the same
+options and semantics. ``plan_rechunk`` and ``plan_stats`` cut a job into parts: small picklable
+descriptions that any process runs with one call (``part.run()``), on any machine that reaches the
+source and the destination; ``plan.finalise(...)`` then finishes the job once. Engines run the parts
+as their tasks (``zarrstream.dask``).
+
+The work runs in C++ with the GIL released. Ctrl-C (KeyboardInterrupt) stops a rechunk after the
+slabs in flight, with its progress saved (a rerun resumes), and is raised then; an exception raised
+by a progress callback stops the job the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Union
+
+from . import _zarrstream
+from .errors import InvalidArgumentError
+
+Progress = Callable[[int, int], Any]
+"""``progress(done_bytes, total_bytes)``, called on the calling thread as the work advances."""
+
+DimSizes = Union[str, Mapping[str, Union[int, str]], None]
+Selection = Union[str, Sequence[str], Mapping[str, Any], None]
+
+
+def _location(url: str | os.PathLike, absolute: bool) -> str:
+    """A URL or path as the C++ side takes it; a local path made absolute for parts that run in
+    other processes (which may have another working directory)."""
+    text = os.fspath(url)
+    if absolute and "://" not in text:
+        text = os.path.abspath(text)
+    return text
+
+
+def _dim_sizes(value: DimSizes, what: str) -> str:
+    """``{"time": 1, "level": "all"}`` or ``"time=1,level=all"`` as the CLI's text."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return ",".join(f"{dim}={size}" for dim, size in value.items())
+    raise InvalidArgumentError(f"{what}: expected 'dim=N,...' or a dict of sizes, got {value!r}")
+
+
+def _texts(value: str | Sequence[str] | None, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise InvalidArgumentError(f"{what}: expected a string or a list of strings, got {value!r}")
+
+
+def _selections(value: Selection) -> list[str]:
+    """``{"time": "1979:2015"}``, ``"time=1979:2015"`` or a list of such texts, as the CLI's."""
+    if isinstance(value, Mapping):
+        return [f"{dim}={labels}" for dim, labels in value.items()]
+    return _texts(value, "select")
+
+
+@dataclass(frozen=True)
+class RechunkOptions:
+    """A rechunk job's options, normalised (the CLI's, in the CLI's text forms)."""
+
+    chunks: str = ""
+    shard: str = ""
+    codec: str = ""
+    vars: tuple[str, ...] = ()
+    select: tuple[str, ...] = ()
+    stack: str = ""
+    gpu_friendly: bool = False
+    threads: int = 0
+    memory: float = 2.0  # GB for data in flight
+
+    @classmethod
+    def of(cls, chunks: DimSizes = None, shard: DimSizes = None, codec: str | None = None,
+           vars: str | Sequence[str] | None = None, select: Selection = None,
+           stack: str | None = None, gpu_friendly: bool = False, threads: int = 0,
+           memory: float = 2.0) -> RechunkOptions:
+        if not memory or memory <= 0:
+            raise InvalidArgumentError(f"memory must be a positive number of GB, got {memory!r}")
+        if threads < 0:
+            raise InvalidArgumentError(f"threads must be 0 (all cores) or more, got {threads!r}")
+        return cls(_dim_sizes(chunks, "chunks"), _dim_sizes(shard, "shard"), codec or "",
+                   tuple(_texts(vars, "vars")), tuple(_selections(select)), stack or "",
+                   bool(gpu_friendly), int(threads), float(memory))
+
+
+@dataclass(frozen=True)
+class RechunkReport:
+    """What a rechunk run (one part, or the job) did; the fields of the CLI's summary."""
+
+    arrays: int
+    slabs_total: int
+    slabs_resumed: int
+    slabs_written: int
+    output_bytes: int
+    source_bytes_decoded: int
+    read_amplification: float
+    memory_bound_bytes: int
+    skipped_arrays: tuple[str, ...]
+    job_complete: bool
+    interrupted: bool
+
+    @classmethod
+    def _of(cls, report: dict) -> RechunkReport:
+        values = {f.name: report[f.name] for f in fields(cls)}
+        values["skipped_arrays"] = tuple(values["skipped_arrays"])
+        return cls(**values)
+
+
+def _job_report(finished: RechunkReport, parts: Sequence[RechunkReport]) -> RechunkReport:
+    """The job's report from its parts' (as the engines' runners ran them) and the finalise's."""
+    output_bytes = sum(r.output_bytes for r in parts)
+    source_bytes = sum(r.source_bytes_decoded for r in parts)
+    return replace(
+        finished,
+        slabs_total=sum(r.slabs_total for r in parts),
+        slabs_resumed=sum(r.slabs_resumed for r in parts),
+        slabs_written=sum(r.slabs_written for r in parts),
+        output_bytes=output_bytes,
+        source_bytes_decoded=source_bytes,
+        read_amplification=source_bytes / output_bytes if output_bytes else 0.0,
+        memory_bound_bytes=max((r.memory_bound_bytes for r in parts), default=0),
+    )
+
+
+def _run_rechunk(source: str, dest: str, options: RechunkOptions, part: int, parts: int,
+                 overwrite: bool, finish_only: bool, progress: Progress | None) -> RechunkReport:
+    report = _zarrstream._rechunk(
+        source, dest, options.chunks, options.shard, options.codec, options.gpu_friendly,
+        list(options.vars), list(options.select), options.stack, options.threads,
+        int(options.memory * 1e9), part, parts, overwrite, finish_only, progress)
+    return RechunkReport._of(report)
+
+
+def rechunk(source: str | os.PathLike, dest: str | os.PathLike, *, chunks: DimSizes = None,
+            shard: DimSizes = None, codec: str | None = None, vars: str | Sequence[str] | None = None,
+            select: Selection = None, stack: str | None = None, gpu_friendly: bool = False,
+            threads: int = 0, memory: float = 2.0, part: int = 0, parts: int = 1,
+            overwrite: bool = False, progress: Progress | None = None) -> RechunkReport:
+    """Copies a Zarr array or group into a Zarr v3 layout for training reads, as
+    ``zarrstream rechunk`` does (docs/rechunk.md): ``chunks``/``shard`` as ``"time=1,level=all"`` or
+    ``{"time": 1, "level": "all"}``, ``memory`` in GB, ``part``/``parts`` as ``--part part/parts``.
+    Rerunning with the same options resumes; the report's ``job_complete`` says whether the whole
+    job (every part) is done."""
+    options = RechunkOptions.of(chunks, shard, codec, vars, select, stack, gpu_friendly, threads,
+                                memory)
+    return _run_rechunk(_location(source, False), _location(dest, False), options, int(part),
+                        int(parts), bool(overwrite), False, progress)
+
+
+@dataclass(frozen=True)
+class RechunkPart:
+    """Part ``index`` of ``count`` of a rechunk job: it writes stored objects no other part writes,
+    so the parts run at once, anywhere. Rerunning a part resumes from its own progress record (a
+    retry after a killed worker redoes only the slabs in flight)."""
+
+    source: str
+    dest: str
+    options: RechunkOptions
+    index: int
+    count: int
+
+    def run(self, progress: Progress | None = None) -> RechunkReport:
+        return _run_rechunk(self.source, self.dest, self.options, self.index, self.count, False,
+                            False, progress)
+
+    __call__ = run
+
+
+@dataclass(frozen=True)
+class RechunkPlan:
+    """A rechunk job cut into parts (``plan_rechunk``)."""
+
+    source: str
+    dest: str
+    options: RechunkOptions
+    parts: tuple[RechunkPart, ...]
+
+    def finalise(self) -> RechunkReport:
+        """Finishes the job once every part has run: consolidates the metadata and records the job
+        as finished (the last part to finish does this itself; then this returns at once). Copies
+        nothing; parts not completed are an error naming them. A finalise that failed can be rerun."""
+        return _run_rechunk(self.source, self.dest, self.options, 0, len(self.parts), False, True,
+                            None)
+
+
+def plan_rechunk(source: str | os.PathLike, dest: str | os.PathLike, *, parts: int,
+                 chunks: DimSizes = None, shard: DimSizes = None, codec: str | None = None,
+                 vars: str | Sequence[str] | None = None, select: Selection = None,
+                 stack: str | None = None, gpu_friendly: bool = False, threads: int = 0,
+                 memory: float = 2.0) -> RechunkPlan:
+    """Cuts the rechunk job into ``parts`` independent parts (``--part i/parts``); together they write
+    exactly what one run writes. Local paths are made absolute. The destination must be empty or
+    hold this very job (``overwrite`` is for one-part runs: clear the destination first)."""
+    if not isinstance(parts, int) or parts < 1:
+        raise InvalidArgumentError(f"parts must be a positive integer, got {parts!r}")
+    options = RechunkOptions.of(chunks, shard, codec, vars, select, stack, gpu_friendly, threads,
+                                memory)
+    src, dst = _location(source, True), _location(dest, True)
+    return RechunkPlan(src, dst, options,
+                       tuple(RechunkPart(src, dst, options, i, parts) for i in range(parts)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics.
+
+
+@dataclass(frozen=True)
+class StatsPartResult:
+    """A statistics part's per-channel accumulators (count, NaN count, mean, M2, min, max), which
+    merge exactly (Chan et al.) with the other parts' into the job's statistics."""
+
+    job: str  # the stats file describing the job, the same text for every part
+    index: int
+    count: int
+    values: tuple
+
+
+def _stats_options(vars, select, threads, decode_cf) -> tuple[list[str], list[str], int, bool]:
+    if threads < 0:
+        raise InvalidArgumentError(f"threads must be 0 (all cores) or more, got {threads!r}")
+    return _texts(vars, "vars"), _selections(select), int(threads), bool(decode_cf)
+
+
+@dataclass(frozen=True)
+class StatsPart:
+    """Part ``index`` of ``count`` of a statistics job: a contiguous run of its blocks."""
+
+    dataset: str
+    vars: tuple[str, ...]
+    select: tuple[str, ...]
+    threads: int
+    decode_cf: bool
+    index: int
+    count: int
+
+    def run(self, progress: Progress | None = None) -> StatsPartResult:
+        job, values = _zarrstream._stats_part(self.dataset, list(self.vars), list(self.select),
+                                              self.threads, self.decode_cf, self.index,
+                                              self.count, progress)
+        return StatsPartResult(job, self.index, self.count, tuple(values))
+
+    __call__ = run
+
+
+def _write_stats(text: str, output: str | os.PathLike | None) -> dict:
+    """Writes the stats file to `output` (when given) and returns it, warning as the CLI does
+    about channels whose statistics are undefined."""
+    if output is not None and os.fspath(output) != "-":
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    result = json.loads(text)
+    for c in result["channels"]:
+        if c["count"] == 0:
+            warnings.warn(f"channel '{c['name']}' has no values in the selection (all NaN): its "
+                          "statistics are None", RuntimeWarning, stacklevel=3)
+        elif c["mean"] is None or c["std"] is None:
+            warnings.warn(f"channel '{c['name']}' holds infinite values: its mean or std is None",
+                          RuntimeWarning, stacklevel=3)
+    return result
+
+
+@dataclass(frozen=True)
+class StatsPlan:
+    """A statistics job cut into parts (``plan_stats``)."""
+
+    dataset: str
+    parts: tuple[StatsPart, ...]
+
+    def finalise(self, results: Sequence[StatsPartResult],
+                 output: str | os.PathLike | None = None) -> dict:
+        """Merges the parts' results (one per part, in any order) into the stats file, written to
+        ``output`` when given, and returns it as a dict (undefined statistics are None)."""
+        count = len(self.parts)
+        by_index = {}
+        for r in results:
+            if not isinstance(r, StatsPartResult) or r.count != count or not 0 <= r.index < count:
+                what = f"part {r.index} of {r.count}" if isinstance(r, StatsPartResult) else type(r).__name__
+                raise InvalidArgumentError(
+                    f"statistics of {self.dataset}: {what} is not a result of a part of this plan "
+                    f"({count} parts)")
+            if r.index in by_index:
+                raise InvalidArgumentError(f"statistics of {self.dataset}: part {r.index} is given twice")
+            by_index[r.index] = r
+        missing = [i for i in range(count) if i not in by_index]
+        if missing:
+            raise InvalidArgumentError(
+                f"statistics of {self.dataset}: no result for part(s) {', '.join(map(str, missing))} "
+                f"of {count}")
+        ordered = [by_index[i] for i in range(count)]
+        if any(r.job != ordered[0].job for r in ordered):
+            raise InvalidArgumentError(
+                f"statistics of {self.dataset}: the parts' results describe different jobs "
+                "(options or dataset changed between parts)")
+        text = _zarrstream._finish_stats(ordered[0].job, [r.values for r in ordered])
+        return _write_stats(text, output)
+
+
+def plan_stats(dataset: str | os.PathLike, *, parts: int, vars: str | Sequence[str] | None = None,
+               select: Selection = None, threads: int = 0, decode_cf: bool = True) -> StatsPlan:
+    """Cuts the statistics of ``dataset`` into ``parts`` parts; ``plan.finalise(results)`` merges
+    their results into the stats file one ``stats`` run writes (equal within rounding: the merge
+    order differs). Local paths are made absolute."""
+    if not isinstance(parts, int) or parts < 1:
+        raise InvalidArgumentError(f"parts must be a positive integer, got {parts!r}")
+    var_list, select_list, threads, decode_cf = _stats_options(vars, select, threads, decode_cf)
+    url = _location(dataset, True)
+    return StatsPlan(url, tuple(StatsPart(url, tuple(var_list), tuple(select_list), threads,
+                                          decode_cf, i, parts) for i in range(parts)))
+
+
+def stats(dataset: str | os.PathLike, *, vars: str | Sequence[str] | None = None,
+          select: Selection = None, threads: int = 0, decode_cf: bool = True,
+          output: str | os.PathLike | None = None, progress: Progress | None = None) -> dict:
+    """Per-channel count, NaN count, mean, std, min and max over a label selection, as
+    ``zarrstream stats`` computes them (docs/stats.md): writes the stats file to ``output`` when
+    given and returns it as a dict (undefined statistics are None)."""
+    var_list, select_list, threads, decode_cf = _stats_options(vars, select, threads, decode_cf)
+    job, values = _zarrstream._stats_part(_location(dataset, False), var_list, select_list, threads,
+                                          decode_cf, 0, 1, progress)
+    return _write_stats(_zarrstream._finish_stats(job, [values]), output)

@@ -1,0 +1,343 @@
+"""zarrstream.rechunk / zarrstream.stats and their plans: the Python API writes what the CLI writes
+(byte for byte for a rechunk, within 1e-12 for statistics), whole or in parts run in any order and
+finalised once; parts pickle; progress, Ctrl-C and errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import signal
+from pathlib import Path
+
+import pytest
+
+import zarrstream
+import zarrstream.dask
+from conftest import run_cli
+
+RECHUNK_CLI = ["--chunks", "time=1,level=1", "--shard", "time=2,level=all", "--codec", "zstd:3",
+               "--memory", "0.002", "--threads", "1"]
+RECHUNK_API = dict(chunks={"time": 1, "level": 1}, shard="time=2,level=all", codec="zstd:3",
+                   memory=0.002, threads=1)
+STATS_VARS = "2m_temperature,temperature@500,850,geopotential@*"
+STATS_SELECT = "time=1979-01-01T06:00:1979-01-02T12:00"
+RECORDS = ".zarrstream-rechunk"  # the job's records: they name the part count, so left out
+
+
+def stored_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and RECORDS not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("jobs") / "era5.zarr"
+    proc = run_cli("synth", src, "--preset", "era5-small", "--steps", 8)
+    assert proc.returncode == 0, proc.stderr
+    return src
+
+
+@pytest.fixture(scope="module")
+def cli_rechunked(synth_store, tmp_path_factory) -> dict[str, bytes]:
+    dst = tmp_path_factory.mktemp("cli") / "out.zarr"
+    proc = run_cli("rechunk", synth_store, dst, *RECHUNK_CLI)
+    assert proc.returncode == 0, proc.stderr
+    return stored_files(dst)
+
+
+@pytest.fixture(scope="module")
+def cli_stats(synth_store, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("cli") / "stats.json"
+    proc = run_cli("stats", synth_store, "--vars", STATS_VARS, "--select", STATS_SELECT, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def assert_stats_equal(got: dict, want: dict) -> None:
+    assert {k: v for k, v in got.items() if k != "channels"} == \
+        {k: v for k, v in want.items() if k != "channels"}
+    assert [c["name"] for c in got["channels"]] == [c["name"] for c in want["channels"]]
+    for g, w in zip(got["channels"], want["channels"]):
+        for key in ("variable", "level", "count", "nan_count", "min", "max"):
+            assert g[key] == w[key], (g["name"], key)
+        for key in ("mean", "std"):
+            assert math.isclose(g[key], w[key], rel_tol=1e-12), (g["name"], key, g[key], w[key])
+
+
+def test_rechunk_writes_what_the_cli_writes(synth_store, cli_rechunked, tmp_path):
+    calls = []
+    report = zarrstream.rechunk(synth_store, tmp_path / "out.zarr", progress=lambda d, t: calls.append((d, t)),
+                                **RECHUNK_API)
+    assert report.job_complete and not report.interrupted
+    assert report.slabs_written == report.slabs_total > 1
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+    assert calls and calls[-1][0] == calls[-1][1] == report.output_bytes
+    assert all(b[0] >= a[0] for a, b in zip(calls, calls[1:]))
+    # Rerun: the finished job writes nothing.
+    again = zarrstream.rechunk(synth_store, tmp_path / "out.zarr", **RECHUNK_API)
+    assert again.job_complete and again.slabs_written == 0
+
+
+def test_rechunk_parts_from_a_plan_equal_one_run(synth_store, cli_rechunked, tmp_path):
+    dst = tmp_path / "out.zarr"
+    plan = zarrstream.plan_rechunk(synth_store, dst, parts=3, **RECHUNK_API)
+    assert [p.index for p in plan.parts] == [0, 1, 2]
+    parts = [pickle.loads(pickle.dumps(p)) for p in plan.parts]  # as a worker receives them
+    assert parts == list(plan.parts)
+    reports = [parts[2].run(), parts[0]()]
+    with pytest.raises(zarrstream.InvalidArgumentError, match=r"out\.zarr: part\(s\) 1 of 3 have not completed"):
+        plan.finalise()
+    reports.append(parts[1].run())
+    assert sum(r.slabs_written for r in reports) > 3
+    assert reports[-1].job_complete  # the last part to finish finalises
+    assert plan.finalise().job_complete  # and finalising again is harmless
+    assert stored_files(dst) == cli_rechunked
+
+
+def test_a_failed_finalise_can_be_rerun(synth_store, cli_rechunked, tmp_path):
+    # Each part's completed record, taken from a destination where only that part ran.
+    records = {}
+    for i in range(2):
+        alone = tmp_path / f"alone-{i}.zarr"
+        zarrstream.plan_rechunk(synth_store, alone, parts=2, **RECHUNK_API).parts[i].run()
+        records[i] = (alone / RECORDS / f"part-{i}-of-2.json").read_bytes()
+    dst = tmp_path / "out.zarr"
+    plan = zarrstream.plan_rechunk(synth_store, dst, parts=2, **RECHUNK_API)
+    for part in plan.parts:
+        part.run()
+    # As if the finishing step had failed: metadata not consolidated, the parts' records in place.
+    (dst / RECORDS / "finished.json").unlink()
+    root = json.loads((dst / "zarr.json").read_text())
+    del root["consolidated_metadata"]
+    (dst / "zarr.json").write_text(json.dumps(root))
+    for i, record in records.items():
+        (dst / RECORDS / f"part-{i}-of-2.json").write_bytes(record)
+    assert plan.finalise().job_complete
+    assert (dst / RECORDS / "finished.json").exists()
+    assert stored_files(dst) == cli_rechunked
+
+
+def test_rechunk_progress_callback_exception_stops_and_the_rerun_resumes(synth_store, cli_rechunked, tmp_path):
+    dst = tmp_path / "out.zarr"
+
+    def stop(done, total):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        zarrstream.rechunk(synth_store, dst, progress=stop, **RECHUNK_API)
+    report = zarrstream.rechunk(synth_store, dst, **RECHUNK_API)
+    assert report.job_complete and report.slabs_resumed > 0
+    assert stored_files(dst) == cli_rechunked
+
+
+def test_rechunk_ctrl_c_saves_progress_and_raises_keyboard_interrupt(synth_store, cli_rechunked, tmp_path):
+    dst = tmp_path / "out.zarr"
+    sent = []
+
+    def interrupt(done, total):
+        if not sent:
+            sent.append(done)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        zarrstream.rechunk(synth_store, dst, progress=interrupt, **RECHUNK_API)
+    assert sent
+    report = zarrstream.rechunk(synth_store, dst, **RECHUNK_API)
+    assert report.job_complete and report.slabs_resumed > 0
+    assert stored_files(dst) == cli_rechunked
+
+
+def test_stats_equals_the_cli(synth_store, cli_stats, tmp_path):
+    calls = []
+    got = zarrstream.stats(synth_store, vars=STATS_VARS, select=STATS_SELECT, output=tmp_path / "s.json",
+                           progress=lambda d, t: calls.append((d, t)))
+    assert_stats_equal(got, cli_stats)
+    assert json.loads((tmp_path / "s.json").read_text()) == got
+    assert calls and calls[-1][0] == calls[-1][1]
+    # The dict form of a selection, and a list of variable specs.
+    again = zarrstream.stats(str(synth_store), vars=STATS_VARS.split(",", 1),
+                             select={"time": STATS_SELECT.split("=", 1)[1]})
+    assert again == got
+
+
+@pytest.mark.parametrize("parts", [1, 3, 64])
+def test_stats_parts_merge_into_the_one_run(synth_store, cli_stats, tmp_path, parts):
+    plan = zarrstream.plan_stats(synth_store, parts=parts, vars=STATS_VARS, select=STATS_SELECT)
+    results = [pickle.loads(pickle.dumps(p)).run() for p in reversed(plan.parts)]
+    results = [pickle.loads(pickle.dumps(r)) for r in results]
+    got = plan.finalise(results, output=tmp_path / "s.json")
+    assert_stats_equal(got, cli_stats)
+    assert json.loads((tmp_path / "s.json").read_text()) == got
+    if parts > 1:
+        with pytest.raises(zarrstream.InvalidArgumentError, match=f"no result for part\\(s\\) 0 of {parts}"):
+            plan.finalise(results[:-1])
+        with pytest.raises(zarrstream.InvalidArgumentError, match="given twice"):
+            plan.finalise(results + results[:1])
+
+
+def test_stats_warns_of_an_all_nan_channel_as_the_cli_does(tmp_path):
+    import numpy as np
+    import zarr
+
+    g = zarr.open_group(str(tmp_path / "nan.zarr"), mode="w", zarr_format=3)
+    a = g.create_array("x", shape=(4, 3), dtype="float32", dimension_names=["time", "y"], fill_value=np.nan)
+    a[...] = np.nan
+    with pytest.warns(RuntimeWarning, match="'x' has no values"):
+        got = zarrstream.stats(tmp_path / "nan.zarr")
+    c = got["channels"][0]
+    assert (c["count"], c["nan_count"], c["mean"], c["std"], c["min"], c["max"]) == (0, 12, None, None, None, None)
+
+
+def test_errors_are_zarrstream_errors_naming_the_store(synth_store, tmp_path):
+    missing = tmp_path / "missing.zarr"
+    with pytest.raises(zarrstream.ZarrstreamError, match="missing.zarr"):
+        zarrstream.rechunk(missing, tmp_path / "out.zarr")
+    with pytest.raises(zarrstream.ZarrstreamError, match="missing.zarr"):
+        zarrstream.stats(missing)
+    with pytest.raises(zarrstream.ZarrstreamError, match="no_such_variable"):
+        zarrstream.stats(synth_store, vars="no_such_variable")
+    with pytest.raises(zarrstream.InvalidArgumentError, match="level=0"):
+        zarrstream.rechunk(synth_store, tmp_path / "out.zarr", chunks="level=0")
+    with pytest.raises(zarrstream.InvalidArgumentError, match="memory"):
+        zarrstream.rechunk(synth_store, tmp_path / "out.zarr", memory=0)
+    with pytest.raises(zarrstream.InvalidArgumentError, match="parts"):
+        zarrstream.plan_rechunk(synth_store, tmp_path / "out.zarr", parts=0)
+    with pytest.raises(zarrstream.InvalidArgumentError, match="--part 2/2"):
+        zarrstream.rechunk(synth_store, tmp_path / "out.zarr", part=2, parts=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# zarrstream.dask on a real LocalCluster: worker processes, each part a task.
+
+@pytest.fixture(scope="module")
+def distributed():
+    return pytest.importorskip("distributed", reason="dask[distributed] is in requirements-dev.txt")
+
+
+@pytest.fixture(scope="module")
+def client(distributed):
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def test_dask_rechunk_equals_one_run(client, synth_store, cli_rechunked, tmp_path):
+    done = []
+    report = zarrstream.dask.rechunk(synth_store, tmp_path / "out.zarr", client=client, parts=4,
+                                     progress=lambda d, t: done.append((d, t)), timeout=240, **RECHUNK_API)
+    assert report.job_complete
+    assert report.slabs_written == report.slabs_total > 4
+    assert done == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+
+
+def test_dask_rechunk_survives_a_worker_killed_mid_part(client, synth_store, cli_rechunked, tmp_path):
+    killed = tmp_path / "killed"
+
+    def kill_worker_once(index, done, total):
+        """On the worker running part 0, partway: SIGKILL its own process, the first time only."""
+        if index != 0 or not 0 < done < total:
+            return
+        try:
+            fd = os.open(killed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    report = zarrstream.dask.rechunk(synth_store, tmp_path / "out.zarr", client=client, parts=2,
+                                     part_progress=kill_worker_once, timeout=240, **RECHUNK_API)
+    assert killed.exists(), "part 0 never reported progress partway"
+    assert int(killed.read_text()) not in client.run(os.getpid).values()  # that worker is gone
+    assert report.job_complete
+    assert report.slabs_resumed + report.slabs_written == report.slabs_total
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+
+
+def test_dask_stats_on_a_default_local_cluster_equal_the_cli(distributed, synth_store, cli_stats, tmp_path):
+    got = zarrstream.dask.stats(synth_store, workers=2, parts=5, vars=STATS_VARS, select=STATS_SELECT,
+                                output=tmp_path / "s.json", timeout=240)
+    assert_stats_equal(got, cli_stats)
+    assert json.loads((tmp_path / "s.json").read_text()) == got
+
+
+def test_dask_part_errors_reach_the_caller(client, tmp_path):
+    with pytest.raises(zarrstream.NotFoundError, match="missing.zarr"):
+        zarrstream.dask.rechunk(tmp_path / "missing.zarr", tmp_path / "out.zarr", client=client, parts=2,
+                                retries=0, timeout=120)
+
+
+def test_cli_dask_option_runs_the_same_job(distributed, synth_store, cli_rechunked, cli_stats, tmp_path):
+    proc = run_cli("rechunk", synth_store, tmp_path / "out.zarr", *RECHUNK_CLI, "--dask", "local:2")
+    assert proc.returncode == 0, proc.stderr
+    assert "complete:" in proc.stdout
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+    proc = run_cli("stats", synth_store, "--vars", STATS_VARS, "--select", STATS_SELECT,
+                   "--dask", "local:2", "-o", tmp_path / "s.json")
+    assert proc.returncode == 0, proc.stderr
+    assert_stats_equal(json.loads((tmp_path / "s.json").read_text()), cli_stats)
+    proc = run_cli("rechunk", synth_store, tmp_path / "other.zarr", "--part", "0/2", "--dask", "local")
+    assert proc.returncode == 2 and "--part" in proc.stderr
+    proc = run_cli("rechunk", synth_store, tmp_path / "other.zarr", "--dask", "local:0")
+    assert proc.returncode == 1 and "local:N" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# zarrstream.ray on a local Ray of 2 CPUs: worker processes, each part a task.
+
+
+def test_cli_ray_option_runs_the_same_job(synth_store, cli_rechunked, tmp_path):
+    # Before the session below: the command starts a local Ray of its own.
+    pytest.importorskip("ray", reason="ray is in requirements-dev.txt")
+    proc = run_cli("rechunk", synth_store, tmp_path / "out.zarr", *RECHUNK_CLI, "--ray", "local:2")
+    assert proc.returncode == 0, proc.stderr
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+    proc = run_cli("rechunk", synth_store, tmp_path / "other.zarr", "--ray", "local", "--dask", "local")
+    assert proc.returncode != 0 and "--ray" in proc.stderr and "--dask" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray", reason="ray is in requirements-dev.txt")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_rechunk_and_stats_equal_one_run(ray_session, synth_store, cli_rechunked, cli_stats, tmp_path):
+    import zarrstream.ray
+
+    done = []
+    report = zarrstream.ray.rechunk(synth_store, tmp_path / "out.zarr", parts=3, timeout=240,
+                                    progress=lambda d, t: done.append((d, t)), **RECHUNK_API)
+    assert report.job_complete and report.slabs_written == report.slabs_total
+    assert done == [(1, 3), (2, 3), (3, 3)]
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+    got = zarrstream.ray.stats(synth_store, parts=4, vars=STATS_VARS, select=STATS_SELECT, timeout=240)
+    assert_stats_equal(got, cli_stats)
+
+
+def test_ray_rechunk_survives_a_worker_killed_mid_part(ray_session, synth_store, cli_rechunked, tmp_path):
+    import zarrstream.ray
+
+    killed = tmp_path / "killed"
+
+    def kill_worker_once(index, done, total):
+        """On the worker running part 0, partway: SIGKILL its own process, the first time only."""
+        if index != 0 or not 0 < done < total:
+            return
+        try:
+            fd = os.open(killed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    report = zarrstream.ray.rechunk(synth_store, tmp_path / "out.zarr", parts=2, timeout=240,
+                                    part_progress=kill_worker_once, **RECHUNK_API)
+    assert killed.exists(), "part 0 never reported progress partway"
+    assert report.job_complete
+    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
