@@ -3,6 +3,9 @@
 #include <bit>
 #include <cmath>
 #include <type_traits>
+#include <vector>
+
+#include "dataset/computed_forcing_math.h"
 
 namespace zarrstream {
 
@@ -189,6 +192,50 @@ void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint6
                                mask);
     default:
       break;  // rejected by MakeLoaderGeometry
+  }
+}
+
+namespace {
+
+template <typename Dst>
+void ComputeInto(uint32_t kind, int64_t seconds, std::span<const uint64_t> shape, int latitude_axis,
+                 const double* latitudes, int longitude_axis, const double* longitudes, Dst* slab) {
+  uint64_t elements = 1;
+  for (uint64_t extent : shape) elements *= extent;
+  std::vector<uint64_t> at(shape.size(), 0);
+  for (uint64_t e = 0; e < elements; ++e) {
+    const double lat = latitude_axis >= 0 ? latitudes[at[latitude_axis]] : 0.0;
+    const double lon = longitude_axis >= 0 ? longitudes[at[longitude_axis]] : 0.0;
+    slab[e] = FromFloat<Dst>(static_cast<float>(forcing_math::Value(kind, seconds, lat, lon)));
+    for (size_t a = shape.size(); a-- > 0;) {
+      if (++at[a] < shape[a]) break;
+      at[a] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void AssembleComputed(uint32_t kind, int64_t seconds, std::span<const uint64_t> shape,
+                      int latitude_axis, const double* latitudes, int longitude_axis,
+                      const double* longitudes, std::byte* slab, BatchDType dtype, uint8_t* mask) {
+  uint64_t elements = 1;
+  for (uint64_t extent : shape) elements *= extent;
+  if (mask != nullptr) std::fill(mask, mask + elements, uint8_t{0});
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return ComputeInto(kind, seconds, shape, latitude_axis, latitudes, longitude_axis, longitudes,
+                         reinterpret_cast<float*>(slab));
+    case BatchDType::kBFloat16:
+      return ComputeInto(kind, seconds, shape, latitude_axis, latitudes, longitude_axis, longitudes,
+                         reinterpret_cast<BFloat16*>(slab));
+    case BatchDType::kFloat16:
+#if defined(__FLT16_MANT_DIG__)
+      return ComputeInto(kind, seconds, shape, latitude_axis, latitudes, longitude_axis, longitudes,
+                         reinterpret_cast<_Float16*>(slab));
+#else
+      break;  // rejected by ParseBatchDType
+#endif
   }
 }
 

@@ -120,6 +120,11 @@ class BatchProducerBase : public BatchProducer {
     const DimArray* strides = nullptr;
   };
   CopyTarget TargetOf(Batch& b, const PlannedCopy& copy) const;
+  // The computed forcings' slabs of a host batch (BatchReadPlan::computed).
+  void AssembleComputedForcings(Batch& b, const BatchReadPlan& reads) const;
+  // Axis of the latitude (longitude) among the spatial dimensions; -1 where there is none.
+  int LatitudeAxis() const;
+  int LongitudeAxis() const;
 
   // The batch tensors of `samples` samples at `tensors` (input, target, masks) and `origins`, in
   // the context's layout.

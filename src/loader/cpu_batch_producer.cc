@@ -30,6 +30,7 @@ class CpuBatchProducer::Job {
   // its error is this batch's too).
   void Run() {
     AssembleResident();
+    producer_.AssembleComputedForcings(b_, reads_);
     DecodedChunks hits;
     std::vector<size_t> misses;
     std::vector<std::pair<size_t, std::shared_ptr<ChunkCache::Decode>>> elsewhere;
