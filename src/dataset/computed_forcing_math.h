@@ -102,25 +102,42 @@ ZS_FORCING_FN double LocalTime(int64_t seconds, double longitude) {
   return Modulo24(longitude / 360.0 * 24.0 + hours_since_midnight);
 }
 
-ZS_FORCING_FN double CosSolarZenithAngle(int64_t seconds, double latitude, double longitude) {
+// The sun's declination (radians) and the time correction (degrees) at `seconds`.
+ZS_FORCING_FN void SolarDeclination(int64_t seconds, double* declination, double* time_correction) {
   const double angle = JulianDay(seconds) / 365.25 * kPi * 2;
-  const double declination = 0.396372 - 22.91327 * cos(angle) + 4.025430 * sin(angle) -
-                             0.387205 * cos(2 * angle) + 0.051967 * sin(2 * angle) -
-                             0.154527 * cos(3 * angle) + 0.084798 * sin(3 * angle);
-  const double time_correction = 0.004297 + 0.107029 * cos(angle) - 1.837877 * sin(angle) -
-                                 0.837378 * cos(2 * angle) - 2.340475 * sin(2 * angle);
-  const double d = Radians(declination);
-  const double phi = Radians(latitude);
-  const double sindec_sinlat = sin(d) * sin(phi);
-  const double cosdec_coslat = cos(d) * cos(phi);
-  // The time of day in hours: hour + minute / 60 + second / 3600, summed in that order.
+  const double degrees = 0.396372 - 22.91327 * cos(angle) + 4.025430 * sin(angle) -
+                         0.387205 * cos(2 * angle) + 0.051967 * sin(2 * angle) -
+                         0.154527 * cos(3 * angle) + 0.084798 * sin(3 * angle);
+  *time_correction = 0.004297 + 0.107029 * cos(angle) - 1.837877 * sin(angle) -
+                     0.837378 * cos(2 * angle) - 2.340475 * sin(2 * angle);
+  *declination = Radians(degrees);
+}
+
+// The time of day in hours: hour + minute / 60 + second / 3600, summed in that order.
+ZS_FORCING_FN double DayHours(int64_t seconds) {
   const int64_t within = seconds - DayOf(seconds) * 86400;
-  const double hour = static_cast<double>(within / 3600) +
-                      static_cast<double>(within % 3600 / 60) / 60.0 +
-                      static_cast<double>(within % 60) / 3600.0;
-  const double solar_angle = Radians((hour - 12) * 15 + longitude + time_correction);
-  const double zenith = sindec_sinlat + cosdec_coslat * cos(solar_angle);
+  return static_cast<double>(within / 3600) + static_cast<double>(within % 3600 / 60) / 60.0 +
+         static_cast<double>(within % 60) / 3600.0;
+}
+
+// cos of the hour angle at `longitude`.
+ZS_FORCING_FN double CosHourAngle(double hours, double time_correction, double longitude) {
+  return cos(Radians((hours - 12) * 15 + longitude + time_correction));
+}
+
+// sin δ sin φ + cos δ cos φ cos h, clipped at 0; the CPU computes the terms once per row and
+// column of a grid, with the same arithmetic.
+ZS_FORCING_FN double ClippedZenith(double sindec_sinlat, double cosdec_coslat, double cos_hour) {
+  const double zenith = sindec_sinlat + cosdec_coslat * cos_hour;
   return zenith < 0.0 ? 0.0 : zenith;
+}
+
+ZS_FORCING_FN double CosSolarZenithAngle(int64_t seconds, double latitude, double longitude) {
+  double d = 0, time_correction = 0;
+  SolarDeclination(seconds, &d, &time_correction);
+  const double phi = Radians(latitude);
+  return ClippedZenith(sin(d) * sin(phi), cos(d) * cos(phi),
+                       CosHourAngle(DayHours(seconds), time_correction, longitude));
 }
 
 // Forcing `kind` at valid time `seconds`, latitude and longitude in degrees.

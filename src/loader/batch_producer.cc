@@ -57,27 +57,24 @@ int BatchProducerBase::LongitudeAxis() const {
   return SpatialAxisOf(context_.geometry, context_.geometry.longitude_dim);
 }
 
-void BatchProducerBase::AssembleComputedForcings(Batch& b, const BatchReadPlan& reads) const {
+void BatchProducerBase::AssembleComputedForcing(Batch& b, const PlannedForcing& f) const {
   const LoaderGeometry& g = context_.geometry;
   const LoaderOptions& options = context_.options;
-  const BatchTensor& out = BatchAccess::input(b);
-  const size_t element_bytes = BatchDTypeSize(options.dtype);
   const int latitude_axis = LatitudeAxis();
   const int longitude_axis = LongitudeAxis();
-  for (const PlannedForcing& f : reads.computed) {
-    const ComputedSlab& slab = g.computed_slabs[f.slab];
-    const uint64_t slab_index = f.sample * g.input_channels + slab.out_channel;
-    uint8_t* mask = nullptr;
-    if (options.fill_nan) {
-      mask = reinterpret_cast<uint8_t*>(BatchAccess::input_mask(b).data.data()) +
-             slab_index * g.slab_elements;
-    }
-    AssembleComputed(slab.kind, f.seconds, g.spatial_shape, latitude_axis,
-                     g.latitudes.data() + (latitude_axis >= 0 ? f.latitude : 0), longitude_axis,
-                     g.longitudes.data() + (longitude_axis >= 0 ? f.longitude : 0),
-                     out.data.data() + slab_index * g.slab_elements * element_bytes, options.dtype,
-                     mask);
+  const ComputedSlab& slab = g.computed_slabs[f.slab];
+  const uint64_t slab_index = f.sample * g.input_channels + slab.out_channel;
+  uint8_t* mask = nullptr;
+  if (options.fill_nan) {
+    mask = reinterpret_cast<uint8_t*>(BatchAccess::input_mask(b).data.data()) +
+           slab_index * g.slab_elements;
   }
+  AssembleComputed(slab.kind, f.seconds, g.spatial_shape, latitude_axis,
+                   g.latitudes.data() + (latitude_axis >= 0 ? f.latitude : 0), longitude_axis,
+                   g.longitudes.data() + (longitude_axis >= 0 ? f.longitude : 0),
+                   BatchAccess::input(b).data.data() +
+                       slab_index * g.slab_elements * BatchDTypeSize(options.dtype),
+                   options.dtype, mask);
 }
 
 void BatchProducerBase::LayOutTensors(Batch& b, std::byte* tensors, std::byte* origins,

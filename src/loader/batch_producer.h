@@ -120,8 +120,8 @@ class BatchProducerBase : public BatchProducer {
     const DimArray* strides = nullptr;
   };
   CopyTarget TargetOf(Batch& b, const PlannedCopy& copy) const;
-  // The computed forcings' slabs of a host batch (BatchReadPlan::computed).
-  void AssembleComputedForcings(Batch& b, const BatchReadPlan& reads) const;
+  // One computed forcing's slab of a host batch (BatchReadPlan::computed).
+  void AssembleComputedForcing(Batch& b, const PlannedForcing& forcing) const;
   // Axis of the latitude (longitude) among the spatial dimensions; -1 where there is none.
   int LatitudeAxis() const;
   int LongitudeAxis() const;
