@@ -182,6 +182,9 @@ struct LoaderOptions {
   std::vector<std::string> variables;
   // Inputs that are never targets (forcings: e.g. "toa_incident_solar_radiation"), after
   // `variables` in the input's channels.
+  // A name that is no variable of the dataset but a computed forcing ("cos_latitude",
+  // "sin_julian_day", "cos_solar_zenith_angle", ...: docs/loader.md) is computed for each
+  // sample's valid time and grid point, in its place among the forcings, not normalised.
   std::vector<std::string> forcings;
   // Target channels when targets are configured; empty: `variables` but the static fields.
   // Naming a static field here is a kConfig error.

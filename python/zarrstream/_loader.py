@@ -217,6 +217,11 @@ class Loader:
     ``variables`` or ``forcings`` is an input channel broadcast over every step of the window,
     read once when the loader opens and kept; it is never a target.
 
+    A name in ``forcings`` that is no variable of the store but a computed forcing
+    (``"cos_latitude"``, ``"sin_julian_day"``, ``"cos_local_time"``,
+    ``"cos_solar_zenith_angle"``, ...: docs/loader.md) is computed for each sample's valid time
+    and grid point, not read; it is not normalised.
+
     ``frequency="6h"`` (or a ``timedelta``) samples the time dimension at that frequency, a
     whole number of the store's steps: every 6th step of an hourly store, from the selection's
     first; windows, strides and ``target_offset`` count steps of it, and ``"origin"`` stays the

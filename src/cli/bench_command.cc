@@ -495,7 +495,10 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
   command->add_option("--variables", options->variables,
                       "Input variables: NAME, NAME@LEVEL[,LEVEL...] or NAME@*, comma-separated "
                       "or repeated (default: every data variable with a time dimension)");
-  command->add_option("--forcings", options->forcings, "Inputs that are never targets");
+  command->add_option("--forcings", options->forcings,
+                      "Inputs that are never targets: variables of the store, or computed "
+                      "forcings (cos_latitude, sin_julian_day, cos_solar_zenith_angle, ...: "
+                      "docs/loader.md), comma-separated");
   command->add_option("--sample", options->sample, "Sample window DIM=N[,DIM=N...]");
   command->add_option("--stride", options->stride, "Distance between origins DIM=N[,DIM=N...]");
   command->add_option("--target-offset", options->target_offset,

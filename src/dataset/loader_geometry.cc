@@ -10,8 +10,10 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "dataset/cf_decoding.h"
+#include "dataset/cf_time.h"
 #include "dataset/stats_file.h"
 #include "util/format.h"
 #include "zarrstream/label_selection.h"
@@ -141,6 +143,41 @@ Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderO
   return variables;
 }
 
+// The computed forcings among `forcings` (a name the dataset holds as a variable is read, not
+// computed), in order: each computed one's kind, each stored one's channel count in `index`; the
+// stored ones are appended to `inputs`. A name that is neither is a kNotFound error naming both.
+Result<std::vector<InputSource>> SplitForcings(const Dataset& dataset,
+                                               const std::vector<std::string>& forcings,
+                                               const std::string& where,
+                                               std::vector<std::string>& inputs) {
+  std::vector<InputSource> order;
+  const std::vector<std::string>& names = dataset.variable_names();
+  for (const std::string& forcing : forcings) {
+    ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> spec,
+                        ParseVariableSpecs(std::vector<std::string>{forcing}));
+    const bool stored =
+        spec.size() != 1 || std::find(names.begin(), names.end(), spec[0].variable) != names.end();
+    const std::optional<forcing_math::Kind> kind = ComputedForcingByName(forcing);
+    if (!stored && kind) {
+      if (std::any_of(order.begin(), order.end(),
+                      [&](const InputSource& f) { return f.computed && f.index == *kind; })) {
+        return InvalidArgumentError("computed forcing '" + forcing + "' is named twice");
+      }
+      order.push_back(InputSource{true, *kind});
+      continue;
+    }
+    if (!stored && dataset.group()) {
+      return NotFoundError("forcing '" + forcing + "' is neither a variable of " + where +
+                           " (variables: " + JoinNames(names) + ") nor a computed forcing (" +
+                           ComputedForcingNames() + ")");
+    }
+    ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, Resolve(dataset, {forcing}));
+    order.push_back(InputSource{false, channels.size()});
+    inputs.push_back(forcing);
+  }
+  return order;
+}
+
 // The first channel that is not a static field: its dimensions are the geometry's.
 const Channel& ReferenceChannel(const std::vector<Channel>& channels) {
   for (const Channel& c : channels) {
@@ -155,9 +192,22 @@ Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const s
                    LoaderGeometry& g) {
   ZS_ASSIGN_OR_RETURN(std::vector<std::string> variables, Variables(dataset, options));
   std::vector<std::string> inputs = variables;
-  inputs.insert(inputs.end(), options.forcings.begin(), options.forcings.end());
+  ZS_ASSIGN_OR_RETURN(std::vector<InputSource> forcing_order,
+                      SplitForcings(dataset, options.forcings, where, inputs));
   ZS_ASSIGN_OR_RETURN(std::vector<Channel> input_channels, Resolve(dataset, inputs));
   if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
+  // The stored inputs in order, the computed forcings among the forcings where they are named.
+  const size_t stored_forcings = std::count_if(forcing_order.begin(), forcing_order.end(),
+                                               [](const InputSource& f) { return !f.computed; });
+  size_t stored = input_channels.size() - stored_forcings;
+  for (size_t c = 0; c < stored; ++c) g.input_order.push_back(InputSource{false, c});
+  for (const InputSource& f : forcing_order) {
+    if (f.computed) {
+      g.input_order.push_back(f);
+    } else {
+      for (size_t k = 0; k < f.index; ++k) g.input_order.push_back(InputSource{false, stored++});
+    }
+  }
   const Channel& first = ReferenceChannel(input_channels);
   std::vector<Channel> target_channels;
   if (!options.target_dim.empty()) {
@@ -440,6 +490,79 @@ void SetResident(LoaderGeometry& g) {
   }
 }
 
+// A 1-D coordinate of `g`'s dimension named `names[0]` or `names[1]`, in degrees, for the
+// computed forcing `forcing`.
+Status LoadDegrees(const Dataset& dataset, const LoaderGeometry& g, std::string_view forcing,
+                   const std::string& where, std::initializer_list<std::string_view> names,
+                   std::optional<size_t>* dim, std::vector<double>* values) {
+  if (*dim) return Status::Ok();
+  for (size_t d = 0; d < g.dims.size(); ++d) {
+    if (std::find(names.begin(), names.end(), g.dims[d]) == names.end()) continue;
+    ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(g.dims[d]));
+    if (coordinate.is_time() || coordinate.size() < g.ranges[d].stop) {
+      return ConfigError("computed forcing '" + std::string(forcing) + "' needs " +
+                         coordinate.Describe() + " to hold a number of degrees for each index");
+    }
+    values->resize(coordinate.size());
+    for (uint64_t i = 0; i < coordinate.size(); ++i) (*values)[i] = coordinate.NumericValue(i);
+    *dim = d;
+    return Status::Ok();
+  }
+  return ConfigError(
+      "computed forcing '" + std::string(forcing) + "' needs a '" + std::string(*names.begin()) +
+      "' dimension with a 1-D coordinate; the channels of " + where + " have " + JoinNames(g.dims));
+}
+
+// The coordinates the computed forcings read: latitude and longitude in degrees, valid times.
+Status SetComputedForcings(const Dataset& dataset, const std::string& where, LoaderGeometry& g) {
+  for (const InputSource& source : g.input_order) {
+    if (!source.computed) continue;
+    const auto kind = static_cast<forcing_math::Kind>(source.index);
+    const std::string_view name = ComputedForcingName(kind);
+    if (ComputedForcingNeedsLatitude(kind)) {
+      ZS_RETURN_IF_ERROR(
+          LoadDegrees(dataset, g, name, where, {"latitude", "lat"}, &g.latitude_dim, &g.latitudes));
+    }
+    if (ComputedForcingNeedsLongitude(kind)) {
+      ZS_RETURN_IF_ERROR(LoadDegrees(dataset, g, name, where, {"longitude", "lon"},
+                                     &g.longitude_dim, &g.longitudes));
+    }
+    if (ComputedForcingNeedsTime(kind) && g.times.empty()) {
+      if (!g.time_dim) {
+        return ConfigError("computed forcing '" + std::string(name) +
+                           "' needs a time dimension; the channels of " + where + " have " +
+                           JoinNames(g.dims));
+      }
+      ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(g.dims[*g.time_dim]));
+      if (!coordinate.is_time() || coordinate.size() < g.ranges[*g.time_dim].stop) {
+        return ConfigError("computed forcing '" + std::string(name) + "' needs " +
+                           coordinate.Describe() + " to hold a CF time for each step");
+      }
+      const Calendar calendar = coordinate.time_units()->calendar();
+      if (calendar != Calendar::kStandard && calendar != Calendar::kProlepticGregorian) {
+        return ConfigError("computed forcing '" + std::string(name) + "' needs a Gregorian " +
+                           coordinate.Describe() + "; its calendar is " +
+                           std::string(CalendarName(calendar)));
+      }
+      // Seconds since 1970-01-01 UTC from the calendar's fields (proleptic Gregorian; the
+      // standard calendar is Gregorian from 1582-10-15 on, which the check below asks).
+      g.times.resize(coordinate.size());
+      for (uint64_t i = 0; i < coordinate.size(); ++i) {
+        const DateTime t = FromCalendarSeconds(coordinate.TimeSeconds(i), calendar);
+        if (calendar == Calendar::kStandard &&
+            std::tuple(t.year, t.month, t.day) < std::tuple(int64_t{1582}, 10, 15)) {
+          return ConfigError("computed forcing '" + std::string(name) +
+                             "': " + coordinate.Describe() + " holds " + FormatDateTime(t) +
+                             ", a Julian date of the standard calendar");
+        }
+        g.times[i] = forcing_math::DaysFromCivil(t.year, t.month, t.day) * 86400 + t.hour * 3600 +
+                     t.minute * 60 + t.second;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // The batch's layout: sampled and spatial dimensions, and the output channels (time-major inputs,
 // lead-major targets).
 void SetLayout(LoaderGeometry& g) {
@@ -455,11 +578,25 @@ void SetLayout(LoaderGeometry& g) {
     g.slab_elements *= g.window[d];
   }
   const auto num_targets = static_cast<uint32_t>(g.channels.size() - g.num_inputs);
+  const size_t per_step = g.input_order.size();
   for (uint64_t t = 0; t < g.time_window; ++t) {
-    for (size_t c = 0; c < g.num_inputs; ++c) {
-      g.input_slabs.push_back(
-          Slab{c, t, static_cast<uint32_t>(t * g.num_inputs + c), /*target=*/false});
+    for (size_t i = 0; i < per_step; ++i) {
+      const InputSource& source = g.input_order[i];
+      const auto out = static_cast<uint32_t>(t * per_step + i);
+      if (source.computed) {
+        g.computed_slabs.push_back(
+            ComputedSlab{static_cast<forcing_math::Kind>(source.index), t, out});
+      } else {
+        g.input_slabs.push_back(Slab{source.index, t, out, /*target=*/false});
+      }
     }
+  }
+  g.input_channels = per_step * g.time_window;
+  g.input_names.clear();
+  for (const InputSource& source : g.input_order) {
+    g.input_names.emplace_back(source.computed ? std::string(ComputedForcingName(
+                                                     static_cast<forcing_math::Kind>(source.index)))
+                                               : g.channels[source.index].name);
   }
   for (size_t j = 0; j < g.target_steps.size(); ++j) {
     for (uint32_t c = 0; c < num_targets; ++c) {
@@ -491,6 +628,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
   SetResident(g);
+  ZS_RETURN_IF_ERROR(SetComputedForcings(dataset, where, g));
   SetLayout(g);
   ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, options.decode_cf, g));

@@ -22,6 +22,7 @@
 #include "array/array_state.h"
 #include "dataset/cf_decoding.h"
 #include "dataset/channel_spec.h"
+#include "dataset/computed_forcings.h"
 #include "dataset/coordinates.h"
 #include "zarrstream/loader.h"
 #include "zarrstream/status.h"
@@ -45,11 +46,27 @@ struct Slab {
   bool target = false;
 };
 
+// One output channel of a computed forcing (dataset/computed_forcings.h) at a time step.
+struct ComputedSlab {
+  forcing_math::Kind kind = forcing_math::kCosLatitude;
+  uint64_t step = 0;  // as Slab::step
+  uint32_t out_channel = 0;
+};
+
+// Where an input channel comes from, in the order of the batch's input channels.
+struct InputSource {
+  bool computed = false;
+  size_t index = 0;  // into LoaderGeometry::channels, or the forcing kind when computed
+};
+
 struct LoaderGeometry {
   // Inputs then targets; a channel that is both appears twice (normalised alike, read once).
   std::vector<Channel> channels;
   size_t num_inputs = 0;  // channels[0, num_inputs) are inputs (variables, then forcings)
   std::vector<std::string> input_names, target_names;
+  // The input channels of one time step in order: the stored ones (channels[0, num_inputs)) with
+  // the computed forcings among the forcings where `forcings` names them.
+  std::vector<InputSource> input_order;
 
   // The channels' dimensions (level/channel dimension removed; a static field's are these without
   // the time dimension) and, per dimension, the selected
@@ -69,6 +86,15 @@ struct LoaderGeometry {
   uint64_t time_window = 1;
   std::vector<uint64_t> target_steps;
   std::vector<Slab> input_slabs, target_slabs;
+  std::vector<ComputedSlab> computed_slabs;
+  // Input channels per sample: input_order.size() × time_window.
+  uint64_t input_channels = 0;
+  // For the computed forcings: the latitude and longitude dimensions (indices into dims) and
+  // their coordinates' values in degrees, and the time coordinate in seconds since 1970, each
+  // indexed by the store's index (empty when no computed forcing needs it).
+  std::optional<size_t> latitude_dim, longitude_dim;
+  std::vector<double> latitudes, longitudes;
+  std::vector<int64_t> times;
 
   std::vector<std::string> sample_dims;  // names of the sampled dims, in dims order
   std::vector<size_t> sampled_index;     // their indices in dims

@@ -25,6 +25,8 @@ class GpuKernels {
 
   // zs_scatter over `count` CopyDescriptors at `descriptors`, the largest `max_elements` long.
   Status Scatter(uint64_t descriptors, uint32_t count, uint64_t max_elements, void* stream) const;
+  // zs_forcings over `count` ForcingDescriptors, the largest slab `max_elements` long.
+  Status Forcings(uint64_t descriptors, uint32_t count, uint64_t max_elements, void* stream) const;
   // zs_unshuffle over `count` UnshuffleDescriptors, the largest block `max_bytes` long.
   Status Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_bytes, void* stream) const;
   // zs_adler32 over `count` ChecksumDescriptors, each stream's Adler-32 into the device array of
@@ -36,6 +38,7 @@ class GpuKernels {
   GpuKernels() = default;
   const CudaDriver* driver_ = nullptr;  // the device the module is loaded on
   void* scatter_ = nullptr;             // CUfunction
+  void* forcings_ = nullptr;            // CUfunction
   void* unshuffle_ = nullptr;           // CUfunction
   void* adler32_ = nullptr;             // CUfunction
 };

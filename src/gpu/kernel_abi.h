@@ -73,6 +73,30 @@ struct CopyDescriptor {
 };
 static_assert(sizeof(CopyDescriptor) == 360, "host and device must lay CopyDescriptor out alike");
 
+// One slab of a computed forcing (dataset/computed_forcing_math.h) for one sample: element e of the
+// slab (C order over `shape`, `elements` of them, contiguous from `target`) is forcing `kind` at
+// valid time `seconds`, the latitude latitudes[i] where i is e's index along `latitude_axis` (-1:
+// none), likewise the longitude; computed in float64 and rounded to float32 as the CPU does, then
+// to the batch type. With kFillNan the slab's mask bytes (from `mask`) are set to 0. Addresses
+// are device addresses; latitudes and longitudes point at float64 values.
+struct ForcingDescriptor {
+  uint64_t target = 0;
+  uint64_t mask = 0;
+  uint64_t latitudes = 0;
+  uint64_t longitudes = 0;
+  uint64_t elements = 0;
+  uint64_t shape[kMaxRank] = {};
+  int64_t seconds = 0;
+  uint32_t rank = 0;
+  uint32_t kind = 0;
+  int32_t latitude_axis = -1;
+  int32_t longitude_axis = -1;
+  uint32_t batch_type = kBatchFloat32;
+  uint32_t flags = 0;
+};
+static_assert(sizeof(ForcingDescriptor) == 136,
+              "host and device must lay ForcingDescriptor out alike");
+
 // One blosc block's byte shuffle undone: `source` holds the block's bytes as `typesize` planes of
 // `bytes / typesize` bytes each (then the `bytes % typesize` left over), `target` receives the
 // elements. Addresses are device addresses.

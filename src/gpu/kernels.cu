@@ -10,12 +10,14 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "../dataset/computed_forcing_math.h"
 #include "kernel_abi.h"
 
 namespace {
 
 using zarrstream::gpu_abi::ChecksumDescriptor;
 using zarrstream::gpu_abi::CopyDescriptor;
+using zarrstream::gpu_abi::ForcingDescriptor;
 using zarrstream::gpu_abi::UnshuffleDescriptor;
 namespace abi = zarrstream::gpu_abi;
 
@@ -217,6 +219,47 @@ extern "C" __global__ void zs_scatter(const CopyDescriptor* copies, uint32_t cou
           break;
         default:
           reinterpret_cast<uint16_t*>(d.target)[target_offset] = ToFloat16(value);
+          break;
+      }
+    }
+  }
+}
+
+// Every computed forcing slab of `slabs` (count of them): each element the forcing's float64 value
+// (the CPU's arithmetic, computed_forcing_math.h) rounded to float32, then to the batch type.
+// Grid as zs_scatter's.
+extern "C" __global__ void zs_forcings(const ForcingDescriptor* slabs, uint32_t count) {
+  __shared__ alignas(ForcingDescriptor) unsigned char storage[sizeof(ForcingDescriptor)];
+  ForcingDescriptor& d = *reinterpret_cast<ForcingDescriptor*>(storage);
+  for (uint32_t c = blockIdx.y; c < count; c += gridDim.y) {
+    __syncthreads();  // every thread is done with the previous slab's descriptor
+    if (threadIdx.x == 0) d = slabs[c];
+    __syncthreads();
+    const auto* latitudes = reinterpret_cast<const double*>(d.latitudes);
+    const auto* longitudes = reinterpret_cast<const double*>(d.longitudes);
+    const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    for (uint64_t e = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < d.elements;
+         e += step) {
+      double latitude = 0, longitude = 0;
+      uint64_t rest = e;
+      for (int a = static_cast<int>(d.rank) - 1; a >= 0; --a) {
+        const uint64_t i = rest % d.shape[a];
+        rest /= d.shape[a];
+        if (a == d.latitude_axis) latitude = latitudes[i];
+        if (a == d.longitude_axis) longitude = longitudes[i];
+      }
+      const double v = zarrstream::forcing_math::Value(d.kind, d.seconds, latitude, longitude);
+      const uint32_t value = __float_as_uint(__double2float_rn(v));
+      if ((d.flags & abi::kFillNan) != 0) reinterpret_cast<uint8_t*>(d.mask)[e] = 0;
+      switch (d.batch_type) {
+        case abi::kBatchFloat32:
+          reinterpret_cast<uint32_t*>(d.target)[e] = value;
+          break;
+        case abi::kBatchBFloat16:
+          reinterpret_cast<uint16_t*>(d.target)[e] = ToBFloat16(value);
+          break;
+        default:
+          reinterpret_cast<uint16_t*>(d.target)[e] = ToFloat16(value);
           break;
       }
     }

@@ -3,6 +3,9 @@
 #include <bit>
 #include <cmath>
 #include <type_traits>
+#include <vector>
+
+#include "dataset/computed_forcings.h"
 
 namespace zarrstream {
 
@@ -189,6 +192,95 @@ void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint6
                                mask);
     default:
       break;  // rejected by MakeLoaderGeometry
+  }
+}
+
+namespace {
+
+// Forcing `kind` over a grid of `rows` latitudes × `cols` longitudes into `table` (row-major):
+// each value depends on its row, its column or neither, so the trigonometry runs once per row and
+// column (the solar zenith angle's terms likewise), with the arithmetic of forcing_math::Value.
+void ForcingTable(uint32_t kind, int64_t seconds, const double* latitudes, uint64_t rows,
+                  const double* longitudes, uint64_t cols, std::vector<float>& table) {
+  using forcing_math::Kind;
+  table.resize(rows * cols);
+  if (kind == forcing_math::kCosSolarZenithAngle || kind == forcing_math::kInsolation) {
+    double d = 0, time_correction = 0;
+    forcing_math::SolarDeclination(seconds, &d, &time_correction);
+    const double hours = forcing_math::DayHours(seconds);
+    std::vector<double> cos_hour(cols);
+    for (uint64_t j = 0; j < cols; ++j) {
+      cos_hour[j] = forcing_math::CosHourAngle(hours, time_correction, longitudes[j]);
+    }
+    for (uint64_t i = 0; i < rows; ++i) {
+      const double phi = forcing_math::Radians(latitudes[i]);
+      const double sindec_sinlat = sin(d) * sin(phi);
+      const double cosdec_coslat = cos(d) * cos(phi);
+      for (uint64_t j = 0; j < cols; ++j) {
+        table[i * cols + j] = static_cast<float>(
+            forcing_math::ClippedZenith(sindec_sinlat, cosdec_coslat, cos_hour[j]));
+      }
+    }
+    return;
+  }
+  const bool by_row = ComputedForcingNeedsLatitude(static_cast<Kind>(kind));
+  const bool by_column = ComputedForcingNeedsLongitude(static_cast<Kind>(kind));
+  const uint64_t n = by_row ? rows : by_column ? cols : 1;
+  std::vector<float> values(n);
+  for (uint64_t k = 0; k < n; ++k) {
+    values[k] = static_cast<float>(forcing_math::Value(kind, seconds, by_row ? latitudes[k] : 0.0,
+                                                       by_column ? longitudes[k] : 0.0));
+  }
+  for (uint64_t i = 0; i < rows; ++i) {
+    for (uint64_t j = 0; j < cols; ++j) {
+      table[i * cols + j] = values[by_row ? i : by_column ? j : 0];
+    }
+  }
+}
+
+template <typename Dst>
+void SpreadInto(const std::vector<float>& table, uint64_t cols, std::span<const uint64_t> shape,
+                int latitude_axis, int longitude_axis, Dst* slab) {
+  uint64_t elements = 1;
+  for (uint64_t extent : shape) elements *= extent;
+  std::vector<uint64_t> at(shape.size(), 0);
+  for (uint64_t e = 0; e < elements; ++e) {
+    const uint64_t i = latitude_axis >= 0 ? at[latitude_axis] : 0;
+    const uint64_t j = longitude_axis >= 0 ? at[longitude_axis] : 0;
+    slab[e] = FromFloat<Dst>(table[i * cols + j]);
+    for (size_t a = shape.size(); a-- > 0;) {
+      if (++at[a] < shape[a]) break;
+      at[a] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void AssembleComputed(uint32_t kind, int64_t seconds, std::span<const uint64_t> shape,
+                      int latitude_axis, const double* latitudes, int longitude_axis,
+                      const double* longitudes, std::byte* slab, BatchDType dtype, uint8_t* mask) {
+  uint64_t elements = 1;
+  for (uint64_t extent : shape) elements *= extent;
+  if (mask != nullptr) std::fill(mask, mask + elements, uint8_t{0});
+  const uint64_t rows = latitude_axis >= 0 ? shape[latitude_axis] : 1;
+  const uint64_t cols = longitude_axis >= 0 ? shape[longitude_axis] : 1;
+  std::vector<float> table;
+  ForcingTable(kind, seconds, latitudes, rows, longitudes, cols, table);
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return SpreadInto(table, cols, shape, latitude_axis, longitude_axis,
+                        reinterpret_cast<float*>(slab));
+    case BatchDType::kBFloat16:
+      return SpreadInto(table, cols, shape, latitude_axis, longitude_axis,
+                        reinterpret_cast<BFloat16*>(slab));
+    case BatchDType::kFloat16:
+#if defined(__FLT16_MANT_DIG__)
+      return SpreadInto(table, cols, shape, latitude_axis, longitude_axis,
+                        reinterpret_cast<_Float16*>(slab));
+#else
+      break;  // rejected by ParseBatchDType
+#endif
   }
 }
 

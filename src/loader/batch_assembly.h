@@ -41,6 +41,15 @@ void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint6
                   const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
                   const DimArray& slab_strides, const SlabTransform& transform, uint8_t* mask);
 
+// Computed forcing `kind` (dataset/computed_forcing_math.h) at valid time `seconds` over one slab:
+// C order over `shape` (the spatial dimensions), the latitude along axis `latitude_axis` taking
+// `latitudes[i]` at its index i (likewise longitude; an axis < 0: the forcing does not need it),
+// computed in float64 and rounded to the batch dtype. `mask`: the slab's mask bytes, set to 0
+// (a forcing is never missing), or null.
+void AssembleComputed(uint32_t kind, int64_t seconds, std::span<const uint64_t> shape,
+                      int latitude_axis, const double* latitudes, int longitude_axis,
+                      const double* longitudes, std::byte* slab, BatchDType dtype, uint8_t* mask);
+
 // float32 → bfloat16 bits, rounding to nearest even (NaN stays a quiet NaN).
 uint16_t FloatToBFloat16(float value);
 

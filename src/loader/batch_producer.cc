@@ -24,7 +24,7 @@ BatchProducerBase::CopyTarget BatchProducerBase::TargetOf(Batch& b, const Planne
   const LoaderGeometry& g = context_.geometry;
   const LoaderOptions& options = context_.options;
   const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
-  const uint64_t channels = copy.target ? g.target_slabs.size() : g.input_slabs.size();
+  const uint64_t channels = copy.target ? g.target_slabs.size() : g.input_channels;
   const uint64_t slab_index = copy.sample * channels + slab.out_channel;
   const BatchTensor& out = copy.target ? BatchAccess::target(b) : BatchAccess::input(b);
   CopyTarget target;
@@ -37,6 +37,44 @@ BatchProducerBase::CopyTarget BatchProducerBase::TargetOf(Batch& b, const Planne
                                    options.nan_fill, &g.cf[slab.channel]};
   target.strides = &context_.slab_strides[slab.channel];
   return target;
+}
+
+namespace {
+
+int SpatialAxisOf(const LoaderGeometry& g, const std::optional<size_t>& dim) {
+  if (!dim) return -1;
+  const auto it = std::find(g.spatial_index.begin(), g.spatial_index.end(), *dim);
+  return it == g.spatial_index.end() ? -1 : static_cast<int>(it - g.spatial_index.begin());
+}
+
+}  // namespace
+
+int BatchProducerBase::LatitudeAxis() const {
+  return SpatialAxisOf(context_.geometry, context_.geometry.latitude_dim);
+}
+
+int BatchProducerBase::LongitudeAxis() const {
+  return SpatialAxisOf(context_.geometry, context_.geometry.longitude_dim);
+}
+
+void BatchProducerBase::AssembleComputedForcing(Batch& b, const PlannedForcing& f) const {
+  const LoaderGeometry& g = context_.geometry;
+  const LoaderOptions& options = context_.options;
+  const int latitude_axis = LatitudeAxis();
+  const int longitude_axis = LongitudeAxis();
+  const ComputedSlab& slab = g.computed_slabs[f.slab];
+  const uint64_t slab_index = f.sample * g.input_channels + slab.out_channel;
+  uint8_t* mask = nullptr;
+  if (options.fill_nan) {
+    mask = reinterpret_cast<uint8_t*>(BatchAccess::input_mask(b).data.data()) +
+           slab_index * g.slab_elements;
+  }
+  AssembleComputed(slab.kind, f.seconds, g.spatial_shape, latitude_axis,
+                   g.latitudes.data() + (latitude_axis >= 0 ? f.latitude : 0), longitude_axis,
+                   g.longitudes.data() + (longitude_axis >= 0 ? f.longitude : 0),
+                   BatchAccess::input(b).data.data() +
+                       slab_index * g.slab_elements * BatchDTypeSize(options.dtype),
+                   options.dtype, mask);
 }
 
 void BatchProducerBase::LayOutTensors(Batch& b, std::byte* tensors, std::byte* origins,

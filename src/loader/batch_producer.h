@@ -120,6 +120,11 @@ class BatchProducerBase : public BatchProducer {
     const DimArray* strides = nullptr;
   };
   CopyTarget TargetOf(Batch& b, const PlannedCopy& copy) const;
+  // One computed forcing's slab of a host batch (BatchReadPlan::computed).
+  void AssembleComputedForcing(Batch& b, const PlannedForcing& forcing) const;
+  // Axis of the latitude (longitude) among the spatial dimensions; -1 where there is none.
+  int LatitudeAxis() const;
+  int LongitudeAxis() const;
 
   // The batch tensors of `samples` samples at `tensors` (input, target, masks) and `origins`, in
   // the context's layout.

@@ -30,6 +30,7 @@ class CpuBatchProducer::Job {
   // its error is this batch's too).
   void Run() {
     AssembleResident();
+    AssembleComputedForcings();
     DecodedChunks hits;
     std::vector<size_t> misses;
     std::vector<std::pair<size_t, std::shared_ptr<ChunkCache::Decode>>> elsewhere;
@@ -105,6 +106,20 @@ class CpuBatchProducer::Job {
       });
       group.Schedule(indices);
     }  // waits for every copy
+    context_.counters.assemble_ns += stage.ElapsedNanoseconds();
+  }
+
+  // The computed forcings' slabs, one task each.
+  void AssembleComputedForcings() {
+    if (reads_.computed.empty()) return;
+    StageSpan stage(context_.timeline, "assemble", epoch_, index_);
+    std::vector<size_t> indices(reads_.computed.size());
+    std::iota(indices.begin(), indices.end(), size_t{0});
+    {
+      TaskGroup group(context_.pool.get(), indices.size(),
+                      [&](size_t i) { producer_.AssembleComputedForcing(b_, reads_.computed[i]); });
+      group.Schedule(indices);
+    }  // waits for every slab
     context_.counters.assemble_ns += stage.ElapsedNanoseconds();
   }
 

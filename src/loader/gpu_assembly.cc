@@ -4,8 +4,6 @@
 
 namespace zarrstream {
 
-namespace {
-
 gpu_abi::BatchType BatchTypeOf(BatchDType dtype) {
   switch (dtype) {
     case BatchDType::kFloat32:
@@ -18,7 +16,7 @@ gpu_abi::BatchType BatchTypeOf(BatchDType dtype) {
   return gpu_abi::kBatchFloat32;
 }
 
-}  // namespace
+namespace {}  // namespace
 
 gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
                                            std::span<const uint64_t> chunk_shape,

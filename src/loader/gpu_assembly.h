@@ -14,6 +14,9 @@
 
 namespace zarrstream {
 
+// The kernels' form of a batch dtype.
+gpu_abi::BatchType BatchTypeOf(BatchDType dtype);
+
 // AssembleCopy's arguments as one descriptor for the scatter kernel, with the same meaning:
 // `chunk` is the decoded chunk's device address, `slab` and `mask` the slab's (mask 0 unless
 // transform.fill_nan). `byte_swap`: the chunk's elements are big-endian. A non-empty `fill_value`

@@ -88,6 +88,9 @@ GpuBatchProducer::~GpuBatchProducer() {
   for (uint64_t address : resident_device_) {
     if (address != 0) setup_.device.driver->FreeDevice(address);
   }
+  for (uint64_t address : {latitudes_device_, longitudes_device_}) {
+    if (address != 0) setup_.device.driver->FreeDevice(address);
+  }
 }
 
 Status GpuBatchProducer::KeepResidentOnDevice(void* stream) {
@@ -101,6 +104,15 @@ Status GpuBatchProducer::KeepResidentOnDevice(void* stream) {
     ZS_ASSIGN_OR_RETURN(resident_device_[a], driver->AllocateDevice(kept->bytes.size()));
     ZS_RETURN_IF_ERROR(
         driver->CopyToDevice(resident_device_[a], kept->bytes.data(), kept->bytes.size(), stream));
+  }
+  // The computed forcings' latitudes and longitudes.
+  const LoaderGeometry& g = context_.geometry;
+  for (auto [values, address] : {std::pair{&g.latitudes, &latitudes_device_},
+                                 std::pair{&g.longitudes, &longitudes_device_}}) {
+    if (values->empty()) continue;
+    const uint64_t bytes = values->size() * sizeof(double);
+    ZS_ASSIGN_OR_RETURN(*address, driver->AllocateDevice(bytes));
+    ZS_RETURN_IF_ERROR(driver->CopyToDevice(*address, values->data(), bytes, stream));
   }
   ZS_RETURN_IF_ERROR(driver->SynchronizeStream(stream));
   resident_on_device_ = true;
@@ -196,8 +208,10 @@ class GpuBatchProducer::Job {
     for (size_t begin = 0; status.ok() && begin < reads_.chunks.size();) {
       status = RunWave(begin, &begin);
     }
-    if (status.ok() && reads_.chunks.empty() && !reads_.resident.empty()) {
-      // Only static fields: their scatter, which the first wave launches otherwise.
+    if (status.ok() && reads_.chunks.empty() &&
+        (!reads_.resident.empty() || !reads_.computed.empty())) {
+      // Only static fields and computed forcings: their launches, which the first wave makes
+      // otherwise.
       status = w_.Begin(0, 0, 0);
       std::vector<ChunkRead> none;
       if (status.ok()) status = Scatter(0, none, {});
@@ -357,11 +371,55 @@ class GpuBatchProducer::Job {
         }
       }
     }
+    if (begin == 0) ZS_RETURN_IF_ERROR(LaunchComputedForcings());
     if (copies.empty()) return Status::Ok();
     ZS_ASSIGN_OR_RETURN(uint64_t descriptors,
                         w_.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(copies))));
     return producer_.setup_.device.kernels->Scatter(
         descriptors, static_cast<uint32_t>(copies.size()), max_elements, w_.stream());
+  }
+
+  // The computed forcings' slabs (BatchReadPlan::computed), in one zs_forcings launch.
+  Status LaunchComputedForcings() {
+    if (reads_.computed.empty()) return Status::Ok();
+    const LoaderGeometry& g = context_.geometry;
+    const LoaderOptions& options = context_.options;
+    const int latitude_axis = producer_.LatitudeAxis();
+    const int longitude_axis = producer_.LongitudeAxis();
+    const size_t element_bytes = BatchDTypeSize(options.dtype);
+    const auto input = reinterpret_cast<uint64_t>(BatchAccess::input(b_).data.data());
+    std::vector<gpu_abi::ForcingDescriptor> slabs;
+    slabs.reserve(reads_.computed.size());
+    for (const PlannedForcing& f : reads_.computed) {
+      const ComputedSlab& slab = g.computed_slabs[f.slab];
+      const uint64_t slab_index = f.sample * g.input_channels + slab.out_channel;
+      gpu_abi::ForcingDescriptor d;
+      d.target = input + slab_index * g.slab_elements * element_bytes;
+      if (options.fill_nan) {
+        d.mask = reinterpret_cast<uint64_t>(BatchAccess::input_mask(b_).data.data()) +
+                 slab_index * g.slab_elements;
+        d.flags = gpu_abi::kFillNan;
+      }
+      if (latitude_axis >= 0)
+        d.latitudes = producer_.latitudes_device_ + f.latitude * sizeof(double);
+      if (longitude_axis >= 0) {
+        d.longitudes = producer_.longitudes_device_ + f.longitude * sizeof(double);
+      }
+      d.elements = g.slab_elements;
+      d.rank = static_cast<uint32_t>(g.spatial_shape.size());
+      for (size_t a = 0; a < g.spatial_shape.size(); ++a) d.shape[a] = g.spatial_shape[a];
+      d.seconds = f.seconds;
+      d.kind = slab.kind;
+      d.latitude_axis = latitude_axis;
+      d.longitude_axis = longitude_axis;
+      d.batch_type = BatchTypeOf(options.dtype);
+      slabs.push_back(d);
+    }
+    ZS_ASSIGN_OR_RETURN(
+        uint64_t descriptors,
+        w_.Upload(std::as_bytes(std::span<const gpu_abi::ForcingDescriptor>(slabs))));
+    return producer_.setup_.device.kernels->Forcings(
+        descriptors, static_cast<uint32_t>(slabs.size()), g.slab_elements, w_.stream());
   }
 
   void Fail(size_t k, Status error) {

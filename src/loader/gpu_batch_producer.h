@@ -93,6 +93,8 @@ class GpuBatchProducer : public BatchProducerBase {
   bool resident_on_device_ = false;
   // Per array: its static field's box in device memory (0: none, or not yet copied).
   std::vector<uint64_t> resident_device_;
+  // The computed forcings' latitudes and longitudes (LoaderGeometry) in device memory (0: none).
+  uint64_t latitudes_device_ = 0, longitudes_device_ = 0;
 };
 
 }  // namespace zarrstream::internal

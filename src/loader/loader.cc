@@ -280,7 +280,7 @@ std::vector<DimArray> SlabStrides(const LoaderGeometry& g) {
 BatchLayoutSpec LayoutSpec(const LoaderGeometry& g, const LoaderOptions& options) {
   BatchLayoutSpec spec;
   spec.batch_size = options.batch_size;
-  spec.input_channels = g.input_slabs.size();
+  spec.input_channels = g.input_channels;
   spec.target_channels = g.target_slabs.size();
   spec.spatial_shape = g.spatial_shape;
   spec.slab_elements = g.slab_elements;
@@ -540,7 +540,7 @@ std::vector<TimelineSpan> Loader::Timeline() const { return state_->context.time
 std::vector<int64_t> Loader::input_shape() const {
   const LoaderGeometry& g = state_->geometry;
   std::vector<int64_t> shape = {static_cast<int64_t>(state_->options.batch_size),
-                                static_cast<int64_t>(g.input_slabs.size())};
+                                static_cast<int64_t>(g.input_channels)};
   for (uint64_t s : g.spatial_shape) shape.push_back(static_cast<int64_t>(s));
   return shape;
 }

@@ -149,6 +149,17 @@ BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) 
     for (size_t i = 0; i < g.target_slabs.size(); ++i) {
       PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.target_slabs[i], &index, &plan);
     }
+    for (size_t i = 0; i < g.computed_slabs.size(); ++i) {
+      PlannedForcing f;
+      f.sample = sample;
+      f.slab = static_cast<uint32_t>(i);
+      if (!g.times.empty()) {
+        f.seconds = g.times[start[*g.time_dim] + g.computed_slabs[i].step * g.time_step];
+      }
+      if (g.latitude_dim) f.latitude = start[*g.latitude_dim];
+      if (g.longitude_dim) f.longitude = start[*g.longitude_dim];
+      plan.computed.push_back(f);
+    }
   }
   return plan;
 }

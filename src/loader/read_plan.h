@@ -50,6 +50,15 @@ struct PlannedChunk {
   std::vector<PlannedCopy> copies;
 };
 
+// One slab of a computed forcing (LoaderGeometry::computed_slabs) for one sample: nothing is read.
+struct PlannedForcing {
+  uint32_t sample = 0;
+  uint32_t slab = 0;      // index into computed_slabs
+  int64_t seconds = 0;    // the valid time (seconds since 1970) where the forcing needs one
+  uint64_t latitude = 0;  // store index of the slab's first latitude (and longitude)
+  uint64_t longitude = 0;
+};
+
 struct BatchReadPlan {
   std::vector<PlannedChunk> chunks;  // in order of first use
   uint64_t chunk_refs = 0;           // chunk uses before deduplication
@@ -58,6 +67,7 @@ struct BatchReadPlan {
   // array, its box standing for the chunk (coords and linear 0). Nothing is read for them, so
   // they count in neither chunk_refs nor bytes_used.
   std::vector<PlannedChunk> resident;
+  std::vector<PlannedForcing> computed;
 };
 
 BatchReadPlan PlanBatchReads(const LoaderGeometry& geometry, const SampleBatch& batch);
