@@ -193,7 +193,7 @@ time.sleep({delay})
 """
 
 
-EXIT_COPIES = 3  # of each script at once
+EXIT_COPIES = 2  # of each script at once
 
 
 @pytest.mark.parametrize("with_torch", [False, True])
