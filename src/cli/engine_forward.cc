@@ -25,6 +25,7 @@ int ForwardToEngine(const std::string& engine, int argc, char** argv) {
   std::vector<std::string> args = {python, "-m", "zarrstream." + engine};
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   std::vector<char*> exec_args;
+  exec_args.reserve(args.size() + 1);
   for (std::string& arg : args) exec_args.push_back(arg.data());
   exec_args.push_back(nullptr);
   execvp(exec_args[0], exec_args.data());

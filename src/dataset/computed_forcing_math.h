@@ -116,7 +116,10 @@ ZS_FORCING_FN void SolarDeclination(int64_t seconds, double* declination, double
 // The time of day in hours: hour + minute / 60 + second / 3600, summed in that order.
 ZS_FORCING_FN double DayHours(int64_t seconds) {
   const int64_t within = seconds - DayOf(seconds) * 86400;
-  return static_cast<double>(within / 3600) + static_cast<double>(within % 3600 / 60) / 60.0 +
+  // Whole hours and whole minutes (integer division on purpose), as the reference sums them.
+  const int64_t hours = within / 3600;
+  const int64_t minutes = within % 3600 / 60;
+  return static_cast<double>(hours) + static_cast<double>(minutes) / 60.0 +
          static_cast<double>(within % 60) / 3600.0;
 }
 

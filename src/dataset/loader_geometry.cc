@@ -167,9 +167,16 @@ Result<std::vector<InputSource>> SplitForcings(const Dataset& dataset,
       continue;
     }
     if (!stored && dataset.group()) {
-      return NotFoundError("forcing '" + forcing + "' is neither a variable of " + where +
-                           " (variables: " + JoinNames(names) + ") nor a computed forcing (" +
-                           ComputedForcingNames() + ")");
+      std::string message = "forcing '";
+      message += forcing;
+      message += "' is neither a variable of ";
+      message += where;
+      message += " (variables: ";
+      message += JoinNames(names);
+      message += ") nor a computed forcing (";
+      message += ComputedForcingNames();
+      message += ")";
+      return NotFoundError(std::move(message));
     }
     ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, Resolve(dataset, {forcing}));
     order.push_back(InputSource{false, channels.size()});
@@ -555,8 +562,8 @@ Status SetComputedForcings(const Dataset& dataset, const std::string& where, Loa
                              "': " + coordinate.Describe() + " holds " + FormatDateTime(t) +
                              ", a Julian date of the standard calendar");
         }
-        g.times[i] = forcing_math::DaysFromCivil(t.year, t.month, t.day) * 86400 + t.hour * 3600 +
-                     t.minute * 60 + t.second;
+        g.times[i] = forcing_math::DaysFromCivil(t.year, t.month, t.day) * 86400 +
+                     int64_t{t.hour} * 3600 + int64_t{t.minute} * 60 + t.second;
       }
     }
   }

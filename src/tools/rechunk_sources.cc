@@ -359,7 +359,8 @@ Result<SourceLayout> ResolveSources(const RechunkOptions& options) {
     }
     if (array.extended_type()) {
       if (std::string why = WhyNotWritableInV3(*array.extended_type()); !why.empty()) {
-        layout.skipped.push_back(name + ": " + why);
+        layout.skipped.push_back(name + ": ");
+        layout.skipped.back() += why;
         continue;
       }
       layout.extended_copies.push_back(ExtendedCopy(name, array, ranges));
