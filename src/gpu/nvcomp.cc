@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 #include "gpu/cuda_driver.h"
 
@@ -135,13 +137,25 @@ class NvcompLoader {
       return loaded;
     }
     const char* configured = std::getenv("ZARRSTREAM_NVCOMP_LIBRARY");
-    const std::string name =
-        configured != nullptr && *configured != '\0' ? configured : "libnvcomp.so.6";
+    const bool is_configured = configured != nullptr && *configured != '\0';
+    std::string name = is_configured ? configured : "libnvcomp.so.6";
     void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const char* dl_error = library == nullptr ? dlerror() : nullptr;
+    const std::string error = dl_error != nullptr ? std::string(": ") + dl_error : std::string();
+    if (library == nullptr && !is_configured) {
+      // The command a zarrstream wheel installs has no Python import to set the variable: it looks
+      // for the nvCOMP wheel that `zarrstream[gpu]` installed beside it.
+      std::error_code no_link;
+      const std::filesystem::path executable =
+          std::filesystem::read_symlink("/proc/self/exe", no_link);
+      if (!executable.empty()) {
+        const std::string beside = Nvcomp::WheelLibraryBesideCommand(executable.string());
+        library = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (library != nullptr) name = beside;
+      }
+    }
     if (library == nullptr) {
-      const char* error = dlerror();
-      loaded.reason = "nvCOMP (" + name + ") could not be loaded" +
-                      (error != nullptr ? std::string(": ") + error : std::string()) +
+      loaded.reason = "nvCOMP (" + name + ") could not be loaded" + error +
                       "; install the PyPI package nvidia-libnvcomp-cu13";
       return loaded;
     }
@@ -184,6 +198,11 @@ class NvcompLoader {
     return loaded;
   }
 };
+
+std::string Nvcomp::WheelLibraryBesideCommand(std::string_view executable) {
+  const std::filesystem::path scripts = std::filesystem::path(executable).parent_path();
+  return (scripts.parent_path() / "nvidia" / "libnvcomp" / "lib64" / "libnvcomp.so.6").string();
+}
 
 namespace {
 

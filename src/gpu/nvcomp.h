@@ -4,8 +4,9 @@
 //
 // Where the library is found: the file named by ZARRSTREAM_NVCOMP_LIBRARY (the Python package sets
 // it to the installed wheel's copy before first use), else `libnvcomp.so.6` on the loader's search
-// path. Only the entry points used are declared here (nvCOMP's C API); nothing includes its
-// headers.
+// path, else the wheel's copy beside the running program (WheelLibraryBesideCommand: the
+// `zarrstream` command a zarrstream wheel installs, which no Python import prepares). Only the
+// entry points used are declared here (nvCOMP's C API); nothing includes its headers.
 //
 // Threads: every member is thread-safe; calls run with the CUDA driver's device 0 primary context
 // current (CudaDriver::InContext), on the caller's stream.
@@ -68,6 +69,12 @@ class Nvcomp {
 
   // "nvcompErrorCannotDecompress" for a status value.
   static std::string StatusName(int32_t status);
+
+  // Where `pip install zarrstream[gpu]` put nvCOMP, seen from the program at `executable`: a
+  // zarrstream wheel installs its command as site-packages/zarrstream.scripts/zarrstream (behind a
+  // Python launcher in bin/), and the `nvidia-libnvcomp-cu13` wheel its library under
+  // site-packages/nvidia/libnvcomp/lib64/.
+  static std::string WheelLibraryBesideCommand(std::string_view executable);
 
   struct Api;  // the resolved entry points (nvcomp.cc)
 
