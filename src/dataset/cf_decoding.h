@@ -67,18 +67,50 @@ CfDecoding StoredValues(DataType type);
 // or not a value of an integer array's type, more than kMaxCfFillValues fill values.
 Result<CfDecoding> CfDecodingOf(const Array& array);
 
-// One stored value decoded: NaN where it equals a fill value, else x * scale_factor + add_offset,
-// each step rounded to `Compute` (float when !cf.wide(), double when cf.wide()). The loader's CPU
-// assembly and `stats` call this; the GPU kernel (gpu/kernels.cu) spells out the same steps.
+// Decodes stored values: NaN where one equals a fill value, else x * scale_factor + add_offset,
+// each step rounded to `Compute` (float when !cf.wide(), double when cf.wide()). Made once per run
+// of values: the constants are converted to `Compute` up front and the fill test has no early exit
+// (unused fill slots hold NaN, which equals nothing), so a loop calling it over a run vectorises.
+// The loader's CPU assembly and `stats` decode through it; the GPU kernel (gpu/kernels.cu) spells
+// out the same steps.
+template <typename Compute>
+class CfDecoder {
+ public:
+  explicit CfDecoder(const CfDecoding& cf)
+      : scale_(static_cast<Compute>(cf.scale_factor)),
+        offset_(static_cast<Compute>(cf.add_offset)),
+        has_scale_(cf.has_scale_factor),
+        has_offset_(cf.has_add_offset) {
+    fills_.fill(std::numeric_limits<Compute>::quiet_NaN());
+    // Exact: each fill value was rounded to the decoded type, which `Compute` holds.
+    for (uint32_t k = 0; k < cf.num_fill_values; ++k) {
+      fills_[k] = static_cast<Compute>(cf.fill_values[k]);
+    }
+  }
+
+  template <typename Src>
+  Compute operator()(Src stored) const {
+    const Compute x = static_cast<Compute>(stored);
+    bool fill = false;
+    for (Compute f : fills_) fill |= x == f;
+    Compute v = has_scale_ ? x * scale_ : x;
+    // Selected, not computed as `v + 0`: that would turn a stored -0.0 into +0.0.
+    v = has_offset_ ? v + offset_ : v;
+    return fill ? std::numeric_limits<Compute>::quiet_NaN() : v;
+  }
+
+ private:
+  std::array<Compute, kMaxCfFillValues> fills_;
+  Compute scale_;
+  Compute offset_;
+  bool has_scale_;
+  bool has_offset_;
+};
+
+// One stored value decoded (CfDecoder, for a single value).
 template <typename Compute, typename Src>
 inline Compute CfDecode(Src stored, const CfDecoding& cf) {
-  Compute v = static_cast<Compute>(stored);
-  for (uint32_t k = 0; k < cf.num_fill_values; ++k) {
-    if (v == cf.fill_values[k]) return std::numeric_limits<Compute>::quiet_NaN();
-  }
-  if (cf.has_scale_factor) v = v * static_cast<Compute>(cf.scale_factor);
-  if (cf.has_add_offset) v = v + static_cast<Compute>(cf.add_offset);
-  return v;
+  return CfDecoder<Compute>(cf)(stored);
 }
 
 // A short description for `inspect`: "packed int16 (× 0.01 + 273.1), fill -32767" or "" when

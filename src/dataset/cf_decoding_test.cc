@@ -68,6 +68,9 @@ TEST(CfDecodingTest, FillValuesAloneDecodeToXarraysPromotedType) {
   EXPECT_EQ(floats->decoded, DataType::kFloat32);
   ASSERT_EQ(floats->num_fill_values, 1u);
   EXPECT_EQ(floats->fill_values[0], -9999.0);
+  EXPECT_TRUE(std::isnan(CfDecode<float>(-9999.0f, *floats)));
+  // Nothing is added where add_offset is absent: a stored -0.0 keeps its sign, as in xarray.
+  EXPECT_TRUE(std::signbit(CfDecode<float>(-0.0f, *floats)));
   // NaN fill values mask nothing: nothing to decode.
   auto nan = CfDecodingOf(AddArray<float>("fill_nan", {{"_FillValue", "AAAAAAAA+H8="}}));
   ASSERT_TRUE(nan.ok());

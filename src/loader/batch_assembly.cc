@@ -49,10 +49,11 @@ inline void ConvertRun(const Src* src, int64_t src_step, Dst* dst, int64_t dst_s
   }
   const auto mean = static_cast<Compute>(t.mean);
   const auto inv_std = static_cast<Compute>(t.inv_std);
+  const CfDecoder<Compute> decode(kDecode ? *t.cf : CfDecoding{});
   auto value = [&](uint64_t i) {
     Compute x;
     if constexpr (kDecode) {
-      x = CfDecode<Compute>(src[i * src_step], *t.cf);
+      x = decode(src[i * src_step]);
     } else {
       x = static_cast<Compute>(src[i * src_step]);
     }

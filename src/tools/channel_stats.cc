@@ -49,9 +49,9 @@ auto Load(const std::byte* p) {
 
 // One element as a double, CF-decoded (`Compute`: the decoding's arithmetic type) when kDecode.
 template <typename T, typename Compute, bool kDecode>
-double Value(const std::byte* p, const CfDecoding& cf) {
+double Value(const std::byte* p, const CfDecoder<Compute>& decode) {
   if constexpr (kDecode) {
-    return static_cast<double>(CfDecode<Compute>(Load<T>(p), cf));
+    return static_cast<double>(decode(Load<T>(p)));
   } else {
     return static_cast<double>(Load<T>(p));
   }
@@ -60,13 +60,14 @@ double Value(const std::byte* p, const CfDecoding& cf) {
 // Corrected two-pass statistics of the strided values in `data` (elements of type T).
 template <typename T, typename Compute, bool kDecode>
 ChannelAccumulator ReduceBlock(const std::byte* data, const Strided& where, const CfDecoding& cf) {
+  const CfDecoder<Compute> decode(cf);
   ChannelAccumulator s;
   double sum = 0;
   uint64_t count = 0;
   for (uint64_t r = 0; r < where.runs; ++r) {
     const std::byte* run = data + (where.first + r * where.run_stride) * sizeof(T);
     for (uint64_t i = 0; i < where.run_length; ++i) {
-      const double x = Value<T, Compute, kDecode>(run + i * sizeof(T), cf);
+      const double x = Value<T, Compute, kDecode>(run + i * sizeof(T), decode);
       if (std::isnan(x)) {
         ++s.nan_count;
         continue;
@@ -84,7 +85,7 @@ ChannelAccumulator ReduceBlock(const std::byte* data, const Strided& where, cons
   for (uint64_t r = 0; r < where.runs; ++r) {
     const std::byte* run = data + (where.first + r * where.run_stride) * sizeof(T);
     for (uint64_t i = 0; i < where.run_length; ++i) {
-      const double x = Value<T, Compute, kDecode>(run + i * sizeof(T), cf);
+      const double x = Value<T, Compute, kDecode>(run + i * sizeof(T), decode);
       if (std::isnan(x)) continue;
       const double d = x - mean;
       deviations += d;
