@@ -31,10 +31,12 @@ the source's pages (fsync + POSIX_FADV_DONTNEED) before each row instead.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -339,16 +341,22 @@ def verify(source: Path, dest: Path, arrays: dict) -> None:
 
 def markdown_table(rows: list[dict]) -> str:
     base = next((r for r in rows if r["tool"] == "rechunker" and "wall_s" in r), None)
-    lines = ["| tool | workers | start-up (s) | wall (s) | GB/s | peak RSS, largest process (MB) "
-             "| processes | vs rechunker |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| tool | workers | start-up (s) | wall (s), median | rounds (s) | GB/s "
+             "| peak RSS, largest process (MB) | processes | vs rechunker |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "wall_s" not in r:
-            lines.append(f"| {r['tool']} | {r['workers']} | – | – | – | – | – | {r['error'][:120]} |")
+            lines.append(f"| {r['tool']} | {r['workers']} | – | – | – | – | – | – | {r['error'][:120]} |")
             continue
         ratio = f"{base['wall_s'] / r['wall_s']:.2f}×" if base else "–"
-        lines.append(f"| {r['tool']} | {r['workers']} | {r['startup_s']:.2f} | {r['wall_s']:.2f} | "
+        rounds = ", ".join(f"{w:.1f}" for w in r["walls_s"])
+        lines.append(f"| {r['tool']} | {r['workers']} | {r['startup_s']:.2f} | {r['wall_s']:.2f} | {rounds} | "
                      f"{r['gb_per_s']:.3f} | {r['peak_rss_mb']:.0f} | {r['processes']} | {ratio} |")
     return "\n".join(lines)
+
+
+def peer_python(args: argparse.Namespace, tool: str) -> str:
+    return getattr(args, f"{tool.replace('-', '_')}_python")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     for tool, python in PEER_PYTHONS.items():
         p.add_argument(f"--{tool}-python", default=str(python),
                        help=f"the interpreter of the environment holding {tool}")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="runs of every tool, interleaved round by round; the table shows the median")
     p.add_argument("--cold", action="store_true", help="evict the source from the page cache before each row")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per row before it is abandoned")
     p.add_argument("--keep", action="store_true", help="keep the outputs (default: removed once verified)")
@@ -398,52 +408,68 @@ def main(argv: list[str] | None = None) -> int:
     source_bytes = sum(n for _, _, n in arrays.values())
     worker_memory = args.worker_memory or max(2.0, 4 * args.max_mem)
 
-    rows = []
+    skipped, runnable = {}, []
     for tool in tools:
-        python = sys.executable
-        if tool in PEER_PYTHONS:
-            python = getattr(args, f"{tool.replace('-', '_')}_python")
-            if not os.path.exists(python):
-                rows.append({"tool": tool, "workers": args.workers, "skipped": True,
-                             "error": f"not run: no {python} (make bench-rechunk makes it)"})
-                continue
-        if tool == "zarrstream-ray":
-            try:
-                import ray  # noqa: F401
-            except ImportError:
-                rows.append({"tool": tool, "workers": args.workers, "skipped": True,
-                             "error": "not run: ray does not import"})
-                continue
-        dest = args.out_dir / f"out-{tool}.zarr"
-        temp = args.out_dir / f"tmp-{tool}.zarr"
-        for d in (dest, temp):
-            shutil.rmtree(d, ignore_errors=True)
-        (evict if args.cold else warm)(source)
-        cfg = {"source": str(source), "dest": str(dest), "temp": str(temp), "workers": args.workers,
-               "max_mem_gb": args.max_mem, "worker_memory_gb": worker_memory}
-        print(f"{tool} ...", file=sys.stderr, flush=True)
-        result = run_row(tool, cfg, python, args.timeout)
-        workers = 1 if tool == "zarrstream" else args.workers
-        result.update(tool=tool, workers=workers)
-        if "wall_s" in result:
-            try:
-                verify(source, dest, arrays)
-            except (AssertionError, KeyError) as e:
-                result = {"tool": tool, "workers": workers, "error": f"output wrong: {e}"}
-        if "wall_s" in result:
-            result["verified"] = True
-            result["gb_per_s"] = source_bytes / 1e9 / result["wall_s"]
-            print(f"{tool}: {result['wall_s']:.2f} s, output verified", file=sys.stderr, flush=True)
+        if tool in PEER_PYTHONS and not os.path.exists(peer_python(args, tool)):
+            skipped[tool] = f"not run: no {peer_python(args, tool)} (make bench-rechunk makes it)"
+        elif tool == "zarrstream-ray" and importlib.util.find_spec("ray") is None:
+            skipped[tool] = "not run: ray does not import"
         else:
-            print(f"{tool}: {result['error']}", file=sys.stderr, flush=True)
-        if not args.keep:
+            runnable.append(tool)
+
+    runs: dict[str, list[dict]] = {tool: [] for tool in runnable}
+    for round_index in range(args.rounds):  # interleaved: every tool sees the machine's phases
+        for tool in runnable:
+            if runs[tool] and "error" in runs[tool][-1]:
+                continue
+            dest = args.out_dir / f"out-{tool}.zarr"
+            temp = args.out_dir / f"tmp-{tool}.zarr"
             for d in (dest, temp):
                 shutil.rmtree(d, ignore_errors=True)
-        rows.append(result)
+            (evict if args.cold else warm)(source)
+            cfg = {"source": str(source), "dest": str(dest), "temp": str(temp),
+                   "workers": args.workers, "max_mem_gb": args.max_mem,
+                   "worker_memory_gb": worker_memory}
+            print(f"round {round_index + 1}: {tool} ...", file=sys.stderr, flush=True)
+            python = peer_python(args, tool) if tool in PEER_PYTHONS else sys.executable
+            result = run_row(tool, cfg, python, args.timeout)
+            if "wall_s" in result:
+                try:
+                    verify(source, dest, arrays)
+                except (AssertionError, KeyError) as e:
+                    result = {"error": f"output wrong: {e}"}
+            print(f"round {round_index + 1}: {tool}: " + (
+                f"{result['wall_s']:.2f} s, output verified" if "wall_s" in result
+                else result["error"]), file=sys.stderr, flush=True)
+            if not args.keep:
+                for d in (dest, temp):
+                    shutil.rmtree(d, ignore_errors=True)
+            runs[tool].append(result)
+
+    rows = []
+    for tool in tools:
+        workers = 1 if tool == "zarrstream" else args.workers
+        if tool in skipped:
+            rows.append({"tool": tool, "workers": workers, "skipped": True, "error": skipped[tool]})
+            continue
+        failed = [r for r in runs[tool] if "error" in r]
+        if failed:
+            rows.append({"tool": tool, "workers": workers, "error": failed[0]["error"]})
+            continue
+        walls = [r["wall_s"] for r in runs[tool]]
+        row = dict(runs[tool][0])
+        row.update(tool=tool, workers=workers, verified=True, walls_s=walls,
+                   wall_s=statistics.median(walls),
+                   startup_s=statistics.median(r["startup_s"] for r in runs[tool]),
+                   peak_rss_mb=max(r["peak_rss_mb"] for r in runs[tool]),
+                   processes=max(r["processes"] for r in runs[tool]))
+        row["gb_per_s"] = source_bytes / 1e9 / row["wall_s"]
+        rows.append(row)
 
     print(f"source: {source} ({args.preset}, {args.steps} steps, {args.time_chunk} per chunk, "
           f"{len(arrays)} arrays, {source_bytes / 1e9:.3f} GB decoded); page cache: "
-          f"{'evicted before each row' if args.cold else 'warm'}; max_mem {args.max_mem} GB per "
+          f"{'evicted before each row' if args.cold else 'warm'}; median of {args.rounds} "
+          f"round(s); max_mem {args.max_mem} GB per "
           f"worker, Dask worker limit {worker_memory} GB; {os.cpu_count()} cores")
     print(markdown_table(rows))
     if args.json:
