@@ -34,7 +34,7 @@ def smallest_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("rechunk_peers")
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--preset", "era5-small", "--steps", "8", "--time-chunk", "4",
-         "--workers", "2", "--tools", "zarrstream,zarrstream-dask,rechunker", "--out-dir", out / "work",
+         "--workers", "1", "--tools", "zarrstream,zarrstream-dask,rechunker", "--out-dir", out / "work",
          "--keep", "--json", out / "result.json"],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"rechunk_peers failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -55,7 +55,8 @@ def test_the_smallest_configuration_runs_and_every_output_equals_the_source(smal
         assert row.get("verified") is True, row
         assert row["wall_s"] > 0 and row["gb_per_s"] > 0 and row["peak_rss_mb"] > 0
         assert row["read_amplification"] == pytest.approx(1.0, abs=0.01)
-    assert rows["zarrstream-dask"]["workers"] == 2 and rows["zarrstream-dask"]["processes"] >= 3
+    # The child and the LocalCluster's worker process, at least.
+    assert rows["zarrstream-dask"]["workers"] == 1 and rows["zarrstream-dask"]["processes"] >= 2
     for tool in ("zarrstream", "zarrstream-dask", "rechunker"):
         assert f"| {tool} |" in smallest_run["stdout"]
     if rows["rechunker"].get("skipped"):
