@@ -8,7 +8,7 @@ BUILD_DIR := build/release
 BENCH_DIR := build/bench
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps venv test test-cpp test-python test-asan test-tsan demo bench bench-peers gpu-test format lint tidy clean fuzz wheel wheel-smoke
+.PHONY: all build deps venv test test-cpp test-python test-asan test-tsan demo bench bench-peers bench-rechunk gpu-test format lint tidy clean fuzz wheel wheel-smoke
 
 all: build
 
@@ -77,6 +77,22 @@ bench-peers: build
 		--sharded-store $(BENCH_DIR)/era5-1deg-64-sharded.zarr --json $(BENCH_DIR)/bench-peers.json
 	$(PY) bench/xarray_bench.py --store $(BENCH_DIR)/era5-1deg-64.zarr --preset era5-1deg --steps 64 \
 		--variable temperature --reads 32 --repeats 3 --json $(BENCH_DIR)/bench-xarray.json
+
+# zarrstream rechunk (one process, on a Dask LocalCluster, on Ray) against pangeo's rechunker (Dask
+# executor, same cluster) and xarray-beam (Beam's DirectRunner), archival 1-degree Zarr v2 store to
+# the --gpu-friendly layout, outputs checked against the source (bench/rechunk_peers.py,
+# docs/benchmarks.md). rechunker needs zarr-python 2 and xarray-beam brings Apache Beam, so each runs
+# in an environment of its own, made here from bench/requirements-<tool>.txt (needs PyPI, or a
+# wheelhouse in PIP_FIND_LINKS). One worker per core; RECHUNK_ARGS adds or overrides options.
+RECHUNK_ARGS ?=
+$(BENCH_DIR)/%-venv/.stamp: bench/requirements-%.txt
+	@test -x $(BENCH_DIR)/$*-venv/bin/python || $(PYTHON) -m venv $(BENCH_DIR)/$*-venv
+	$(BENCH_DIR)/$*-venv/bin/python -m pip install -q -r $<
+	@touch $@
+
+bench-rechunk: build $(BENCH_DIR)/rechunker-venv/.stamp $(BENCH_DIR)/xarray-beam-venv/.stamp
+	$(PY) bench/rechunk_peers.py --preset era5-1deg --steps 64 --out-dir $(BENCH_DIR)/rechunk \
+		--json $(BENCH_DIR)/bench-rechunk.json $(RECHUNK_ARGS)
 
 # On a machine with an NVIDIA GPU (no network needed when .deps/ was brought along): builds with
 # nvcc, runs every GPU test, compute-sanitizer over them and a short GPU benchmark, and prints a

@@ -341,3 +341,67 @@ def test_ray_rechunk_survives_a_worker_killed_mid_part(ray_session, synth_store,
     assert killed.exists(), "part 0 never reported progress partway"
     assert report.job_complete
     assert stored_files(tmp_path / "out.zarr") == cli_rechunked
+
+
+# ---------------------------------------------------------------------------------------------
+# zarrstream.dask against an object store: moto's S3 server, with SigV4 and IAM checking. The
+# workers sign their requests with the credentials of their own environment; the parts carry URLs
+# only.
+
+S3_BUCKET = "jobs"
+S3_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+           "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_NO_SIGN_REQUEST",
+           "AWS_PROFILE")
+
+
+@pytest.fixture(scope="module")
+def moto_s3(synth_store):
+    from object_servers import MotoS3
+
+    server = MotoS3()
+    server.upload_tree(S3_BUCKET, synth_store, "era5.zarr")
+    server.set_auth(True)
+    yield server
+    server.stop()
+
+
+def s3_objects(server, prefix: str) -> dict[str, bytes]:
+    s3 = server.client(access_key=server.access_key, secret_key=server.secret_key)
+    found = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=S3_BUCKET, Prefix=prefix + "/"):
+        for item in page.get("Contents", []):
+            key = item["Key"][len(prefix) + 1:]
+            if not key.startswith(RECORDS + "/"):
+                found[key] = s3.get_object(Bucket=S3_BUCKET, Key=item["Key"])["Body"].read()
+    return found
+
+
+@pytest.mark.parametrize("dest,keys", [("s3", "user"), ("local", "temporary")])
+def test_dask_rechunk_from_s3_with_the_workers_credentials(distributed, moto_s3, cli_rechunked, tmp_path,
+                                                          monkeypatch, dest, keys):
+    if keys == "user":
+        credentials = {"AWS_ACCESS_KEY_ID": moto_s3.access_key, "AWS_SECRET_ACCESS_KEY": moto_s3.secret_key}
+    else:
+        session = moto_s3.temporary_credentials()
+        credentials = {"AWS_ACCESS_KEY_ID": session["AccessKeyId"],
+                       "AWS_SECRET_ACCESS_KEY": session["SecretAccessKey"],
+                       "AWS_SESSION_TOKEN": session["SessionToken"]}
+    credentials.update(AWS_ENDPOINT_URL=moto_s3.endpoint, AWS_REGION=moto_s3.REGION)
+    for var in S3_VARS:
+        monkeypatch.delenv(var, raising=False)
+    # The calling process finalises the job (it reads the source and writes the destination).
+    for var, value in credentials.items():
+        monkeypatch.setenv(var, value)
+    prefix = f"out-{tmp_path.name}.zarr"
+    out = f"s3://{S3_BUCKET}/{prefix}" if dest == "s3" else tmp_path / "out.zarr"
+    plan = zarrstream.plan_rechunk(f"s3://{S3_BUCKET}/era5.zarr", out, parts=3, **RECHUNK_API)
+    assert credentials["AWS_SECRET_ACCESS_KEY"].encode() not in pickle.dumps(plan.parts)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  env=credentials) as cluster, distributed.Client(cluster) as c:
+        assert set(c.run(lambda: os.environ.get("AWS_ACCESS_KEY_ID")).values()) == \
+            {credentials["AWS_ACCESS_KEY_ID"]}
+        report = zarrstream.dask.rechunk(f"s3://{S3_BUCKET}/era5.zarr", out, client=c, parts=3, timeout=240,
+                                         **RECHUNK_API)
+    assert report.job_complete and report.slabs_written == report.slabs_total
+    got = s3_objects(moto_s3, prefix) if dest == "s3" else stored_files(tmp_path / "out.zarr")
+    assert got == cli_rechunked
