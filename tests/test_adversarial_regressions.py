@@ -263,3 +263,18 @@ def test_hostile_cf_attributes_through_xarray_are_metadata_errors(tmp_path, var_
     v[...] = np.arange(4, dtype="int16")
     with pytest.raises(zarrstream.MetadataError):
         xr.open_dataset(str(root), engine="zarrstream").load()
+
+
+# xarray builds a dimension coordinate's index after the backend returns: a time axis it could not
+# decode (values past 64-bit nanoseconds) raised cftime's OverflowError from there, or at .load().
+def test_a_time_axis_xarray_cannot_decode_is_a_metadata_error(tmp_path):
+    xr = pytest.importorskip("xarray")
+    root = tmp_path / "cf"
+    g = zarrstream.create_group(str(root))
+    t = g.create_array("time", shape=(4,), dtype="int64", chunks=(4,), dims=["time"],
+                       attrs={"units": "hours since 1900-01-01"})
+    t[...] = np.array([0, 2**62, -2**62, 5])
+    v = g.create_array("v", shape=(4,), dtype="int16", chunks=(2,), dims=["time"])
+    v[...] = np.arange(4, dtype="int16")
+    with pytest.raises(zarrstream.MetadataError, match="time values"):
+        xr.open_dataset(str(root), engine="zarrstream").load()

@@ -384,6 +384,12 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         try:
             dataset = StoreBackendEntrypoint().open_dataset(store, drop_variables=drop_variables,
                                                             **decoding)
+            # xarray builds the indexes of dimension coordinates from their decoded values after
+            # this returns, outside the except below: decoded here first (a time axis xarray cannot
+            # decode fails here), it reads them once more there.
+            for name, variable in dataset.variables.items():
+                if variable.dims == (name,):
+                    np.asarray(variable.data)
         except ZarrstreamError:
             raise
         except Exception as e:  # noqa: BLE001 - whatever xarray's decoders raise (struct.error too)
