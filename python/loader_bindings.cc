@@ -158,7 +158,7 @@ void RegisterLoaderBindings(nb::module_& m) {
         const BatchDevice requested = device == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
         std::optional<Result<BatchPlacement>> placement;
         {
-          nb::gil_scoped_release release;  // may make the CUDA device's context
+          GilRelease release;  // may make the CUDA device's context
           placement.emplace(PlanBatchPlacement(requested, cuda_device, mode, consumer_can_copy));
         }
         return ValueOrThrow(std::move(*placement));

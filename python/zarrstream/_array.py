@@ -116,6 +116,16 @@ def _integer_index(k: Any, size: int, dim: int, slices: str) -> int:
     return i % size
 
 
+def _slice_range(k: slice, size: int) -> range:
+    """The indices ``k`` takes of a dimension of ``size``, as a range: slice.indices would need
+    sizes below 2^63, and a declared shape may be larger."""
+    return range(size)[k]
+
+
+def _range_is_empty(r: range) -> bool:
+    return r.start >= r.stop if r.step > 0 else r.start <= r.stop
+
+
 def _normalize_key(key: Any, shape: tuple[int, ...]):
     """Turns a numpy basic-indexing key into (start, count, post_index, empty_axes).
 
@@ -135,9 +145,9 @@ def _normalize_key(key: Any, shape: tuple[int, ...]):
             continue
         size = shape[dim]
         if isinstance(k, slice):
-            s0, s1, step = k.indices(size)
-            indices = range(s0, s1, step)
-            if len(indices) == 0:
+            indices = _slice_range(k, size)
+            step = indices.step
+            if _range_is_empty(indices):
                 start.append(0)
                 count.append(0)
                 post.append(slice(None))
@@ -174,7 +184,8 @@ def _normalize_write_key(key: Any, shape: tuple[int, ...]):
             continue
         size = shape[dim]
         if isinstance(k, slice):
-            s0, s1, step = k.indices(size)
+            indices = _slice_range(k, size)
+            s0, s1, step = indices.start, indices.stop, indices.step
             if step != 1:
                 raise IndexError(
                     f"zarrstream writes contiguous regions only: slice step must be 1, got {step} "
@@ -637,25 +648,54 @@ def open_array(
     ``decode_cf``: reads return CF-decoded values, as the loader and xarray see them (fill values
     NaN, packed variables unpacked); False (the default) keeps Zarr's values as stored.
     """
-    core = _zarrstream.open_array(url, num_threads, _missing_is_error(missing_chunks))
+    core = _zarrstream.open_array(url, _num_threads(num_threads), _missing_is_error(missing_chunks))
     options = {"num_threads": num_threads, "missing_chunks": missing_chunks}
     return Array(core, decode_cf=decode_cf, options=options, credentials=_carries_credentials(url))
 
 
 def open_group(url: str, *, num_threads: int = 0, missing_chunks: str = "fill") -> Group:
     """Opens the Zarr group at ``url``; consolidated metadata is used when present."""
-    core = _zarrstream.open_group(url, num_threads, _missing_is_error(missing_chunks))
+    core = _zarrstream.open_group(url, _num_threads(num_threads), _missing_is_error(missing_chunks))
     options = {"num_threads": num_threads, "missing_chunks": missing_chunks}
     return Group(core, options, _carries_credentials(url))
 
 
+def _checked_pickle(what: str, url: Any, options: Any, allowed: dict[str, tuple[type, ...]]) -> None:
+    """Refuses the state of a pickled array or group that zarrstream did not write (tampered
+    with, or from another version): an InvalidArgumentError naming the field, not whatever the
+    open would raise on it."""
+    problem = None
+    if not isinstance(url, str):
+        problem = f"its URL is {type(url).__name__} {url!r:.80}, not text"
+    elif not isinstance(options, dict):
+        problem = f"its options are {type(options).__name__}, not a dict"
+    else:
+        for key, value in options.items():
+            if key not in allowed:
+                problem = f"it has an unknown option {key!r:.80}"
+            elif not isinstance(value, allowed[key]) or (isinstance(value, bool) and
+                                                          bool not in allowed[key]):
+                problem = f"its option {key} is {value!r:.80}"
+            if problem:
+                break
+    if problem:
+        raise InvalidArgumentError(f"unpickling a zarrstream {what}: {problem}, which zarrstream "
+                                   "does not write (the pickle was altered or is from another "
+                                   "version)")
+
+
+_PICKLED_GROUP_OPTIONS = {"num_threads": (int,), "missing_chunks": (str,)}
+
+
 def _reopen_array(url: str, options: dict) -> Array:
     """An unpickled :class:`Array`: opened again from its URL and open options."""
+    _checked_pickle("array", url, options, {**_PICKLED_GROUP_OPTIONS, "decode_cf": (bool,)})
     return open_array(url, **options)
 
 
 def _reopen_group(url: str, options: dict) -> Group:
     """An unpickled :class:`Group`: opened again from its URL and open options."""
+    _checked_pickle("group", url, options, _PICKLED_GROUP_OPTIONS)
     return open_group(url, **options)
 
 
@@ -684,7 +724,7 @@ def create_array(
     """
     args = _create_args(shape, dtype, chunks, shards, compressor, dims, fill_value, attrs)
     return Array(
-        _zarrstream.create_array(url, overwrite=overwrite, num_threads=num_threads, **args),
+        _zarrstream.create_array(url, overwrite=overwrite, num_threads=_num_threads(num_threads), **args),
         options={"num_threads": num_threads}, credentials=_carries_credentials(url),
     )
 
@@ -695,8 +735,18 @@ def create_group(
     """Creates a Zarr v3 group at ``url`` (``overwrite`` replaces a node there and everything below
     it)."""
     text = json.dumps({} if attrs is None else dict(attrs), allow_nan=False)
-    core = _zarrstream.create_group(url, text, overwrite, num_threads=num_threads)
+    core = _zarrstream.create_group(url, text, overwrite, num_threads=_num_threads(num_threads))
     return Group(core, {"num_threads": num_threads}, _carries_credentials(url))
+
+
+def _num_threads(value: Any) -> int:
+    """``num_threads`` as an integer from 0 to 65536: a ConfigError for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+            not 0 <= value <= 1 << 16:
+        from .errors import ConfigError
+
+        raise ConfigError(f"num_threads={value!r}: expected 0 (a shared pool) or a number of threads")
+    return int(value)
 
 
 def _missing_is_error(missing_chunks: str) -> bool:

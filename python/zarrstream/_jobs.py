@@ -14,6 +14,7 @@ by a progress callback stops the job the same way.
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +68,51 @@ def _selections(value: Selection) -> list[str]:
     return _texts(value, "select")
 
 
+# What each field of a job's picklable descriptions holds. A part may have travelled (pickled to
+# a Dask or Ray worker) or been built by hand: its fields are checked where it is made and again
+# where it runs (unpickling makes no call to __init__), so a bad one is an InvalidArgumentError
+# naming the field rather than whatever the binding would raise on it.
+def _is_text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_texts(v: Any) -> bool:
+    return isinstance(v, tuple) and all(isinstance(x, str) for x in v)
+
+
+def _is_flag(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _is_count(v: Any) -> bool:  # threads: 0 (all cores) to 65536
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 16
+
+
+def _is_gb(v: Any) -> bool:  # memory in GB: positive, and in bytes within 63 bits
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and 0 < v and v * 1e9 < 2**63)
+
+
+def _check_fields(obj: Any, checks: Sequence[tuple[str, Callable[[Any], bool], str]]) -> None:
+    for name, ok, expected in checks:
+        value = getattr(obj, name, None)
+        if not ok(value):
+            raise InvalidArgumentError(
+                f"{type(obj).__name__}.{name} is {value!r:.100}: expected {expected}")
+
+
+def _check_part_index(obj: Any) -> None:
+    index, count = getattr(obj, "index", None), getattr(obj, "count", None)
+    if not (isinstance(count, int) and not isinstance(count, bool) and 1 <= count < 2**32
+            and isinstance(index, int) and not isinstance(index, bool) and 0 <= index < count):
+        raise InvalidArgumentError(f"{type(obj).__name__}: part {index!r:.40} of {count!r:.40} is "
+                                   "no part of a job (expected 0 <= index < count < 2^32)")
+
+
+_TEXT, _TEXTS, _FLAG = "a string", "a tuple of strings", "True or False"
+_THREADS = "0 (all cores) to 65536 threads"
+
+
 @dataclass(frozen=True)
 class RechunkOptions:
     """A rechunk job's options, normalised (the CLI's, in the CLI's text forms)."""
@@ -81,14 +127,21 @@ class RechunkOptions:
     threads: int = 0
     memory: float = 2.0  # GB for data in flight
 
+    def __post_init__(self) -> None:
+        _check_fields(self, [("chunks", _is_text, _TEXT), ("shard", _is_text, _TEXT),
+                             ("codec", _is_text, _TEXT), ("vars", _is_texts, _TEXTS),
+                             ("select", _is_texts, _TEXTS), ("stack", _is_text, _TEXT),
+                             ("gpu_friendly", _is_flag, _FLAG), ("threads", _is_count, _THREADS),
+                             ("memory", _is_gb, "a positive number of GB")])
+
     @classmethod
     def of(cls, chunks: DimSizes = None, shard: DimSizes = None, codec: str | None = None,
            vars: str | Sequence[str] | None = None, select: Selection = None,
            stack: str | None = None, gpu_friendly: bool = False, threads: int = 0,
            memory: float = 2.0) -> RechunkOptions:
-        if not memory or memory <= 0:
+        if not _is_gb(memory):
             raise InvalidArgumentError(f"memory must be a positive number of GB, got {memory!r}")
-        if threads < 0:
+        if not _is_count(threads):
             raise InvalidArgumentError(f"threads must be 0 (all cores) or more, got {threads!r}")
         return cls(_dim_sizes(chunks, "chunks"), _dim_sizes(shard, "shard"), codec or "",
                    tuple(_texts(vars, "vars")), tuple(_selections(select)), stack or "",
@@ -136,6 +189,16 @@ def _job_report(finished: RechunkReport, parts: Sequence[RechunkReport]) -> Rech
 
 def _run_rechunk(source: str, dest: str, options: RechunkOptions, part: int, parts: int,
                  overwrite: bool, finish_only: bool, progress: Progress | None) -> RechunkReport:
+    if not isinstance(options, RechunkOptions):
+        raise InvalidArgumentError(f"rechunk options: {options!r:.100} is not a RechunkOptions")
+    options.__post_init__()  # an unpickled one was never checked
+    for name, value in (("source", source), ("dest", dest)):
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"rechunk {name}: {value!r:.100} is not a path or URL")
+    if not (isinstance(parts, int) and 1 <= parts < 2**32 and isinstance(part, int)
+            and 0 <= part < parts):
+        raise InvalidArgumentError(f"--part {part!r:.40}/{parts!r:.40} is not a part of the job "
+                                   "(expected 0 <= part < parts < 2^32)")
     report = _zarrstream._rechunk(
         source, dest, options.chunks, options.shard, options.codec, options.gpu_friendly,
         list(options.vars), list(options.select), options.stack, options.threads,
@@ -171,7 +234,14 @@ class RechunkPart:
     index: int
     count: int
 
+    def __post_init__(self) -> None:
+        _check_fields(self, [("source", _is_text, _TEXT), ("dest", _is_text, _TEXT),
+                             ("options", lambda v: isinstance(v, RechunkOptions),
+                              "a RechunkOptions")])
+        _check_part_index(self)
+
     def run(self, progress: Progress | None = None) -> RechunkReport:
+        self.__post_init__()  # an unpickled part was never checked
         return _run_rechunk(self.source, self.dest, self.options, self.index, self.count, False,
                             False, progress)
 
@@ -226,9 +296,14 @@ class StatsPartResult:
     count: int
     values: tuple
 
+    def __post_init__(self) -> None:
+        _check_fields(self, [("job", _is_text, _TEXT),
+                             ("values", lambda v: isinstance(v, tuple), "a tuple")])
+        _check_part_index(self)
+
 
 def _stats_options(vars, select, threads, decode_cf) -> tuple[list[str], list[str], int, bool]:
-    if threads < 0:
+    if not _is_count(threads):
         raise InvalidArgumentError(f"threads must be 0 (all cores) or more, got {threads!r}")
     return _texts(vars, "vars"), _selections(select), int(threads), bool(decode_cf)
 
@@ -245,7 +320,14 @@ class StatsPart:
     index: int
     count: int
 
+    def __post_init__(self) -> None:
+        _check_fields(self, [("dataset", _is_text, _TEXT), ("vars", _is_texts, _TEXTS),
+                             ("select", _is_texts, _TEXTS), ("threads", _is_count, _THREADS),
+                             ("decode_cf", _is_flag, _FLAG)])
+        _check_part_index(self)
+
     def run(self, progress: Progress | None = None) -> StatsPartResult:
+        self.__post_init__()  # an unpickled part was never checked
         job, values = _zarrstream._stats_part(self.dataset, list(self.vars), list(self.select),
                                               self.threads, self.decode_cf, self.index,
                                               self.count, progress)
@@ -285,6 +367,8 @@ class StatsPlan:
         count = len(self.parts)
         by_index = {}
         for r in results:
+            if isinstance(r, StatsPartResult):
+                r.__post_init__()  # an unpickled result was never checked
             if not isinstance(r, StatsPartResult) or r.count != count or not 0 <= r.index < count:
                 what = f"part {r.index} of {r.count}" if isinstance(r, StatsPartResult) else type(r).__name__
                 raise InvalidArgumentError(
@@ -303,7 +387,12 @@ class StatsPlan:
             raise InvalidArgumentError(
                 f"statistics of {self.dataset}: the parts' results describe different jobs "
                 "(options or dataset changed between parts)")
-        text = _zarrstream._finish_stats(ordered[0].job, [r.values for r in ordered])
+        try:
+            text = _zarrstream._finish_stats(ordered[0].job, [r.values for r in ordered])
+        except TypeError:  # values of the wrong shape: not what a part returned
+            raise InvalidArgumentError(
+                f"statistics of {self.dataset}: the parts' values are not what parts of this plan "
+                "return") from None
         return _write_stats(text, output)
 
 

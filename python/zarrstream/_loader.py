@@ -88,10 +88,10 @@ def _selection(dim: str, value: Any) -> Any:
     if isinstance(value, (slice, tuple)):
         if isinstance(value, slice):
             if value.step is not None:
-                raise ValueError(f"select[{dim!r}]: a slice with a step is not supported")
+                raise ConfigError(f"select[{dim!r}]: a slice with a step is not supported")
             start, stop = value.start, value.stop
         elif len(value) != 2:
-            raise ValueError(f"select[{dim!r}]: a range is a (start, stop) pair, got {value!r}")
+            raise ConfigError(f"select[{dim!r}]: a range is a (start, stop) pair, got {value!r}")
         else:
             start, stop = value
         selection.start = _range_end(dim, start)
@@ -140,12 +140,39 @@ def _unsigned(name: str, value: Any, bits: int = 64) -> int:
     return n
 
 
-def _as_list(value: str | Sequence[str] | None) -> list[str]:
+def _number(name: str, value: Any) -> float:
+    """``value`` as a float option: a ConfigError naming the option for anything else."""
+    if isinstance(value, (str, bytes)):
+        raise ConfigError(f"{name}={value!r}: expected a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{name}={value!r}: expected a number") from None
+
+
+def _as_list(value: str | Sequence[str] | None, name: str = "names") -> list[str]:
+    """Names given as one string or a sequence of strings; a ConfigError naming the option for
+    anything else."""
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
-    return list(value)
+    try:
+        names = list(value)
+    except TypeError:
+        raise ConfigError(f"{name}={value!r}: expected a name or a list of names") from None
+    if not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{name}={value!r}: expected a name or a list of names")
+    return names
+
+
+def _mapping(name: str, value: Any) -> list[tuple[Any, Any]]:
+    """A dimension -> value option's items (None: none); a ConfigError for anything else."""
+    if value is None:
+        return []
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name}={value!r}: expected a mapping of dimension names")
+    return list(value.items())
 
 
 def _parse_device(device: Any) -> tuple[str, int | None]:
@@ -153,7 +180,7 @@ def _parse_device(device: Any) -> tuple[str, int | None]:
     text = str(device)
     kind, _, index = text.partition(":")
     if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
-        raise ValueError(f"device={device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+        raise ConfigError(f"device={device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     return kind, int(index) if index else None
 
 
@@ -311,33 +338,43 @@ class Loader:
     ) -> None:
         # What pickling this loader stores (rank and world_size as resolved below).
         arguments = {k: v for k, v in locals().items() if k != "self"}
+        if not isinstance(url, (str, os.PathLike)) or (
+                normalize is not None and not isinstance(normalize, (str, os.PathLike))):
+            what, value = ("url", url) if not isinstance(url, (str, os.PathLike)) else (
+                "normalize", normalize)
+            raise ConfigError(f"{what}={value!r}: expected a path or URL")
         arguments["url"] = os.fspath(url)
         if output not in ("torch", "dlpack"):
-            raise ValueError(f"output={output!r}: expected 'torch' or 'dlpack'")
+            raise ConfigError(f"output={output!r}: expected 'torch' or 'dlpack'")
         self._output = output
         torch = None
         if output == "torch":
             import torch  # the loader hands batches to PyTorch
         self._torch = torch
         o = _zarrstream.LoaderOptions()
-        o.variables = _as_list(variables)
-        o.forcings = _as_list(forcings)
-        o.target_variables = _as_list(target_variables)
-        o.sample = [(str(k), _unsigned(f"sample[{k!r}]", v)) for k, v in (sample or {}).items()]
-        o.stride = [(str(k), _unsigned(f"stride[{k!r}]", v)) for k, v in (stride or {}).items()]
+        o.variables = _as_list(variables, "variables")
+        o.forcings = _as_list(forcings, "forcings")
+        o.target_variables = _as_list(target_variables, "target_variables")
+        o.sample = [(str(k), _unsigned(f"sample[{k!r}]", v)) for k, v in _mapping("sample", sample)]
+        o.stride = [(str(k), _unsigned(f"stride[{k!r}]", v)) for k, v in _mapping("stride", stride)]
+        if target_offset is not None and not isinstance(target_offset, Mapping):
+            raise ConfigError(f"target_offset={target_offset!r}: expected {{dimension: offsets}}")
         if target_offset:
             if len(target_offset) != 1:
-                raise ValueError(
+                raise ConfigError(
                     f"target_offset names one dimension (the time dimension), got {dict(target_offset)!r}"
                 )
             (dim, offsets), = target_offset.items()
             o.target_dim = str(dim)
+            if not isinstance(offsets, (int, list, tuple)):
+                raise ConfigError(f"target_offset[{dim!r}]={offsets!r}: expected an offset or a "
+                                  "list of offsets")
             o.target_offsets = [
                 _unsigned("target_offset", x)
                 for x in ([offsets] if isinstance(offsets, int) else offsets)
             ]
         o.frequency = _frequency(frequency)
-        o.select = [_selection(str(k), v) for k, v in (select or {}).items()]
+        o.select = [_selection(str(k), v) for k, v in _mapping("select", select)]
         if shuffle is True:
             shuffle = "exact"
         elif shuffle is False:
@@ -364,13 +401,13 @@ class Loader:
             raise InvalidArgumentError(f"normalize='{shown}' contains a NUL byte")
         if isinstance(nan, str):
             if nan not in _NAN_POLICIES:
-                raise ValueError(f"nan={nan!r}: expected 'keep' or a fill value (a number)")
+                raise ConfigError(f"nan={nan!r}: expected 'keep' or a fill value (a number)")
         else:
             o.fill_nan = True
-            o.nan_fill = float(nan)
+            o.nan_fill = _number("nan", nan)
         o.decode_cf = bool(decode_cf)
         if on_error not in _ERROR_POLICIES:
-            raise ValueError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
+            raise ConfigError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
         o.skip_bad_samples = on_error == "skip"
         o.prefetch = _unsigned("prefetch", prefetch)
         o.num_threads = _unsigned("num_threads", num_threads)
@@ -405,7 +442,7 @@ class Loader:
             decode = _zarrstream.parse_cpu_decode_share(cpu_decode_share)
         else:
             decode = _zarrstream.DecodePlacement()
-            decode.cpu_share = float(cpu_decode_share)
+            decode.cpu_share = _number("cpu_decode_share", cpu_decode_share)
             if not 0.0 <= decode.cpu_share <= 1.0:
                 raise ConfigError(f"cpu_decode_share is {decode.cpu_share}: expected a share from 0 to 1")
         decode.gpu = bool(gpu_decode)
@@ -562,8 +599,15 @@ class Loader:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from ``state``: the next batches are those the saved loader had left."""
         self._core.check_process()
-        plan = state["sample_plan"]
-        self._core.restore_state_json(plan if isinstance(plan, str) else json.dumps(plan))
+        plan = state.get("sample_plan") if isinstance(state, Mapping) else None
+        if plan is None:
+            raise InvalidArgumentError(f"load_state_dict: {state!r:.200} is not a state_dict() "
+                                       "of a loader (no 'sample_plan')")
+        try:
+            text = plan if isinstance(plan, str) else json.dumps(plan, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"load_state_dict: its sample_plan is not JSON: {e}") from None
+        self._core.restore_state_json(text)
 
     def stats(self) -> dict[str, Any]:
         """What the loader did: batches, bytes read/decoded/used, cache hits, stage times, the
@@ -587,6 +631,17 @@ class Loader:
 def _reopen_loader(arguments: dict[str, Any], state: Mapping[str, Any]) -> Loader:
     """An unpickled :class:`Loader`: opened again with its construction arguments, at the position
     its ``state_dict()`` saved."""
+    import inspect
+
+    known = set(inspect.signature(Loader.__init__).parameters) - {"self"}
+    unknown = sorted(map(repr, set(arguments) - known)) if isinstance(arguments, dict) else None
+    if unknown is None or unknown or "url" not in arguments:
+        problem = (f"its arguments are {type(arguments).__name__}, not a dict" if unknown is None
+                   else f"it has unknown arguments {', '.join(unknown):.200}" if unknown
+                   else "it has no url")
+        raise InvalidArgumentError(f"unpickling a zarrstream loader: {problem}, which zarrstream "
+                                   "does not write (the pickle was altered or is from another "
+                                   "version)")
     loader = Loader(**arguments)
     loader.load_state_dict(state)
     return loader

@@ -39,7 +39,13 @@ from xarray.core.variable import Variable
 
 from . import _zarrstream
 from ._array import Array, Group, open_array, open_group
-from .errors import ConfigError, InvalidArgumentError, MetadataError, NotFoundError
+from .errors import (
+    ConfigError,
+    InvalidArgumentError,
+    MetadataError,
+    NotFoundError,
+    ZarrstreamError,
+)
 
 # Where Zarr v2 arrays written by xarray keep their dimension names.
 _V2_DIMENSIONS = "_ARRAY_DIMENSIONS"
@@ -375,7 +381,41 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
             drop_variables=drop_variables or (),
             num_threads=num_threads,
         )
-        return StoreBackendEntrypoint().open_dataset(store, drop_variables=drop_variables, **decoding)
+        try:
+            dataset = StoreBackendEntrypoint().open_dataset(store, drop_variables=drop_variables,
+                                                            **decoding)
+            # xarray builds the indexes of dimension coordinates from their decoded values after
+            # this returns, outside the except below: decoded here first (a time axis xarray cannot
+            # decode fails here), it reads them once more there.
+            for name, variable in dataset.variables.items():
+                if variable.dims == (name,):
+                    np.asarray(variable.data)
+        except ZarrstreamError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever xarray's decoders raise (struct.error too)
+            # xarray's CF decoding refused the attributes (units it cannot parse, a fill value
+            # of the wrong type): the store's metadata is at fault, so the error says so.
+            raise MetadataError(f"{node.url}: xarray cannot decode its CF attributes: "
+                                f"{type(e).__name__}: {e}") from e
+        _check_packing(node.url, dataset)
+        return dataset
+
+
+def _check_packing(url: str, dataset: Dataset) -> None:
+    """xarray unpacks with scale_factor and add_offset lazily, at the first read: a value that is
+    no number would fail there with numpy's error, so it is refused here, naming the variable."""
+    for name, variable in dataset.variables.items():
+        for key in ("scale_factor", "add_offset"):
+            if key not in variable.encoding:
+                continue
+            value = variable.encoding[key]
+            try:
+                kind = np.asarray(value).dtype.kind
+            except (ValueError, TypeError):
+                kind = "O"
+            if kind not in "biuf":
+                raise MetadataError(f"{url}: variable '{name}' has {key} {value!r:.80}, which is no "
+                                    "number: it cannot be unpacked")
 
 
 def _url(filename_or_obj, storage_options: dict | None) -> str:

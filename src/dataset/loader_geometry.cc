@@ -4,12 +4,16 @@
 // so errors come in the order a user fixes them.
 #include "dataset/loader_geometry.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include "dataset/cf_decoding.h"
@@ -45,12 +49,54 @@ bool SupportedSource(DataType type) {
   return IsFloatingPoint(type) || IsSignedInteger(type) || IsUnsignedInteger(type);
 }
 
+// The stats file, opened by path. Only a regular file is read: a named pipe would block the
+// open for ever, and a device (/dev/zero) or /proc file never ends. The type is checked on the
+// opened file, opened non-blocking for that; a stats file is a few kB per channel, so anything
+// over kMaxStatsFileBytes is refused before it is read.
+constexpr uint64_t kMaxStatsFileBytes = uint64_t{256} << 20;
+
 Result<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return NotFoundError("cannot open the stats file '" + path + "'");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
+  struct File {
+    int fd;
+    ~File() {
+      if (fd >= 0) ::close(fd);
+    }
+  } const file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)};
+  const int fd = file.fd;
+  if (fd < 0) {
+    return NotFoundError("cannot open the stats file '" + path + "': " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return StorageError("stat of the stats file '" + path + "': " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgumentError("the stats file '" + path + "' is not a regular file (" +
+                                (S_ISDIR(st.st_mode)    ? "a directory"
+                                 : S_ISFIFO(st.st_mode) ? "a named pipe"
+                                 : S_ISSOCK(st.st_mode) ? "a socket"
+                                                        : "a device or special file") +
+                                ")");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > kMaxStatsFileBytes) {
+    return InvalidArgumentError("the stats file '" + path + "' is " + std::to_string(size) +
+                                " bytes, more than any stats file (" +
+                                std::to_string(kMaxStatsFileBytes) + ")");
+  }
+  std::string text(size, '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return StorageError("reading the stats file '" + path + "': " + std::strerror(errno));
+    }
+    if (n == 0) break;  // shorter than it was: the file changed while it was read
+    done += static_cast<size_t>(n);
+  }
+  text.resize(done);
+  return text;
 }
 
 Status MissingStatsError(const std::string& stats_path, const std::string& channel,

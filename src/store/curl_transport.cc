@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <new>
 #include <random>
 #include <thread>
 
@@ -25,6 +26,10 @@ namespace zarrstream {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The most memory reserved for a response body before its bytes arrive (a Content-Length is
+// only what the server announces).
+constexpr uint64_t kMaxBodyReserve = uint64_t{64} << 20;
 
 bool IsRetryableCurlCode(CURLcode code) {
   switch (code) {
@@ -89,6 +94,8 @@ struct Transfer {
   size_t upload_offset = 0;
   ByteBuffer* body_out = nullptr;  // chosen at the attempt's first body byte
   BodyFraming framing;
+  // Why the body could not be kept (its memory could not be had): the attempt's failure.
+  std::string body_failure;
   char error_buffer[CURL_ERROR_SIZE] = {};
 
   Clock::time_point deadline() const { return started + request.policy.budget; }
@@ -216,20 +223,37 @@ size_t IoLoop::OnHeader(char* data, size_t size, size_t count, void* user) {
 size_t IoLoop::OnBody(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t n = size * count;
-  if (t->body_out == nullptr) {
-    long status = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-    const bool success = status >= 200 && status < 300;
-    t->body_out =
-        (success && t->request.body_sink != nullptr) ? t->request.body_sink : &t->response.body;
-    t->body_out->Clear();
-    if (t->framing.content_length) t->body_out->ReserveReusable(*t->framing.content_length);
+  // An exception must not cross libcurl's C frames (it would terminate the process): a body
+  // whose memory cannot be had ends the attempt (returning less than n aborts the transfer).
+  try {
+    if (t->body_out == nullptr) {
+      long status = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+      const bool success = status >= 200 && status < 300;
+      t->body_out =
+          (success && t->request.body_sink != nullptr) ? t->request.body_sink : &t->response.body;
+      t->body_out->Clear();
+      // The announced length is the server's word, not bytes received: reserve no more than
+      // kMaxBodyReserve up front, and grow with what arrives beyond that.
+      if (t->framing.content_length) {
+        t->body_out->ReserveReusable(
+            std::min<uint64_t>(*t->framing.content_length, kMaxBodyReserve));
+      }
+    }
+    ByteBuffer& out = *t->body_out;
+    const size_t old = out.size();
+    if (old + n > out.capacity()) out.ReserveReusable(std::max(old + n, out.capacity() * 2));
+    out.Resize(old + n);
+    std::memcpy(out.data() + old, data, n);
+  } catch (const std::bad_alloc&) {
+    const size_t held = t->body_out != nullptr ? t->body_out->size() : 0;
+    t->body_failure = "out of memory holding the response body (" + std::to_string(held + n) +
+                      " bytes received" +
+                      (t->framing.content_length
+                           ? ", " + std::to_string(*t->framing.content_length) + " announced)"
+                           : ")");
+    return 0;
   }
-  ByteBuffer& out = *t->body_out;
-  const size_t old = out.size();
-  if (old + n > out.capacity()) out.ReserveReusable(std::max(old + n, out.capacity() * 2));
-  out.Resize(old + n);
-  std::memcpy(out.data() + old, data, n);
   return n;
 }
 
@@ -285,6 +309,7 @@ void IoLoop::StartAttempt(Transfer* t) {
   t->upload_offset = 0;
   t->body_out = nullptr;
   t->framing = BodyFraming();
+  t->body_failure.clear();
   t->retry_after.reset();
   t->response = HttpResponse();
   t->error_buffer[0] = '\0';
@@ -377,7 +402,9 @@ void IoLoop::EndAttempt(Transfer* t, CURLcode code) {
   t->response.attempts = t->attempts;
   std::string failure;
   bool retryable = false;
-  if (code != CURLE_OK) {
+  if (!t->body_failure.empty()) {
+    failure = t->body_failure;
+  } else if (code != CURLE_OK) {
     failure = curl_easy_strerror(code);
     if (t->error_buffer[0] != '\0') {
       failure += " (";

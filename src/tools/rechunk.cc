@@ -536,6 +536,13 @@ Result<std::pair<RechunkOptions, SourceLayout>> Resolve(const RechunkOptions& op
     return InvalidArgumentError("--part " + std::to_string(options.part_index) + "/" +
                                 std::to_string(options.part_count) + " is not a part of the job");
   }
+  // Starting, resuming and finishing a part read every part's progress record: a count no job
+  // needs would have each run read millions of them.
+  if (options.part_count > kMaxRechunkParts) {
+    return InvalidArgumentError("--part " + std::to_string(options.part_index) + "/" +
+                                std::to_string(options.part_count) + ": a job has at most " +
+                                std::to_string(kMaxRechunkParts) + " parts");
+  }
   ZS_ASSIGN_OR_RETURN(SourceLayout layout, ResolveSources(options));
   ZS_RETURN_IF_ERROR(CheckDimsExist(options.chunks, layout.outputs, "--chunks"));
   ZS_RETURN_IF_ERROR(CheckDimsExist(options.shards, layout.outputs, "--shard"));

@@ -51,6 +51,9 @@ inline constexpr const char* kGpuFriendlyCodec = "blosc:lz4:5:shuffle";
 inline constexpr uint64_t kWholeDimension = ~uint64_t{0};
 Result<std::vector<std::pair<std::string, uint64_t>>> ParseDimSizes(std::string_view spec);
 
+// The most parts a rechunk job may be cut into (each run reads every part's progress record).
+inline constexpr uint32_t kMaxRechunkParts = uint32_t{1} << 16;
+
 struct RechunkOptions {
   std::string source_url;
   std::string dest_url;
@@ -78,7 +81,8 @@ struct RechunkOptions {
   size_t threads = 0;
   // Budget for slab buffers in flight.
   uint64_t memory_limit_bytes = uint64_t{2} << 30;
-  // This run's part of the job: part_index in [0, part_count).
+  // This run's part of the job: part_index in [0, part_count), part_count at most
+  // kMaxRechunkParts.
   uint32_t part_index = 0;
   uint32_t part_count = 1;
   // Replace whatever is at the destination (single-part runs only).
