@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "zarrstream/array.h"
 #include "zarrstream/data_type.h"
@@ -69,18 +70,18 @@ Result<CfDecoding> CfDecodingOf(const Array& array);
 
 // Decodes stored values: NaN where one equals a fill value, else x * scale_factor + add_offset,
 // each step rounded to `Compute` (float when !cf.wide(), double when cf.wide()). Made once per run
-// of values: the constants are converted to `Compute` up front and the fill test has no early exit
-// (unused fill slots hold NaN, which equals nothing), so a loop calling it over a run vectorises.
+// of values, so that a loop calling it vectorises: the constants are converted to `Compute` up
+// front, and the steps are written without branches. An absent scale_factor multiplies by 1 and
+// an absent add_offset adds -0.0, both exact for every value (+0.0 would turn a stored -0.0 into
+// +0.0); every fill slot is compared, the unused ones holding NaN, which equals nothing.
 // The loader's CPU assembly and `stats` decode through it; the GPU kernel (gpu/kernels.cu) spells
 // out the same steps.
 template <typename Compute>
 class CfDecoder {
  public:
   explicit CfDecoder(const CfDecoding& cf)
-      : scale_(static_cast<Compute>(cf.scale_factor)),
-        offset_(static_cast<Compute>(cf.add_offset)),
-        has_scale_(cf.has_scale_factor),
-        has_offset_(cf.has_add_offset) {
+      : scale_(cf.has_scale_factor ? static_cast<Compute>(cf.scale_factor) : Compute{1}),
+        offset_(cf.has_add_offset ? static_cast<Compute>(cf.add_offset) : -Compute{0}) {
     fills_.fill(std::numeric_limits<Compute>::quiet_NaN());
     // Exact: each fill value was rounded to the decoded type, which `Compute` holds.
     for (uint32_t k = 0; k < cf.num_fill_values; ++k) {
@@ -91,20 +92,22 @@ class CfDecoder {
   template <typename Src>
   Compute operator()(Src stored) const {
     const Compute x = static_cast<Compute>(stored);
-    bool fill = false;
-    for (Compute f : fills_) fill |= x == f;
-    Compute v = has_scale_ ? x * scale_ : x;
-    // Selected, not computed as `v + 0`: that would turn a stored -0.0 into +0.0.
-    v = has_offset_ ? v + offset_ : v;
-    return fill ? std::numeric_limits<Compute>::quiet_NaN() : v;
+    const Compute v = x * scale_ + offset_;
+    return IsFill(x, std::make_index_sequence<kMaxCfFillValues>())
+               ? std::numeric_limits<Compute>::quiet_NaN()
+               : v;
   }
 
  private:
+  // The comparisons spelled out (not a loop), so that the compiler sees straight-line code.
+  template <size_t... k>
+  bool IsFill(Compute x, std::index_sequence<k...>) const {
+    return ((x == fills_[k]) | ...);
+  }
+
   std::array<Compute, kMaxCfFillValues> fills_;
   Compute scale_;
   Compute offset_;
-  bool has_scale_;
-  bool has_offset_;
 };
 
 // One stored value decoded (CfDecoder, for a single value).

@@ -130,6 +130,12 @@ struct LoadedNvcomp {
 
 class NvcompLoader {
  public:
+  // ": " and the reason of the last failed dlopen, or "" where it gave none.
+  static std::string DlError() {
+    const char* error = dlerror();
+    return error != nullptr ? std::string(": ") + error : std::string();
+  }
+
   static LoadedNvcomp Load() {
     LoadedNvcomp loaded;
     if (!CudaDriver::Present()) {
@@ -140,8 +146,7 @@ class NvcompLoader {
     const bool is_configured = configured != nullptr && *configured != '\0';
     std::string name = is_configured ? configured : "libnvcomp.so.6";
     void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    const char* dl_error = library == nullptr ? dlerror() : nullptr;
-    const std::string error = dl_error != nullptr ? std::string(": ") + dl_error : std::string();
+    std::string error = library == nullptr ? DlError() : std::string();
     if (library == nullptr && !is_configured) {
       // The command a zarrstream wheel installs has no Python import to set the variable: it looks
       // for the nvCOMP wheel that `zarrstream[gpu]` installed beside it.
@@ -151,7 +156,11 @@ class NvcompLoader {
       if (!executable.empty()) {
         const std::string beside = Nvcomp::WheelLibraryBesideCommand(executable.string());
         library = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (library != nullptr) name = beside;
+        if (library != nullptr) {
+          name = beside;
+        } else {
+          error += "; nor " + beside + DlError();
+        }
       }
     }
     if (library == nullptr) {
