@@ -11,6 +11,7 @@
 
 #include "dataset/cf_decoding.h"
 #include "metadata/float16.h"
+#include "util/format.h"
 #include "util/thread_pool.h"
 
 namespace zarrstream {
@@ -253,16 +254,6 @@ Status ReadAndReduceBlock(const ArrayPass& pass, uint64_t b, std::vector<std::by
   return Status::Ok();
 }
 
-std::string JoinDims(const std::vector<std::string>& dims) {
-  std::string s = "(";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += dims[i];
-  }
-  s += ")";
-  return s;
-}
-
 // Per channel dimension that `selections` select on: the selected indices as runs. Records each
 // selection's labels in `recorded`.
 Result<std::map<std::string, std::vector<IndexRange>>> SelectedRuns(
@@ -286,7 +277,7 @@ Result<std::map<std::string, std::vector<IndexRange>>> SelectedRuns(
       std::string s = "cannot select '";
       s += selection.ToString();
       s += "': the channels' dimensions are ";
-      s += JoinDims(dims);
+      s += "(" + Join(dims) + ")";
       if (IsLevelDimension(selection.dim)) s += " (choose levels with the variables: name@500,850)";
       return InvalidArgumentError(std::move(s));
     }
