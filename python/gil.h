@@ -10,6 +10,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <type_traits>
+
 namespace zarrstream::python {
 
 // Registers the atexit hook, and notes which thread is Python's main thread (it alone handles
@@ -33,5 +35,14 @@ class GilRelease {
  private:
   PyThreadState* state_;
 };
+
+// Calls `work()` with the GIL released (as GilRelease does) and returns its result (a Status, a
+// Result<T>) with the GIL held again: the way a binding runs C++ that may block, then throws or
+// converts what came back.
+template <typename Work>
+std::invoke_result_t<Work&> WithoutGil(Work&& work) {
+  GilRelease release;
+  return work();
+}
 
 }  // namespace zarrstream::python

@@ -100,10 +100,7 @@ T RunInterruptibly(nb::handle callback,
       }
     }
   }
-  {
-    GilRelease release;
-    worker.join();
-  }
+  WithoutGil([&] { worker.join(); });
   if (raised) std::rethrow_exception(raised);
   if (failed) std::rethrow_exception(failed);
   return std::move(*result);

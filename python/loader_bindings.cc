@@ -97,8 +97,7 @@ nb::object NextBatch(Loader& loader, nb::list taken) {
 
 bool PutBack(Loader& loader, nb::capsule owner) {
   BatchRef batch = *static_cast<const BatchRef*>(owner.data());
-  GilRelease release;
-  return loader.PutBack(std::move(batch));
+  return WithoutGil([&] { return loader.PutBack(std::move(batch)); });
 }
 
 nb::dict StatsDict(const LoaderStats& s) {
@@ -156,12 +155,9 @@ void RegisterLoaderBindings(nb::module_& m) {
                                 : *gpu_batches ? GpuBatches::kOn
                                                : GpuBatches::kOff;
         const BatchDevice requested = device == "cuda" ? BatchDevice::kCuda : BatchDevice::kCpu;
-        std::optional<Result<BatchPlacement>> placement;
-        {
-          GilRelease release;  // may make the CUDA device's context
-          placement.emplace(PlanBatchPlacement(requested, cuda_device, mode, consumer_can_copy));
-        }
-        return ValueOrThrow(std::move(*placement));
+        // Without the GIL: this may make the CUDA device's context.
+        return ValueOrThrow(WithoutGil(
+            [&] { return PlanBatchPlacement(requested, cuda_device, mode, consumer_can_copy); }));
       },
       "device"_a, "cuda_device"_a, "gpu_batches"_a.none(), "consumer_can_copy"_a);
 
@@ -257,22 +253,13 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def(
           "__init__",
           [](Loader* self, const std::string& url, const LoaderOptions& options) {
-            std::optional<Result<Loader>> loader;
-            {
-              GilRelease release;
-              loader.emplace(Loader::Open(url, options));
-            }
-            new (self) Loader(ValueOrThrow(std::move(*loader)));
+            new (self) Loader(ValueOrThrow(WithoutGil([&] { return Loader::Open(url, options); })));
           },
           "url"_a, "options"_a)
       .def("check_process", [](const Loader& l) { ThrowIfError(l.CheckProcess()); })
       .def("next", &NextBatch, "taken"_a)
       .def("put_back", &PutBack, "owner"_a)
-      .def("set_epoch",
-           [](Loader& l, uint64_t epoch) {
-             GilRelease release;
-             l.SetEpoch(epoch);
-           })
+      .def("set_epoch", [](Loader& l, uint64_t epoch) { WithoutGil([&] { l.SetEpoch(epoch); }); })
       .def_prop_ro("epoch", &Loader::epoch)
       .def_prop_ro("next_batch", &Loader::next_batch)
       .def_prop_ro("num_batches", &Loader::num_batches)
@@ -280,12 +267,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def("state_json", &Loader::StateJson)
       .def("restore_state_json",
            [](Loader& l, const std::string& json) {
-             Status status;
-             {
-               GilRelease release;
-               status = l.RestoreStateJson(json);
-             }
-             ThrowIfError(status);
+             ThrowIfError(WithoutGil([&] { return l.RestoreStateJson(json); }));
            })
       .def_prop_ro("input_channels", &Loader::input_channels)
       .def_prop_ro("target_channels", &Loader::target_channels)

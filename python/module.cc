@@ -49,12 +49,7 @@ void ReadInto(const Array& array, const std::vector<uint64_t>& start,
     strides[d] = out.stride(d) * static_cast<int64_t>(item);
   }
   void* data = out.data();
-  Status status;
-  {
-    GilRelease release;
-    status = array.Read(start, shape, data, strides);
-  }
-  ThrowIfError(status);
+  ThrowIfError(WithoutGil([&] { return array.Read(start, shape, data, strides); }));
 }
 
 // Writes `data` (any strides, native byte order, item size of the array's data type) to the
@@ -77,12 +72,7 @@ void WriteFrom(const Array& array, const std::vector<uint64_t>& start,
     strides[d] = data.stride(d) * static_cast<int64_t>(item);
   }
   const void* bytes = data.data();
-  Status status;
-  {
-    GilRelease release;
-    status = array.Write(start, shape, bytes, strides);
-  }
-  ThrowIfError(status);
+  ThrowIfError(WithoutGil([&] { return array.Write(start, shape, bytes, strides); }));
 }
 
 ArraySpec MakeSpec(std::vector<uint64_t> shape, const std::string& dtype,
@@ -150,10 +140,8 @@ NB_MODULE(_zarrstream, m) {
       .def("read_text",
            [](const Array& a, const std::vector<uint64_t>& start,
               const std::vector<uint64_t>& shape) {
-             Result<std::vector<std::string>> elements = [&] {
-               GilRelease release;
-               return a.ReadText(start, shape);
-             }();
+             Result<std::vector<std::string>> elements =
+                 WithoutGil([&] { return a.ReadText(start, shape); });
              ThrowIfError(elements.status());
              nb::list out;
              for (const std::string& e : *elements) out.append(nb::bytes(e.data(), e.size()));
@@ -197,12 +185,7 @@ NB_MODULE(_zarrstream, m) {
       .def("read_into", &ReadInto, "start"_a, "shape"_a, "out"_a.noconvert())
       .def("write_from", &WriteFrom, "start"_a, "data"_a.noconvert())
       .def("set_attributes", [](const Array& a, const std::string& attributes_json) {
-        Status status;
-        {
-          GilRelease release;
-          status = a.SetAttributes(attributes_json);
-        }
-        ThrowIfError(status);
+        ThrowIfError(WithoutGil([&] { return a.SetAttributes(attributes_json); }));
       });
 
   nb::class_<Group>(m, "Group")
@@ -227,11 +210,8 @@ NB_MODULE(_zarrstream, m) {
             ArraySpec spec = MakeSpec(std::move(shape), dtype, std::move(chunks), std::move(shards),
                                       std::move(compressor), std::move(dims),
                                       std::move(fill_value_json), std::move(attributes_json));
-            Result<Array> array = [&] {
-              GilRelease release;
-              return g.CreateArray(path, spec, MakeCreateOptions(overwrite));
-            }();
-            return ValueOrThrow(std::move(array));
+            return ValueOrThrow(WithoutGil(
+                [&] { return g.CreateArray(path, spec, MakeCreateOptions(overwrite)); }));
           },
           "path"_a, "shape"_a, "dtype"_a, "chunks"_a, "shards"_a.none(), "compressor"_a, "dims"_a,
           "fill_value_json"_a, "attributes_json"_a, "overwrite"_a)
@@ -239,48 +219,29 @@ NB_MODULE(_zarrstream, m) {
           "create_group",
           [](const Group& g, const std::string& path, const std::string& attributes_json,
              bool overwrite) {
-            Result<Group> group = [&] {
-              GilRelease release;
+            return ValueOrThrow(WithoutGil([&] {
               return g.CreateGroup(path, attributes_json, MakeCreateOptions(overwrite));
-            }();
-            return ValueOrThrow(std::move(group));
+            }));
           },
           "path"_a, "attributes_json"_a, "overwrite"_a)
       .def("reopen",
-           [](const Group& g) {
-             Result<Group> group = [&] {
-               GilRelease release;
-               return g.Reopen();
-             }();
-             return ValueOrThrow(std::move(group));
-           })
+           [](const Group& g) { return ValueOrThrow(WithoutGil([&] { return g.Reopen(); })); })
       .def("consolidate_metadata", [](const Group& g) {
-        Status status;
-        {
-          GilRelease release;
-          status = g.ConsolidateMetadata();
-        }
-        ThrowIfError(status);
+        ThrowIfError(WithoutGil([&] { return g.ConsolidateMetadata(); }));
       });
 
   m.def(
       "open_array",
       [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors) {
-        Result<Array> array = [&] {
-          GilRelease release;
-          return Array::Open(url, MakeOptions(num_threads, missing_chunks_are_errors));
-        }();
-        return ValueOrThrow(std::move(array));
+        return ValueOrThrow(WithoutGil(
+            [&] { return Array::Open(url, MakeOptions(num_threads, missing_chunks_are_errors)); }));
       },
       "url"_a, "num_threads"_a = 0, "missing_chunks_are_errors"_a = false);
   m.def(
       "open_group",
       [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors) {
-        Result<Group> group = [&] {
-          GilRelease release;
-          return Group::Open(url, MakeOptions(num_threads, missing_chunks_are_errors));
-        }();
-        return ValueOrThrow(std::move(group));
+        return ValueOrThrow(WithoutGil(
+            [&] { return Group::Open(url, MakeOptions(num_threads, missing_chunks_are_errors)); }));
       },
       "url"_a, "num_threads"_a = 0, "missing_chunks_are_errors"_a = false);
   m.def(
@@ -292,12 +253,10 @@ NB_MODULE(_zarrstream, m) {
         ArraySpec spec = MakeSpec(std::move(shape), dtype, std::move(chunks), std::move(shards),
                                   std::move(compressor), std::move(dims),
                                   std::move(fill_value_json), std::move(attributes_json));
-        Result<Array> array = [&] {
-          GilRelease release;
+        return ValueOrThrow(WithoutGil([&] {
           return Array::Create(url, spec, MakeCreateOptions(overwrite),
                                MakeOptions(num_threads, false));
-        }();
-        return ValueOrThrow(std::move(array));
+        }));
       },
       "url"_a, "shape"_a, "dtype"_a, "chunks"_a, "shards"_a.none(), "compressor"_a, "dims"_a,
       "fill_value_json"_a, "attributes_json"_a, "overwrite"_a, "num_threads"_a = 0);
@@ -305,12 +264,10 @@ NB_MODULE(_zarrstream, m) {
       "create_group",
       [](const std::string& url, const std::string& attributes_json, bool overwrite,
          size_t num_threads) {
-        Result<Group> group = [&] {
-          GilRelease release;
+        return ValueOrThrow(WithoutGil([&] {
           return Group::Create(url, attributes_json, MakeCreateOptions(overwrite),
                                MakeOptions(num_threads, false));
-        }();
-        return ValueOrThrow(std::move(group));
+        }));
       },
       "url"_a, "attributes_json"_a, "overwrite"_a, "num_threads"_a = 0);
 }

@@ -65,10 +65,8 @@ void RegisterStoreBindings(nb::module_& m) {
             byte_ranges.reserve(ranges.size());
             for (const auto& r : ranges) byte_ranges.push_back(ToByteRange(r));
             std::vector<ByteBuffer> outs(byte_ranges.size());
-            Result<uint64_t> total = [&] {
-              GilRelease release;
-              return store.Read(key, byte_ranges, outs).Wait();
-            }();
+            Result<uint64_t> total =
+                WithoutGil([&] { return store.Read(key, byte_ranges, outs).Wait(); });
             ThrowIfError(total.status());
             std::vector<nb::bytes> values;
             values.reserve(outs.size());
@@ -79,32 +77,19 @@ void RegisterStoreBindings(nb::module_& m) {
       .def(
           "put",
           [](Store& store, const std::string& key, const nb::bytes& value) {
-            Status s;
-            {
-              GilRelease release;
-              s = store.Put(key, AsBytes(value));
-            }
-            ThrowIfError(s);
+            ThrowIfError(WithoutGil([&] { return store.Put(key, AsBytes(value)); }));
           },
           "key"_a, "value"_a)
       .def(
           "delete",
           [](Store& store, const std::string& key) {
-            Status s;
-            {
-              GilRelease release;
-              s = store.Delete(key);
-            }
-            ThrowIfError(s);
+            ThrowIfError(WithoutGil([&] { return store.Delete(key); }));
           },
           "key"_a)
       .def(
           "list",
           [](Store& store, const std::string& prefix) {
-            Result<std::vector<KeyInfo>> keys = [&] {
-              GilRelease release;
-              return store.List(prefix);
-            }();
+            Result<std::vector<KeyInfo>> keys = WithoutGil([&] { return store.List(prefix); });
             std::vector<std::pair<std::string, uint64_t>> out;
             for (const KeyInfo& k : ValueOrThrow(std::move(keys))) out.emplace_back(k.key, k.size);
             return out;
@@ -113,10 +98,8 @@ void RegisterStoreBindings(nb::module_& m) {
       .def(
           "list_dir",
           [](Store& store, const std::string& prefix) {
-            Result<DirectoryListing> listing = [&] {
-              GilRelease release;
-              return store.ListDirectory(prefix);
-            }();
+            Result<DirectoryListing> listing =
+                WithoutGil([&] { return store.ListDirectory(prefix); });
             DirectoryListing l = ValueOrThrow(std::move(listing));
             std::vector<std::pair<std::string, uint64_t>> keys;
             for (const KeyInfo& k : l.keys) keys.emplace_back(k.key, k.size);
@@ -128,11 +111,7 @@ void RegisterStoreBindings(nb::module_& m) {
   m.def(
       "open_store",
       [](const std::string& url) {
-        Result<std::shared_ptr<Store>> store = [&] {
-          GilRelease release;
-          return OpenStore(url);
-        }();
-        return ValueOrThrow(std::move(store));
+        return ValueOrThrow(WithoutGil([&] { return OpenStore(url); }));
       },
       "url"_a);
 }

@@ -13,6 +13,9 @@ tmp_path: the conventions are the sources', the sizes tiny.
   1900-01-01 with CF units, NaN as ``_FillValue``.
 - ``weatherbench2``: a WeatherBench2-like Zarr v2 store (consolidated): ``time``, ``level``,
   latitude ascending, float32 with ``_FillValue`` NaN.
+- ``surface_and_static``: a loader's store on a grid given by the caller: ``2m_temperature`` along
+  ``time`` beside a static ``land_sea_mask`` (and, with levels, a static ``soil_climatology``), Zarr
+  v3 unconsolidated, chunked as the caller says.
 
 Each builder returns the store's path. Values are deterministic (seeded).
 """
@@ -174,3 +177,30 @@ def weatherbench2(tmp_path: Path, *, seed: int = 2) -> Path:
     encoding = {var: {"chunks": (1,) + ds[var].shape[1:]} for var in ds.data_vars}
     ds.to_zarr(out, mode="w", zarr_format=2, consolidated=True, encoding=encoding)
     return out
+
+
+def surface_and_static(path: Path, *, seed: int, time: pd.DatetimeIndex, latitude: np.ndarray,
+                       longitude: np.ndarray, chunks: dict[str, tuple[int, ...]],
+                       levels: np.ndarray | None = None) -> tuple[Path, xr.Dataset]:
+    """``2m_temperature`` (time, latitude, longitude), the static ``land_sea_mask`` (latitude,
+    longitude) and, with ``levels``, the static ``soil_climatology`` (level, latitude, longitude),
+    float32, written to ``path`` by ``Dataset.to_zarr`` (v3, unconsolidated) with each variable's
+    ``chunks``. Returns ``path`` and the dataset xarray reads back from it, loaded."""
+    rng = np.random.default_rng(seed)
+    nt, ny, nx = len(time), len(latitude), len(longitude)
+    data_vars = {
+        "2m_temperature": (("time", "latitude", "longitude"),
+                           (280 + 10 * rng.standard_normal((nt, ny, nx))).astype("float32")),
+        "land_sea_mask": (("latitude", "longitude"), rng.random((ny, nx)).astype("float32")),
+    }
+    coords = {"time": time, "latitude": latitude, "longitude": longitude}
+    if levels is not None:
+        data_vars["soil_climatology"] = (
+            ("level", "latitude", "longitude"),
+            (5 + rng.standard_normal((len(levels), ny, nx))).astype("float32"),
+        )
+        coords["level"] = levels
+    ds = xr.Dataset(data_vars, coords=coords)
+    encoding = {name: {"chunks": chunks[name]} for name in ds.data_vars}
+    ds.to_zarr(path, zarr_format=3, consolidated=False, encoding=encoding)
+    return path, xr.open_zarr(path, consolidated=False).load()

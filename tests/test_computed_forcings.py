@@ -19,6 +19,7 @@ xr = pytest.importorskip("xarray")
 pd = pytest.importorskip("pandas")
 torch = pytest.importorskip("torch")
 
+import era5_fixtures  # noqa: E402
 import zarrstream  # noqa: E402
 
 NT, NY, NX = 40, 5, 8
@@ -33,26 +34,15 @@ ATOL = 2.0**-23
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> tuple[Path, "xr.Dataset"]:
-    rng = np.random.default_rng(11)
-    ds = xr.Dataset(
-        {
-            "2m_temperature": (("time", "latitude", "longitude"),
-                               (280 + 10 * rng.standard_normal((NT, NY, NX))).astype("float32")),
-            "land_sea_mask": (("latitude", "longitude"), rng.random((NY, NX)).astype("float32")),
-        },
-        coords={
-            # Every 90 minutes across a leap year's end: half hours, a new year, a new day.
-            "time": pd.date_range("2020-12-30T12:00", periods=NT, freq="90min"),
-            "latitude": np.linspace(80, -80, NY).astype("float32"),
-            "longitude": np.linspace(-180, 135, NX).astype("float64"),
-        },
+    return era5_fixtures.surface_and_static(
+        tmp_path_factory.mktemp("forcings") / "forcings.zarr",
+        seed=11,
+        # Every 90 minutes across a leap year's end: half hours, a new year, a new day.
+        time=pd.date_range("2020-12-30T12:00", periods=NT, freq="90min"),
+        latitude=np.linspace(80, -80, NY).astype("float32"),
+        longitude=np.linspace(-180, 135, NX).astype("float64"),
+        chunks={"2m_temperature": (4, 5, 4), "land_sea_mask": (5, 4)},
     )
-    path = tmp_path_factory.mktemp("forcings") / "forcings.zarr"
-    ds.to_zarr(path, zarr_format=3, consolidated=False, encoding={
-        "2m_temperature": {"chunks": (4, 5, 4)},
-        "land_sea_mask": {"chunks": (5, 4)},
-    })
-    return path, xr.open_zarr(path, consolidated=False).load()
 
 
 def numpy_forcing(name: str, time: np.datetime64, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ finalised once; parts pickle; progress, Ctrl-C and errors."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -233,30 +234,6 @@ def test_dask_rechunk_equals_one_run(client, synth_store, cli_rechunked, tmp_pat
     assert stored_files(tmp_path / "out.zarr") == cli_rechunked
 
 
-def test_dask_rechunk_survives_a_worker_killed_mid_part(client, synth_store, cli_rechunked, tmp_path):
-    killed = tmp_path / "killed"
-
-    def kill_worker_once(index, done, total):
-        """On the worker running part 0, partway: SIGKILL its own process, the first time only."""
-        if index != 0 or not 0 < done < total:
-            return
-        try:
-            fd = os.open(killed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    report = zarrstream.dask.rechunk(synth_store, tmp_path / "out.zarr", client=client, parts=2,
-                                     part_progress=kill_worker_once, timeout=240, **RECHUNK_API)
-    assert killed.exists(), "part 0 never reported progress partway"
-    assert int(killed.read_text()) not in client.run(os.getpid).values()  # that worker is gone
-    assert report.job_complete
-    assert report.slabs_resumed + report.slabs_written == report.slabs_total
-    assert stored_files(tmp_path / "out.zarr") == cli_rechunked
-
-
 def test_dask_stats_on_a_default_local_cluster_equal_the_cli(distributed, synth_store, cli_stats, tmp_path):
     got = zarrstream.dask.stats(synth_store, workers=2, parts=5, vars=STATS_VARS, select=STATS_SELECT,
                                 output=tmp_path / "s.json", timeout=240)
@@ -320,9 +297,12 @@ def test_ray_rechunk_and_stats_equal_one_run(ray_session, synth_store, cli_rechu
     assert_stats_equal(got, cli_stats)
 
 
-def test_ray_rechunk_survives_a_worker_killed_mid_part(ray_session, synth_store, cli_rechunked, tmp_path):
-    import zarrstream.ray
+# ---------------------------------------------------------------------------------------------
+# Both engines: a worker process killed mid-part.
 
+
+@pytest.mark.parametrize("engine", ["dask", "ray"])
+def test_rechunk_survives_a_worker_killed_mid_part(engine, request, synth_store, cli_rechunked, tmp_path):
     killed = tmp_path / "killed"
 
     def kill_worker_once(index, done, total):
@@ -333,13 +313,22 @@ def test_ray_rechunk_survives_a_worker_killed_mid_part(ray_session, synth_store,
             fd = os.open(killed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             return
+        os.write(fd, str(os.getpid()).encode())
         os.close(fd)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    report = zarrstream.ray.rechunk(synth_store, tmp_path / "out.zarr", parts=2, timeout=240,
-                                    part_progress=kill_worker_once, **RECHUNK_API)
+    # The engine's own fixture: a LocalCluster's client, or the Ray session zarrstream.ray finds.
+    options = {"client": request.getfixturevalue("client")} if engine == "dask" else {}
+    if engine == "ray":
+        request.getfixturevalue("ray_session")
+    runner = importlib.import_module(f"zarrstream.{engine}")
+    report = runner.rechunk(synth_store, tmp_path / "out.zarr", parts=2, part_progress=kill_worker_once,
+                            timeout=240, **options, **RECHUNK_API)
     assert killed.exists(), "part 0 never reported progress partway"
+    if engine == "dask":
+        assert int(killed.read_text()) not in options["client"].run(os.getpid).values()  # that worker is gone
     assert report.job_complete
+    assert report.slabs_resumed + report.slabs_written == report.slabs_total
     assert stored_files(tmp_path / "out.zarr") == cli_rechunked
 
 

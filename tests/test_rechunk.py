@@ -344,37 +344,19 @@ def test_rechunk_killed_midway_resumes_to_the_same_result(tmp_path):
     """SIGKILL at an arbitrary point: the rerun continues from the recorded slabs and the result
     equals an uninterrupted run (atomic object writes: nothing torn)."""
     import signal
-    import subprocess
-    import time
 
-    from conftest import CLI
-
-    src = tmp_path / "src.zarr"
-    nt, ny, nx = 96, 256, 512
-    arr = zarr.create_array(str(src), shape=(nt, ny, nx), dtype="float32", chunks=(1, ny, nx),
-                            dimension_names=("time", "y", "x"), compressors=[ZstdCodec(level=1)])
-    for t in range(0, nt, 8):
-        arr[t:t + 8] = field((8, ny, nx), t)
-    args = ["rechunk", str(src), None, "--chunks", "time=1,y=64", "--codec", "gzip:9",
-            "--threads", "1"]
+    src, arr = slow_source(tmp_path)
     dst = tmp_path / "dst.zarr"
-    args[2] = str(dst)
-    proc = subprocess.Popen([str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    state = dst / ".zarrstream-rechunk" / "part-0-of-1.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if state.exists() and json.loads(state.read_text() or "{}").get("done"):
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be interrupted"
+    opts = ["--chunks", "time=1,y=64", "--codec", "gzip:9", "--threads", "1"]
+    proc = start_rechunk_and_wait_for_progress([src, dst, *opts],
+                                               dst / ".zarrstream-rechunk" / "part-0-of-1.json")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
-    resumed = rechunk(*args[1:])
+    resumed = rechunk(src, dst, *opts)
     assert "already done, skipped" in resumed.stdout, resumed.stdout
     fresh = tmp_path / "fresh.zarr"
-    args[2] = str(fresh)
-    rechunk(*args[1:])
+    rechunk(src, fresh, *opts)
     out = zarr.open_array(str(dst), mode="r")
     np.testing.assert_array_equal(out[...], arr[...])
     # Objects a killed write left half-made never replaced a chunk, and the finished job removed

@@ -18,37 +18,24 @@ xr = pytest.importorskip("xarray")
 pd = pytest.importorskip("pandas")
 torch = pytest.importorskip("torch")
 
+import era5_fixtures  # noqa: E402
 import zarrstream  # noqa: E402
 from conftest import run_cli  # noqa: E402
 
-NT, NL, NY, NX = 12, 2, 6, 8
+NT, NY, NX = 12, 6, 8
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> tuple[Path, "xr.Dataset"]:
-    rng = np.random.default_rng(25)
-    ds = xr.Dataset(
-        {
-            "2m_temperature": (("time", "latitude", "longitude"),
-                               (280 + 10 * rng.standard_normal((NT, NY, NX))).astype("float32")),
-            "land_sea_mask": (("latitude", "longitude"), rng.random((NY, NX)).astype("float32")),
-            "soil_climatology": (("level", "latitude", "longitude"),
-                                 (5 + rng.standard_normal((NL, NY, NX))).astype("float32")),
-        },
-        coords={
-            "time": pd.date_range("2000-01-01", periods=NT, freq="6h"),
-            "level": np.array([500, 850], dtype="int32"),
-            "latitude": np.linspace(50, -50, NY).astype("float32"),
-            "longitude": (np.arange(NX) * 45.0).astype("float32"),
-        },
+    return era5_fixtures.surface_and_static(
+        tmp_path_factory.mktemp("static") / "static.zarr",
+        seed=25,
+        time=pd.date_range("2000-01-01", periods=NT, freq="6h"),
+        latitude=np.linspace(50, -50, NY).astype("float32"),
+        longitude=(np.arange(NX) * 45.0).astype("float32"),
+        levels=np.array([500, 850], dtype="int32"),
+        chunks={"2m_temperature": (1, 3, 4), "land_sea_mask": (3, 4), "soil_climatology": (1, 3, 4)},
     )
-    path = tmp_path_factory.mktemp("static") / "static.zarr"
-    ds.to_zarr(path, zarr_format=3, consolidated=False, encoding={
-        "2m_temperature": {"chunks": (1, 3, 4)},
-        "land_sea_mask": {"chunks": (3, 4)},
-        "soil_climatology": {"chunks": (1, 3, 4)},
-    })
-    return path, xr.open_zarr(path, consolidated=False).load()
 
 
 def expected_input(ds, variables_at_step, t0: int, window: int, ys=slice(None), xs=slice(None)):

@@ -4,7 +4,7 @@
 options and semantics. ``plan_rechunk`` and ``plan_stats`` cut a job into parts: small picklable
 descriptions that any process runs with one call (``part.run()``), on any machine that reaches the
 source and the destination; ``plan.finalise(...)`` then finishes the job once. Engines run the parts
-as their tasks (``zarrstream.dask``).
+as their tasks (``zarrstream.dask``, ``zarrstream.ray``).
 
 The work runs in C++ with the GIL released. Ctrl-C (KeyboardInterrupt) stops a rechunk after the
 slabs in flight, with its progress saved (a rerun resumes), and is raised then; an exception raised
@@ -13,6 +13,7 @@ by a progress callback stops the job the same way.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -185,6 +186,28 @@ def _job_report(finished: RechunkReport, parts: Sequence[RechunkReport]) -> Rech
         read_amplification=source_bytes / output_bytes if output_bytes else 0.0,
         memory_bound_bytes=max((r.memory_bound_bytes for r in parts), default=0),
     )
+
+
+# What the engines (zarrstream.dask, zarrstream.ray) share.
+
+PartsProgress = Callable[[int, int], Any]
+"""``progress(parts_done, parts_total)``, called on the calling process as parts finish."""
+
+PartProgress = Callable[[int, int, int], Any]
+"""``part_progress(part_index, done_bytes, total_bytes)``, called on the worker running the part
+as it advances (picklable; an exception it raises fails the attempt)."""
+
+
+def _run_part(part: RechunkPart | StatsPart, part_progress: PartProgress | None) -> Any:
+    """One engine task: the part, reporting its progress to `part_progress` on the worker."""
+    return part.run(functools.partial(part_progress, part.index) if part_progress else None)
+
+
+def _refuse_part_options(function: str, options: Mapping[str, Any]) -> None:
+    """An engine's rechunk runs every part of a fresh or resumed job."""
+    if "part" in options or "overwrite" in options:
+        raise InvalidArgumentError(f"{function} runs every part; part and overwrite are options of "
+                                   "zarrstream.rechunk (clear the destination first)")
 
 
 def _run_rechunk(source: str, dest: str, options: RechunkOptions, part: int, parts: int,

@@ -15,22 +15,23 @@ must reach the source and the destination (a shared file system or an object sto
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ._jobs import RechunkReport, _job_report, plan_rechunk, plan_stats
+from ._jobs import (
+    PartProgress,
+    PartsProgress,
+    RechunkReport,
+    _job_report,
+    _refuse_part_options,
+    _run_part,
+    plan_rechunk,
+    plan_stats,
+)
 from .errors import InvalidArgumentError
-
-PartsProgress = Callable[[int, int], Any]
-"""``progress(parts_done, parts_total)``, called on the calling process as parts finish."""
-
-PartProgress = Callable[[int, int, int], Any]
-"""``part_progress(part_index, done_bytes, total_bytes)``, called on the worker running the part
-as it advances (picklable; an exception it raises fails the attempt)."""
 
 
 def _distributed():
@@ -64,11 +65,6 @@ def _connect(client: Any, workers: int | None) -> Iterator[tuple[Any, bool]]:
 def _default_parts(client: Any) -> int:
     """Four parts per worker thread: a retry redoes little, and the load balances."""
     return 4 * max(1, sum(client.nthreads().values()))
-
-
-def _run_part(part: Any, part_progress: PartProgress | None) -> Any:
-    """One task: the part, reporting its progress to `part_progress` on the worker."""
-    return part.run(functools.partial(part_progress, part.index) if part_progress else None)
 
 
 def _run_parts(client: Any, parts: Sequence[Any], name: str, retries: int,
@@ -118,9 +114,7 @@ def rechunk(source: str | os.PathLike, dest: str | os.PathLike, *, client: Any =
     (an option) defaults, on the call's own LocalCluster, to the cores per worker. Returns the
     parts' reports summed, ``job_complete`` from the finalise.
     """
-    if "part" in options or "overwrite" in options:
-        raise InvalidArgumentError("zarrstream.dask.rechunk runs every part; part and overwrite are "
-                                   "options of zarrstream.rechunk (clear the destination first)")
+    _refuse_part_options("zarrstream.dask.rechunk", options)
     with _connect(client, workers) as (connected, own_cluster):
         options["threads"] = _local_threads(options.get("threads", 0), own_cluster, connected)
         plan = plan_rechunk(source, dest, parts=parts or _default_parts(connected), **options)
@@ -143,7 +137,6 @@ def stats(dataset: str | os.PathLike, *, client: Any = None, workers: int | None
         results = _run_parts(connected, plan.parts, "stats", retries, progress, part_progress,
                              timeout)
     return plan.finalise(results, output)
-
 
 
 if __name__ == "__main__":

@@ -14,17 +14,21 @@ down after the call).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ._jobs import RechunkReport, _job_report, plan_rechunk, plan_stats
-from .errors import InvalidArgumentError
-
-PartsProgress = Callable[[int, int], Any]
-PartProgress = Callable[[int, int, int], Any]
+from ._jobs import (
+    PartProgress,
+    PartsProgress,
+    RechunkReport,
+    _job_report,
+    _refuse_part_options,
+    _run_part,
+    plan_rechunk,
+    plan_stats,
+)
 
 
 def _ray():
@@ -51,11 +55,6 @@ def _connect(address: str | None, workers: int | None) -> Iterator[bool]:
         ray.shutdown()
 
 
-def _run_part(part: Any, part_progress: PartProgress | None) -> Any:
-    """One task: the part, reporting its progress to `part_progress` on the worker."""
-    return part.run(functools.partial(part_progress, part.index) if part_progress else None)
-
-
 def _run_parts(parts: Sequence[Any], retries: int, progress: PartsProgress | None,
                part_progress: PartProgress | None, timeout: float | None) -> list[Any]:
     """Runs every part as a task and returns their results in part order; raises the first part's
@@ -80,6 +79,11 @@ def _run_parts(parts: Sequence[Any], retries: int, progress: PartsProgress | Non
         raise
 
 
+def _default_parts() -> int:
+    """Four parts per CPU of the cluster, as zarrstream.dask has per worker thread."""
+    return 4 * max(1, int(_ray().cluster_resources().get("CPU", 1)))
+
+
 def _threads(threads: int, own: bool) -> int:
     """A part's threads: on our own local Ray, one per task (Ray runs one task per CPU)."""
     return threads if threads or not own else 1
@@ -92,13 +96,10 @@ def rechunk(source: str | os.PathLike, dest: str | os.PathLike, *, address: str 
     """``zarrstream.rechunk(source, dest, **options)`` as ``parts`` Ray tasks (default: four per
     CPU of the cluster), then finalised; the arguments as ``zarrstream.dask.rechunk``'s, with
     ``address`` (``"auto"``, ``"ray://head:10001"``, ...) for the Dask client."""
-    if "part" in options or "overwrite" in options:
-        raise InvalidArgumentError("zarrstream.ray.rechunk runs every part; part and overwrite are "
-                                   "options of zarrstream.rechunk (clear the destination first)")
+    _refuse_part_options("zarrstream.ray.rechunk", options)
     with _connect(address, workers) as own:
         options["threads"] = _threads(options.get("threads", 0), own)
-        count = parts or 4 * max(1, int(_ray().cluster_resources().get("CPU", 1)))
-        plan = plan_rechunk(source, dest, parts=count, **options)
+        plan = plan_rechunk(source, dest, parts=parts or _default_parts(), **options)
         reports = _run_parts(plan.parts, retries, progress, part_progress, timeout)
     return _job_report(plan.finalise(), reports)
 
@@ -112,8 +113,7 @@ def stats(dataset: str | os.PathLike, *, address: str | None = None, workers: in
     file as a dict."""
     with _connect(address, workers) as own:
         options["threads"] = _threads(options.get("threads", 0), own)
-        count = parts or 4 * max(1, int(_ray().cluster_resources().get("CPU", 1)))
-        plan = plan_stats(dataset, parts=count, **options)
+        plan = plan_stats(dataset, parts=parts or _default_parts(), **options)
         results = _run_parts(plan.parts, retries, progress, part_progress, timeout)
     return plan.finalise(results, output)
 

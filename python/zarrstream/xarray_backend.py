@@ -304,37 +304,27 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         # Only when asked for by name: ".zarr" paths stay zarr-python's by default.
         return False
 
-    def open_dataset(
-        self,
-        filename_or_obj,
-        *,
-        mask_and_scale=True,
-        decode_times=True,
-        concat_characters=True,
-        decode_coords=True,
-        drop_variables: str | Iterable[str] | None = None,
-        use_cftime=None,
-        decode_timedelta=None,
-        group: str | None = None,
-        consolidated: bool | None = None,
-        use_zarr_fill_value_as_mask: bool | None = None,
-        zarr_format: int | None = None,
-        storage_options: dict | None = None,
-        num_threads: int = 0,
-    ):
-        url = _url(filename_or_obj, storage_options)
-        node = _open_node(url, group=group, consolidated=consolidated, zarr_format=zarr_format,
-                          num_threads=num_threads)
-        return self._dataset(node, consolidated, use_zarr_fill_value_as_mask, num_threads,
-                             mask_and_scale=mask_and_scale, decode_times=decode_times,
-                             concat_characters=concat_characters, decode_coords=decode_coords,
-                             drop_variables=drop_variables, use_cftime=use_cftime,
-                             decode_timedelta=decode_timedelta)
+    def open_dataset(self, filename_or_obj, **options) -> Dataset:
+        """The group at ``group`` (the root by default) as a Dataset; options as the class's."""
+        ((_, dataset),) = self._open(filename_or_obj, subgroups=False, **options).items()
+        return dataset
 
-    def open_groups_as_dict(
-        self,
+    def open_groups_as_dict(self, filename_or_obj, **options) -> dict[str, Dataset]:
+        """Every group at and below ``group`` as a Dataset, keyed as xarray's zarr backend keys
+        them: by absolute path ("/", "/sub") from the root, relative to ``group`` (".", "sub") from
+        a group. Options as :meth:`open_dataset`'s."""
+        return self._open(filename_or_obj, subgroups=True, **options)
+
+    def open_datatree(self, filename_or_obj, **kwargs) -> DataTree:
+        """The hierarchy at and below ``group`` as a DataTree (``xr.open_datatree(url,
+        engine="zarrstream")``); options as :meth:`open_dataset`'s."""
+        return datatree_from_dict_with_io_cleanup(self.open_groups_as_dict(filename_or_obj, **kwargs))
+
+    @staticmethod
+    def _open(
         filename_or_obj,
         *,
+        subgroups: bool,
         mask_and_scale=True,
         decode_times=True,
         concat_characters=True,
@@ -349,56 +339,56 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         storage_options: dict | None = None,
         num_threads: int = 0,
     ) -> dict[str, Dataset]:
-        """Every group at and below ``group`` as a Dataset, keyed as xarray's zarr backend keys
-        them: by absolute path ("/", "/sub") from the root, relative to ``group`` (".", "sub") from
-        a group."""
+        """The group at ``group`` and, with ``subgroups``, every group below it, as Datasets keyed
+        by path (see :meth:`open_groups_as_dict`)."""
         url = _url(filename_or_obj, storage_options)
         node = _open_node(url, group=group, consolidated=consolidated, zarr_format=zarr_format,
                           num_threads=num_threads)
-        return {
-            path: self._dataset(member, consolidated, use_zarr_fill_value_as_mask, num_threads,
-                                mask_and_scale=mask_and_scale, decode_times=decode_times,
-                                concat_characters=concat_characters, decode_coords=decode_coords,
-                                drop_variables=drop_variables, use_cftime=use_cftime,
-                                decode_timedelta=decode_timedelta)
-            for path, member in _walk(node, "." if group and group.strip("/") else "/")
-        }
-
-    def open_datatree(self, filename_or_obj, **kwargs) -> DataTree:
-        """The hierarchy at and below ``group`` as a DataTree (``xr.open_datatree(url,
-        engine="zarrstream")``); options as :meth:`open_groups_as_dict`'s."""
-        return datatree_from_dict_with_io_cleanup(self.open_groups_as_dict(filename_or_obj, **kwargs))
-
-    @staticmethod
-    def _dataset(node: Group, consolidated, use_zarr_fill_value_as_mask, num_threads, *,
-                 drop_variables, **decoding) -> Dataset:
         if isinstance(drop_variables, str):
             drop_variables = [drop_variables]
-        store = ZarrstreamStore.of_group(
-            node,
-            consolidated=consolidated,
-            use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
-            drop_variables=drop_variables or (),
-            num_threads=num_threads,
-        )
-        try:
-            dataset = StoreBackendEntrypoint().open_dataset(store, drop_variables=drop_variables,
-                                                            **decoding)
-            # xarray builds the indexes of dimension coordinates from their decoded values after
-            # this returns, outside the except below: decoded here first (a time axis xarray cannot
-            # decode fails here), it reads them once more there.
-            for name, variable in dataset.variables.items():
-                if variable.dims == (name,):
-                    np.asarray(variable.data)
-        except ZarrstreamError:
-            raise
-        except Exception as e:  # noqa: BLE001 - whatever xarray's decoders raise (struct.error too)
-            # xarray's CF decoding refused the attributes (units it cannot parse, a fill value
-            # of the wrong type): the store's metadata is at fault, so the error says so.
-            raise MetadataError(f"{node.url}: xarray cannot decode its CF attributes: "
-                                f"{type(e).__name__}: {e}") from e
-        _check_packing(node.url, dataset)
-        return dataset
+        top = "." if group and group.strip("/") else "/"
+        datasets = {}
+        for path, member in _walk(node, top) if subgroups else [(top, node)]:
+            store = ZarrstreamStore.of_group(
+                member,
+                consolidated=consolidated,
+                use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+                drop_variables=drop_variables or (),
+                num_threads=num_threads,
+            )
+            datasets[path] = _decoded_dataset(
+                member.url,
+                store,
+                drop_variables=drop_variables,
+                mask_and_scale=mask_and_scale,
+                decode_times=decode_times,
+                concat_characters=concat_characters,
+                decode_coords=decode_coords,
+                use_cftime=use_cftime,
+                decode_timedelta=decode_timedelta,
+            )
+        return datasets
+
+
+def _decoded_dataset(url: str, store: ZarrstreamStore, **options) -> Dataset:
+    """The Dataset xarray's own CF decoding makes of one group's store."""
+    try:
+        dataset = StoreBackendEntrypoint().open_dataset(store, **options)
+        # xarray builds the indexes of dimension coordinates from their decoded values after
+        # this returns, outside the except below: decoded here first (a time axis xarray cannot
+        # decode fails here), it reads them once more there.
+        for name, variable in dataset.variables.items():
+            if variable.dims == (name,):
+                np.asarray(variable.data)
+    except ZarrstreamError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever xarray's decoders raise (struct.error too)
+        # xarray's CF decoding refused the attributes (units it cannot parse, a fill value
+        # of the wrong type): the store's metadata is at fault, so the error says so.
+        raise MetadataError(f"{url}: xarray cannot decode its CF attributes: "
+                            f"{type(e).__name__}: {e}") from e
+    _check_packing(url, dataset)
+    return dataset
 
 
 def _check_packing(url: str, dataset: Dataset) -> None:

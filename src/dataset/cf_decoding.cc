@@ -11,6 +11,7 @@
 
 #include "array/array_state.h"
 #include "metadata/float16.h"
+#include "util/base64.h"
 
 namespace zarrstream {
 
@@ -47,33 +48,15 @@ Result<std::optional<double>> PackingNumber(const CfSource& source, const char* 
   return std::optional<double>(value->get<double>());
 }
 
-// Standard base64 (RFC 4648, '=' padding) of exactly 8 bytes: how xarray writes a float
-// _FillValue into Zarr v3 attributes.
+// The float64 whose 8 little-endian bytes `text` encodes in base64: how xarray writes a float
+// _FillValue into Zarr v3 attributes. nullopt for other text.
 std::optional<double> Base64Double(const std::string& text) {
-  if (text.size() != 12 || text[11] != '=') return std::nullopt;
-  uint64_t bits = 0;  // only its low 14 bits matter
-  int have = 0;
-  std::array<uint8_t, 9> bytes{};
-  size_t n = 0;
-  for (size_t i = 0; i < 11; ++i) {
-    const char c = text[i];
-    int v = -1;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    if (c >= '0' && c <= '9') v = c - '0' + 52;
-    if (c == '+') v = 62;
-    if (c == '/') v = 63;
-    if (v < 0) return std::nullopt;
-    bits = (bits << 6) | static_cast<uint64_t>(v);
-    have += 6;
-    if (have >= 8) {
-      have -= 8;
-      bytes[n++] = static_cast<uint8_t>(bits >> have);
-    }
-  }
-  if (n != 8) return std::nullopt;
+  Result<std::string> bytes = DecodeBase64(text);
+  if (!bytes.ok() || bytes->size() != sizeof(double)) return std::nullopt;
   uint64_t little = 0;
-  for (size_t i = 0; i < 8; ++i) little |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+  for (size_t i = 0; i < sizeof(double); ++i) {
+    little |= static_cast<uint64_t>(static_cast<unsigned char>((*bytes)[i])) << (8 * i);
+  }
   return std::bit_cast<double>(little);
 }
 

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "util/format.h"
+
 namespace zarrstream {
 namespace {
 
@@ -23,14 +25,7 @@ std::optional<Kind> ComputedForcingByName(std::string_view name) {
 
 std::string_view ComputedForcingName(Kind kind) { return kNames[kind]; }
 
-std::string ComputedForcingNames() {
-  std::string out;
-  for (std::string_view name : kNames) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
+std::string ComputedForcingNames() { return Join(kNames); }
 
 bool ComputedForcingNeedsTime(Kind kind) { return kind >= forcing_math::kCosJulianDay; }
 

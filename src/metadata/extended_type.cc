@@ -206,8 +206,10 @@ Status ParseExtendedFillValue(const json& value, ArrayMetadata* metadata) {
     case Kind::kFixedBytes:
       if (value.is_null()) return Status::Ok();
       if (value.is_string()) {
-        std::optional<std::string> bytes = DecodeBase64(value.get_ref<const std::string&>());
-        if (!bytes) return FillError("expected base64 text", value);
+        Result<std::string> bytes = DecodeBase64(value.get_ref<const std::string&>());
+        if (!bytes.ok()) {
+          return FillError("expected base64 text (" + bytes.status().message() + ")", value);
+        }
         fill = std::move(*bytes);
       } else if (value.is_array()) {
         for (const json& byte : value) {

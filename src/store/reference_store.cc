@@ -124,8 +124,10 @@ class ReferenceSetParser {
     if (value.is_string()) {
       const std::string& text = value.get_ref<const std::string&>();
       if (text.starts_with("base64:")) {
-        std::optional<std::string> bytes = DecodeBase64(std::string_view(text).substr(7));
-        if (!bytes) return MetadataError("inline data after \"base64:\" is not base64");
+        Result<std::string> bytes = DecodeBase64(std::string_view(text).substr(7));
+        if (!bytes.ok()) {
+          return MetadataError("inline data after \"base64:\" is " + bytes.status().message());
+        }
         reference.data = std::move(*bytes);
       } else {
         reference.data = text;

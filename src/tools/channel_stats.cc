@@ -11,6 +11,7 @@
 
 #include "dataset/cf_decoding.h"
 #include "metadata/float16.h"
+#include "util/format.h"
 #include "util/thread_pool.h"
 
 namespace zarrstream {
@@ -59,7 +60,8 @@ double Value(const std::byte* p, const CfDecoder<Compute>& decode) {
 
 // Corrected two-pass statistics of the strided values in `data` (elements of type T).
 template <typename T, typename Compute, bool kDecode>
-ChannelAccumulator ReduceBlock(const std::byte* data, const Strided& where, const CfDecoding& cf) {
+ChannelAccumulator ReduceStrided(const std::byte* data, const Strided& where,
+                                 const CfDecoding& cf) {
   const CfDecoder<Compute> decode(cf);
   ChannelAccumulator s;
   double sum = 0;
@@ -111,9 +113,9 @@ struct Reducer {
 
 template <typename T>
 Reducer ReducerOf(const CfDecoding& cf) {
-  if (!cf.decode) return Reducer{&ReduceBlock<T, double, false>, cf};
-  if (cf.wide()) return Reducer{&ReduceBlock<T, double, true>, cf};
-  return Reducer{&ReduceBlock<T, float, true>, cf};
+  if (!cf.decode) return Reducer{&ReduceStrided<T, double, false>, cf};
+  if (cf.wide()) return Reducer{&ReduceStrided<T, double, true>, cf};
+  return Reducer{&ReduceStrided<T, float, true>, cf};
 }
 
 Result<Reducer> ReducerFor(DataType dtype, const CfDecoding& cf) {
@@ -196,10 +198,16 @@ struct ArrayPass {
   uint64_t num_blocks = 1;
   uint64_t num_bytes = 0;  // of all blocks
 
-  uint64_t BlockBytes(uint64_t b) const {
-    const std::vector<size_t> which = PieceIndices(b);
-    uint64_t elements = 1;
-    for (size_t d = 0; d < pieces.size(); ++d) elements *= pieces[d][which[d]].size();
+  // The decoded bytes of blocks [begin, end).
+  uint64_t BlocksBytes(uint64_t begin, uint64_t end) const {
+    if (begin == 0 && end == num_blocks) return num_bytes;
+    uint64_t elements = 0;
+    for (uint64_t b = begin; b < end; ++b) {
+      const std::vector<size_t> which = PieceIndices(b);
+      uint64_t block_elements = 1;
+      for (size_t d = 0; d < pieces.size(); ++d) block_elements *= pieces[d][which[d]].size();
+      elements += block_elements;
+    }
     return elements * DataTypeSize(array.dtype());
   }
 
@@ -216,8 +224,8 @@ struct ArrayPass {
 
 // Reads block `b` of `pass` into `buffer` and reduces each of its channels into `out` (one entry
 // per channel of the block's level piece, or one for an array without levels).
-Status ReduceOneBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>* buffer,
-                      std::vector<ChannelAccumulator>* out) {
+Status ReadAndReduceBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>* buffer,
+                          std::vector<ChannelAccumulator>* out) {
   const std::vector<size_t> which = pass.PieceIndices(b);
   const size_t rank = pass.pieces.size();
   std::vector<uint64_t> start(rank), shape(rank);
@@ -247,16 +255,6 @@ Status ReduceOneBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>*
   return Status::Ok();
 }
 
-std::string JoinDims(const std::vector<std::string>& dims) {
-  std::string s = "(";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += dims[i];
-  }
-  s += ")";
-  return s;
-}
-
 // Per channel dimension that `selections` select on: the selected indices as runs. Records each
 // selection's labels in `recorded`.
 Result<std::map<std::string, std::vector<IndexRange>>> SelectedRuns(
@@ -280,7 +278,7 @@ Result<std::map<std::string, std::vector<IndexRange>>> SelectedRuns(
       std::string s = "cannot select '";
       s += selection.ToString();
       s += "': the channels' dimensions are ";
-      s += JoinDims(dims);
+      s += "(" + Join(dims) + ")";
       if (IsLevelDimension(selection.dim)) s += " (choose levels with the variables: name@500,850)";
       return InvalidArgumentError(std::move(s));
     }
@@ -392,8 +390,6 @@ void PlanBlocks(std::span<const Channel> channels,
   pass->num_bytes = elements * DataTypeSize(pass->array.dtype());
 }
 
-// Reads and reduces every block of `passes`, merged per channel (of `num_channels`). Blocks run in
-// parallel batches; their results merge in block order, so the sums do not depend on scheduling.
 // The blocks of part `options.part_index` of `options.part_count`: a contiguous run of the blocks
 // of all passes, in pass order, the parts' sizes differing by one at most. Returns the first and
 // the end, counted over all passes' blocks.
@@ -415,17 +411,15 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
                                                      size_t num_channels,
                                                      const ChannelStatsOptions& options) {
   const auto [part_begin, part_end] = PartBlocks(passes, options);
+  // Each pass's share of the part, as a range of the pass's own blocks.
+  std::vector<IndexRange> shares;
   uint64_t total_bytes = 0;
   uint64_t base = 0;  // the first block of a pass among all passes' blocks
   for (const ArrayPass& pass : passes) {
-    if (options.part_count == 1) {
-      total_bytes += pass.num_bytes;
-      continue;
-    }
-    for (uint64_t b = std::max(part_begin, base); b < std::min(part_end, base + pass.num_blocks);
-         ++b) {
-      total_bytes += pass.BlockBytes(b - base);
-    }
+    const uint64_t begin = std::clamp(part_begin, base, base + pass.num_blocks) - base;
+    const uint64_t end = std::clamp(part_end, base, base + pass.num_blocks) - base;
+    shares.push_back({begin, end});
+    total_bytes += pass.BlocksBytes(begin, end);
     base += pass.num_blocks;
   }
   ThreadPool pool(options.num_threads);
@@ -433,12 +427,10 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
   std::vector<ChannelAccumulator> merged(num_channels);
   std::vector<std::vector<ChannelAccumulator>> results;
   uint64_t done_bytes = 0;
-  base = 0;
-  for (size_t p = 0; p < passes.size(); base += passes[p].num_blocks, ++p) {
+  for (size_t p = 0; p < passes.size(); ++p) {
     const ArrayPass& pass = passes[p];
-    const uint64_t begin = std::clamp(part_begin, base, base + pass.num_blocks) - base;
-    const uint64_t end = std::clamp(part_end, base, base + pass.num_blocks) - base;
-    for (uint64_t first = begin; first < end; first += batch) {
+    const uint64_t end = shares[p].stop;
+    for (uint64_t first = shares[p].start; first < end; first += batch) {
       if (options.interrupt != nullptr && options.interrupt->load(std::memory_order_relaxed)) {
         return InvalidArgumentError("the statistics of " + dataset.url() + " were interrupted");
       }
@@ -446,7 +438,7 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
       results.resize(n);
       ZS_RETURN_IF_ERROR(ParallelFor(&pool, n, [&](size_t i) -> Status {
         thread_local std::vector<std::byte> buffer;
-        return ReduceOneBlock(pass, first + i, &buffer, &results[i]);
+        return ReadAndReduceBlock(pass, first + i, &buffer, &results[i]);
       }));
       for (uint64_t i = 0; i < n; ++i) {
         const std::vector<size_t> which = pass.PieceIndices(first + i);
@@ -457,7 +449,7 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
         }
       }
       if (options.progress) {
-        for (uint64_t i = 0; i < n; ++i) done_bytes += pass.BlockBytes(first + i);
+        done_bytes += pass.BlocksBytes(first, first + n);
         options.progress(done_bytes, total_bytes);
       }
     }
@@ -465,8 +457,7 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
   return merged;
 }
 
-// The statistics of `channel` from its merged block statistics (NaN where it has no values).
-// Fills `out`'s statistics from an accumulator (undefined ones NaN).
+// Fills `out`'s statistics from a channel's accumulator (undefined ones NaN: no values).
 void Summarize(const ChannelAccumulator& s, ChannelStats* out) {
   out->count = s.moments.count;
   out->nan_count = s.nan_count;

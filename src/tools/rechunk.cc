@@ -588,13 +588,9 @@ Result<RechunkReport> FinishRechunk(const RechunkOptions& options) {
   ZS_ASSIGN_OR_RETURN(std::vector<uint32_t> unfinished,
                       UnfinishedParts(resolved_options, *dest_store, plan_json));
   if (!unfinished.empty()) {
-    std::string parts;
-    for (uint32_t p : unfinished) {
-      if (!parts.empty()) parts += ", ";
-      parts += std::to_string(p);
-    }
     return InvalidArgumentError("cannot finish the rechunk into " + options.dest_url +
-                                ": part(s) " + parts + " of " + std::to_string(options.part_count) +
+                                ": part(s) " + Join(unfinished) + " of " +
+                                std::to_string(options.part_count) +
                                 " have not completed; run them with the same options first");
   }
   ZS_ASSIGN_OR_RETURN(

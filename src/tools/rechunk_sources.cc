@@ -13,6 +13,7 @@
 
 #include "dataset/channel_spec.h"
 #include "dataset/coordinates.h"
+#include "util/base64.h"
 #include "zarrstream/label_selection.h"
 
 namespace zarrstream::tools {
@@ -22,22 +23,6 @@ using nlohmann::json;
 
 // Index ranges [begin, end) per dimension name, from the label selections.
 using DimRanges = std::map<std::string, std::pair<uint64_t, uint64_t>>;
-
-std::string Base64(std::span<const std::byte> bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t group = std::to_integer<uint32_t>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) group |= std::to_integer<uint32_t>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) group |= std::to_integer<uint32_t>(bytes[i + 2]);
-    out += kAlphabet[(group >> 18) & 63];
-    out += kAlphabet[(group >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(group >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kAlphabet[group & 63] : '=';
-  }
-  return out;
-}
 
 template <typename T>
 T LoadNative(std::span<const std::byte> bytes, size_t offset = 0) {
@@ -60,10 +45,10 @@ double HalfToDouble(uint16_t half) {
 
 // xarray's FillValueCoder.encode: a float as base64 of its little-endian float64 bytes.
 std::string EncodedFloat(double value) {
-  std::byte bytes[8];
-  uint64_t bits = std::bit_cast<uint64_t>(value);
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((bits >> (8 * i)) & 0xFF);
-  return Base64(bytes);
+  char bytes[8];
+  const uint64_t bits = std::bit_cast<uint64_t>(value);
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((bits >> (8 * i)) & 0xFF);
+  return EncodeBase64(std::string_view(bytes, sizeof(bytes)));
 }
 
 // `fill` (the array's fill value, native bytes of `type`) as xarray writes a `_FillValue`

@@ -87,12 +87,6 @@ struct Kind {
   uint64_t worst = 0;
 };
 
-std::string Join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
-}
-
 // "era5.zarr" → "era5-train.zarr": where the suggested rechunk writes.
 std::string DestinationFor(std::string_view url) {
   std::string base(url);

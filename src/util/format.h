@@ -3,8 +3,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 namespace zarrstream {
 
@@ -17,6 +20,28 @@ inline std::string FormatIndex(std::span<const uint64_t> index, const char* sepa
   }
   s += ")";
   return s;
+}
+
+// `items` (strings, string views or numbers) with `separator` between them: "a, b, c".
+template <typename Items>
+std::string Join(const Items& items, std::string_view separator = ", ") {
+  std::string out;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out += separator;
+    first = false;
+    if constexpr (std::is_arithmetic_v<std::decay_t<decltype(item)>>) {
+      out += std::to_string(item);
+    } else {
+      out += item;
+    }
+  }
+  return out;
+}
+
+inline std::string Join(std::initializer_list<std::string_view> items,
+                        std::string_view separator = ", ") {
+  return Join<std::initializer_list<std::string_view>>(items, separator);
 }
 
 // "1.5 GB", "12.0 MB", "512 B": decimal units, as sizes and throughput are usually quoted.
