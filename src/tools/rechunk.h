@@ -53,6 +53,8 @@ Result<std::vector<std::pair<std::string, uint64_t>>> ParseDimSizes(std::string_
 
 struct RechunkOptions {
   std::string source_url;
+  // An Icechunk repository's branch, tag or snapshot id to copy ("": branch main).
+  std::string source_ref;
   std::string dest_url;
   // Read-chunk extent per named dimension; dimensions not named keep their full extent. Empty:
   // keep the source's read chunks (stacked arrays: time=1, channel=1).
