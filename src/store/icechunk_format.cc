@@ -625,12 +625,16 @@ Result<RepoInfo> ParseRepoInfo(std::span<const uint8_t> flatbuffer, int spec_ver
                              ": the repo info flatbuffer does not verify (corrupt file)");
   }
   using namespace repo_field;
+  // The repository's spec version (its header gives the file's): a later one may change what
+  // the files below mean.
   const int declared = root->GetField<uint8_t>(Slot(kSpecVersion), 0);
-  if (declared != spec_version) {
-    return CorruptChunkError(std::string(what) + ": the repo info says spec version " +
-                             std::to_string(declared) + ", its header " +
-                             std::to_string(spec_version));
+  if (declared > kMaxSpecVersion) {
+    return UnsupportedError(std::string(what) + ": the repository is Icechunk spec version " +
+                            std::to_string(declared) + "; this reader knows versions " +
+                            std::to_string(kMinSpecVersion) + " to " +
+                            std::to_string(kMaxSpecVersion));
   }
+  (void)spec_version;
   RepoInfo info;
   const auto* snapshots = root->GetPointer<const TableVector*>(Slot(kSnapshots));
   std::vector<ObjectId12> ids;
@@ -638,8 +642,9 @@ Result<RepoInfo> ParseRepoInfo(std::span<const uint8_t> flatbuffer, int spec_ver
     ids.push_back(*GetId<kId12Size>(*snapshots->Get(i), snapshot_info_field::kId));
   }
   for (uint32_t i = 0; i < snapshots->size(); ++i) {
+    // The schema's default is 0 (a field equal to it is not written); -1 marks the first snapshot.
     const int32_t parent =
-        snapshots->Get(i)->GetField<int32_t>(Slot(snapshot_info_field::kParentOffset), -1);
+        snapshots->Get(i)->GetField<int32_t>(Slot(snapshot_info_field::kParentOffset), 0);
     std::optional<ObjectId12> parent_id;
     if (parent >= 0 && static_cast<uint32_t>(parent) < ids.size()) parent_id = ids[parent];
     info.parents.emplace_back(ids[i], parent_id);

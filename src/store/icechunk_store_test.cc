@@ -28,14 +28,15 @@ ObjectId12 Id12(uint8_t fill) {
   return id;
 }
 
-std::string File(const flatbuffers::FlatBufferBuilder& b, icechunk::FileType type) {
+std::string File(const flatbuffers::FlatBufferBuilder& b, icechunk::FileType type,
+                 char spec_version = 1) {
   std::string out =
       "ICE\xF0\x9F\xA7\x8A"
       "CHUNK";
   std::string name = "test";
   name.resize(24, ' ');
   out += name;
-  out.push_back(1);  // spec version
+  out.push_back(spec_version);
   out.push_back(static_cast<char>(type));
   out.push_back(0);  // uncompressed
   out.append(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
@@ -43,7 +44,7 @@ std::string File(const flatbuffers::FlatBufferBuilder& b, icechunk::FileType typ
 }
 
 // A snapshot: root group "/" and array "/t" (shape [4], chunks [2]) in manifest 0x22...
-std::string Snapshot(const ObjectId12& id, const ObjectId8& array_id) {
+std::string Snapshot(const ObjectId12& id, const ObjectId8& array_id, char spec_version = 1) {
   flatbuffers::FlatBufferBuilder b;
   auto node = [&](const char* path, const std::string& zarr_json, bool array) {
     auto path_offset = b.CreateString(path);
@@ -97,7 +98,7 @@ std::string Snapshot(const ObjectId12& id, const ObjectId8& array_id) {
   b.AddOffset(Slot(5), metadata);
   b.AddOffset(Slot(6), flatbuffers::Offset<flatbuffers::Vector<uint8_t>>(files));
   b.Finish(Offset(b.EndTable(start)));
-  return File(b, icechunk::FileType::kSnapshot);
+  return File(b, icechunk::FileType::kSnapshot, spec_version);
 }
 
 // Manifest 0x22...: chunk [0] inline "ab", chunk [1] virtual, 2 bytes at offset 3 of `location`.
@@ -134,6 +135,40 @@ std::string Manifest(const ObjectId8& array_id, const std::string& location) {
   b.AddOffset(Slot(1), arrays);
   b.Finish(Offset(b.EndTable(start)));
   return File(b, icechunk::FileType::kManifest);
+}
+
+// A spec 2 repo info: snapshots [first 0x10..., second 0x11... (parent: first)], branch main at
+// the second, tag v1 at the first, tag gone deleted.
+std::string RepoInfo() {
+  flatbuffers::FlatBufferBuilder b;
+  auto ref = [&](const char* name, uint32_t index) {
+    auto n = b.CreateString(name);
+    auto start = b.StartTable();
+    b.AddOffset(Slot(0), n);
+    b.AddElement<uint32_t>(Slot(1), index, 0);
+    return Offset(b.EndTable(start));
+  };
+  auto info = [&](uint8_t fill, int32_t parent) {
+    auto message = b.CreateString("m");
+    auto start = b.StartTable();
+    const ObjectId12 id = Id12(fill);
+    b.AddStruct(Slot(0), &id);
+    b.AddElement<int32_t>(Slot(1), parent, 0);
+    b.AddOffset(Slot(3), message);
+    return Offset(b.EndTable(start));
+  };
+  auto tags = b.CreateVector(std::vector<Offset>{ref("v1", 0)});
+  auto branches = b.CreateVector(std::vector<Offset>{ref("main", 1)});
+  auto deleted = b.CreateVectorOfStrings(std::vector<std::string>{"gone"});
+  auto snapshots = b.CreateVector(std::vector<Offset>{info(0x10, -1), info(0x11, 0)});
+  auto start = b.StartTable();
+  b.AddElement<uint8_t>(Slot(0), 2, 0);
+  b.AddOffset(Slot(1), tags);
+  b.AddOffset(Slot(2), branches);
+  b.AddOffset(Slot(3), deleted);
+  b.AddOffset(Slot(4), snapshots);
+  b.Finish(Offset(b.EndTable(start)));
+  return File(b, icechunk::FileType::kRepoInfo, 2);
 }
 
 class IcechunkStoreTest : public ::testing::Test {
@@ -235,6 +270,42 @@ TEST_F(IcechunkStoreTest, RefErrors) {
   Result<bool> is_repository = IcechunkStore::IsRepository(*empty);
   ASSERT_TRUE(is_repository.ok());
   EXPECT_FALSE(*is_repository);
+}
+
+TEST_F(IcechunkStoreTest, SpecTwoReadsRefsFromTheRepoInfo) {
+  auto repository = std::make_shared<MemoryStore>();
+  ObjectId8 array_id;
+  array_id.fill(5);
+  ASSERT_TRUE(repository->Put("repo", RepoInfo()).ok());
+  for (uint8_t fill : {0x10, 0x11}) {
+    ASSERT_TRUE(repository
+                    ->Put("snapshots/" + icechunk::EncodeObjectId(Id12(fill)),
+                          Snapshot(Id12(fill), array_id, 2))
+                    .ok());
+  }
+  ASSERT_TRUE(repository
+                  ->Put("manifests/" + icechunk::EncodeObjectId(Id12(0x22)),
+                        Manifest(array_id, "memory://ic-target/data.bin"))
+                  .ok());
+  Result<bool> is_repository = IcechunkStore::IsRepository(*repository);
+  ASSERT_TRUE(is_repository.ok() && *is_repository);
+  Result<std::shared_ptr<IcechunkStore>> main = IcechunkStore::Open(repository, "");
+  ASSERT_TRUE(main.ok()) << main.status().ToString();
+  EXPECT_EQ((*main)->snapshot().spec_version, 2);
+  EXPECT_EQ((*main)->snapshot().ref_kind, "branch");
+  EXPECT_EQ((*main)->snapshot().id, icechunk::EncodeObjectId(Id12(0x11)));
+  EXPECT_EQ((*main)->snapshot().parent_id, icechunk::EncodeObjectId(Id12(0x10)));
+  EXPECT_EQ(Read(**main, "t/c/0"), "ab");
+  // Virtual chunks: the containers of spec 2 are not read, so none is.
+  ExpectErrorContains((*main)->ReadAll("t/c/1").status(), ErrorCode::kUnsupported,
+                      {"t/c/1", "spec 2", "not read by zarrstream yet"});
+  Result<std::shared_ptr<IcechunkStore>> tag = IcechunkStore::Open(repository, "v1");
+  ASSERT_TRUE(tag.ok()) << tag.status().ToString();
+  EXPECT_EQ((*tag)->snapshot().ref_kind, "tag");
+  EXPECT_EQ((*tag)->snapshot().id, icechunk::EncodeObjectId(Id12(0x10)));
+  EXPECT_EQ((*tag)->snapshot().parent_id, "");
+  ExpectErrorContains(IcechunkStore::Open(repository, "gone").status(), ErrorCode::kNotFound,
+                      {"'gone'", "deleted", "main", "v1"});
 }
 
 }  // namespace
