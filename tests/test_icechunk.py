@@ -23,6 +23,7 @@ import pytest
 
 import zarrstream
 from conftest import run_cli as _run_cli
+from object_servers import MotoS3, Nginx
 
 icechunk = pytest.importorskip("icechunk")
 zarr = pytest.importorskip("zarr")
@@ -169,6 +170,34 @@ def test_open_array_and_file_url(repo):
     a = zarrstream.open_group(repo.path.as_uri())["a"]
     np.testing.assert_array_equal(a.read(), expected)
     np.testing.assert_array_equal(a[3:20, 5:9], expected[3:20, 5:9])
+
+
+def test_repository_over_http_and_s3(repo, tmp_path, monkeypatch):
+    """The repository's refs, snapshots, manifests and chunks read through the store of its URL."""
+    expected = reference_values(repo, {"tag": "v1"})
+    server = Nginx(repo.path.parent, tmp_path / "nginx")
+    try:
+        group = zarrstream.open_group(f"{server.url}/{repo.path.name}", ref="v1")
+        for name in ("a", "sub/b", "sh", "coord"):
+            np.testing.assert_array_equal(group[name].read(), expected[name], err_msg=name)
+        paths = {r.path.split("/")[2] for r in server.requests()}
+        assert {"refs", "snapshots", "manifests", "chunks"} <= paths
+    finally:
+        server.stop()
+    s3 = MotoS3()
+    try:
+        s3.upload_tree("ice", repo.path, "repo")
+        s3.set_auth(True)
+        for name, value in [("AWS_ACCESS_KEY_ID", s3.access_key),
+                            ("AWS_SECRET_ACCESS_KEY", s3.secret_key),
+                            ("AWS_ENDPOINT_URL_S3", s3.endpoint), ("AWS_REGION", s3.REGION)]:
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        group = zarrstream.open_group("s3://ice/repo", ref="v1")
+        np.testing.assert_array_equal(group["a"].read(), expected["a"])
+        np.testing.assert_array_equal(group["sh"].read(), expected["sh"])
+    finally:
+        s3.stop()
 
 
 def test_root_array_repository(tmp_path):
