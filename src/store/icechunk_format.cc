@@ -258,7 +258,7 @@ const Table* VerifiedRoot(std::span<const uint8_t> buffer, VerifyRoot verify_roo
 int CompareIndex(const uint8_t* stored, uint32_t stored_size, std::span<const uint32_t> index) {
   const size_t n = std::min<size_t>(stored_size, index.size());
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t a = flatbuffers::ReadScalar<uint32_t>(stored + 4 * i);
+    const uint32_t a = flatbuffers::ReadScalar<uint32_t>(stored + size_t{4} * i);
     if (a != index[i]) return a < index[i] ? -1 : 1;
   }
   if (stored_size == index.size()) return 0;
@@ -409,7 +409,7 @@ Result<Snapshot> ParseSnapshot(std::span<const uint8_t> flatbuffer, int spec_ver
       const Table& array = *t.GetPointer<const Table*>(Slot(node_field::kNodeData));
       const StructVector shape = GetStructVector(array, array_field::kShape);
       for (uint32_t d = 0; d < shape.size; ++d) {
-        const uint8_t* s = shape.data + d * kDimensionShapeSize;
+        const uint8_t* s = shape.data + static_cast<size_t>(d) * kDimensionShapeSize;
         node.shape.push_back(
             {flatbuffers::ReadScalar<uint64_t>(s), flatbuffers::ReadScalar<uint64_t>(s + 8), 0});
       }
@@ -428,7 +428,7 @@ Result<Snapshot> ParseSnapshot(std::span<const uint8_t> flatbuffer, int spec_ver
         ref.id = *GetId<kId12Size>(r, manifest_ref_field::kObjectId);
         const StructVector extents = GetStructVector(r, manifest_ref_field::kExtents);
         for (uint32_t d = 0; d < extents.size; ++d) {
-          const uint8_t* e = extents.data + d * kIndexRangeSize;
+          const uint8_t* e = extents.data + static_cast<size_t>(d) * kIndexRangeSize;
           ref.extents.emplace_back(flatbuffers::ReadScalar<uint32_t>(e),
                                    flatbuffers::ReadScalar<uint32_t>(e + 4));
         }
@@ -517,7 +517,7 @@ Result<ChunkRef> ReadChunkRef(const Table& t, const Table& manifest_root, std::s
                             std::to_string(algorithm) + " (known: 1, zstd)");
   }
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> context(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  std::string location(64 * 1024, '\0');
+  std::string location(size_t{64} * 1024, '\0');
   const size_t n =
       ZSTD_decompress_usingDict(context.get(), location.data(), location.size(), compressed.data(),
                                 compressed.size(), dictionary.data(), dictionary.size());
@@ -569,7 +569,7 @@ Status Manifest::ForEach(
     const StructVector stored = GetStructVector(r, chunk_ref_field::kIndex);
     index.resize(stored.size);
     for (uint32_t d = 0; d < stored.size; ++d) {
-      index[d] = flatbuffers::ReadScalar<uint32_t>(stored.data + 4 * d);
+      index[d] = flatbuffers::ReadScalar<uint32_t>(stored.data + size_t{4} * d);
     }
     ZS_ASSIGN_OR_RETURN(ChunkRef ref, ReadChunkRef(r, root, what_));
     fn(index, ref);

@@ -122,7 +122,7 @@ Result<bool> IcechunkStore::IsRepository(Store& store) {
          AsText(*repo).starts_with("ICE\xF0\x9F\xA7\x8A");
 }
 
-Result<std::shared_ptr<IcechunkStore>> IcechunkStore::Open(std::shared_ptr<Store> repository,
+Result<std::shared_ptr<IcechunkStore>> IcechunkStore::Open(const std::shared_ptr<Store>& repository,
                                                            std::string_view ref) {
   std::shared_ptr<IcechunkStore> store(new IcechunkStore());
   store->repository_ = repository;
@@ -479,11 +479,12 @@ Result<std::vector<KeyInfo>> IcechunkStore::List(std::string_view prefix) {
     keys.push_back({node_dir + "zarr.json", node->user_data.size()});
     if (!node->is_array) continue;
     std::set<std::string> seen;
+    const std::string& node_path = path;  // clang before 16 cannot capture a structured binding
     for (const icechunk::ManifestRef& ref : node->manifests) {
       ZS_ASSIGN_OR_RETURN(std::shared_ptr<const icechunk::Manifest> manifest, GetManifest(ref.id));
       ZS_RETURN_IF_ERROR(
           manifest->ForEach(node->id, [&](std::span<const uint32_t> index, const ChunkRef& chunk) {
-            std::string key = IndexKey(path, index);
+            std::string key = IndexKey(node_path, index);
             if (!key.starts_with(dir) || !seen.insert(key).second) return;
             const uint64_t size =
                 chunk.kind == ChunkRef::Kind::kInline ? chunk.inline_data.size() : chunk.length;

@@ -47,7 +47,7 @@ class IcechunkStore final : public Store {
 
   // Opens the snapshot that `ref` names in the repository held by `repository`: a branch, else a
   // tag, else a snapshot id (20 characters of Crockford base32). Empty: branch "main".
-  static Result<std::shared_ptr<IcechunkStore>> Open(std::shared_ptr<Store> repository,
+  static Result<std::shared_ptr<IcechunkStore>> Open(const std::shared_ptr<Store>& repository,
                                                      std::string_view ref);
 
   // What was opened, for `zarrstream inspect` and provenance.

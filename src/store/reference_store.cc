@@ -501,8 +501,8 @@ Result<uint64_t> ReadInlineBytes(std::span<const std::byte> data, std::span<cons
   return total;
 }
 
-Future<uint64_t> ReadReferencedBytes(std::shared_ptr<Store> store, std::string key, bool whole,
-                                     uint64_t offset, uint64_t length,
+Future<uint64_t> ReadReferencedBytes(const std::shared_ptr<Store>& store, std::string key,
+                                     bool whole, uint64_t offset, uint64_t length,
                                      std::span<const ByteRange> ranges, std::span<ByteBuffer> outs,
                                      std::string context, std::string what) {
   // The ranges of the key become ranges of the target, inside the referenced bytes.

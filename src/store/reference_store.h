@@ -110,8 +110,8 @@ Result<uint64_t> ReadInlineBytes(std::span<const std::byte> data, std::span<cons
 // Reads `ranges` of the referenced bytes of `key` in `store` into `outs`: the `length` bytes from
 // `offset`, or the whole value when `whole` is set. A missing target or one too short is a
 // kStorage error saying that `context` refers to `what` ("bytes 10..20 of s3://b/f.nc").
-Future<uint64_t> ReadReferencedBytes(std::shared_ptr<Store> store, std::string key, bool whole,
-                                     uint64_t offset, uint64_t length,
+Future<uint64_t> ReadReferencedBytes(const std::shared_ptr<Store>& store, std::string key,
+                                     bool whole, uint64_t offset, uint64_t length,
                                      std::span<const ByteRange> ranges, std::span<ByteBuffer> outs,
                                      std::string context, std::string what);
 
