@@ -247,6 +247,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("num_threads", &LoaderOptions::num_threads)
       .def_rw("cache_bytes", &LoaderOptions::cache_bytes)
       .def_rw("missing_chunks_are_errors", &LoaderOptions::missing_chunks_are_errors)
+      .def_rw("ref", &LoaderOptions::ref)
       .def_rw("record_timeline", &LoaderOptions::record_timeline);
 
   nb::class_<Loader>(m, "Loader")
@@ -265,6 +266,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_prop_ro("num_batches", &Loader::num_batches)
       .def_prop_ro("num_samples", &Loader::num_samples)
       .def("state_json", &Loader::StateJson)
+      .def_prop_ro("source_snapshot", &Loader::source_snapshot)
       .def("restore_state_json",
            [](Loader& l, const std::string& json) {
              ThrowIfError(WithoutGil([&] { return l.RestoreStateJson(json); }));

@@ -21,8 +21,9 @@ using namespace nb::literals;
 namespace zarrstream::python {
 namespace {
 
-OpenOptions MakeOptions(size_t num_threads, bool missing_chunks_are_errors) {
+OpenOptions MakeOptions(size_t num_threads, bool missing_chunks_are_errors, std::string ref = "") {
   OpenOptions options;
+  options.ref = std::move(ref);
   options.num_threads = num_threads;
   options.missing_chunks_are_errors = missing_chunks_are_errors;
   return options;
@@ -232,18 +233,24 @@ NB_MODULE(_zarrstream, m) {
 
   m.def(
       "open_array",
-      [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors) {
-        return ValueOrThrow(WithoutGil(
-            [&] { return Array::Open(url, MakeOptions(num_threads, missing_chunks_are_errors)); }));
+      [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors,
+         std::string ref) {
+        return ValueOrThrow(WithoutGil([&] {
+          return Array::Open(url,
+                             MakeOptions(num_threads, missing_chunks_are_errors, std::move(ref)));
+        }));
       },
-      "url"_a, "num_threads"_a = 0, "missing_chunks_are_errors"_a = false);
+      "url"_a, "num_threads"_a = 0, "missing_chunks_are_errors"_a = false, "ref"_a = "");
   m.def(
       "open_group",
-      [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors) {
-        return ValueOrThrow(WithoutGil(
-            [&] { return Group::Open(url, MakeOptions(num_threads, missing_chunks_are_errors)); }));
+      [](const std::string& url, size_t num_threads, bool missing_chunks_are_errors,
+         std::string ref) {
+        return ValueOrThrow(WithoutGil([&] {
+          return Group::Open(url,
+                             MakeOptions(num_threads, missing_chunks_are_errors, std::move(ref)));
+        }));
       },
-      "url"_a, "num_threads"_a = 0, "missing_chunks_are_errors"_a = false);
+      "url"_a, "num_threads"_a = 0, "missing_chunks_are_errors"_a = false, "ref"_a = "");
   m.def(
       "create_array",
       [](const std::string& url, std::vector<uint64_t> shape, const std::string& dtype,

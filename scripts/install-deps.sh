@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libzstd-dev liblz4-dev libblosc-dev libdeflate-dev zlib1g-dev libbz2-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+  libflatbuffers-dev libyaml-cpp-dev  # Icechunk repositories
   python3-venv
   clang-format clang-tidy  # make lint
   libcurl4-openssl-dev libssl-dev nginx libnginx-mod-http-echo wrk

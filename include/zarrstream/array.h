@@ -38,6 +38,9 @@ struct OpenOptions {
   // A chunk that is not stored reads as the fill value (the Zarr spec). When true it is a kNotFound
   // error naming the chunk instead, for users who must know that every chunk was written.
   bool missing_chunks_are_errors = false;
+  // Icechunk repositories (a URL whose root holds one): the branch, tag or snapshot id to read;
+  // empty reads branch "main". Set for a URL that holds no repository, it is an error.
+  std::string ref;
 };
 
 // What Array::Create writes: a Zarr v3 array.

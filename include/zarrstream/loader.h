@@ -267,6 +267,9 @@ struct LoaderOptions {
   uint64_t cache_bytes = 0;
   // Chunks not stored are errors rather than fill values.
   bool missing_chunks_are_errors = false;
+  // An Icechunk repository's branch, tag or snapshot id to read (empty: branch "main"); see
+  // OpenOptions::ref.
+  std::string ref;
   // Record a timeline of the pipeline's stages (Loader::Timeline): each batch's planning, every
   // read-and-decode wave and assembly, and the consumer's waits, up to kMaxTimelineSpans spans.
   bool record_timeline = false;
@@ -444,6 +447,9 @@ class Loader {
   // batches after it are exactly those the saved loader had left.
   std::string StateJson() const;
   Status RestoreStateJson(std::string_view json);
+  // The Icechunk snapshot id the dataset is read at (Crockford base32); empty when its store is no
+  // Icechunk repository. Python's state_dict() records it, and load_state_dict() compares.
+  const std::string& source_snapshot() const;
 
   const std::vector<std::string>& input_channels() const;   // one per input channel of a step
   const std::vector<std::string>& target_channels() const;  // one per target channel of a lead

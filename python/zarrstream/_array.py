@@ -639,7 +639,8 @@ class Group(Mapping):
 
 
 def open_array(
-    url: str, *, num_threads: int = 0, missing_chunks: str = "fill", decode_cf: bool = False
+    url: str, *, num_threads: int = 0, missing_chunks: str = "fill", decode_cf: bool = False,
+    ref: str | None = None,
 ) -> Array:
     """Opens the Zarr array at ``url`` (a local path or file:// URL).
 
@@ -647,16 +648,29 @@ def open_array(
     ``missing_chunks``: ``"fill"`` (the Zarr spec: read as fill_value) or ``"error"``.
     ``decode_cf``: reads return CF-decoded values, as the loader and xarray see them (fill values
     NaN, packed variables unpacked); False (the default) keeps Zarr's values as stored.
+    ``ref``: for an Icechunk repository at ``url`` (docs/icechunk.md), the branch, tag or snapshot
+    id to read (None: branch ``main``).
     """
-    core = _zarrstream.open_array(url, _num_threads(num_threads), _missing_is_error(missing_chunks))
+    core = _zarrstream.open_array(url, _num_threads(num_threads), _missing_is_error(missing_chunks),
+                                  ref or "")
     options = {"num_threads": num_threads, "missing_chunks": missing_chunks}
+    if ref:
+        options["ref"] = ref
     return Array(core, decode_cf=decode_cf, options=options, credentials=_carries_credentials(url))
 
 
-def open_group(url: str, *, num_threads: int = 0, missing_chunks: str = "fill") -> Group:
-    """Opens the Zarr group at ``url``; consolidated metadata is used when present."""
-    core = _zarrstream.open_group(url, _num_threads(num_threads), _missing_is_error(missing_chunks))
+def open_group(url: str, *, num_threads: int = 0, missing_chunks: str = "fill",
+               ref: str | None = None) -> Group:
+    """Opens the Zarr group at ``url``; consolidated metadata is used when present.
+
+    ``ref``: for an Icechunk repository at ``url`` (docs/icechunk.md), the branch, tag or snapshot
+    id to read (None: branch ``main``).
+    """
+    core = _zarrstream.open_group(url, _num_threads(num_threads), _missing_is_error(missing_chunks),
+                                  ref or "")
     options = {"num_threads": num_threads, "missing_chunks": missing_chunks}
+    if ref:
+        options["ref"] = ref
     return Group(core, options, _carries_credentials(url))
 
 

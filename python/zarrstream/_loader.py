@@ -279,6 +279,9 @@ class Loader:
     ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
     it, ``False`` never pins.
 
+    ``ref``: for an Icechunk repository at ``url`` (docs/icechunk.md), the branch, tag or
+    snapshot id to read (None: branch ``main``).
+
     Variables are CF-decoded as xarray's ``open_zarr`` decodes them by default: values equal to
     ``_FillValue`` or ``missing_value`` become NaN and packed variables are unpacked
     (``x * scale_factor + add_offset``), before ``nan=`` and ``normalize``, with the values xarray
@@ -328,6 +331,7 @@ class Loader:
         block_chunks: int = 0,
         block_window: int = 4,
         missing_chunks_are_errors: bool = False,
+        ref: str | None = None,
         pin_memory: bool | None = None,
         gpu_batches: bool | None = None,
         gpu_wave_bytes: int = 0,
@@ -413,6 +417,7 @@ class Loader:
         o.num_threads = _unsigned("num_threads", num_threads)
         o.cache_bytes = _unsigned("cache_bytes", cache_bytes)
         o.missing_chunks_are_errors = bool(missing_chunks_are_errors)
+        o.ref = ref or ""
         o.pin_memory = None if pin_memory is None else bool(pin_memory)
         o.record_timeline = bool(timeline)
         self._device_type, device_index = _parse_device(device)
@@ -592,17 +597,35 @@ class Loader:
         return self._core.pinned
 
     def state_dict(self) -> dict[str, Any]:
-        """The position after the batches delivered so far (JSON-serialisable)."""
+        """The position after the batches delivered so far (JSON-serialisable). For an Icechunk
+        repository, also the snapshot id read (``"icechunk_snapshot"``)."""
         self._core.check_process()
-        return {"sample_plan": json.loads(self._core.state_json())}
+        state: dict[str, Any] = {"sample_plan": json.loads(self._core.state_json())}
+        if self._core.source_snapshot:
+            state["icechunk_snapshot"] = self._core.source_snapshot
+        return state
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continues from ``state``: the next batches are those the saved loader had left."""
+    def load_state_dict(self, state: Mapping[str, Any], *,
+                        allow_snapshot_change: bool = False) -> None:
+        """Continues from ``state``: the next batches are those the saved loader had left.
+
+        A state saved while reading another Icechunk snapshot than this loader reads (a branch
+        that moved on, say) is a ConfigError naming both, since the remaining batches would not
+        hold the data the run started with; ``allow_snapshot_change=True`` continues anyway.
+        """
         self._core.check_process()
         plan = state.get("sample_plan") if isinstance(state, Mapping) else None
         if plan is None:
             raise InvalidArgumentError(f"load_state_dict: {state!r:.200} is not a state_dict() "
                                        "of a loader (no 'sample_plan')")
+        saved = state.get("icechunk_snapshot")
+        current = self._core.source_snapshot or None
+        if saved != current and not allow_snapshot_change:
+            raise ConfigError(
+                f"load_state_dict: the state was saved reading Icechunk snapshot {saved} and this "
+                f"loader reads {current} (of {self._arguments['url']}): open the loader with "
+                f"ref={saved!r} to continue the same data, or pass allow_snapshot_change=True "
+                "to continue on this one")
         try:
             text = plan if isinstance(plan, str) else json.dumps(plan, allow_nan=False)
         except (TypeError, ValueError) as e:

@@ -69,8 +69,8 @@ Result<std::shared_ptr<const ArrayState>> MakeArrayState(std::shared_ptr<Store> 
 }  // namespace internal
 
 Result<Array> Array::Open(std::string_view url, const OpenOptions& options) {
-  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));
-  ZS_ASSIGN_OR_RETURN(NodeMetadata node, LoadNodeMetadata(*store, ""));
+  ZS_ASSIGN_OR_RETURN(auto root, OpenRootNode(url, options.ref));
+  auto& [store, node] = root;
   if (!std::holds_alternative<ArrayMetadata>(node)) {
     return InvalidArgumentError(store->url() + " is a group, not an array (use open_group)");
   }

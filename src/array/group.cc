@@ -76,8 +76,8 @@ Result<std::shared_ptr<const GroupState>> MakeGroupState(std::shared_ptr<Store> 
 }  // namespace internal
 
 Result<Group> Group::Open(std::string_view url, const OpenOptions& options) {
-  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));
-  ZS_ASSIGN_OR_RETURN(NodeMetadata node, LoadNodeMetadata(*store, ""));
+  ZS_ASSIGN_OR_RETURN(auto root, OpenRootNode(url, options.ref));
+  auto& [store, node] = root;
   if (!std::holds_alternative<GroupMetadata>(node)) {
     return InvalidArgumentError(store->url() + " is an array, not a group (use open_array)");
   }

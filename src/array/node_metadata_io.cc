@@ -2,6 +2,8 @@
 
 #include "metadata/v2_metadata.h"
 #include "metadata/v3_metadata.h"
+#include "store/icechunk_store.h"
+#include "store/store_registry.h"
 
 namespace zarrstream {
 
@@ -63,6 +65,31 @@ Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path) {
     group.consolidated = std::make_shared<const ConsolidatedMetadata>(std::move(consolidated));
   }
   return NodeMetadata(std::move(group));
+}
+
+Result<std::pair<std::shared_ptr<Store>, NodeMetadata>> OpenRootNode(std::string_view url,
+                                                                     std::string_view ref) {
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));
+  if (!ref.empty()) {
+    ZS_ASSIGN_OR_RETURN(bool repository, IcechunkStore::IsRepository(*store));
+    if (!repository) {
+      return InvalidArgumentError("ref '" + std::string(ref) + "' given, but " + store->url() +
+                                  " is no Icechunk repository (no refs/branch.main/ref.json nor "
+                                  "repo file there)");
+    }
+  } else {
+    Result<NodeMetadata> node = LoadNodeMetadata(*store, "");
+    if (node.ok() || node.status().code() != ErrorCode::kNotFound) {
+      if (!node.ok()) return node.status();
+      return std::make_pair(std::move(store), std::move(*node));
+    }
+    // No Zarr metadata at the root: an Icechunk repository, or the error stands.
+    Result<bool> repository = IcechunkStore::IsRepository(*store);
+    if (!repository.ok() || !*repository) return node.status();
+  }
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<IcechunkStore> snapshot, IcechunkStore::Open(store, ref));
+  ZS_ASSIGN_OR_RETURN(NodeMetadata node, LoadNodeMetadata(*snapshot, ""));
+  return std::make_pair(std::shared_ptr<Store>(std::move(snapshot)), std::move(node));
 }
 
 }  // namespace zarrstream

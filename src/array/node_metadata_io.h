@@ -2,7 +2,9 @@
 // + .zmetadata for groups).
 #pragma once
 
+#include <memory>
 #include <string_view>
+#include <utility>
 
 #include "metadata/array_metadata.h"
 #include "store/store.h"
@@ -20,5 +22,12 @@ Result<bool> IsArrayNode(Store& store, std::string_view path);
 
 // `url` of the store joined with `path`.
 std::string NodeUrl(const Store& store, std::string_view path);
+
+// Opens the store at `url` and the metadata at its root. An Icechunk repository there (recognised
+// by its layout when the URL holds no Zarr metadata, icechunk_store.h) opens as the snapshot that
+// `ref` names (empty: branch "main"); a non-empty `ref` for a URL that is not a repository is an
+// error.
+Result<std::pair<std::shared_ptr<Store>, NodeMetadata>> OpenRootNode(std::string_view url,
+                                                                     std::string_view ref);
 
 }  // namespace zarrstream

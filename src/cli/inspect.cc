@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,7 +16,9 @@
 #include "dataset/cf_decoding.h"
 #include "dataset/cf_time.h"
 #include "gpu/gpu_decoder.h"
+#include "store/icechunk_store.h"
 #include "store/store.h"
+#include "store/store_registry.h"
 #include "tools/store_advice.h"
 #include "util/format.h"
 #include "zarrstream/array.h"
@@ -330,16 +333,39 @@ void PrintNode(const json& node, const std::string& indent, std::ostream& out) {
   for (const auto& n : node["notes"]) out << indent << "    note: " << n.get<std::string>() << "\n";
 }
 
+// The Icechunk snapshot `url` and `ref` open, for the report; null when `url` holds no repository.
+Result<json> IcechunkSnapshot(const std::string& url, const std::string& ref) {
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));
+  ZS_ASSIGN_OR_RETURN(bool repository, IcechunkStore::IsRepository(*store));
+  if (!repository) return json(nullptr);
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<IcechunkStore> snapshot, IcechunkStore::Open(store, ref));
+  const IcechunkStore::SnapshotInfo& info = snapshot->snapshot();
+  const std::time_t seconds = static_cast<std::time_t>(info.flushed_at_us / 1'000'000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char committed[32];
+  std::strftime(committed, sizeof(committed), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return json{{"spec_version", info.spec_version},
+              {"ref", info.ref},
+              {"ref_kind", info.ref_kind},
+              {"snapshot_id", info.id},
+              {"parent_id", info.parent_id.empty() ? json(nullptr) : json(info.parent_id)},
+              {"committed", committed},
+              {"message", info.message}};
+}
+
 }  // namespace
 
 int RunInspect(const InspectOptions& options) {
   std::vector<std::string> errors;
   json tree;
-  auto group = Group::Open(options.url);
+  OpenOptions open;
+  open.ref = options.ref;
+  auto group = Group::Open(options.url, open);
   if (group.ok()) {
     tree = DescribeGroup(*group, "", &errors);
   } else {
-    auto array = Array::Open(options.url);
+    auto array = Array::Open(options.url, open);
     if (!array.ok()) {
       // Report the more specific failure: a group URL that is really an array gives the array's.
       Status s =
@@ -355,6 +381,11 @@ int RunInspect(const InspectOptions& options) {
     tree = DescribeArray(*array, "");
   }
   tree["url"] = options.url;
+  if (Result<json> snapshot = IcechunkSnapshot(options.url, options.ref); !snapshot.ok()) {
+    errors.push_back(snapshot.status().message());
+  } else if (!snapshot->is_null()) {
+    tree["icechunk"] = *snapshot;
+  }
   // The store's rechunk command, as `doctor URL` prints it (null when the layout suits).
   auto advice = tools::StoreAdvice(options.url);
   tree["rechunk_command"] = advice.ok() ? (*advice)["rechunk_command"] : json(nullptr);
@@ -363,6 +394,14 @@ int RunInspect(const InspectOptions& options) {
     for (const auto& e : errors) std::cerr << "error: " << e << "\n";
   } else {
     std::cout << options.url << "\n";
+    if (tree.contains("icechunk")) {
+      const json& ic = tree["icechunk"];
+      std::cout << "Icechunk repository (spec " << ic["spec_version"].get<int>()
+                << "): " << ic["ref_kind"].get<std::string>() << " '"
+                << ic["ref"].get<std::string>() << "' at snapshot "
+                << ic["snapshot_id"].get<std::string>() << ", committed "
+                << ic["committed"].get<std::string>() << ": " << ic["message"].dump() << "\n";
+    }
     PrintNode(tree, "", std::cout);
     if (!tree["rechunk_command"].is_null()) {
       std::cout << "fix: " << tree["rechunk_command"].get<std::string>() << "\n";

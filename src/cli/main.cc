@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
         "inspect", "Show a store's arrays, chunking, codecs and layout warnings");
     inspect_cmd->add_option("url", inspect.url, "Store URL or local path")->required();
     inspect_cmd->add_flag("--json", inspect.json, "Machine-readable output");
+    inspect_cmd->add_option("--ref", inspect.ref,
+                            "Icechunk repository: the branch, tag or snapshot id (default: main)");
 
     zarrstream::cli::StatsOptions stats;
     CLI::App* stats_cmd = app.add_subcommand(

@@ -131,6 +131,9 @@ CLI::App* AddRechunkCommand(CLI::App& app, RechunkCommandOptions* args) {
       "options, and splits into --part i/N runs that write disjoint shards of one destination.");
   cmd->add_option("src", args->job.source_url, "Source array or group URL")->required();
   cmd->add_option("dst", args->job.dest_url, "Destination URL")->required();
+  cmd->add_option("--ref", args->job.source_ref,
+                  "Source is an Icechunk repository: its branch, tag or snapshot id (default: "
+                  "main)");
   cmd->add_option("--chunks", args->chunks,
                   "Chunk extents by dimension name, e.g. time=1,level=1 ('all': the full extent; "
                   "dimensions not named keep their full extent; default: the source's chunks)");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "store/icechunk_store.h"
 #include "store/reference_store.h"
 
 namespace zarrstream {
@@ -386,6 +387,9 @@ const StoreMetrics* MetricsOf(const Store& store) {
 bool IsRemoteStore(const Store& store) {
   if (const auto* references = dynamic_cast<const ReferenceStore*>(&store)) {
     return references->has_remote_targets();
+  }
+  if (const auto* repository = dynamic_cast<const IcechunkStore*>(&store)) {
+    return repository->is_remote();
   }
   return dynamic_cast<const HttpStore*>(&store) != nullptr;
 }

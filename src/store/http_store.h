@@ -91,9 +91,9 @@ class HttpStore : public Store {
 const StoreMetrics* MetricsOf(const Store& store);
 
 // True for stores whose reads complete on I/O threads after a network round trip (http, s3, gcs,
-// and reference sets with such targets): callers should issue many reads before waiting on any.
-// Local stores complete reads inline, where issuing them from one thread first would only serialise
-// them.
+// reference sets with such targets, Icechunk repositories read so): callers should issue many reads
+// before waiting on any. Local stores complete reads inline, where issuing them from one thread
+// first would only serialise them.
 bool IsRemoteStore(const Store& store);
 
 }  // namespace zarrstream

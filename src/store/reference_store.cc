@@ -35,7 +35,8 @@ std::string Describe(const json& value) {
   return text;
 }
 
-// Splits the URL or path of a file into the URL of its directory (a store) and its name (a key).
+}  // namespace
+
 Result<std::pair<std::string, std::string>> SplitFileUrl(std::string_view url) {
   auto [scheme, rest] = SplitScheme(url);
   if (scheme.empty() || scheme == "file") {
@@ -58,8 +59,6 @@ Result<std::pair<std::string, std::string>> SplitFileUrl(std::string_view url) {
   directory += rest.substr(0, slash);
   return std::make_pair(std::move(directory), std::string(rest.substr(slash + 1)));
 }
-
-}  // namespace
 
 // Builds a ReferenceStore's references and targets from a parsed reference set.
 class ReferenceSetParser {
@@ -477,30 +476,8 @@ Future<uint64_t> ReferenceStore::Read(std::string_view key, std::span<const Byte
   const Reference& reference = it->second;
   const std::string key_context = "key '" + full_key + "' of reference file " + location_;
   if (reference.target == Reference::kInline) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      uint64_t begin = 0, end = 0;
-      if (Status s = ResolveByteRange(ranges[i], reference.data.size(), &begin, &end); !s.ok()) {
-        return Future<uint64_t>::Ready(std::move(s).WithContext(key_context));
-      }
-      outs[i].Assign(reference.data.data() + begin, end - begin);
-      total += end - begin;
-    }
-    return Future<uint64_t>::Ready(total);
-  }
-  // The ranges of the key become ranges of the target, inside the referenced bytes.
-  auto target_ranges = std::make_shared<std::vector<ByteRange>>();
-  target_ranges->reserve(ranges.size());
-  for (const ByteRange& range : ranges) {
-    if (reference.whole_file) {
-      target_ranges->push_back(range);
-      continue;
-    }
-    uint64_t begin = 0, end = 0;
-    if (Status s = ResolveByteRange(range, reference.length, &begin, &end); !s.ok()) {
-      return Future<uint64_t>::Ready(std::move(s).WithContext(key_context));
-    }
-    target_ranges->push_back(ByteRange::Bounded(reference.offset + begin, end - begin));
+    return Future<uint64_t>::Ready(
+        ReadInlineBytes(std::as_bytes(std::span(reference.data)), ranges, outs, key_context));
   }
   const Target& target = targets_[reference.target];
   std::string what = reference.whole_file
@@ -508,10 +485,48 @@ Future<uint64_t> ReferenceStore::Read(std::string_view key, std::span<const Byte
                          : "bytes " + std::to_string(reference.offset) + ".." +
                                std::to_string(reference.offset + reference.length) + " of " +
                                target.url;
+  return ReadReferencedBytes(target.store, target.key, reference.whole_file, reference.offset,
+                             reference.length, ranges, outs, key_context, std::move(what));
+}
+
+Result<uint64_t> ReadInlineBytes(std::span<const std::byte> data, std::span<const ByteRange> ranges,
+                                 std::span<ByteBuffer> outs, std::string_view context) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    uint64_t begin = 0, end = 0;
+    if (Status s = ResolveByteRange(ranges[i], data.size(), &begin, &end); !s.ok()) {
+      return std::move(s).WithContext(context);
+    }
+    outs[i].Assign(data.data() + begin, end - begin);
+    total += end - begin;
+  }
+  return total;
+}
+
+Future<uint64_t> ReadReferencedBytes(const std::shared_ptr<Store>& store, std::string key,
+                                     bool whole, uint64_t offset, uint64_t length,
+                                     std::span<const ByteRange> ranges, std::span<ByteBuffer> outs,
+                                     std::string context, std::string what) {
+  // The ranges of the key become ranges of the target, inside the referenced bytes.
+  auto target_ranges = std::make_shared<std::vector<ByteRange>>();
+  target_ranges->reserve(ranges.size());
+  for (const ByteRange& range : ranges) {
+    if (whole) {
+      target_ranges->push_back(range);
+      continue;
+    }
+    uint64_t begin = 0, end = 0;
+    if (Status s = ResolveByteRange(range, length, &begin, &end); !s.ok()) {
+      return Future<uint64_t>::Ready(std::move(s).WithContext(context));
+    }
+    target_ranges->push_back(ByteRange::Bounded(offset + begin, end - begin));
+  }
+  // The key and ranges must outlive the read.
+  auto target_key = std::make_shared<std::string>(std::move(key));
   Promise<uint64_t> promise;
   Future<uint64_t> future = promise.future();
-  target.store->Read(target.key, *target_ranges, outs)
-      .OnReady([promise, target_ranges, key_context,
+  store->Read(*target_key, *target_ranges, outs)
+      .OnReady([promise, store, target_key, target_ranges, context = std::move(context),
                 what = std::move(what)](Result<uint64_t>& result) mutable {
         if (result.ok()) {
           promise.Set(*result);
@@ -519,13 +534,13 @@ Future<uint64_t> ReferenceStore::Read(std::string_view key, std::span<const Byte
         }
         const Status& s = result.status();
         if (s.code() == ErrorCode::kNotFound) {
-          promise.Set(StorageError(key_context + " refers to " + what +
+          promise.Set(StorageError(context + " refers to " + what +
                                    ", which does not exist: " + s.message()));
         } else if (s.code() == ErrorCode::kCorruptChunk) {
-          promise.Set(StorageError(key_context + " refers to " + what +
+          promise.Set(StorageError(context + " refers to " + what +
                                    ", past the end of that file: " + s.message()));
         } else {
-          promise.Set(s.WithContext(key_context + ": reading " + what));
+          promise.Set(s.WithContext(context + ": reading " + what));
         }
       });
   return future;

@@ -100,4 +100,23 @@ class ReferenceStore final : public Store {
   bool has_remote_targets_ = false;
 };
 
+// The pieces of a read through a reference, shared with the Icechunk store (icechunk_store.h).
+
+// Copies `ranges` of inline bytes `data` into `outs`; the total number of bytes. Errors name
+// `context` (the key and the file that holds it).
+Result<uint64_t> ReadInlineBytes(std::span<const std::byte> data, std::span<const ByteRange> ranges,
+                                 std::span<ByteBuffer> outs, std::string_view context);
+
+// Reads `ranges` of the referenced bytes of `key` in `store` into `outs`: the `length` bytes from
+// `offset`, or the whole value when `whole` is set. A missing target or one too short is a
+// kStorage error saying that `context` refers to `what` ("bytes 10..20 of s3://b/f.nc").
+Future<uint64_t> ReadReferencedBytes(const std::shared_ptr<Store>& store, std::string key,
+                                     bool whole, uint64_t offset, uint64_t length,
+                                     std::span<const ByteRange> ranges, std::span<ByteBuffer> outs,
+                                     std::string context, std::string what);
+
+// Splits the URL or path of a file into the URL of its directory (a store to open) and its name
+// (a key of that store).
+Result<std::pair<std::string, std::string>> SplitFileUrl(std::string_view url);
+
 }  // namespace zarrstream

@@ -56,6 +56,8 @@ inline constexpr uint32_t kMaxRechunkParts = uint32_t{1} << 16;
 
 struct RechunkOptions {
   std::string source_url;
+  // An Icechunk repository's branch, tag or snapshot id to copy ("": branch main).
+  std::string source_ref;
   std::string dest_url;
   // Read-chunk extent per named dimension; dimensions not named keep their full extent. Empty:
   // keep the source's read chunks (stacked arrays: time=1, channel=1).

@@ -198,9 +198,12 @@ json PlanJson(const RechunkOptions& options, const std::vector<OutputPlan>& plan
                       {"slab", plan.slab},
                       {"sources", std::move(sources)}});
   }
-  return {{"source", options.source_url},
-          {"part_count", options.part_count},
-          {"arrays", std::move(arrays)}};
+  // The ref is part of the plan, so that a rerun at another ref is not taken for a resume.
+  json plan_json = {{"source", options.source_url},
+                    {"part_count", options.part_count},
+                    {"arrays", std::move(arrays)}};
+  if (!options.source_ref.empty()) plan_json["source_ref"] = options.source_ref;
+  return plan_json;
 }
 
 }  // namespace zarrstream::tools

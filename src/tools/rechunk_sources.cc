@@ -271,6 +271,7 @@ Result<OutputArraySource> StackChannels(const Dataset& dataset, const std::strin
 Result<SourceLayout> ResolveSources(const RechunkOptions& options) {
   OpenOptions open;
   open.num_threads = options.threads;
+  open.ref = options.source_ref;
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.source_url, open));
   ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ParseVariableSpecs(options.variables));
   SourceLayout layout;
