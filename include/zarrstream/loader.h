@@ -396,8 +396,10 @@ struct LoaderStats {
 
 class Loader {
  public:
-  // Opens the dataset (a group or a single array) at `url`, resolves channels and selections and
-  // plans the samples. Misconfiguration (unknown variable, mismatched dimensions, a window larger
+  // Opens the dataset (a group or a single array) at `url`, or the stores a JSON dataset form
+  // combines (a list joins them; {"join": [...], "mode": "inner"}, {"concat": [...], "dim":
+  // "time"}; docs/loader.md, "Several stores"), resolves channels and selections and plans the
+  // samples. Misconfiguration (unknown variable, mismatched dimensions, a window larger
   // than the selection, offsets past the end, a stats file without a channel) fails here with a
   // message naming the dataset and what is available; so does a batch whose byte count overflows
   // (a batch_size too large for any memory), and worker threads that cannot start (ConfigError).

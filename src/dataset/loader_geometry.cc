@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -64,7 +65,21 @@ Status UndefinedStatsError(const std::string& stats_path, const std::string& cha
                               "' no finite mean and std: it cannot normalise it");
 }
 
-// Each channel's CF decoding from its array's attributes (all values as stored when off).
+bool SameDecoding(const CfDecoding& a, const CfDecoding& b) {
+  // Bit for bit: a NaN fill value is the same as another NaN.
+  const auto same = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  bool equal = a.source == b.source && a.decode == b.decode && a.decoded == b.decoded &&
+               a.has_scale_factor == b.has_scale_factor && a.has_add_offset == b.has_add_offset &&
+               same(a.scale_factor, b.scale_factor) && same(a.add_offset, b.add_offset) &&
+               a.num_fill_values == b.num_fill_values;
+  for (uint32_t k = 0; equal && k < a.num_fill_values; ++k) {
+    equal = same(a.fill_values[k], b.fill_values[k]);
+  }
+  return equal;
+}
+
+// Each channel's CF decoding from its array's attributes (all values as stored when off). The
+// stores a combined channel's time runs come from must decode alike: one decoding per channel.
 Status SetCfDecoding(bool decode_cf, LoaderGeometry& g) {
   g.cf.clear();
   for (const Channel& channel : g.channels) {
@@ -73,6 +88,15 @@ Status SetCfDecoding(bool decode_cf, LoaderGeometry& g) {
       continue;
     }
     ZS_ASSIGN_OR_RETURN(CfDecoding cf, CfDecodingOf(channel.array));
+    for (const TimeSegment& segment : channel.time_segments) {
+      ZS_ASSIGN_OR_RETURN(CfDecoding other, CfDecodingOf(segment.array));
+      if (!SameDecoding(cf, other)) {
+        return ConfigError("channel '" + channel.name + "': " + segment.array.state().Describe() +
+                           " and " + channel.array.state().Describe() +
+                           " hold its values with different CF encodings (scale_factor, "
+                           "add_offset, _FillValue, missing_value): one channel decodes one way");
+      }
+    }
     g.cf.push_back(cf);
   }
   return Status::Ok();
@@ -166,7 +190,7 @@ Result<std::vector<InputSource>> SplitForcings(const Dataset& dataset,
       order.push_back(InputSource{true, *kind});
       continue;
     }
-    if (!stored && dataset.group()) {
+    if (!stored && !dataset.is_single_array()) {
       std::string message = "forcing '";
       message += forcing;
       message += "' is neither a variable of ";
@@ -256,32 +280,45 @@ Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const s
 
 // The channels' names, the checks of what the loader can read, and the distinct arrays.
 Status SetArrays(LoaderGeometry& g) {
-  std::vector<std::string> array_names;
+  std::vector<std::string> array_urls;
   std::vector<Array> handles;
-  for (size_t c = 0; c < g.channels.size(); ++c) {
-    const Channel& ch = g.channels[c];
-    (c < g.num_inputs ? g.input_names : g.target_names).push_back(ch.name);
-    if (ch.array.rank() > kLoaderMaxRank) {
-      return UnsupportedError("channel '" + ch.name + "': " + ch.array.state().Describe() +
-                              " has " + std::to_string(ch.array.rank()) +
-                              " dimensions; the loader reads at most " +
-                              std::to_string(kLoaderMaxRank));
-    }
-    if (!SupportedSource(ch.array.dtype())) {
-      return UnsupportedError("channel '" + ch.name + "': " + ch.array.state().Describe() +
-                              " holds " + std::string(DataTypeName(ch.array.dtype())) +
-                              "; the loader reads integer and floating-point arrays");
-    }
-    // Channels of one array (levels; an input that is also a target) share its chunks: one
-    // handle per array name, so the read plan deduplicates them.
-    auto it = std::find(array_names.begin(), array_names.end(), ch.array_name);
-    g.channel_array.push_back(static_cast<size_t>(it - array_names.begin()));
-    if (it == array_names.end()) {
-      array_names.push_back(ch.array_name);
-      g.arrays.push_back(&ch.array.state());
-      handles.push_back(ch.array);
+  // Channels of one array (levels; an input that is also a target) share its chunks: one handle
+  // per array, so the read plan deduplicates them.
+  const auto slot_of = [&](Array& array) {
+    auto it = std::find(array_urls.begin(), array_urls.end(), array.url());
+    const auto slot = static_cast<size_t>(it - array_urls.begin());
+    if (it == array_urls.end()) {
+      array_urls.push_back(array.url());
+      g.arrays.push_back(&array.state());
+      handles.push_back(array);
     } else {
-      g.channels[c].array = handles[g.channel_array.back()];
+      array = handles[slot];
+    }
+    return slot;
+  };
+  g.time_segments.resize(g.channels.size());
+  for (size_t c = 0; c < g.channels.size(); ++c) {
+    Channel& ch = g.channels[c];
+    (c < g.num_inputs ? g.input_names : g.target_names).push_back(ch.name);
+    std::vector<const Array*> arrays = {&ch.array};
+    for (const TimeSegment& segment : ch.time_segments) arrays.push_back(&segment.array);
+    for (const Array* array : arrays) {
+      if (array->rank() > kLoaderMaxRank) {
+        return UnsupportedError("channel '" + ch.name + "': " + array->state().Describe() +
+                                " has " + std::to_string(array->rank()) +
+                                " dimensions; the loader reads at most " +
+                                std::to_string(kLoaderMaxRank));
+      }
+      if (!SupportedSource(array->dtype())) {
+        return UnsupportedError("channel '" + ch.name + "': " + array->state().Describe() +
+                                " holds " + std::string(DataTypeName(array->dtype())) +
+                                "; the loader reads integer and floating-point arrays");
+      }
+    }
+    g.channel_array.push_back(slot_of(ch.array));
+    for (TimeSegment& segment : ch.time_segments) {
+      g.time_segments[c].push_back(
+          ArraySegment{segment.begin, segment.end, segment.first, slot_of(segment.array)});
     }
   }
   return Status::Ok();
@@ -614,6 +651,16 @@ void SetLayout(LoaderGeometry& g) {
 }
 
 }  // namespace
+
+std::pair<size_t, uint64_t> TimeSource(const LoaderGeometry& g, size_t c, uint64_t t) {
+  const std::vector<ArraySegment>& segments = g.time_segments[c];
+  if (segments.empty()) return {g.channel_array[c], t};
+  // The last segment beginning at or before t (segments cover the time dimension, in order).
+  auto it = std::upper_bound(segments.begin(), segments.end(), t,
+                             [](uint64_t index, const ArraySegment& s) { return index < s.begin; });
+  const ArraySegment& segment = *(it - 1);
+  return {segment.array, t - segment.begin + segment.first};
+}
 
 std::optional<size_t> ArrayDimOf(const LoaderGeometry& g, size_t c, size_t d) {
   const Channel& channel = g.channels[c];
