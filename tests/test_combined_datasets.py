@@ -303,7 +303,8 @@ def test_gpu_batches_equal_cpu_batches_across_stores(stores):
             {"concat": [s(stores["pressure_a"]), s(stores["pressure_b"])]},
             s(stores["constants"])]
     kwargs = dict(KWARGS, sample={"time": 2, "latitude": 3, "longitude": 4},
-                  stride={"time": 1, "latitude": 1, "longitude": 2}, nan=0.0, dtype="bfloat16")
+                  stride={"time": 1, "latitude": 1, "longitude": 2}, nan=0.0, dtype="bfloat16",
+                  missing_dates=[stores["ds"].time.values[9]])
     cpu = all_batches(zarrstream.Loader(form, **kwargs))
     gpu = [{k: v.cpu() for k, v in b.items()}
            for b in zarrstream.Loader(form, device="cuda", gpu_batches=True, **kwargs)]

@@ -203,6 +203,14 @@ struct LoaderOptions {
   // store). The time coordinate must be evenly spaced, with a step the frequency is a multiple
   // of. Empty: the store's step.
   std::string frequency;
+  // Time steps no sample may touch, as input or as target (anemoi-datasets' missing_dates):
+  // labels of the time coordinate (a date names its whole period), and with
+  // `detect_missing_dates` every selected step at which some channel the loader reads has no
+  // stored chunk (its values there are the fill value only). Samples touching one are left out
+  // of the index space, before shuffling and sharding; LoaderStats::missing_date_samples counts
+  // them.
+  std::vector<std::string> missing_dates;
+  bool detect_missing_dates = false;
 
   // Label selections (label_selection.h), at most one per dimension: {"time", range "1979" to
   // "2015"}, {"latitude", range "60" to "30"}; ParseLabelSelections reads the command line's
@@ -392,6 +400,9 @@ struct LoaderStats {
   // Shuffle "block": the chunks per block in use (the option, or the loader's choice for
   // block_chunks 0); 0 for the other orders.
   uint64_t block_chunks = 0;
+  // Samples of the index space (all ranks, per epoch) left out because they touch a missing date
+  // (LoaderOptions::missing_dates).
+  uint64_t missing_date_samples = 0;
 };
 
 class Loader {

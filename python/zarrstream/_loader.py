@@ -273,6 +273,11 @@ class Loader:
     first; windows, strides and ``target_offset`` count steps of it, and ``"origin"`` stays the
     store's index.
 
+    ``missing_dates=[labels]`` leaves out every sample whose inputs or targets touch one of those
+    time steps (a date is its whole period); ``missing_dates="detect"`` those touching a step at
+    which some channel read has no stored chunk (fill values only). ``stats()`` counts them in
+    ``"missing_date_samples"``.
+
     A loop over the loader runs the rest of the current epoch; the next loop starts the next epoch
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
     identical remaining batches.
@@ -329,6 +334,7 @@ class Loader:
         stride: Mapping[str, int] | None = None,
         target_offset: Mapping[str, int | Sequence[int]] | None = None,
         frequency: str | datetime.timedelta | None = None,
+        missing_dates: str | Sequence[Any] | None = None,
         select: Mapping[str, Any] | None = None,
         batch_size: int = 1,
         shuffle: str | bool = "exact",
@@ -385,6 +391,13 @@ class Loader:
                 for x in ([offsets] if isinstance(offsets, int) else offsets)
             ]
         o.frequency = _frequency(frequency)
+        if isinstance(missing_dates, str):
+            if missing_dates != "detect":
+                raise ConfigError(f"missing_dates={missing_dates!r}: expected 'detect' or a list "
+                                  "of time labels")
+            o.detect_missing_dates = True
+        elif missing_dates is not None:
+            o.missing_dates = [_label("missing_dates", v) for v in missing_dates]
         o.select = [_selection(str(k), v) for k, v in (select or {}).items()]
         if shuffle is True:
             shuffle = "exact"

@@ -376,6 +376,7 @@ nlohmann::json MakeReport(const BenchCommandOptions& o, const BenchResult& r) {
           {"cache_hits", stats.cache_hits},
           {"missing_chunks", stats.missing_chunks},
           {"skipped_samples", stats.skipped_samples},
+          {"missing_date_samples", stats.missing_date_samples},
           {"bytes_read", stats.bytes_read},
           {"bytes_decoded", stats.bytes_decoded},
           {"bytes_used", stats.bytes_used},

@@ -95,6 +95,8 @@ struct LoaderGeometry {
   // window - 1 + offset per offset.
   uint64_t time_window = 1;
   std::vector<uint64_t> target_steps;
+  // Time indices no sample may touch (LoaderOptions::missing_dates), sorted, inside the selection.
+  std::vector<uint64_t> missing_steps;
   std::vector<Slab> input_slabs, target_slabs;
   std::vector<ComputedSlab> computed_slabs;
   // Input channels per sample: input_order.size() × time_window.

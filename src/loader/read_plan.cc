@@ -131,6 +131,12 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
       s.reach *= g.time_step;
     }
     s.chunk = chunks[*ArrayDimOf(g, first, d)];
+    if (g.time_dim && *g.time_dim == d && !g.missing_steps.empty()) {
+      // The store indices a sample touches from its origin: its window's steps and its targets'.
+      s.missing = g.missing_steps;
+      for (uint64_t step = 0; step < g.time_window; ++step) s.touched.push_back(step * g.time_step);
+      for (uint64_t step : g.target_steps) s.touched.push_back(step * g.time_step);
+    }
     out.push_back(std::move(s));
   }
   return out;
