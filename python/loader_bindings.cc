@@ -105,6 +105,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["batches"] = s.batches;
   d["samples"] = s.samples;
   d["skipped_samples"] = s.skipped_samples;
+  d["missing_date_samples"] = s.missing_date_samples;
   d["chunk_refs"] = s.chunk_refs;
   d["chunks_decoded"] = s.chunks_decoded;
   d["cache_hits"] = s.cache_hits;
@@ -199,6 +200,8 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("target_dim", &LoaderOptions::target_dim)
       .def_rw("target_offsets", &LoaderOptions::target_offsets)
       .def_rw("frequency", &LoaderOptions::frequency)
+      .def_rw("missing_dates", &LoaderOptions::missing_dates)
+      .def_rw("detect_missing_dates", &LoaderOptions::detect_missing_dates)
       .def_rw("select", &LoaderOptions::select)
       .def_prop_rw(
           "shuffle", [](const LoaderOptions& o) { return std::string(ShuffleModeName(o.shuffle)); },

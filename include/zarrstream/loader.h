@@ -203,6 +203,14 @@ struct LoaderOptions {
   // store). The time coordinate must be evenly spaced, with a step the frequency is a multiple
   // of. Empty: the store's step.
   std::string frequency;
+  // Time steps no sample may touch, as input or as target (anemoi-datasets' missing_dates):
+  // labels of the time coordinate (a date names its whole period), and with
+  // `detect_missing_dates` every selected step at which some channel the loader reads has no
+  // stored chunk (its values there are the fill value only). Samples touching one are left out
+  // of the index space, before shuffling and sharding; LoaderStats::missing_date_samples counts
+  // them.
+  std::vector<std::string> missing_dates;
+  bool detect_missing_dates = false;
 
   // Label selections (label_selection.h), at most one per dimension: {"time", range "1979" to
   // "2015"}, {"latitude", range "60" to "30"}; ParseLabelSelections reads the command line's
@@ -395,12 +403,17 @@ struct LoaderStats {
   // Shuffle "block": the chunks per block in use (the option, or the loader's choice for
   // block_chunks 0); 0 for the other orders.
   uint64_t block_chunks = 0;
+  // Samples of the index space (all ranks, per epoch) left out because they touch a missing date
+  // (LoaderOptions::missing_dates).
+  uint64_t missing_date_samples = 0;
 };
 
 class Loader {
  public:
-  // Opens the dataset (a group or a single array) at `url`, resolves channels and selections and
-  // plans the samples. Misconfiguration (unknown variable, mismatched dimensions, a window larger
+  // Opens the dataset (a group or a single array) at `url`, or the stores a JSON dataset form
+  // combines (a list joins them; {"join": [...], "mode": "inner"}, {"concat": [...], "dim":
+  // "time"}; docs/loader.md, "Several stores"), resolves channels and selections and plans the
+  // samples. Misconfiguration (unknown variable, mismatched dimensions, a window larger
   // than the selection, offsets past the end, a stats file without a channel) fails here with a
   // message naming the dataset and what is available; so does a batch whose byte count overflows
   // (a batch_size too large for any memory), and worker threads that cannot start (ConfigError).

@@ -128,6 +128,47 @@ def _frequency(value: Any) -> str:
     return value
 
 
+def _dataset_form(dataset: Any) -> Any:
+    """``Loader``'s dataset as JSON values: a store's URL (a str or a path), a list of datasets to
+    join, ``{"join": [...], "mode": "inner"}`` or ``{"concat": [...], "dim": "time"}``, nested as
+    needed (the core checks the keys; docs/loader.md)."""
+    if isinstance(dataset, (str, os.PathLike)):
+        return os.fspath(dataset)
+    if isinstance(dataset, (list, tuple)):
+        return [_dataset_form(member) for member in dataset]
+    if isinstance(dataset, Mapping):
+        return {str(key): [_dataset_form(m) for m in value]
+                if key in ("join", "concat") and isinstance(value, (list, tuple)) else value
+                for key, value in dataset.items()}
+    raise ConfigError(f"dataset {dataset!r}: expected a URL, a list of datasets to join, "
+                      '{"join": [...]} or {"concat": [...], "dim": "time"}')
+
+
+def _dataset_text(form: Any, join: str | None) -> str:
+    """The dataset as the core opens it: a URL, or a JSON form of several stores."""
+    if join not in (None, "exact", "inner"):
+        raise ConfigError(f"join={join!r}: expected 'exact' (equal time axes) or 'inner' (the "
+                          "times every store holds)")
+    if join is not None:
+        if not isinstance(form, list):
+            raise ConfigError(f"join={join!r} joins a list of stores; the dataset is {form!r}")
+        form = {"join": form, "mode": join}
+    return form if isinstance(form, str) else json.dumps(form)
+
+
+def _dataset_urls(form: Any) -> Iterator[str]:
+    """The stores' URLs in a dataset form."""
+    if isinstance(form, str):
+        yield form
+    elif isinstance(form, list):
+        for member in form:
+            yield from _dataset_urls(member)
+    elif isinstance(form, dict):
+        for key in ("join", "concat"):
+            if isinstance(form.get(key), list):
+                yield from _dataset_urls(form[key])
+
+
 def _unsigned(name: str, value: Any, bits: int = 64) -> int:
     """``value`` as an integer option of the core, which holds it in ``bits`` unsigned bits: a
     ConfigError naming the option for anything else (not the binding's bare type error)."""
@@ -240,6 +281,11 @@ class Loader:
     int64 [batch, len(loader.sample_dims)] (each sample's first index along each sampled
     dimension), and with ``nan=<value>`` the bool masks ``"input_mask"`` / ``"target_mask"``.
 
+    ``url`` may name several stores: a list joins them (each variable from the first store that
+    holds it; their shared dimensions must have equal coordinates, or with ``join="inner"`` the
+    time axis is cut to the times all hold), ``{"concat": [url_2019, url_2020], "dim": "time"}``
+    concatenates stores that follow each other in time; forms nest (docs/loader.md).
+
     A static field (a variable without the time dimension, such as ``"land_sea_mask"``) named in
     ``variables`` or ``forcings`` is an input channel broadcast over every step of the window,
     read once when the loader opens and kept; it is never a target.
@@ -253,6 +299,11 @@ class Loader:
     whole number of the store's steps: every 6th step of an hourly store, from the selection's
     first; windows, strides and ``target_offset`` count steps of it, and ``"origin"`` stays the
     store's index.
+
+    ``missing_dates=[labels]`` leaves out every sample whose inputs or targets touch one of those
+    time steps (a date is its whole period); ``missing_dates="detect"`` those touching a step at
+    which some channel read has no stored chunk (fill values only). ``stats()`` counts them in
+    ``"missing_date_samples"``.
 
     A loop over the loader runs the rest of the current epoch; the next loop starts the next epoch
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
@@ -303,15 +354,17 @@ class Loader:
 
     def __init__(
         self,
-        url: str | os.PathLike,
+        url: str | os.PathLike | Sequence[Any] | Mapping[str, Any],
         variables: str | Sequence[str] | None = None,
         *,
+        join: str | None = None,
         forcings: str | Sequence[str] | None = None,
         target_variables: str | Sequence[str] | None = None,
         sample: Mapping[str, int] | None = None,
         stride: Mapping[str, int] | None = None,
         target_offset: Mapping[str, int | Sequence[int]] | None = None,
         frequency: str | datetime.timedelta | None = None,
+        missing_dates: str | Sequence[Any] | None = None,
         select: Mapping[str, Any] | None = None,
         batch_size: int = 1,
         shuffle: str | bool = "exact",
@@ -342,12 +395,10 @@ class Loader:
     ) -> None:
         # What pickling this loader stores (rank and world_size as resolved below).
         arguments = {k: v for k, v in locals().items() if k != "self"}
-        if not isinstance(url, (str, os.PathLike)) or (
-                normalize is not None and not isinstance(normalize, (str, os.PathLike))):
-            what, value = ("url", url) if not isinstance(url, (str, os.PathLike)) else (
-                "normalize", normalize)
-            raise ConfigError(f"{what}={value!r}: expected a path or URL")
-        arguments["url"] = os.fspath(url)
+        if normalize is not None and not isinstance(normalize, (str, os.PathLike)):
+            raise ConfigError(f"normalize={normalize!r}: expected a path or URL")
+        arguments["url"] = _dataset_form(url)
+        dataset = _dataset_text(arguments["url"], join)
         if output not in ("torch", "dlpack"):
             raise ConfigError(f"output={output!r}: expected 'torch' or 'dlpack'")
         self._output = output
@@ -378,6 +429,13 @@ class Loader:
                 for x in ([offsets] if isinstance(offsets, int) else offsets)
             ]
         o.frequency = _frequency(frequency)
+        if isinstance(missing_dates, str):
+            if missing_dates != "detect":
+                raise ConfigError(f"missing_dates={missing_dates!r}: expected 'detect' or a list "
+                                  "of time labels")
+            o.detect_missing_dates = True
+        elif missing_dates is not None:
+            o.missing_dates = [_label("missing_dates", v) for v in missing_dates]
         o.select = [_selection(str(k), v) for k, v in _mapping("select", select)]
         if shuffle is True:
             shuffle = "exact"
@@ -459,15 +517,15 @@ class Loader:
         # Loops over one loader in several threads: the one that finds the epoch done starts the
         # next, the others join it (the core hands each batch to one of them).
         self._epoch_lock = threading.Lock()
-        self._core = _zarrstream.Loader(os.fspath(url), o)
+        self._core = _zarrstream.Loader(dataset, o)
         self._options = o
         arguments.update(rank=o.rank, world_size=o.world_size)
         self._arguments = arguments
 
     def __reduce__(self):
-        url = self._arguments["url"]
-        _refuse_pickling_credentials("the loader's dataset", _without_credentials(url),
-                                     _carries_credentials(url))
+        for url in _dataset_urls(self._arguments["url"]):
+            _refuse_pickling_credentials("the loader's dataset", _without_credentials(url),
+                                         _carries_credentials(url))
         return _reopen_loader, (self._arguments, self.state_dict())
 
     # -- the sample model ---------------------------------------------------------------------

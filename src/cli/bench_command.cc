@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "array/array_state.h"
+#include "dataset/channel_spec.h"
 #include "gpu/gpu_decoder.h"
 #include "store/curl_transport.h"
 #include "util/format.h"
@@ -234,20 +235,19 @@ nlohmann::json GpuDecodePlans(const std::string& url, const LoaderOptions& optio
     plans.push_back(
         {{"array", name}, {"gpu_decodable", plan.gpu()}, {"gpu_decode", plan.description}});
   };
-  Result<Group> group = Group::Open(url);
-  if (!group.ok()) {
-    if (Result<Array> array = Array::Open(url); array.ok() && array->is_numeric()) add("", *array);
-    return plans;
-  }
+  Result<Dataset> dataset = Dataset::Open(url);
+  if (!dataset.ok()) return plans;
   std::vector<std::string> names;
   for (const std::vector<std::string>* specs : {&options.variables, &options.forcings}) {
     for (const std::string& spec : *specs) names.push_back(spec.substr(0, spec.find('@')));
   }
   const bool named = !names.empty();
-  if (!named) names = group->array_names();
+  if (!named) names = dataset->variable_names();
   for (const std::string& name : names) {
-    Result<Array> array = group->OpenArray(name);
-    if (array.ok() && array->is_numeric() && (named || array->rank() >= 2)) add(name, *array);
+    Result<Array> array = dataset->OpenVariable(name);
+    if (array.ok() && array->is_numeric() && (named || array->rank() >= 2)) {
+      add(dataset->is_single_array() ? "" : name, *array);
+    }
   }
   return plans;
 }
@@ -376,6 +376,7 @@ nlohmann::json MakeReport(const BenchCommandOptions& o, const BenchResult& r) {
           {"cache_hits", stats.cache_hits},
           {"missing_chunks", stats.missing_chunks},
           {"skipped_samples", stats.skipped_samples},
+          {"missing_date_samples", stats.missing_date_samples},
           {"bytes_read", stats.bytes_read},
           {"bytes_decoded", stats.bytes_decoded},
           {"bytes_used", stats.bytes_used},
@@ -490,8 +491,18 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
       "bench",
       "Run the loader over a dataset as a training job would and report samples/s, GB/s, time "
       "per stage, read amplification, cache hits and the wait per step");
-  command->add_option("url", options->url, "Dataset: a group (or a single array) URL or path")
+  command
+      ->add_option("url", options->urls,
+                   "Dataset: a group (or a single array) URL or path; several are joined (each "
+                   "variable from the first that holds it); a JSON object such as "
+                   "'{\"concat\": [\"a.zarr\", \"b.zarr\"]}' combines stores otherwise "
+                   "(docs/loader.md)")
       ->required();
+  command
+      ->add_option("--join", options->join,
+                   "Several URLs: 'exact' (the default) asks their time axes to be equal, "
+                   "'inner' takes the times all hold")
+      ->check(CLI::IsMember({"exact", "inner"}));
   command->add_option("--variables", options->variables,
                       "Input variables: NAME, NAME@LEVEL[,LEVEL...] or NAME@*, comma-separated "
                       "or repeated (default: every data variable with a time dimension)");

@@ -14,6 +14,9 @@
 namespace zarrstream::cli {
 
 struct BenchCommandOptions {
+  // The dataset: one store's URL, or several joined (JoinedDatasetText), as `url`.
+  std::vector<std::string> urls;
+  std::string join = "exact";
   std::string url;
   std::vector<std::string> variables;  // each may hold several specs, comma-separated
   std::vector<std::string> forcings;

@@ -14,6 +14,7 @@
 #include "cli/rechunk_command.h"
 #include "cli/stats_command.h"
 #include "cli/synth_command.h"
+#include "dataset/channel_spec.h"
 
 namespace {
 
@@ -81,13 +82,20 @@ int main(int argc, char** argv) {
                             "Icechunk repository: the branch, tag or snapshot id (default: main)");
 
     zarrstream::cli::StatsOptions stats;
+    std::vector<std::string> stats_urls;
+    std::string stats_join = "exact";
     CLI::App* stats_cmd = app.add_subcommand(
         "stats",
         "Per-channel count, NaN count, mean, std (population, ddof=0), min and max over a "
         "label selection, in one streaming pass, written as the loader's normalisation file. "
         "Memory stays below about 3 x threads x one chunk's decoded size.");
-    stats_cmd->add_option("url", stats.url, "Dataset: a group (or a single array) URL or path")
+    stats_cmd
+        ->add_option("url", stats_urls,
+                     "Dataset: a group (or a single array) URL or path; several are joined, a "
+                     "JSON form combines stores otherwise, as for `zarrstream bench`")
         ->required();
+    stats_cmd->add_option("--join", stats_join, "Several URLs: 'exact' or 'inner' (as bench)")
+        ->check(CLI::IsMember({"exact", "inner"}));
     stats_cmd
         ->add_option("--vars", stats.vars,
                      "Variables: NAME, NAME@LEVEL[,LEVEL...] or NAME@*, comma-separated or "
@@ -141,6 +149,9 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(stats_cmd)) {
       if (!stats.dask.empty()) return zarrstream::cli::ForwardToEngine("dask", argc, argv);
       if (!stats.ray.empty()) return zarrstream::cli::ForwardToEngine("ray", argc, argv);
+      stats.url = zarrstream::JoinedDatasetText(stats_urls, stats_join == "inner"
+                                                                ? zarrstream::JoinDates::kInner
+                                                                : zarrstream::JoinDates::kExact);
       return zarrstream::cli::RunStats(stats);
     }
     if (app.got_subcommand(synth_cmd)) return zarrstream::cli::RunSynth(synth);
@@ -155,7 +166,12 @@ int main(int argc, char** argv) {
       }
       return zarrstream::cli::ForwardToEngine(engine, argc, argv);
     }
-    if (app.got_subcommand(bench_cmd)) return zarrstream::cli::RunBench(bench);
+    if (app.got_subcommand(bench_cmd)) {
+      bench.url = zarrstream::JoinedDatasetText(bench.urls, bench.join == "inner"
+                                                                ? zarrstream::JoinDates::kInner
+                                                                : zarrstream::JoinDates::kExact);
+      return zarrstream::cli::RunBench(bench);
+    }
     if (app.got_subcommand(doctor_cmd)) return zarrstream::cli::RunDoctor(doctor_url, doctor_json);
     return 1;
   } catch (const std::exception& e) {

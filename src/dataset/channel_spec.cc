@@ -171,6 +171,10 @@ bool HasTimeDimension(const std::vector<std::string>& dims) {
 }
 
 Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) {
+  const size_t text = url.find_first_not_of(" \t\n");
+  if (text != std::string_view::npos && (url[text] == '[' || url[text] == '{')) {
+    return OpenDatasetForm(url, options);
+  }
   Result<Group> group = Group::Open(url, options);
   if (group.ok()) return FromGroup(*group);
   if (group.status().code() != ErrorCode::kInvalidArgument) return group.status();
@@ -225,6 +229,13 @@ Result<Dataset> Dataset::FromGroup(const Group& group) {
         rest.remove_prefix(space + 1);
       }
     }
+    for (size_t d = 0; d < array.dims().size() && d < array.rank(); ++d) {
+      const std::string& dim = array.dims()[d];
+      if (std::none_of(dataset.dims_.begin(), dataset.dims_.end(),
+                       [&](const auto& known) { return known.first == dim; })) {
+        dataset.dims_.emplace_back(dim, array.shape()[d]);
+      }
+    }
     arrays.push_back(std::move(array));
     names.push_back(name);
   }
@@ -263,6 +274,9 @@ Result<Dataset> Dataset::FromArray(const Array& array, std::string name) {
   dataset.url_ = array.url();
   dataset.single_ = array;
   dataset.variables_.push_back(std::move(name));
+  for (size_t d = 0; d < array.dims().size() && d < array.rank(); ++d) {
+    dataset.dims_.emplace_back(array.dims()[d], array.shape()[d]);
+  }
   for (const std::string& dim : array.dims()) {
     if (IsTimeDimension(dim)) dataset.timed_variables_ = dataset.variables_;
     if (!IsLevelDimension(dim) && !IsTimeDimension(dim) && dim != kChannelDim) {
@@ -277,7 +291,7 @@ std::vector<std::string> Dataset::DefaultVariableNames() const {
 }
 
 std::string Dataset::Describe() const {
-  std::string s = "dataset at ";
+  std::string s = is_combined() ? "dataset " : "dataset at ";
   s += url_;
   return s;
 }
@@ -285,7 +299,14 @@ std::string Dataset::Describe() const {
 Result<Array> Dataset::OpenVariable(std::string_view name) const {
   auto unusable = unusable_.find(std::string(name));
   if (unusable != unusable_.end()) return unusable->second;
-  if (single_) {
+  if (is_combined()) {
+    for (const Dataset& member : members_) {
+      const std::vector<std::string>& names = member.variables_;
+      if (std::find(names.begin(), names.end(), name) != names.end()) {
+        return member.OpenVariable(name);
+      }
+    }
+  } else if (single_) {
     if (name == variables_.front()) return *single_;
   } else if (std::find(variables_.begin(), variables_.end(), name) != variables_.end()) {
     return group_->OpenArray(name);
@@ -301,6 +322,17 @@ Result<Array> Dataset::OpenVariable(std::string_view name) const {
 }
 
 Result<Coordinate> Dataset::LoadCoordinate(std::string_view dim) const {
+  if (is_combined()) {
+    if (time_coordinate_ && dim == time_dim_) return *time_coordinate_;
+    // The members' coordinates of a dimension they share are equal (CombineAxes): the first.
+    std::optional<Status> first_error;
+    for (const Dataset& member : members_) {
+      Result<Coordinate> coordinate = member.LoadCoordinate(dim);
+      if (coordinate.ok()) return coordinate;
+      if (!first_error) first_error = coordinate.status();
+    }
+    return *first_error;
+  }
   if (!group_) {
     std::string s = "cannot select on '";
     s += dim;
@@ -448,6 +480,7 @@ Result<std::vector<Channel>> PickStackedChannels(const VariableSpec& spec,
 }  // namespace
 
 Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const {
+  if (is_combined()) return ResolveInMembers(spec);
   auto unusable = unusable_.find(spec.variable);
   if (unusable != unusable_.end()) return unusable->second;
   const bool is_variable =

@@ -68,6 +68,15 @@ Result<std::vector<VariableSpec>> ParseVariableSpecs(std::span<const std::string
 bool IsLevelDimension(std::string_view dim);
 bool IsTimeDimension(std::string_view dim);
 
+// A run of a combined dataset's time dimension stored in one array (Dataset::Join, Concat):
+// dataset indices [begin, end) are indices [first, first + end - begin) of `array`.
+struct TimeSegment {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t first = 0;
+  Array array;
+};
+
 // One channel: one index along the level (or channel) dimension of one array, or a whole array.
 struct Channel {
   Channel(std::string in_array_name, Array in_array)
@@ -92,22 +101,45 @@ struct Channel {
   // A static field among time-dependent channels: its dims are theirs without the time
   // dimension, and its one field stands for every time step.
   bool broadcast = false;
+  // A time-dependent channel of a combined dataset: where each run of the dataset's time
+  // dimension is stored, in order, covering it whole (`shape` holds the dataset's time extent;
+  // `array` is the first segment's, and every segment's array has its data type and CF
+  // attributes). Empty: `array` holds the dataset's indices as they are.
+  std::vector<TimeSegment> time_segments;
 };
+
+// How a join treats the time axes of its stores: kExact asks them to be equal, kInner takes the
+// times every store holds (one run of each store's axis).
+enum class JoinDates : uint8_t { kExact, kInner };
 
 bool HasTimeDimension(const std::vector<std::string>& dims);
 
 class Dataset {
  public:
-  // Opens the group or single array at `url`.
+  // Opens the group or single array at `url`, or a combination of stores described in JSON
+  // (text starting with '[' or '{'; OpenDatasetForm).
   static Result<Dataset> Open(std::string_view url, const OpenOptions& options = {});
+  // Several datasets as one (docs/loader.md, "Several stores"). Join: each variable is the first
+  // member's that holds it; the dimensions the members share must have the same coordinates
+  // (with kInner, the time dimension is cut to the times all hold), else a kConfig error naming
+  // the dimension, the two stores and the first index where they differ. Concat: the members
+  // follow each other along time dimension `dim`, each one step of its time axis after the one
+  // before (a gap or an overlap is a kConfig error naming both stores and the labels), with the
+  // first member's variables and equal other dimensions.
+  static Result<Dataset> Join(std::vector<Dataset> members, JoinDates dates);
+  static Result<Dataset> Concat(std::vector<Dataset> members, std::string_view dim);
   static Result<Dataset> FromGroup(const Group& group);
   // A dataset of one array; `name` is its variable name (for a stacked array, only used in
   // messages).
   static Result<Dataset> FromArray(const Array& array, std::string name);
 
+  // The store's URL; a combination's form: "join(a.zarr, b.zarr)", "concat(...)".
   const std::string& url() const { return url_; }
-  // The group, or nullopt for a single-array dataset (which has no coordinates).
+  // The group, or nullopt for a single-array dataset (which has no coordinates) or a
+  // combination of stores.
   const std::optional<Group>& group() const { return group_; }
+  bool is_single_array() const { return single_.has_value(); }
+  bool is_combined() const { return !members_.empty(); }
   // The data variables, sorted.
   const std::vector<std::string>& variable_names() const { return variables_; }
   // The variables a loader or `zarrstream stats` takes when none are named: those with a time
@@ -130,6 +162,16 @@ class Dataset {
 
  private:
   Result<std::vector<Channel>> ResolveOne(const VariableSpec& spec) const;
+  // A combination's ResolveOne: in the member that holds the variable (join), or in every member
+  // one after the other (concat), with the members' time indices mapped onto the dataset's.
+  Result<std::vector<Channel>> ResolveInMembers(const VariableSpec& spec) const;
+  Result<std::vector<Channel>> ResolveInConcat(const VariableSpec& spec) const;
+  // `channel` of member `k` with its time dimension as this dataset's (TimeSegment).
+  Channel MapTime(Channel channel, size_t k) const;
+  // A combination's checks of its members' shared dimensions (equal, or with `inner_time` the
+  // time dimension cut to the times all hold) and its time axis; `concat_dim` is the dimension a
+  // concatenation runs along.
+  Status CombineAxes(bool inner_time, std::string_view concat_dim);
   Result<std::vector<Channel>> StackedChannels(const std::string& array_name,
                                                const Array& array) const;
   std::string Describe() const;
@@ -142,6 +184,28 @@ class Dataset {
   std::map<std::string, Status> unusable_;
   // Dimensions every data variable with any non-level, non-time dimension has.
   std::vector<std::string> shared_dims_;
+  // Every dimension of the arrays, with its extent (the first array's that has it).
+  std::vector<std::pair<std::string, uint64_t>> dims_;
+
+  // A combination of stores: join or concat of `members_`. The time dimension `time_dim_` (empty
+  // when no member has one) has coordinate `time_coordinate_`; member k's time indices
+  // member_times_[k] are the dataset's from member_begin_[k] on.
+  enum class Combination : uint8_t { kNone, kJoin, kConcat };
+  Combination combination_ = Combination::kNone;
+  std::vector<Dataset> members_;
+  std::string time_dim_;
+  std::optional<Coordinate> time_coordinate_;
+  std::vector<IndexRange> member_times_;
+  std::vector<uint64_t> member_begin_;
 };
+
+// The combination a JSON dataset form describes, its members opened with `options`: a string is a
+// store's URL, a list joins its members ({"join": [...], "mode": "inner"} joins on the times all
+// hold), {"concat": [...], "dim": "time"} concatenates them along time; forms nest. Anything else
+// is a kConfig error quoting the form.
+Result<Dataset> OpenDatasetForm(std::string_view json, const OpenOptions& options = {});
+// The dataset text the command line's URLs (each a store's URL or a JSON form) make: the one URL
+// as it is, or the JSON form that joins them, on the times all hold with kInner.
+std::string JoinedDatasetText(const std::vector<std::string>& urls, JoinDates dates);
 
 }  // namespace zarrstream

@@ -262,6 +262,62 @@ Status Coordinate::DecodeDateTime64(const ExtendedType& type, const std::vector<
   return Status::Ok();
 }
 
+Coordinate Coordinate::Slice(IndexRange range) const {
+  Coordinate c = *this;
+  c.size_ = range.size();
+  const auto cut = [&](auto& values) {
+    if (values.empty()) return;
+    values.assign(values.begin() + static_cast<ptrdiff_t>(range.start),
+                  values.begin() + static_cast<ptrdiff_t>(range.stop));
+  };
+  cut(c.labels_);
+  cut(c.numbers_);
+  cut(c.seconds_);
+  return c;
+}
+
+bool Coordinate::SameLabel(uint64_t index, const Coordinate& other, uint64_t other_index) const {
+  if (text_ != other.text_ || is_time() != other.is_time()) return false;
+  if (text_) return labels_[index] == other.labels_[other_index];
+  if (is_time()) {
+    return time_units_->calendar() == other.time_units_->calendar() &&
+           seconds_[index] == other.seconds_[other_index];
+  }
+  return numbers_[index] == other.numbers_[other_index];
+}
+
+std::optional<uint64_t> Coordinate::FirstDifference(const Coordinate& other) const {
+  const uint64_t common = std::min(size_, other.size_);
+  for (uint64_t i = 0; i < common; ++i) {
+    if (!SameLabel(i, other, i)) return i;
+  }
+  if (size_ != other.size_) return common;
+  return std::nullopt;
+}
+
+Result<Coordinate> Coordinate::Concat(std::span<const Coordinate> parts, std::string_view where) {
+  if (parts.empty()) return InvalidArgumentError("concatenating no coordinates");
+  Coordinate c = parts.front();
+  c.where_ = std::string(where);
+  for (size_t k = 1; k < parts.size(); ++k) {
+    const Coordinate& part = parts[k];
+    const bool same_kind =
+        part.text_ == c.text_ && part.is_time() == c.is_time() &&
+        (!c.is_time() || part.time_units_->calendar() == c.time_units_->calendar());
+    if (!same_kind) {
+      return InvalidArgumentError(part.Describe() + " holds other labels than " +
+                                  parts.front().Describe() +
+                                  " (times of another calendar, numbers or text): they cannot "
+                                  "be concatenated");
+    }
+    c.labels_.insert(c.labels_.end(), part.labels_.begin(), part.labels_.end());
+    c.numbers_.insert(c.numbers_.end(), part.numbers_.begin(), part.numbers_.end());
+    c.seconds_.insert(c.seconds_.end(), part.seconds_.begin(), part.seconds_.end());
+    c.size_ += part.size_;
+  }
+  return c;
+}
+
 std::string Coordinate::Describe() const {
   std::string s = "coordinate '";
   s += dim_;

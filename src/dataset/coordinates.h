@@ -77,6 +77,22 @@ class Coordinate {
   // durations.
   int64_t TimeSeconds(uint64_t index) const { return seconds_[index]; }
 
+  // The labels [range.start, range.stop) as a coordinate of their own (a joined dataset's
+  // common times).
+  Coordinate Slice(IndexRange range) const;
+  // The labels of `parts` one after the other, as a coordinate of dimension `parts[0].dim()`
+  // described as of `where` (a dataset concatenated along time). The parts must be of one kind
+  // (times of one calendar, numbers or text), else an InvalidArgument error; their order is the
+  // caller's to check.
+  static Result<Coordinate> Concat(std::span<const Coordinate> parts, std::string_view where);
+  // The first index at which this coordinate's labels and `other`'s differ (a time compared as
+  // its instant, a number as its value, text exactly), min(size(), other.size()) where one runs
+  // out first; nullopt where they are the same labels. Coordinates of different kinds (times and
+  // numbers, or two calendars) differ at index 0.
+  std::optional<uint64_t> FirstDifference(const Coordinate& other) const;
+  // Whether the label at `index` is the same as `other`'s label at `other_index` (as above).
+  bool SameLabel(uint64_t index, const Coordinate& other, uint64_t other_index) const;
+
   // The indices whose labels lie in [start, stop] (see the overview); nullopt ends are open.
   // Errors: a label that does not parse, a range against the coordinate's order, and a range that
   // selects nothing; each names the coordinate, its group, the label and the coordinate's extent.

@@ -15,7 +15,9 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
+#include "array/array_state.h"
 #include "dataset/cf_decoding.h"
 #include "dataset/cf_time.h"
 #include "dataset/stats_file.h"
@@ -110,7 +112,21 @@ Status UndefinedStatsError(const std::string& stats_path, const std::string& cha
                               "' no finite mean and std: it cannot normalise it");
 }
 
-// Each channel's CF decoding from its array's attributes (all values as stored when off).
+bool SameDecoding(const CfDecoding& a, const CfDecoding& b) {
+  // Bit for bit: a NaN fill value is the same as another NaN.
+  const auto same = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  bool equal = a.source == b.source && a.decode == b.decode && a.decoded == b.decoded &&
+               a.has_scale_factor == b.has_scale_factor && a.has_add_offset == b.has_add_offset &&
+               same(a.scale_factor, b.scale_factor) && same(a.add_offset, b.add_offset) &&
+               a.num_fill_values == b.num_fill_values;
+  for (uint32_t k = 0; equal && k < a.num_fill_values; ++k) {
+    equal = same(a.fill_values[k], b.fill_values[k]);
+  }
+  return equal;
+}
+
+// Each channel's CF decoding from its array's attributes (all values as stored when off). The
+// stores a combined channel's time runs come from must decode alike: one decoding per channel.
 Status SetCfDecoding(bool decode_cf, LoaderGeometry& g) {
   g.cf.clear();
   for (const Channel& channel : g.channels) {
@@ -119,6 +135,15 @@ Status SetCfDecoding(bool decode_cf, LoaderGeometry& g) {
       continue;
     }
     ZS_ASSIGN_OR_RETURN(CfDecoding cf, CfDecodingOf(channel.array));
+    for (const TimeSegment& segment : channel.time_segments) {
+      ZS_ASSIGN_OR_RETURN(CfDecoding other, CfDecodingOf(segment.array));
+      if (!SameDecoding(cf, other)) {
+        return ConfigError("channel '" + channel.name + "': " + segment.array.state().Describe() +
+                           " and " + channel.array.state().Describe() +
+                           " hold its values with different CF encodings (scale_factor, "
+                           "add_offset, _FillValue, missing_value): one channel decodes one way");
+      }
+    }
     g.cf.push_back(cf);
   }
   return Status::Ok();
@@ -212,7 +237,7 @@ Result<std::vector<InputSource>> SplitForcings(const Dataset& dataset,
       order.push_back(InputSource{true, *kind});
       continue;
     }
-    if (!stored && dataset.group()) {
+    if (!stored && !dataset.is_single_array()) {
       std::string message = "forcing '";
       message += forcing;
       message += "' is neither a variable of ";
@@ -302,32 +327,45 @@ Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const s
 
 // The channels' names, the checks of what the loader can read, and the distinct arrays.
 Status SetArrays(LoaderGeometry& g) {
-  std::vector<std::string> array_names;
+  std::vector<std::string> array_urls;
   std::vector<Array> handles;
-  for (size_t c = 0; c < g.channels.size(); ++c) {
-    const Channel& ch = g.channels[c];
-    (c < g.num_inputs ? g.input_names : g.target_names).push_back(ch.name);
-    if (ch.array.rank() > kLoaderMaxRank) {
-      return UnsupportedError("channel '" + ch.name + "': " + ch.array.state().Describe() +
-                              " has " + std::to_string(ch.array.rank()) +
-                              " dimensions; the loader reads at most " +
-                              std::to_string(kLoaderMaxRank));
-    }
-    if (!SupportedSource(ch.array.dtype())) {
-      return UnsupportedError("channel '" + ch.name + "': " + ch.array.state().Describe() +
-                              " holds " + std::string(DataTypeName(ch.array.dtype())) +
-                              "; the loader reads integer and floating-point arrays");
-    }
-    // Channels of one array (levels; an input that is also a target) share its chunks: one
-    // handle per array name, so the read plan deduplicates them.
-    auto it = std::find(array_names.begin(), array_names.end(), ch.array_name);
-    g.channel_array.push_back(static_cast<size_t>(it - array_names.begin()));
-    if (it == array_names.end()) {
-      array_names.push_back(ch.array_name);
-      g.arrays.push_back(&ch.array.state());
-      handles.push_back(ch.array);
+  // Channels of one array (levels; an input that is also a target) share its chunks: one handle
+  // per array, so the read plan deduplicates them.
+  const auto slot_of = [&](Array& array) {
+    auto it = std::find(array_urls.begin(), array_urls.end(), array.url());
+    const auto slot = static_cast<size_t>(it - array_urls.begin());
+    if (it == array_urls.end()) {
+      array_urls.push_back(array.url());
+      g.arrays.push_back(&array.state());
+      handles.push_back(array);
     } else {
-      g.channels[c].array = handles[g.channel_array.back()];
+      array = handles[slot];
+    }
+    return slot;
+  };
+  g.time_segments.resize(g.channels.size());
+  for (size_t c = 0; c < g.channels.size(); ++c) {
+    Channel& ch = g.channels[c];
+    (c < g.num_inputs ? g.input_names : g.target_names).push_back(ch.name);
+    std::vector<const Array*> arrays = {&ch.array};
+    for (const TimeSegment& segment : ch.time_segments) arrays.push_back(&segment.array);
+    for (const Array* array : arrays) {
+      if (array->rank() > kLoaderMaxRank) {
+        return UnsupportedError("channel '" + ch.name + "': " + array->state().Describe() +
+                                " has " + std::to_string(array->rank()) +
+                                " dimensions; the loader reads at most " +
+                                std::to_string(kLoaderMaxRank));
+      }
+      if (!SupportedSource(array->dtype())) {
+        return UnsupportedError("channel '" + ch.name + "': " + array->state().Describe() +
+                                " holds " + std::string(DataTypeName(array->dtype())) +
+                                "; the loader reads integer and floating-point arrays");
+      }
+    }
+    g.channel_array.push_back(slot_of(ch.array));
+    for (TimeSegment& segment : ch.time_segments) {
+      g.time_segments[c].push_back(
+          ArraySegment{segment.begin, segment.end, segment.first, slot_of(segment.array)});
     }
   }
   return Status::Ok();
@@ -523,6 +561,101 @@ Status SetTargetSteps(const LoaderOptions& options, const std::string& where, Lo
   return Status::Ok();
 }
 
+// The store keys of `array`'s stored chunks (or shards), listed once.
+Result<std::unordered_set<std::string>> StoredKeys(const internal::ArrayState& array) {
+  ZS_ASSIGN_OR_RETURN_CTX(std::vector<KeyInfo> listed, array.store->List(array.path),
+                          "listing the chunks of " + array.Describe() + " to detect missing dates");
+  std::unordered_set<std::string> keys;
+  for (KeyInfo& key : listed) keys.insert(std::move(key.key));
+  return keys;
+}
+
+// The selected time steps at which channel `c` has no stored chunk in the selection (its values
+// there would be the fill value only), added to `missing`. `keys` caches each array's listing,
+// `absent` each (array, time chunk, level chunk)'s answer.
+Status DetectMissingSteps(const LoaderGeometry& g, size_t c,
+                          std::map<size_t, std::unordered_set<std::string>>& keys,
+                          std::map<std::tuple<size_t, uint64_t, uint64_t>, bool>& absent,
+                          std::set<uint64_t>& missing) {
+  const Channel& channel = g.channels[c];
+  const IndexRange& range = g.ranges[*g.time_dim];
+  for (uint64_t t = range.start; t < range.stop; ++t) {
+    const auto [slot, index] = TimeSource(g, c, t);
+    const internal::ArrayState& array = *g.arrays[slot];
+    const std::vector<uint64_t>& chunk = array.metadata.chunk_shape;
+    const size_t time_axis = *ArrayDimOf(g, c, *g.time_dim);
+    const uint64_t level_chunk =
+        channel.level_dim ? channel.level_index / chunk[*channel.level_dim] : 0;
+    const auto cell = std::make_tuple(slot, index / chunk[time_axis], level_chunk);
+    auto known = absent.find(cell);
+    if (known == absent.end()) {
+      if (!keys.count(slot)) {
+        ZS_ASSIGN_OR_RETURN(keys[slot], StoredKeys(array));
+      }
+      const std::unordered_set<std::string>& stored = keys[slot];
+      // Every chunk of the step's selected box: the odometer over the other dimensions' chunks.
+      const size_t rank = array.metadata.shape.size();
+      std::vector<uint64_t> low(rank, 0), high(rank, 0);
+      low[time_axis] = high[time_axis] = index / chunk[time_axis];
+      if (channel.level_dim) low[*channel.level_dim] = high[*channel.level_dim] = level_chunk;
+      for (size_t d = 0; d < g.dims.size(); ++d) {
+        const std::optional<size_t> a = ArrayDimOf(g, c, d);
+        if (!a || d == *g.time_dim) continue;
+        low[*a] = g.ranges[d].start / chunk[*a];
+        high[*a] = (g.ranges[d].stop - 1) / chunk[*a];
+      }
+      std::vector<uint64_t> coords = low;
+      bool none = true;
+      for (bool more = true; more && none;) {
+        none = !stored.count(array.ChunkKey(coords));
+        more = false;
+        for (size_t a = rank; a-- > 0;) {
+          if (coords[a] < high[a]) {
+            ++coords[a];
+            more = true;
+            break;
+          }
+          coords[a] = low[a];
+        }
+      }
+      known = absent.emplace(cell, none).first;
+    }
+    if (known->second) missing.insert(t);
+  }
+  return Status::Ok();
+}
+
+// The time steps no sample may touch: the labels LoaderOptions::missing_dates names, and with
+// detect_missing_dates the steps some channel has no chunk at.
+Status SetMissingDates(const Dataset& dataset, const LoaderOptions& options,
+                       const std::string& where, LoaderGeometry& g) {
+  if (options.missing_dates.empty() && !options.detect_missing_dates) return Status::Ok();
+  if (!g.time_dim) {
+    return ConfigError("missing dates: the channels of " + where + " have no time dimension (" +
+                       JoinNames(g.dims) + ")");
+  }
+  std::set<uint64_t> missing;
+  if (!options.missing_dates.empty()) {
+    ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(g.dims[*g.time_dim]));
+    ZS_ASSIGN_OR_RETURN_CTX(std::vector<uint64_t> indices,
+                            coordinate.SelectValues(options.missing_dates), "missing dates");
+    missing.insert(indices.begin(), indices.end());
+  }
+  if (options.detect_missing_dates) {
+    std::map<size_t, std::unordered_set<std::string>> keys;
+    std::map<std::tuple<size_t, uint64_t, uint64_t>, bool> absent;
+    for (size_t c = 0; c < g.channels.size(); ++c) {
+      if (g.resident[g.channel_array[c]]) continue;  // a static field: no time steps
+      ZS_RETURN_IF_ERROR(DetectMissingSteps(g, c, keys, absent, missing));
+    }
+  }
+  const IndexRange& range = g.ranges[*g.time_dim];
+  for (uint64_t t : missing) {
+    if (t >= range.start && t < range.stop) g.missing_steps.push_back(t);
+  }
+  return Status::Ok();
+}
+
 // The boxes of the static fields' arrays that the loader keeps: the selection of every dimension
 // but time, and the whole level dimension.
 void SetResident(LoaderGeometry& g) {
@@ -661,6 +794,16 @@ void SetLayout(LoaderGeometry& g) {
 
 }  // namespace
 
+std::pair<size_t, uint64_t> TimeSource(const LoaderGeometry& g, size_t c, uint64_t t) {
+  const std::vector<ArraySegment>& segments = g.time_segments[c];
+  if (segments.empty()) return {g.channel_array[c], t};
+  // The last segment beginning at or before t (segments cover the time dimension, in order).
+  auto it = std::upper_bound(segments.begin(), segments.end(), t,
+                             [](uint64_t index, const ArraySegment& s) { return index < s.begin; });
+  const ArraySegment& segment = *(it - 1);
+  return {segment.array, t - segment.begin + segment.first};
+}
+
 std::optional<size_t> ArrayDimOf(const LoaderGeometry& g, size_t c, size_t d) {
   const Channel& channel = g.channels[c];
   size_t channel_dim = d;
@@ -681,6 +824,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
   SetResident(g);
+  ZS_RETURN_IF_ERROR(SetMissingDates(dataset, options, where, g));
   ZS_RETURN_IF_ERROR(SetComputedForcings(dataset, where, g));
   SetLayout(g);
   ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));

@@ -46,6 +46,16 @@ struct Slab {
   bool target = false;
 };
 
+// A run of a combined dataset's time dimension that one array holds (Channel::time_segments):
+// dataset time indices [begin, end) are indices first + (t - begin) of
+// LoaderGeometry::arrays[array].
+struct ArraySegment {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t first = 0;
+  size_t array = 0;
+};
+
 // One output channel of a computed forcing (dataset/computed_forcings.h) at a time step.
 struct ComputedSlab {
   forcing_math::Kind kind = forcing_math::kCosLatitude;
@@ -85,6 +95,8 @@ struct LoaderGeometry {
   // window - 1 + offset per offset.
   uint64_t time_window = 1;
   std::vector<uint64_t> target_steps;
+  // Time indices no sample may touch (LoaderOptions::missing_dates), sorted, inside the selection.
+  std::vector<uint64_t> missing_steps;
   std::vector<Slab> input_slabs, target_slabs;
   std::vector<ComputedSlab> computed_slabs;
   // Input channels per sample: input_order.size() × time_window.
@@ -106,6 +118,10 @@ struct LoaderGeometry {
   // The distinct arrays behind the channels; channel_array[c] indexes them.
   std::vector<const internal::ArrayState*> arrays;
   std::vector<size_t> channel_array;
+  // Per channel of a combined dataset's store(s), in order along the time dimension: the arrays
+  // that hold its runs of the time dimension. Empty: arrays[channel_array[c]] holds every time
+  // index as the dataset numbers it.
+  std::vector<std::vector<ArraySegment>> time_segments;
   // Per array: the box kept in memory where its channels are static fields (Channel::broadcast:
   // no time dimension, the same field at every step of a window); nullopt: read per batch.
   std::vector<std::optional<ResidentBox>> resident;
@@ -120,6 +136,10 @@ struct LoaderGeometry {
 // The dimension of channel `c`'s array that the geometry's dimension `d` is; nullopt for the time
 // dimension of a static field, which its array lacks.
 std::optional<size_t> ArrayDimOf(const LoaderGeometry& geometry, size_t c, size_t d);
+
+// The array (index into `geometry.arrays`) and the index along its time dimension that hold
+// dataset time index `t` of channel `c`.
+std::pair<size_t, uint64_t> TimeSource(const LoaderGeometry& geometry, size_t c, uint64_t t);
 
 // Resolves `options` against `dataset` (see include/zarrstream/loader.h), reading the stats file
 // `options.normalize` names. Errors are kInvalidArgument (kNotFound for unknown names, kUnsupported

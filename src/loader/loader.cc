@@ -601,6 +601,7 @@ LoaderStats Loader::stats() const {
     st.cpu_decode_share =
         CurrentDecodeShare(s.decode_share.get(), s.options.decode.cpu_share).share;
   }
+  st.missing_date_samples = s.plan.num_missing_samples();
   st.estimated_read_amplification = s.estimated_amplification;
   st.estimated_read_amplification_exact = s.estimated_amplification_exact;
   if (s.plan.options().shuffle == ShuffleMode::kBlock)

@@ -19,10 +19,7 @@ using ChunkIndex = std::vector<std::unordered_map<uint64_t, uint32_t>>;
 void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, uint32_t slab_index,
               const Slab& slab, ChunkIndex* index, BatchReadPlan* plan) {
   const Channel& channel = g.channels[slab.channel];
-  const internal::ArrayState& array = channel.array.state();
-  const size_t array_rank = array.metadata.shape.size();
-  const std::vector<uint64_t>& chunk = array.read_chunk_shape;
-  const std::vector<uint64_t>& shape = array.metadata.shape;
+  size_t array_slot = g.channel_array[slab.channel];
   DimArray lo{}, extent{}, first{}, count{};
   for (size_t d = 0; d < g.dims.size(); ++d) {
     const std::optional<size_t> a = ArrayDimOf(g, slab.channel, d);
@@ -30,12 +27,17 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
     const bool is_time = g.time_dim && *g.time_dim == d;
     lo[*a] = start[d] + (is_time ? slab.step * g.time_step : 0);
     extent[*a] = is_time ? 1 : g.window[d];
+    // A step of a combined dataset: the store, and its index, that hold it.
+    if (is_time) std::tie(array_slot, lo[*a]) = TimeSource(g, slab.channel, lo[*a]);
   }
   if (channel.level_dim) {
     lo[*channel.level_dim] = channel.level_index;
     extent[*channel.level_dim] = 1;
   }
-  const size_t array_slot = g.channel_array[slab.channel];
+  const internal::ArrayState& array = *g.arrays[array_slot];
+  const size_t array_rank = array.metadata.shape.size();
+  const std::vector<uint64_t>& chunk = array.read_chunk_shape;
+  const std::vector<uint64_t>& shape = array.metadata.shape;
   if (const std::optional<ResidentBox>& box = g.resident[array_slot]) {
     PlannedCopy copy;
     copy.sample = sample;
@@ -129,6 +131,12 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
       s.reach *= g.time_step;
     }
     s.chunk = chunks[*ArrayDimOf(g, first, d)];
+    if (g.time_dim && *g.time_dim == d && !g.missing_steps.empty()) {
+      // The store indices a sample touches from its origin: its window's steps and its targets'.
+      s.missing = g.missing_steps;
+      for (uint64_t step = 0; step < g.time_window; ++step) s.touched.push_back(step * g.time_step);
+      for (uint64_t step : g.target_steps) s.touched.push_back(step * g.time_step);
+    }
     out.push_back(std::move(s));
   }
   return out;

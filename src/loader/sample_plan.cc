@@ -287,6 +287,7 @@ Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
   plan.options_ = options;
   plan.num_samples_ = 1;
   plan.num_blocks_ = 1;
+  uint64_t all_samples = 1;  // without leaving out missing indices
   Fingerprint fingerprint;
   for (size_t i = 0; i < dims.size(); ++i) {
     ZS_RETURN_IF_ERROR(CheckSampledDim(dims, i, what));
@@ -296,8 +297,26 @@ Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
     const uint64_t needed = dim.window + dim.reach;
     DimGeometry g;
     g.stride = dim.stride.value_or(dim.window);
-    const uint64_t count = (size - needed) / g.stride + 1;
-    // A block spans at least one stride so that every block holds an origin.
+    const uint64_t all_count = (size - needed) / g.stride + 1;
+    std::vector<uint64_t> kept;
+    if (!dim.missing.empty()) {
+      for (uint64_t j = 0; j < all_count; ++j) {
+        const uint64_t origin = dim.range.start + j * g.stride;
+        const bool touches = std::any_of(dim.touched.begin(), dim.touched.end(), [&](uint64_t t) {
+          return std::binary_search(dim.missing.begin(), dim.missing.end(), origin + t);
+        });
+        if (!touches) kept.push_back(j);
+      }
+      if (kept.empty()) {
+        return ConfigError(where + ": every sample touches a missing date (" +
+                           std::to_string(dim.missing.size()) + " missing in the selection)");
+      }
+      if (kept.size() == all_count) kept.clear();
+    }
+    const uint64_t count = kept.empty() ? all_count : kept.size();
+    all_samples = CheckedMul(all_samples, all_count).value_or(UINT64_MAX);
+    // A block spans at least one stride so that every block holds an origin (without missing
+    // indices: with them a block may be empty).
     const uint64_t span_chunks = std::max(options.block_chunks, CeilDiv(g.stride, dim.chunk));
     // BlockBegin computes block boundaries up to one block past the range's end.
     const std::optional<uint64_t> block_span = CheckedMul(span_chunks, dim.chunk);
@@ -306,7 +325,7 @@ Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
     }
     g.block_span = *block_span;
     g.first_block = dim.range.start / g.block_span;
-    const uint64_t last_origin = dim.range.start + (count - 1) * g.stride;
+    const uint64_t last_origin = dim.range.start + (all_count - 1) * g.stride;
     g.num_blocks = last_origin / g.block_span - g.first_block + 1;
     const std::optional<uint64_t> num_samples = CheckedMul(plan.num_samples_, count);
     if (!num_samples || *num_samples > kMaxSamples) {
@@ -322,7 +341,11 @@ Result<SamplePlan> SamplePlan::Create(std::vector<SampledDim> dims,
          {dim.range.start, dim.range.stop, dim.window, g.stride, dim.reach, dim.chunk}) {
       fingerprint.Add(v);
     }
+    fingerprint.Add(kept.size());
+    for (uint64_t j : kept) fingerprint.Add(j);
+    plan.kept_.push_back(std::move(kept));
   }
+  plan.num_missing_samples_ = all_samples - plan.num_samples_;
   for (uint64_t v : {options.block_chunks, options.block_window, uint64_t{options.drop_last},
                      uint64_t{options.pad_to_equal}}) {
     fingerprint.Add(v);
@@ -345,7 +368,7 @@ void SamplePlan::SampleOrigin(uint64_t sample_id, std::span<uint64_t> origin) co
   for (size_t d = dims_.size(); d-- > 0;) {
     const uint64_t j = sample_id % origin_counts_[d];
     sample_id /= origin_counts_[d];
-    origin[d] = dims_[d].range.start + j * geometry_[d].stride;
+    origin[d] = dims_[d].range.start + OriginNumber(d, j) * geometry_[d].stride;
   }
 }
 
@@ -361,7 +384,12 @@ uint64_t SamplePlan::BlockBegin(size_t dim, uint64_t block) const {
   if (block == 0) return 0;
   const DimGeometry& g = geometry_[dim];
   const uint64_t boundary = (g.first_block + block) * g.block_span;  // > range.start
-  return std::min(CeilDiv(boundary - dims_[dim].range.start, g.stride), origin_counts_[dim]);
+  const uint64_t number = CeilDiv(boundary - dims_[dim].range.start, g.stride);
+  const std::vector<uint64_t>& kept = kept_[dim];
+  if (!kept.empty()) {
+    return static_cast<uint64_t>(std::lower_bound(kept.begin(), kept.end(), number) - kept.begin());
+  }
+  return std::min(number, origin_counts_[dim]);
 }
 
 uint64_t SamplePlan::BlockSize(uint64_t block_id) const {
@@ -599,16 +627,18 @@ namespace {
 // Distinct chunks along `dim` that some sample's window plus reach overlaps, for `origins` origins
 // `stride` apart. With stride <= chunk every chunk between the first and the last is overlapped;
 // otherwise walk the origins (their count is then at most the selection's size / chunk).
-uint64_t ChunksOverlapped(const SampledDim& dim, uint64_t origins, uint64_t stride) {
+// `kept`: the origin numbers kept where missing indices leave some out (empty: all `origins`).
+uint64_t ChunksOverlapped(const SampledDim& dim, uint64_t origins, uint64_t stride,
+                          const std::vector<uint64_t>& kept) {
   const uint64_t footprint = dim.window + dim.reach;
   const uint64_t last_origin = dim.range.start + (origins - 1) * stride;
-  if (stride <= dim.chunk) {
+  if (stride <= dim.chunk && kept.empty()) {
     return (last_origin + footprint - 1) / dim.chunk - dim.range.start / dim.chunk + 1;
   }
   uint64_t chunks = 0;
   uint64_t next_uncounted = 0;  // chunks below this one are counted
-  for (uint64_t j = 0; j < origins; ++j) {
-    const uint64_t origin = dim.range.start + j * stride;
+  for (uint64_t k = 0; k < origins; ++k) {
+    const uint64_t origin = dim.range.start + (kept.empty() ? k : kept[k]) * stride;
     const uint64_t low = std::max(origin / dim.chunk, next_uncounted);
     const uint64_t high = (origin + footprint - 1) / dim.chunk;
     if (low <= high) {
@@ -671,8 +701,8 @@ ReadEstimate SamplePlan::EstimateReads(ShuffleMode mode, uint64_t max_batches) c
   estimate.mode = mode;
   estimate.chunks_in_selection = 1;
   for (size_t d = 0; d < dims_.size(); ++d) {
-    estimate.chunks_in_selection *=
-        static_cast<double>(ChunksOverlapped(dims_[d], origin_counts_[d], geometry_[d].stride));
+    estimate.chunks_in_selection *= static_cast<double>(
+        ChunksOverlapped(dims_[d], origin_counts_[d], geometry_[d].stride, kept_[d]));
   }
 
   const EpochOrder other = mode == options_.shuffle ? EpochOrder{} : MakeOrder(mode, epoch_);

@@ -83,6 +83,11 @@ struct SampledDim {
   // The source's (read) chunk extent along the dimension, for block shuffle and read estimates.
   // Several arrays with different chunks: pass the one that dominates the bytes read.
   uint64_t chunk = 1;
+  // Indices no sample may touch (missing dates), sorted, and the offsets from a sample's origin
+  // of the indices it touches (its window's and its targets' steps). An origin whose sample
+  // touches a missing index is left out of the index space; the others keep their order.
+  std::vector<uint64_t> missing;
+  std::vector<uint64_t> touched;
 };
 
 struct SamplePlanOptions {
@@ -193,6 +198,8 @@ class SamplePlan {
   // Origins along each sampled dimension; num_samples() is their product.
   const std::vector<uint64_t>& origin_counts() const { return origin_counts_; }
   uint64_t num_samples() const { return num_samples_; }
+  // Samples left out of the index space because they touch a missing index (SampledDim::missing).
+  uint64_t num_missing_samples() const { return num_missing_samples_; }
   // The origin of sample `sample_id` (< num_samples()) along each dimension (absolute indices).
   void SampleOrigin(uint64_t sample_id, std::span<uint64_t> origin) const;
   std::vector<uint64_t> SampleOrigin(uint64_t sample_id) const;
@@ -253,6 +260,10 @@ class SamplePlan {
   void FillOrder(const EpochOrder& order, uint64_t begin, std::span<uint64_t> ids) const;
   void FillBlockOrder(const EpochOrder& order, uint64_t begin, std::span<uint64_t> ids) const;
   uint64_t BlockBegin(size_t dim, uint64_t block) const;  // first origin index of a dim's block
+  // The origin number (start + j × stride) of kept origin `index` along `dim`.
+  uint64_t OriginNumber(size_t dim, uint64_t index) const {
+    return kept_[dim].empty() ? index : kept_[dim][index];
+  }
   uint64_t BlockSize(uint64_t block_id) const;
   uint64_t GroupSize(const EpochOrder& order, uint64_t group) const;
   SampleBatch MakeBatch(uint64_t index) const;
@@ -261,7 +272,11 @@ class SamplePlan {
   SamplePlanOptions options_;
   std::vector<DimGeometry> geometry_;
   std::vector<uint64_t> origin_counts_;
+  // Per dimension with missing indices: the origin numbers (j of start + j × stride) kept, sorted;
+  // empty where every origin is kept. Origin counts and sample ids run over the kept ones.
+  std::vector<std::vector<uint64_t>> kept_;
   uint64_t num_samples_ = 0;
+  uint64_t num_missing_samples_ = 0;
   uint64_t num_blocks_ = 0;
   uint64_t fingerprint_ = 0;
   uint64_t rank_begin_ = 0;  // position of this rank's first sample in the (padded) epoch order

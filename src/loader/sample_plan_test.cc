@@ -568,6 +568,43 @@ TEST(SamplePlanTest, StateJson) {
 
 // ---- scale ----
 
+TEST(SamplePlanTest, MissingIndicesLeaveOutTheSamplesTouchingThem) {
+  // Time 0..29, window 2, reach 2 (targets at +2 and +3), stride 1; latitude 2 origins. Missing
+  // 5 and 20: origins touching {o, o+1, o+2, o+3} ∩ {5, 20} go.
+  SampledDim time = Dim("time", 0, 30, 2, 1, 2, 4);
+  time.missing = {5, 20};
+  time.touched = {0, 1, 2, 3};
+  std::set<uint64_t> expected;
+  for (uint64_t o = 0; o + 4 <= 30; ++o) {
+    if (!(o <= 5 && 5 <= o + 3) && !(o <= 20 && 20 <= o + 3)) expected.insert(o);
+  }
+  for (ShuffleMode mode : {ShuffleMode::kNone, ShuffleMode::kExact, ShuffleMode::kBlock}) {
+    SamplePlanOptions options = Options(mode, 3, 5);
+    options.world_size = 2;
+    std::multiset<std::pair<uint64_t, uint64_t>> seen;
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      options.rank = rank;
+      SamplePlan plan = MakePlan({time, Dim("latitude", 0, 4, 2)}, options);
+      EXPECT_EQ(plan.num_samples(), expected.size() * 2);
+      EXPECT_EQ(plan.num_missing_samples(), (27 - expected.size()) * 2);
+      for (const SampleBatch& batch : AllBatches(plan)) {
+        for (size_t i = 0; i < batch.size() - batch.num_padding; ++i) {
+          seen.emplace(batch.origin(i)[0], batch.origin(i)[1]);
+        }
+      }
+    }
+    ASSERT_EQ(seen.size(), expected.size() * 2) << ShuffleModeName(mode);
+    for (const auto& [t, y] : seen) {
+      EXPECT_TRUE(expected.count(t)) << t;
+      EXPECT_EQ(seen.count({t, y}), 1u);
+    }
+  }
+  time.missing.clear();
+  for (uint64_t t = 0; t < 30; t += 3) time.missing.push_back(t);
+  ExpectErrorContains(SamplePlan::Create({time}, Options(ShuffleMode::kNone)).status(),
+                      ErrorCode::kConfig, {"every sample touches a missing date"});
+}
+
 TEST(SamplePlanTest, BillionSamplesWithoutAllocatingThem) {
   const uint64_t n = 1'000'000'000;
   for (ShuffleMode mode : {ShuffleMode::kExact, ShuffleMode::kBlock}) {

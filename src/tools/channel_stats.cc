@@ -195,6 +195,11 @@ struct ArrayPass {
   std::vector<std::vector<IndexRange>> pieces;  // per dim; level dim: LevelPiece spans
   std::vector<LevelPiece> level_pieces;
   Reducer reducer;
+  // A run of a combined dataset's time dimension that this array holds (Channel::time_segments):
+  // the dataset's time indices [time_run.start, time_run.stop) are the array's from time_first
+  // on. nullopt: the array holds the dataset's indices as they are.
+  std::optional<IndexRange> time_run;
+  uint64_t time_first = 0;
   uint64_t num_blocks = 1;
   uint64_t num_bytes = 0;  // of all blocks
 
@@ -329,21 +334,30 @@ Result<std::vector<ArrayPass>> PassesByArray(std::span<const Channel> channels, 
   std::vector<ArrayPass> passes;
   for (size_t c = 0; c < channels.size(); ++c) {
     const Channel& channel = channels[c];
-    auto it = std::find_if(passes.begin(), passes.end(), [&](const ArrayPass& p) {
-      return p.array.url() == channel.array.url();
-    });
-    if (it == passes.end()) {
-      ArrayPass pass{channel.array, {}, channel.level_dim, {}, {}, {}, 1, 0};
-      CfDecoding cf = StoredValues(channel.array.dtype());
-      if (decode_cf) {
-        ZS_ASSIGN_OR_RETURN(cf, CfDecodingOf(channel.array));
+    // The arrays holding the channel: one, or one per run of a combined dataset's time axis.
+    std::vector<TimeSegment> sources = channel.time_segments;
+    if (sources.empty()) sources.push_back(TimeSegment{0, 0, 0, channel.array});
+    for (const TimeSegment& source : sources) {
+      auto it = std::find_if(passes.begin(), passes.end(), [&](const ArrayPass& p) {
+        return p.array.url() == source.array.url();
+      });
+      if (it == passes.end()) {
+        ArrayPass pass{source.array, {}, channel.level_dim, {}, {}, {}, std::nullopt, 0, 1, 0};
+        if (!channel.time_segments.empty()) {
+          pass.time_run = IndexRange{source.begin, source.end};
+          pass.time_first = source.first;
+        }
+        CfDecoding cf = StoredValues(source.array.dtype());
+        if (decode_cf) {
+          ZS_ASSIGN_OR_RETURN(cf, CfDecodingOf(source.array));
+        }
+        ZS_ASSIGN_OR_RETURN_CTX(pass.reducer, ReducerFor(source.array.dtype(), cf),
+                                "variable '" + channel.variable + "'");
+        passes.push_back(std::move(pass));
+        it = passes.end() - 1;
       }
-      ZS_ASSIGN_OR_RETURN_CTX(pass.reducer, ReducerFor(channel.array.dtype(), cf),
-                              "variable '" + channel.variable + "'");
-      passes.push_back(std::move(pass));
-      it = passes.end() - 1;
+      it->channel_slots.push_back(c);
     }
-    it->channel_slots.push_back(c);
   }
   return passes;
 }
@@ -373,10 +387,25 @@ void PlanBlocks(std::span<const Channel> channels,
       pass->pieces.push_back(std::move(spans));
       continue;
     }
-    const std::string& dim = channels[pass->channel_slots.front()].dims[channel_dim++];
+    const Channel& channel = channels[pass->channel_slots.front()];
+    const std::string& dim = channel.dims[channel_dim];
     const auto sel = selected.find(dim);
-    const std::vector<IndexRange> runs =
-        sel != selected.end() ? sel->second : std::vector<IndexRange>{{0, pass->array.shape()[d]}};
+    std::vector<IndexRange> runs = sel != selected.end()
+                                       ? sel->second
+                                       : std::vector<IndexRange>{{0, channel.shape[channel_dim]}};
+    ++channel_dim;
+    if (pass->time_run && IsTimeDimension(dim)) {
+      // The dataset's selected times that this array holds, as its own indices.
+      std::vector<IndexRange> own;
+      for (const IndexRange& r : runs) {
+        const uint64_t lo = std::max(r.start, pass->time_run->start);
+        const uint64_t hi = std::min(r.stop, pass->time_run->stop);
+        if (lo >= hi) continue;
+        const uint64_t shift = pass->time_first - pass->time_run->start;
+        own.push_back(IndexRange{lo + shift, hi + shift});
+      }
+      runs = std::move(own);
+    }
     pass->pieces.push_back(SplitAtChunks(runs, chunks[d]));
   }
   // Blocks are the cartesian product of the pieces, so their elements multiply out per dim.

@@ -275,6 +275,10 @@ Result<SourceLayout> ResolveSources(const RechunkOptions& options) {
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.source_url, open));
   ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ParseVariableSpecs(options.variables));
   SourceLayout layout;
+  if (dataset.is_combined()) {
+    return InvalidArgumentError("rechunk copies one store; " + dataset.url() +
+                                " combines several: rechunk each of them");
+  }
   if (!dataset.group()) {
     if (!options.selections.empty() || !options.stack_name.empty() || !specs.empty()) {
       return InvalidArgumentError(
