@@ -52,7 +52,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
-  libflatbuffers-dev libyaml-cpp-dev libyaml-cpp0.7  # Icechunk repositories
+  libflatbuffers-dev libflatbuffers2 libyaml-cpp-dev libyaml-cpp0.7  # Icechunk repositories
 )
 if [ "$with_object_stores" = 1 ]; then
   # The loopback HTTP server with an object store's latency, and the load generator.
