@@ -119,8 +119,10 @@ def test_an_exception_before_a_batch_is_handed_out_puts_it_back(store):
 
 
 SIGINT_SCRIPT = """
-import json, sys, time
+import json, signal, sys, time
 import numpy as np
+# Ctrl-C raises KeyboardInterrupt even where this test runs with SIGINT ignored (a background job).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 {imports}
 import zarrstream
 loader = zarrstream.Loader({store!r}, ["t2m"], output={output!r}, batch_size=1, seed=2,
