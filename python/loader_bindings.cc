@@ -203,6 +203,25 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("missing_dates", &LoaderOptions::missing_dates)
       .def_rw("detect_missing_dates", &LoaderOptions::detect_missing_dates)
       .def_rw("select", &LoaderOptions::select)
+      .def_rw("periodic", &LoaderOptions::periodic, nb::arg("periodic").none())
+      .def_prop_rw(
+          "patch_padding",
+          [](const LoaderOptions& o) -> nb::object {
+            switch (o.patch_padding.mode) {
+              case PatchPadding::Mode::kNone:
+                return nb::str("none");
+              case PatchPadding::Mode::kReflect:
+                return nb::str("reflect");
+              case PatchPadding::Mode::kValue:
+                break;
+            }
+            return nb::float_(o.patch_padding.value);
+          },
+          [](LoaderOptions& o, std::string_view text) {
+            Result<PatchPadding> padding = ParsePatchPadding(text);
+            if (!padding.ok()) throw StatusError(ConfigError(padding.status().message()));
+            o.patch_padding = *padding;
+          })
       .def_prop_rw(
           "shuffle", [](const LoaderOptions& o) { return std::string(ShuffleModeName(o.shuffle)); },
           [](LoaderOptions& o, const std::string& name) {

@@ -26,7 +26,8 @@
 // window's step t. target: [batch, leads × target_channels, *spatial], lead-major: the target
 // channels at origin + time_window - 1 + offset for each offset in `target_offsets`, in order.
 // origins: int64 [batch, sample_dims], each sample's first index along each sampled dimension
-// (absolute array indices, sample_dims() order).
+// (absolute array indices, sample_dims() order; a window on a periodic dimension may run on past
+// the end to index 0, and with patch padding an origin may lie before the selection, below 0 too).
 //
 // GPU batches (device kCuda; needs the CUDA driver and a build with nvcc). The chunks' stored bytes
 // are staged in pinned memory and cross to the GPU in one copy per wave of chunks; nvCOMP decodes
@@ -173,6 +174,22 @@ struct DecodePlacement {
 // "'TEXT': expected a share from 0 to 1 or 'auto'", which the fronts prefix with their option.
 Result<DecodePlacement> ParseCpuDecodeShare(std::string_view text);
 
+// What patch windows see past the edges of a dimension that does not wrap (LoaderOptions::
+// patch_padding; docs/loader.md, "Global grids").
+struct PatchPadding {
+  enum class Mode : uint8_t {
+    kNone,     // windows stay inside the selection (rows near an edge that no stride reaches are
+               // never sampled)
+    kReflect,  // the selection mirrored at its edge, the edge not repeated (numpy's "reflect")
+    kValue,    // `value`, in output units (after normalisation), in every channel
+  };
+  Mode mode = Mode::kNone;
+  double value = 0;
+};
+// The one parser of its text forms (Python patch_padding=, `zarrstream bench --patch-padding`):
+// "none", "reflect" or a number (the value); anything else is an InvalidArgument error naming them.
+Result<PatchPadding> ParsePatchPadding(std::string_view text);
+
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
   // empty: every data variable of the dataset, sorted, but the forcings and, where some
@@ -216,6 +233,19 @@ struct LoaderOptions {
   // "2015"}, {"latitude", range "60" to "30"}; ParseLabelSelections reads the command line's
   // "time=1979:2015". A selection of a sampled dimension must pick one run of indices.
   std::vector<LabelSelection> select;
+
+  // Dimensions whose indices wrap around: nullopt detects them (a longitude going once around the
+  // circle: Coordinate::periodic), a list names them (empty: none). On a periodic dimension a
+  // label range may wrap ("longitude=350:10", or "-10:10" on a 0 to 359.75 grid), and a sampled
+  // one selected whole has a window origin at every index (stride apart), a window past the end
+  // going on at index 0: every column of a global grid is sampled, none is an edge.
+  std::optional<std::vector<std::string>> periodic;
+  // Sampled dimensions that do not wrap (the time dimension excepted): with kReflect or kValue the
+  // selection is padded at both ends, the padding split evenly, until the windows `stride` apart
+  // cover every index of it (721 latitudes in windows of 64: 47 rows of padding, 12 windows).
+  // Reflection needs less padding than the selection has indices on each side. Sample origins
+  // (Batch::origins) are then store indices that may lie outside the selection, below 0 too.
+  PatchPadding patch_padding;
 
   // Epoch order: kNone, kExact (global permutation) or kBlock (chunk-aware block shuffle;
   // `block_chunks` chunks per block along each sampled dimension, `block_window` blocks

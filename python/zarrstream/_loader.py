@@ -300,6 +300,13 @@ class Loader:
     first; windows, strides and ``target_offset`` count steps of it, and ``"origin"`` stays the
     store's index.
 
+    Global grids: a longitude going once around the circle is periodic (``periodic=[dims]``
+    names the periodic dimensions instead; ``[]`` none): a selection may wrap
+    (``select={"longitude": (350, 10)}``, or ``(-10, 10)``), and patches sampled along it wrap,
+    with a window origin at every longitude. ``patch_padding`` (``"none"``, ``"reflect"`` or a
+    number, in output units) pads the other sampled dimensions (latitude) so that windows a stride
+    apart cover every row; ``"origin"`` then may lie before the selection, below 0 too.
+
     ``missing_dates=[labels]`` leaves out every sample whose inputs or targets touch one of those
     time steps (a date is its whole period); ``missing_dates="detect"`` those touching a step at
     which some channel read has no stored chunk (fill values only). ``stats()`` counts them in
@@ -366,6 +373,8 @@ class Loader:
         frequency: str | datetime.timedelta | None = None,
         missing_dates: str | Sequence[Any] | None = None,
         select: Mapping[str, Any] | None = None,
+        periodic: Sequence[str] | None = None,
+        patch_padding: str | float = "none",
         batch_size: int = 1,
         shuffle: str | bool = "exact",
         seed: int = 0,
@@ -437,6 +446,15 @@ class Loader:
         elif missing_dates is not None:
             o.missing_dates = [_label("missing_dates", v) for v in missing_dates]
         o.select = [_selection(str(k), v) for k, v in _mapping("select", select)]
+        if periodic is not None:
+            o.periodic = _as_list(periodic, "periodic")
+        if isinstance(patch_padding, str) and patch_padding in ("none", "reflect"):
+            o.patch_padding = patch_padding
+        elif isinstance(patch_padding, (int, float)) and not isinstance(patch_padding, bool):
+            o.patch_padding = repr(float(patch_padding))
+        else:
+            raise ConfigError(f"patch_padding={patch_padding!r}: expected 'none', 'reflect' or a "
+                              "number")
         if shuffle is True:
             shuffle = "exact"
         elif shuffle is False:

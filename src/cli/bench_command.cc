@@ -110,6 +110,21 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
     }
   }
   ZS_ASSIGN_OR_RETURN(options.select, ParseLabelSelections(o.select));
+  options.frequency = o.frequency;
+  for (const std::string& label : SplitCommas(o.missing_dates)) {
+    if (label == "detect") {
+      options.detect_missing_dates = true;
+    } else {
+      options.missing_dates.push_back(label);
+    }
+  }
+  if (!o.periodic.empty()) {
+    options.periodic = SplitCommas(o.periodic);
+    std::erase(*options.periodic, "none");
+  }
+  Result<PatchPadding> padding = ParsePatchPadding(o.patch_padding);
+  if (!padding.ok()) return InvalidArgumentError("--patch-padding " + padding.status().message());
+  options.patch_padding = *padding;
   options.batch_size = o.batch_size;
   ZS_ASSIGN_OR_RETURN(options.shuffle, ParseShuffleMode(o.shuffle));
   options.seed = o.seed;
@@ -516,6 +531,20 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                       "Targets DIM=K[,K...] steps after the window (default: none)");
   command->add_option("--select", options->select,
                       "Label selection, as `stats --select` (time=1979:2015)");
+  command->add_option("--frequency", options->frequency,
+                      "Time steps at this frequency (6h; units s, min, h, d), a whole number of "
+                      "the store's steps");
+  command->add_option("--missing-dates", options->missing_dates,
+                      "Time labels no sample may touch (a date is its whole period), "
+                      "comma-separated or repeated; 'detect': steps some channel has no chunk at");
+  command->add_option("--periodic", options->periodic,
+                      "Dimensions that wrap around, comma-separated; 'none' for none (default: a "
+                      "longitude going once around the circle)");
+  command
+      ->add_option("--patch-padding", options->patch_padding,
+                   "Sampled dimensions that do not wrap are padded until windows cover every "
+                   "index: none, reflect or a value (output units)")
+      ->capture_default_str();
   command->add_option("--batch-size", options->batch_size)->capture_default_str();
   command->add_option("--steps", options->steps, "Batches per epoch (default: the whole epoch)");
   command->add_option("--epochs", options->epochs)->capture_default_str();

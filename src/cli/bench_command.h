@@ -6,8 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
-#include <cstdint>
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,10 +20,14 @@ struct BenchCommandOptions {
   std::string url;
   std::vector<std::string> variables;  // each may hold several specs, comma-separated
   std::vector<std::string> forcings;
-  std::vector<std::string> sample;  // DIM=N, comma-separated or repeated
-  std::vector<std::string> stride;  // DIM=N
-  std::string target_offset;        // DIM=K[,K...]
-  std::vector<std::string> select;  // label selections, as `stats --select`
+  std::vector<std::string> sample;         // DIM=N, comma-separated or repeated
+  std::vector<std::string> stride;         // DIM=N
+  std::string target_offset;               // DIM=K[,K...]
+  std::vector<std::string> select;         // label selections, as `stats --select`
+  std::string frequency;                   // "6h": time steps at this frequency
+  std::vector<std::string> missing_dates;  // time labels, or "detect"
+  std::vector<std::string> periodic;       // periodic dimensions, "none" (empty: detected)
+  std::string patch_padding = "none";      // "none", "reflect" or a number
   uint64_t batch_size = 4;
   std::optional<uint64_t> steps;  // batches per epoch to measure (default: all)
   uint64_t epochs = 1;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -211,6 +212,38 @@ Result<Coordinate> Coordinate::FromArray(const Array& array, std::string_view di
       }
     }
   }
+  c.DetectPeriod(units != attributes.end() && units->is_string() &&
+                 (*units == "degrees_east" || *units == "degree_east"));
+  return c;
+}
+
+void Coordinate::DetectPeriod(bool degrees_east) {
+  if (text_ || is_time() || size_ < 2 || !(dim_ == "longitude" || dim_ == "lon" || degrees_east)) {
+    return;
+  }
+  // Evenly spaced (within float32 rounding of the labels) and once around: size × step = 360.
+  const double step = (numbers_.back() - numbers_.front()) / static_cast<double>(size_ - 1);
+  const double tolerance = 1e-3 * std::abs(step);
+  for (uint64_t i = 0; i + 1 < size_; ++i) {
+    if (std::abs(numbers_[i + 1] - numbers_[i] - step) > tolerance) return;
+  }
+  if (std::abs(static_cast<double>(size_) * std::abs(step) - 360.0) > tolerance) return;
+  periodic_ = true;
+  period_ = 360.0;
+}
+
+Result<Coordinate> Coordinate::AsPeriodic(bool periodic) const {
+  Coordinate c = *this;
+  c.periodic_ = periodic;
+  c.period_ = 0;
+  if (!periodic) return c;
+  if (is_time()) {
+    return InvalidArgumentError(Describe() + " holds times, which cannot wrap around");
+  }
+  if (!text_ && size_ >= 2) {
+    c.period_ = std::abs(numbers_.back() - numbers_.front()) / static_cast<double>(size_ - 1) *
+                static_cast<double>(size_);
+  }
   return c;
 }
 
@@ -265,6 +298,7 @@ Status Coordinate::DecodeDateTime64(const ExtendedType& type, const std::vector<
 Coordinate Coordinate::Slice(IndexRange range) const {
   Coordinate c = *this;
   c.size_ = range.size();
+  if (c.size_ != size_) c.periodic_ = false, c.period_ = 0;  // no longer once around
   const auto cut = [&](auto& values) {
     if (values.empty()) return;
     values.assign(values.begin() + static_cast<ptrdiff_t>(range.start),
@@ -374,7 +408,50 @@ Result<double> Coordinate::ParseNumberLabel(std::string_view label) const {
   if (ec != std::errc() || end != label.data() + label.size() || label.empty() || value != value) {
     return LabelError(ErrorCode::kInvalidArgument, label, "not a number");
   }
-  return RoundToDataType(value, dtype_);
+  return RoundToDataType(Unwrap(value), dtype_);
+}
+
+double Coordinate::Unwrap(double value) const {
+  if (period_ <= 0 || numbers_.empty()) return value;
+  const double turns = (value - numbers_[0]) / period_;
+  return value - (increasing_ ? std::floor(turns) : std::ceil(turns)) * period_;
+}
+
+Result<std::optional<std::vector<uint64_t>>> Coordinate::SelectWrappedRange(
+    const LabelSelection& selection) const {
+  if (!periodic_ || text_ || is_time() || !selection.start || !selection.stop) {
+    return std::optional<std::vector<uint64_t>>();
+  }
+  const std::string range = *selection.start + ":" + *selection.stop;
+  double raw[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const std::string& label = i == 0 ? *selection.start : *selection.stop;
+    auto [end, ec] = std::from_chars(label.data(), label.data() + label.size(), raw[i]);
+    if (ec != std::errc() || end != label.data() + label.size() || label.empty() ||
+        raw[i] != raw[i]) {
+      return LabelError(ErrorCode::kInvalidArgument, label, "not a number");
+    }
+  }
+  Key from, to;
+  from.number = RoundToDataType(Unwrap(raw[0]), dtype_);
+  to.number = RoundToDataType(Unwrap(raw[1]), dtype_);
+  const uint64_t first = Position(from, false);
+  std::vector<uint64_t> indices;
+  const double span = increasing_ ? raw[1] - raw[0] : raw[0] - raw[1];
+  if (period_ > 0 && span >= period_) {
+    // A whole period or more: every index once, from the start's on.
+    for (uint64_t i = 0; i < size_; ++i) indices.push_back((first + i) % size_);
+    return std::optional(std::move(indices));
+  }
+  const bool wraps = increasing_ ? from.number > to.number : from.number < to.number;
+  if (!wraps) return std::optional<std::vector<uint64_t>>();
+  const uint64_t stop = Position(to, true);
+  for (uint64_t i = first; i < size_; ++i) indices.push_back(i);
+  for (uint64_t i = 0; i < stop; ++i) indices.push_back(i);
+  if (indices.empty()) {
+    return LabelError(ErrorCode::kInvalidArgument, range, "selects no label (" + Extent() + ")");
+  }
+  return std::optional(std::move(indices));
 }
 
 int Coordinate::Compare(uint64_t index, const Key& key) const {
@@ -550,6 +627,8 @@ Result<std::vector<uint64_t>> Coordinate::SelectValues(std::span<const std::stri
 
 Result<std::vector<uint64_t>> Coordinate::Select(const LabelSelection& selection) const {
   if (!selection.is_range()) return SelectValues(selection.values);
+  ZS_ASSIGN_OR_RETURN(std::optional<std::vector<uint64_t>> wrapped, SelectWrappedRange(selection));
+  if (wrapped) return std::move(*wrapped);
   std::optional<std::string_view> start, stop;
   if (selection.start) start = *selection.start;
   if (selection.stop) stop = *selection.stop;

@@ -65,6 +65,17 @@ class Coordinate {
   const std::optional<CfTimeUnits>& time_units() const { return time_units_; }
   // True when labels increase with the index (a single label counts as increasing).
   bool increasing() const { return increasing_; }
+  // A periodic coordinate's indices wrap: index size() is index 0 again. Detected for a longitude
+  // (a dimension named "longitude" or "lon", or units "degrees_east") whose labels are evenly
+  // spaced and go once around the circle (size() × step = 360°), or set by AsPeriodic. Its numeric
+  // labels are read modulo period() (-10 is 350 on a 0 to 359.75 grid), and a range whose start
+  // comes after its stop wraps ("350:10" is 350 to 359.75, then 0 to 10; see Select).
+  bool periodic() const { return periodic_; }
+  double period() const { return period_; }
+  // This coordinate, periodic or not (the loader's `periodic` option overriding the detection). A
+  // numeric coordinate made periodic takes size() × its mean step as its period; a time
+  // coordinate cannot be periodic (InvalidArgument).
+  Result<Coordinate> AsPeriodic(bool periodic) const;
   // "coordinate 'time' of group at file:///data/era5.zarr", for messages.
   std::string Describe() const;
 
@@ -103,7 +114,10 @@ class Coordinate {
   // is all of January, "1979-01-01T06:00:00" one instant). A label that names nothing is a
   // kNotFound error listing the available labels nearest to it; one index named twice is an error.
   Result<std::vector<uint64_t>> SelectValues(std::span<const std::string> labels) const;
-  // The indices `selection` picks: a range's indices in order, or SelectValues.
+  // The indices `selection` picks: a range's indices in order, or SelectValues. On a periodic
+  // coordinate a range whose start comes after its stop in the coordinate's order wraps: its
+  // indices run from the start's to the end and on from 0 to the stop's ("longitude=350:10"); a
+  // range of a whole period or more is every index once, from the start's.
   Result<std::vector<uint64_t>> Select(const LabelSelection& selection) const;
 
  private:
@@ -117,6 +131,8 @@ class Coordinate {
     Key first, last;
   };
   Result<LabelBounds> Bounds(std::string_view label) const;
+  // Sets periodic_ for a longitude that goes once around the circle (see periodic()).
+  void DetectPeriod(bool degrees_east);
   // Sets the time labels of a numpy datetime64 coordinate from its int64 values `raw`.
   Status DecodeDateTime64(const ExtendedType& type, const std::vector<std::byte>& raw);
   Result<IndexRange> SelectTextRange(std::optional<std::string_view> start,
@@ -125,6 +141,12 @@ class Coordinate {
   Result<std::vector<uint64_t>> SelectTextValues(std::span<const std::string> labels) const;
   Result<DateLabel> ParseTimeLabel(std::string_view label) const;
   Result<double> ParseNumberLabel(std::string_view label) const;
+  // A periodic coordinate's numeric label moved by whole periods into the coordinate's span (from
+  // its first label on, in its order); other labels as they are.
+  double Unwrap(double value) const;
+  // Select's wrapping range on a periodic coordinate; nullopt where the range does not wrap.
+  Result<std::optional<std::vector<uint64_t>>> SelectWrappedRange(
+      const LabelSelection& selection) const;
   // Three-way comparison of the label at `index` with a key.
   int Compare(uint64_t index, const Key& key) const;
   // First index whose label is not before `key` in the coordinate's order (`after`: strictly
@@ -138,6 +160,8 @@ class Coordinate {
   uint64_t size_ = 0;
   DataType dtype_ = DataType::kFloat64;
   bool increasing_ = true;
+  bool periodic_ = false;
+  double period_ = 0;  // numeric periodic coordinates: labels are read modulo this
   std::optional<CfTimeUnits> time_units_;
   bool text_ = false;
   std::string along_;

@@ -33,6 +33,11 @@ class CoordinatesTest : public ::testing::Test {
       d->AddArray<double>("x", {3}, {3}, {"x"}, {1.0, std::nan(""), 3.0});
       d->AddArray<double>("bad", {4}, {4}, {"bad"}, {1.0, 2.0, 2.0, 3.0});
       d->AddArray<double>("grid", {2, 2}, {2, 2}, {"grid", "other"}, {1, 2, 3, 4});
+      d->AddArray<float>("longitude", {12}, {12}, {"longitude"},
+                         {0, 30, 60, 90, 120, 150, 180, 210, 240, 270, 300, 330});
+      d->AddArray<double>("east", {4}, {4}, {"east"}, {-180, -90, 0, 90},
+                          {{"units", "degrees_east"}});
+      d->AddArray<double>("lon", {3}, {3}, {"lon"}, {0, 10, 20});  // regional: no wrap
       d->AddArray<double>("badtime", {2}, {2}, {"badtime"}, {0, 1},
                           {{"units", "fortnights since 2000-01-01"}});
       return d;
@@ -48,6 +53,57 @@ class CoordinatesTest : public ::testing::Test {
     return *c;
   }
 };
+
+std::vector<uint64_t> Indices(const Coordinate& c, std::string start, std::string stop) {
+  LabelSelection selection;
+  selection.dim = c.dim();
+  selection.start = std::move(start);
+  selection.stop = std::move(stop);
+  auto indices = c.Select(selection);
+  EXPECT_TRUE(indices.ok()) << indices.status().ToString();
+  return indices.ok() ? *indices : std::vector<uint64_t>{};
+}
+
+TEST_F(CoordinatesTest, DetectsALongitudeGoingOnceAroundTheCircle) {
+  EXPECT_TRUE(Load("longitude").periodic());
+  EXPECT_EQ(Load("longitude").period(), 360.0);
+  EXPECT_TRUE(Load("east").periodic());  // by its units
+  EXPECT_FALSE(Load("lon").periodic());  // 30° of the circle
+  EXPECT_FALSE(Load("latitude").periodic());
+  EXPECT_FALSE(Load("time").periodic());
+}
+
+TEST_F(CoordinatesTest, PeriodicRangesWrapAndLabelsReadModuloThePeriod) {
+  const Coordinate lon = Load("longitude");
+  EXPECT_EQ(Indices(lon, "300", "60"), (std::vector<uint64_t>{10, 11, 0, 1, 2}));
+  EXPECT_EQ(Indices(lon, "-60", "60"), (std::vector<uint64_t>{10, 11, 0, 1, 2}));
+  EXPECT_EQ(Indices(lon, "30", "90"), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(Indices(lon, "390", "450"), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(Indices(lon, "90", "450").size(), 12u);  // a whole period, from 90
+  EXPECT_EQ(Indices(lon, "90", "450").front(), 3u);
+  auto values = lon.SelectValues(std::vector<std::string>{"-30", "720"});
+  ASSERT_TRUE(values.ok()) << values.status().ToString();
+  EXPECT_EQ(*values, (std::vector<uint64_t>{11, 0}));
+  const Coordinate east = Load("east");
+  EXPECT_EQ(Indices(east, "90", "-90"), (std::vector<uint64_t>{3, 0, 1}));
+  EXPECT_EQ(Indices(east, "180", "180"), (std::vector<uint64_t>{0}));
+}
+
+TEST_F(CoordinatesTest, PeriodicOnlyWhereAsked) {
+  auto regional = Load("lon").AsPeriodic(true);
+  ASSERT_TRUE(regional.ok());
+  EXPECT_DOUBLE_EQ(regional->period(), 30.0);
+  EXPECT_EQ(Indices(*regional, "20", "0"), (std::vector<uint64_t>{2, 0}));
+  auto flat = Load("longitude").AsPeriodic(false);
+  ASSERT_TRUE(flat.ok());
+  LabelSelection wrapped;
+  wrapped.dim = "longitude";
+  wrapped.start = "300";
+  wrapped.stop = "60";
+  EXPECT_EQ(flat->Select(wrapped).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Load("time").AsPeriodic(true).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(Load("longitude").Slice(IndexRange{0, 6}).periodic());
+}
 
 TEST_F(CoordinatesTest, DecodesTimeCoordinate) {
   Coordinate time = Load("time");
@@ -178,8 +234,8 @@ TEST_F(CoordinatesTest, RejectsUnusableCoordinates) {
                       {"coordinate 'bad'", "not strictly monotonic", "index 1"});
   ExpectErrorContains(Coordinate::Load(group, "grid").status(), ErrorCode::kInvalidArgument,
                       {"coordinate 'grid'", "1-D"});
-  ExpectErrorContains(Coordinate::Load(group, "longitude").status(), ErrorCode::kNotFound,
-                      {"no coordinate array 'longitude'", "memory://coordinates_test"});
+  ExpectErrorContains(Coordinate::Load(group, "height").status(), ErrorCode::kNotFound,
+                      {"no coordinate array 'height'", "memory://coordinates_test"});
   ExpectErrorContains(Coordinate::Load(group, "badtime").status(), ErrorCode::kInvalidArgument,
                       {"coordinate 'badtime'", "fortnights"});
 }

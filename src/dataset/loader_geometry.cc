@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -385,13 +386,48 @@ Result<size_t> DimIndex(const LoaderGeometry& g, const std::string& name, std::s
                        JoinNames(g.dims) + ") of " + where);
 }
 
-// The channels' dimensions and each one's selected range: whole, or one run of a label selection.
+// The periodic dimensions (LoaderOptions::periodic: named, or detected from their coordinates)
+// and their coordinates as periodic ones, by dimension index; a periodic dimension without a
+// coordinate wraps by index only.
+Result<std::map<size_t, std::optional<Coordinate>>> PeriodicDimensions(
+    const Dataset& dataset, const LoaderOptions& options, const std::string& where,
+    const std::vector<uint64_t>& shape, LoaderGeometry& g) {
+  std::map<size_t, std::optional<Coordinate>> periodic;
+  if (options.periodic) {
+    for (const std::string& name : *options.periodic) {
+      ZS_ASSIGN_OR_RETURN(size_t d, DimIndex(g, name, "periodic dimension", where));
+      if (IsTimeDimension(name)) {
+        return ConfigError("periodic dimension '" + name + "': a time dimension cannot wrap");
+      }
+      std::optional<Coordinate>& coordinate = periodic[d];
+      Result<Coordinate> loaded = dataset.LoadCoordinate(name);
+      if (loaded.ok() && loaded->size() == shape[d]) {
+        ZS_ASSIGN_OR_RETURN(coordinate, loaded->AsPeriodic(true));
+      }
+    }
+  } else {
+    for (size_t d = 0; d < g.dims.size(); ++d) {
+      if (IsTimeDimension(g.dims[d])) continue;
+      Result<Coordinate> loaded = dataset.LoadCoordinate(g.dims[d]);
+      if (loaded.ok() && loaded->periodic() && loaded->size() == shape[d]) {
+        periodic[d] = std::move(loaded).value();
+      }
+    }
+  }
+  for (const auto& [d, coordinate] : periodic) g.axes[d].period = shape[d];
+  return periodic;
+}
+
+// The channels' dimensions and each one's selected range: whole, or one run of a label selection
+// (on a periodic dimension, one run around it).
 Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
                  LoaderGeometry& g) {
   const Channel& first = ReferenceChannel(g.channels);
   g.dims = first.dims;
   g.ranges.resize(g.dims.size());
+  g.axes.assign(g.dims.size(), AxisIndexing{});
   for (size_t d = 0; d < g.dims.size(); ++d) g.ranges[d] = IndexRange{0, first.shape[d]};
+  ZS_ASSIGN_OR_RETURN(auto periodic, PeriodicDimensions(dataset, options, where, first.shape, g));
   std::set<std::string> selected;
   for (const LabelSelection& selection : options.select) {
     Result<size_t> dim_index = DimIndex(g, selection.dim, "selection of", where);
@@ -407,20 +443,29 @@ Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std
       ZS_ASSIGN_OR_RETURN(loaded, dataset.LoadCoordinate(selection.dim));
     }
     ZS_ASSIGN_OR_RETURN(size_t d, dim_index);
+    const auto wrapping = periodic.find(d);
+    if (wrapping != periodic.end() && wrapping->second && selection.dim == g.dims[d]) {
+      loaded = wrapping->second;
+    } else if (wrapping == periodic.end() && loaded->periodic()) {
+      ZS_ASSIGN_OR_RETURN(loaded, loaded->AsPeriodic(false));  // `periodic` leaves it out
+    }
     const Coordinate& coordinate = *loaded;
     if (!selected.insert(g.dims[d]).second) {
       return InvalidArgumentError("dimension '" + g.dims[d] + "' is selected twice for " + where);
     }
     ZS_ASSIGN_OR_RETURN(std::vector<uint64_t> indices, coordinate.Select(selection));
+    const uint64_t period = g.axes[d].period;
     for (size_t i = 1; i < indices.size(); ++i) {
-      if (indices[i] != indices[i - 1] + 1) {
+      if (indices[i] != indices[i - 1] + 1 &&
+          (period == 0 || indices[i] != 0 || indices[i - 1] + 1 != period)) {
         return InvalidArgumentError("selection '" + selection.ToString() + "' of " +
                                     coordinate.Describe() +
                                     " picks indices that are not one run; the loader samples "
                                     "a contiguous range");
       }
     }
-    g.ranges[d] = IndexRange{indices.front(), indices.back() + 1};
+    // A run around a periodic dimension goes on past its end.
+    g.ranges[d] = IndexRange{indices.front(), indices.front() + indices.size()};
   }
   return Status::Ok();
 }
@@ -487,6 +532,31 @@ uint64_t StoreSpan(const LoaderGeometry& g, uint64_t steps) {
   return __builtin_mul_overflow(steps - 1, g.time_step, &span) ? UINT64_MAX : span + 1;
 }
 
+// Patch padding of sampled dimension `d` (LoaderOptions::patch_padding): the selection grows at
+// both ends until windows a stride apart cover all of it.
+Status PadSampledDimension(const std::string& where, size_t d, LoaderGeometry& g) {
+  if (g.padding.mode == PatchPadding::Mode::kNone) return Status::Ok();
+  const IndexRange selected = g.ranges[d];
+  const uint64_t n = selected.size(), window = g.window[d], stride = g.stride[d];
+  const uint64_t windows = n <= window ? 1 : (n - window + stride - 1) / stride + 1;
+  const uint64_t extra = (windows - 1) * stride + window - n;
+  if (extra == 0) return Status::Ok();
+  const uint64_t before = extra / 2, after = extra - before;
+  if (g.padding.mode == PatchPadding::Mode::kReflect && after >= n) {
+    return ConfigError("patch padding 'reflect' along '" + g.dims[d] + "' needs " +
+                       std::to_string(after) + " mirrored indices at an edge of its " +
+                       std::to_string(n) + " selected ones in " + where + " (windows of " +
+                       std::to_string(window) + ", stride " + std::to_string(stride) +
+                       "); pad with a value instead");
+  }
+  AxisIndexing& axis = g.axes[d];
+  axis.padded = true;
+  axis.pad_before = before;
+  axis.selected = selected;
+  g.ranges[d] = IndexRange{selected.start, selected.stop + extra};
+  return Status::Ok();
+}
+
 // Sampled dimensions (the time dimension always, with window 1 unless given), windows and strides.
 Status SetSampling(const LoaderOptions& options, const std::string& where, LoaderGeometry& g) {
   const size_t rank = g.dims.size();
@@ -517,8 +587,12 @@ Status SetSampling(const LoaderOptions& options, const std::string& where, Loade
     if (stride == 0) return InvalidArgumentError("stride along '" + name + "' is 0");
     g.stride[d] = stride;
   }
+  g.padding = options.patch_padding;
   for (size_t d = 0; d < rank; ++d) {
     const bool time = g.time_dim && *g.time_dim == d;
+    if (g.sampled[d] && !time && g.axes[d].period == 0) {
+      ZS_RETURN_IF_ERROR(PadSampledDimension(where, d, g));
+    }
     if ((time ? StoreSpan(g, g.window[d]) : g.window[d]) > g.ranges[d].size()) {
       return InvalidArgumentError(
           "sample window " + std::to_string(g.window[d]) + " along '" + g.dims[d] + "'" +
@@ -528,6 +602,12 @@ Status SetSampling(const LoaderOptions& options, const std::string& where, Loade
                : std::string()) +
           " is larger than its " + std::to_string(g.ranges[d].size()) + " selected indices in " +
           where);
+    }
+  }
+  for (size_t d = 0; d < rank; ++d) {
+    // A periodic dimension sampled whole: a window from every index, wrapping.
+    if (g.sampled[d] && g.axes[d].period != 0 && g.ranges[d].size() == g.axes[d].period) {
+      g.ranges[d].stop += g.window[d] - 1;
     }
   }
   g.time_window = g.time_dim ? g.window[*g.time_dim] : 1;
@@ -601,8 +681,9 @@ Status DetectMissingSteps(const LoaderGeometry& g, size_t c,
       for (size_t d = 0; d < g.dims.size(); ++d) {
         const std::optional<size_t> a = ArrayDimOf(g, c, d);
         if (!a || d == *g.time_dim) continue;
-        low[*a] = g.ranges[d].start / chunk[*a];
-        high[*a] = (g.ranges[d].stop - 1) / chunk[*a];
+        const IndexRange touched = TouchedStoreRange(g, d);
+        low[*a] = touched.start / chunk[*a];
+        high[*a] = (touched.stop - 1) / chunk[*a];
       }
       std::vector<uint64_t> coords = low;
       bool none = true;
@@ -670,8 +751,9 @@ void SetResident(LoaderGeometry& g) {
     for (size_t d = 0; d < g.dims.size(); ++d) {
       const std::optional<size_t> a = ArrayDimOf(g, c, d);
       if (!a) continue;
-      box->start[*a] = g.ranges[d].start;
-      box->shape[*a] = g.ranges[d].size();
+      const IndexRange touched = TouchedStoreRange(g, d);
+      box->start[*a] = touched.start;
+      box->shape[*a] = touched.size();
     }
   }
 }
@@ -685,12 +767,17 @@ Status LoadDegrees(const Dataset& dataset, const LoaderGeometry& g, std::string_
   for (size_t d = 0; d < g.dims.size(); ++d) {
     if (std::find(names.begin(), names.end(), g.dims[d]) == names.end()) continue;
     ZS_ASSIGN_OR_RETURN(Coordinate coordinate, dataset.LoadCoordinate(g.dims[d]));
-    if (coordinate.is_time() || coordinate.size() < g.ranges[d].stop) {
+    if (coordinate.is_time() || coordinate.is_text() ||
+        coordinate.size() < TouchedStoreRange(g, d).stop) {
       return ConfigError("computed forcing '" + std::string(forcing) + "' needs " +
                          coordinate.Describe() + " to hold a number of degrees for each index");
     }
-    values->resize(coordinate.size());
-    for (uint64_t i = 0; i < coordinate.size(); ++i) (*values)[i] = coordinate.NumericValue(i);
+    // By the loader's index: what each one reads (a wrapped or mirrored index its source's value;
+    // padding with a value takes the edge's, which the padding then covers).
+    values->resize(g.ranges[d].stop);
+    for (uint64_t i = 0; i < values->size(); ++i) {
+      (*values)[i] = coordinate.NumericValue(SourceIndex(g, d, i));
+    }
     *dim = d;
     return Status::Ok();
   }
@@ -793,6 +880,87 @@ void SetLayout(LoaderGeometry& g) {
 }
 
 }  // namespace
+
+Result<PatchPadding> ParsePatchPadding(std::string_view text) {
+  PatchPadding padding;
+  if (text == "none") return padding;
+  if (text == "reflect") {
+    padding.mode = PatchPadding::Mode::kReflect;
+    return padding;
+  }
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgumentError("patch padding '" + std::string(text) +
+                                "': expected 'none', 'reflect' or a number");
+  }
+  padding.mode = PatchPadding::Mode::kValue;
+  padding.value = value;
+  return padding;
+}
+
+void MapAxisRun(const LoaderGeometry& g, size_t d, uint64_t start, uint64_t extent,
+                std::vector<AxisPiece>* pieces) {
+  const AxisIndexing& axis = g.axes[d];
+  if (axis.period != 0) {
+    uint64_t store = start % axis.period;
+    for (uint64_t offset = 0; offset < extent;) {
+      const uint64_t length = std::min(extent - offset, axis.period - store);
+      pieces->push_back(AxisPiece{offset, store, length, false});
+      offset += length;
+      store = 0;
+    }
+    return;
+  }
+  if (!axis.padded) {
+    pieces->push_back(AxisPiece{0, start, extent, false});
+    return;
+  }
+  const auto lo = static_cast<int64_t>(axis.selected.start);
+  const auto hi = static_cast<int64_t>(axis.selected.stop);
+  for (uint64_t offset = 0; offset < extent;) {
+    const int64_t store = static_cast<int64_t>(start + offset - axis.pad_before);
+    const uint64_t left = extent - offset;
+    if (store >= lo && store < hi) {
+      const uint64_t length = std::min<uint64_t>(left, static_cast<uint64_t>(hi - store));
+      pieces->push_back(AxisPiece{offset, static_cast<uint64_t>(store), length, false});
+      offset += length;
+    } else if (g.padding.mode == PatchPadding::Mode::kValue) {
+      const uint64_t length =
+          store < lo ? std::min<uint64_t>(left, static_cast<uint64_t>(lo - store)) : left;
+      pieces->push_back(AxisPiece{offset, 0, length, true});
+      offset += length;
+    } else {
+      const int64_t mirror = store < lo ? 2 * lo - store : 2 * (hi - 1) - store;
+      pieces->push_back(AxisPiece{offset, static_cast<uint64_t>(mirror), 1, false});
+      ++offset;
+    }
+  }
+}
+
+uint64_t SourceIndex(const LoaderGeometry& g, size_t d, uint64_t index) {
+  std::vector<AxisPiece> pieces;
+  MapAxisRun(g, d, index, 1, &pieces);
+  const AxisIndexing& axis = g.axes[d];
+  if (!pieces[0].padding) return pieces[0].store;
+  return static_cast<int64_t>(index) - static_cast<int64_t>(axis.pad_before) <
+                 static_cast<int64_t>(axis.selected.start)
+             ? axis.selected.start
+             : axis.selected.stop - 1;
+}
+
+int64_t ReportedIndex(const LoaderGeometry& g, size_t d, uint64_t index) {
+  const AxisIndexing& axis = g.axes[d];
+  if (axis.period != 0) return static_cast<int64_t>(index % axis.period);
+  return static_cast<int64_t>(index) - static_cast<int64_t>(axis.pad_before);
+}
+
+IndexRange TouchedStoreRange(const LoaderGeometry& g, size_t d) {
+  const AxisIndexing& axis = g.axes[d];
+  if (axis.period != 0 && g.ranges[d].stop > axis.period) return IndexRange{0, axis.period};
+  if (axis.padded) return axis.selected;
+  return g.ranges[d];
+}
 
 std::pair<size_t, uint64_t> TimeSource(const LoaderGeometry& g, size_t c, uint64_t t) {
   const std::vector<ArraySegment>& segments = g.time_segments[c];

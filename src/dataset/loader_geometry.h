@@ -69,6 +69,26 @@ struct InputSource {
   size_t index = 0;  // into LoaderGeometry::channels, or the forcing kind when computed
 };
 
+// How the loader's indices along one dimension (LoaderGeometry::ranges, windows, sample origins)
+// map to the store's. They are the store's indices but on a periodic dimension, where they run on
+// past the end (index i is store index i mod `period`), and on a padded one, where index i is store
+// index i - `pad_before` and what lies outside `selected` is padding.
+struct AxisIndexing {
+  uint64_t period = 0;  // the store's extent of a periodic dimension; 0: not periodic
+  bool padded = false;
+  uint64_t pad_before = 0;
+  IndexRange selected;  // padded: the store indices selected
+};
+
+// A run of the loader's indices along one dimension as runs of the store's (MapAxisRun): `length`
+// indices from `offset` in the run are store indices from `store` on, or padding.
+struct AxisPiece {
+  uint64_t offset = 0;
+  uint64_t store = 0;
+  uint64_t length = 0;
+  bool padding = false;  // filled with PatchPadding::value (kValue padding)
+};
+
 struct LoaderGeometry {
   // Inputs then targets; a channel that is both appears twice (normalised alike, read once).
   std::vector<Channel> channels;
@@ -83,6 +103,9 @@ struct LoaderGeometry {
   // range, whether it is sampled and its window (the range's size when not sampled).
   std::vector<std::string> dims;
   std::vector<IndexRange> ranges;
+  // Per dimension: how the indices above map to the store's (periodic and padded dimensions).
+  std::vector<AxisIndexing> axes;
+  PatchPadding padding;
   std::vector<uint8_t> sampled;
   std::vector<uint64_t> window;
   std::vector<uint64_t> stride;
@@ -102,8 +125,9 @@ struct LoaderGeometry {
   // Input channels per sample: input_order.size() × time_window.
   uint64_t input_channels = 0;
   // For the computed forcings: the latitude and longitude dimensions (indices into dims) and
-  // their coordinates' values in degrees, and the time coordinate in seconds since 1970, each
-  // indexed by the store's index (empty when no computed forcing needs it).
+  // their coordinates' values in degrees, indexed by the loader's indices (a periodic
+  // longitude's run on past the end; a reflected row has its mirror's latitude), and the time
+  // coordinate in seconds since 1970 by the store's (empty when no computed forcing needs it).
   std::optional<size_t> latitude_dim, longitude_dim;
   std::vector<double> latitudes, longitudes;
   std::vector<int64_t> times;
@@ -136,6 +160,23 @@ struct LoaderGeometry {
 // The dimension of channel `c`'s array that the geometry's dimension `d` is; nullopt for the time
 // dimension of a static field, which its array lacks.
 std::optional<size_t> ArrayDimOf(const LoaderGeometry& geometry, size_t c, size_t d);
+
+// The loader's indices [start, start + extent) along dimension `d` as runs of store indices and
+// padding, appended to `pieces` in order (one piece where the dimension neither wraps nor is
+// padded; reflected padding is one piece per index, as it runs backwards).
+void MapAxisRun(const LoaderGeometry& geometry, size_t d, uint64_t start, uint64_t extent,
+                std::vector<AxisPiece>* pieces);
+// The store index whose value the loader's index `index` along dimension `d` takes: itself, the
+// wrapped or mirrored one, or for padding with a value the nearest selected one (which the
+// padding then covers).
+uint64_t SourceIndex(const LoaderGeometry& geometry, size_t d, uint64_t index);
+// The store index the loader's index `index` along dimension `d` stands for, as sample origins
+// report it: below the period of a periodic dimension; shifted by the padding of a padded one,
+// so before the selection's first index, below 0 too.
+int64_t ReportedIndex(const LoaderGeometry& geometry, size_t d, uint64_t index);
+// The store indices the loader's range along dimension `d` touches: the range itself, the whole
+// dimension where it wraps, the selection where it is padded.
+IndexRange TouchedStoreRange(const LoaderGeometry& geometry, size_t d);
 
 // The array (index into `geometry.arrays`) and the index along its time dimension that hold
 // dataset time index `t` of channel `c`.

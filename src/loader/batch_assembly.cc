@@ -1,5 +1,6 @@
 #include "loader/batch_assembly.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <type_traits>
@@ -256,7 +257,60 @@ void SpreadInto(const std::vector<float>& table, uint64_t cols, std::span<const 
   }
 }
 
+template <typename Dst>
+void FillBox(Dst value, std::span<const uint64_t> slab_shape, const DimArray& offset,
+             const DimArray& shape, Dst* slab, uint8_t* mask, uint8_t masked) {
+  const size_t rank = slab_shape.size();
+  if (rank == 0) {
+    slab[0] = value;
+    if (mask != nullptr) mask[0] = masked;
+    return;
+  }
+  DimArray strides{};
+  uint64_t stride = 1;
+  for (size_t a = rank; a-- > 0;) {
+    strides[a] = stride;
+    stride *= slab_shape[a];
+  }
+  uint64_t rows = 1;
+  for (size_t a = 0; a + 1 < rank; ++a) rows *= shape[a];
+  DimArray at{};
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint64_t first = offset[rank - 1];
+    for (size_t a = 0; a + 1 < rank; ++a) first += (offset[a] + at[a]) * strides[a];
+    std::fill(slab + first, slab + first + shape[rank - 1], value);
+    if (mask != nullptr) std::fill(mask + first, mask + first + shape[rank - 1], masked);
+    for (size_t a = rank - 1; a-- > 0;) {
+      if (++at[a] < shape[a]) break;
+      at[a] = 0;
+    }
+  }
+}
+
 }  // namespace
+
+void AssembleFill(double value, std::span<const uint64_t> slab_shape, const DimArray& offset,
+                  const DimArray& shape, std::byte* slab, BatchDType dtype,
+                  const SlabTransform& transform, uint8_t* mask) {
+  const bool missing = std::isnan(value);
+  const auto v = static_cast<float>(missing && transform.fill_nan ? transform.nan_fill : value);
+  const uint8_t masked = missing ? 1 : 0;
+  if (!transform.fill_nan) mask = nullptr;
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return FillBox(v, slab_shape, offset, shape, reinterpret_cast<float*>(slab), mask, masked);
+    case BatchDType::kBFloat16:
+      return FillBox(FromFloat<BFloat16>(v), slab_shape, offset, shape,
+                     reinterpret_cast<BFloat16*>(slab), mask, masked);
+    case BatchDType::kFloat16:
+#if defined(__FLT16_MANT_DIG__)
+      return FillBox(static_cast<_Float16>(v), slab_shape, offset, shape,
+                     reinterpret_cast<_Float16*>(slab), mask, masked);
+#else
+      break;  // rejected by ParseBatchDType
+#endif
+  }
+}
 
 void AssembleComputed(uint32_t kind, int64_t seconds, std::span<const uint64_t> shape,
                       int latitude_axis, const double* latitudes, int longitude_axis,

@@ -50,6 +50,14 @@ void AssembleComputed(uint32_t kind, int64_t seconds, std::span<const uint64_t> 
                       int latitude_axis, const double* latitudes, int longitude_axis,
                       const double* longitudes, std::byte* slab, BatchDType dtype, uint8_t* mask);
 
+// The box `offset`/`shape` (per dimension of the slab, C order over `slab_shape`) of one slab set
+// to `value` (in output units: patch padding), rounded to float32 and then to the batch dtype as
+// the GPU's fill does; a NaN value becomes transform.nan_fill with its mask bytes 1 when
+// transform.fill_nan, else the mask bytes are 0 (`mask`: the slab's first mask byte, or null).
+void AssembleFill(double value, std::span<const uint64_t> slab_shape, const DimArray& offset,
+                  const DimArray& shape, std::byte* slab, BatchDType dtype,
+                  const SlabTransform& transform, uint8_t* mask);
+
 // float32 → bfloat16 bits, rounding to nearest even (NaN stays a quiet NaN).
 uint16_t FloatToBFloat16(float value);
 

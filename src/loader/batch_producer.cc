@@ -13,7 +13,7 @@ std::string DescribeSample(const LoaderGeometry& g, std::span<const uint64_t> or
     out += k == 0 ? " " : ", ";
     out += g.sample_dims[k];
     out += "=";
-    out += std::to_string(origin[k]);
+    out += std::to_string(ReportedIndex(g, g.sampled_index[k], origin[k]));
   }
   return out;
 }
@@ -77,6 +77,27 @@ void BatchProducerBase::AssembleComputedForcing(Batch& b, const PlannedForcing& 
                    options.dtype, mask);
 }
 
+void BatchProducerBase::AssemblePadding(Batch& b, const PlannedPadding& box) const {
+  const LoaderGeometry& g = context_.geometry;
+  const LoaderOptions& options = context_.options;
+  const SlabTransform transform{0, 1, options.fill_nan, options.nan_fill, nullptr};
+  const size_t element_bytes = BatchDTypeSize(options.dtype);
+  const auto fill = [&](const BatchTensor& out, const BatchTensor& mask, uint64_t channels) {
+    for (uint64_t c = 0; c < channels; ++c) {
+      const uint64_t slab = box.sample * channels + c;
+      AssembleFill(
+          g.padding.value, g.spatial_shape, box.offset, box.shape,
+          out.data.data() + slab * g.slab_elements * element_bytes, options.dtype, transform,
+          options.fill_nan ? reinterpret_cast<uint8_t*>(mask.data.data()) + slab * g.slab_elements
+                           : nullptr);
+    }
+  };
+  fill(BatchAccess::input(b), BatchAccess::input_mask(b), g.input_channels);
+  if (!g.target_slabs.empty()) {
+    fill(BatchAccess::target(b), BatchAccess::target_mask(b), g.target_slabs.size());
+  }
+}
+
 void BatchProducerBase::LayOutTensors(Batch& b, std::byte* tensors, std::byte* origins,
                                       size_t samples) const {
   const BatchLayout& layout = context_.layout;
@@ -112,9 +133,11 @@ void BatchProducerBase::FinishPlanning(Batch& b, uint64_t epoch, uint64_t index,
   BatchAccess::index(b) = index;
   BatchAccess::num_padding(b) = samples.num_padding;
   BatchAccess::sample_ids(b) = samples.sample_ids;
+  const LoaderGeometry& g = context_.geometry;
   auto* origins = reinterpret_cast<int64_t*>(BatchAccess::origins(b).data.data());
+  const size_t columns = g.sampled_index.size();
   for (size_t i = 0; i < samples.origins.size(); ++i) {
-    origins[i] = static_cast<int64_t>(samples.origins[i]);
+    origins[i] = ReportedIndex(g, g.sampled_index[i % columns], samples.origins[i]);
   }
   context_.counters.chunk_refs += reads.chunk_refs;
   context_.counters.bytes_used += reads.bytes_used;

@@ -122,6 +122,9 @@ class BatchProducerBase : public BatchProducer {
   CopyTarget TargetOf(Batch& b, const PlannedCopy& copy) const;
   // One computed forcing's slab of a host batch (BatchReadPlan::computed).
   void AssembleComputedForcing(Batch& b, const PlannedForcing& forcing) const;
+  // Padding box `box` (PatchPadding kValue) in every channel of its sample, on the CPU: after the
+  // sample's copies and computed forcings.
+  void AssemblePadding(Batch& b, const PlannedPadding& box) const;
   // Axis of the latitude (longitude) among the spatial dimensions; -1 where there is none.
   int LatitudeAxis() const;
   int LongitudeAxis() const;

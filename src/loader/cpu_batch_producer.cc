@@ -31,6 +31,9 @@ class CpuBatchProducer::Job {
   void Run() {
     AssembleResident();
     AssembleComputedForcings();
+    // Patch padding with a value: after the forcings, which fill whole slabs; the chunks' copies
+    // never reach it.
+    for (const PlannedPadding& box : reads_.padding) producer_.AssemblePadding(b_, box);
     DecodedChunks hits;
     std::vector<size_t> misses;
     std::vector<std::pair<size_t, std::shared_ptr<ChunkCache::Decode>>> elsewhere;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gpu/cuda_driver.h"
@@ -209,9 +210,9 @@ class GpuBatchProducer::Job {
       status = RunWave(begin, &begin);
     }
     if (status.ok() && reads_.chunks.empty() &&
-        (!reads_.resident.empty() || !reads_.computed.empty())) {
-      // Only static fields and computed forcings: their launches, which the first wave makes
-      // otherwise.
+        (!reads_.resident.empty() || !reads_.computed.empty() || !reads_.padding.empty())) {
+      // Only static fields, computed forcings and padding: their launches, which the first wave
+      // makes otherwise.
       status = w_.Begin(0, 0, 0);
       std::vector<ChunkRead> none;
       if (status.ok()) status = Scatter(0, none, {});
@@ -371,12 +372,60 @@ class GpuBatchProducer::Job {
         }
       }
     }
-    if (begin == 0) ZS_RETURN_IF_ERROR(LaunchComputedForcings());
+    if (begin == 0) {
+      ZS_RETURN_IF_ERROR(LaunchComputedForcings());
+      // Patch padding with a value, in the scatter launch after the forcings' on the same stream
+      // (the forcings fill whole slabs; no chunk's copy reaches the padding).
+      AddPaddingCopies(copies, max_elements);
+    }
     if (copies.empty()) return Status::Ok();
     ZS_ASSIGN_OR_RETURN(uint64_t descriptors,
                         w_.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(copies))));
     return producer_.setup_.device.kernels->Scatter(
         descriptors, static_cast<uint32_t>(copies.size()), max_elements, w_.stream());
+  }
+
+  // The padding boxes (BatchReadPlan::padding) of every channel, as copies from a fill value:
+  // float64 through an identity transform, so that the value arrives rounded as on the CPU.
+  void AddPaddingCopies(std::vector<gpu_abi::CopyDescriptor>& copies, uint64_t& max_elements) {
+    if (reads_.padding.empty()) return;
+    const LoaderGeometry& g = context_.geometry;
+    const LoaderOptions& options = context_.options;
+    const SlabTransform identity{0, 1, options.fill_nan, options.nan_fill, nullptr};
+    std::byte fill[sizeof(double)];
+    std::memcpy(fill, &g.padding.value, sizeof(double));
+    const size_t rank = g.spatial_shape.size();
+    DimArray strides{};
+    uint64_t stride = 1;
+    for (size_t a = rank; a-- > 0;) {
+      strides[a] = stride;
+      stride *= g.spatial_shape[a];
+    }
+    const size_t element_bytes = BatchDTypeSize(options.dtype);
+    const auto add = [&](const BatchTensor& out, const BatchTensor& mask, uint64_t channels,
+                         const PlannedPadding& box) {
+      PlannedCopy copy;
+      copy.rank = static_cast<uint8_t>(rank);
+      copy.within_slab = box.offset;
+      copy.shape = box.shape;
+      for (uint64_t c = 0; c < channels; ++c) {
+        const uint64_t slab = box.sample * channels + c;
+        const uint64_t mask_address =
+            options.fill_nan ? reinterpret_cast<uint64_t>(mask.data.data()) + slab * g.slab_elements
+                             : 0;
+        copies.push_back(MakeCopyDescriptor(
+            0, DataType::kFloat64, std::span<const uint64_t>(box.shape.data(), rank), copy,
+            reinterpret_cast<uint64_t>(out.data.data()) + slab * g.slab_elements * element_bytes,
+            options.dtype, strides, identity, mask_address, /*byte_swap=*/false, fill));
+        max_elements = std::max(max_elements, copies.back().elements);
+      }
+    };
+    for (const PlannedPadding& box : reads_.padding) {
+      add(BatchAccess::input(b_), BatchAccess::input_mask(b_), g.input_channels, box);
+      if (!g.target_slabs.empty()) {
+        add(BatchAccess::target(b_), BatchAccess::target_mask(b_), g.target_slabs.size(), box);
+      }
+    }
   }
 
   // The computed forcings' slabs (BatchReadPlan::computed), in one zs_forcings launch.

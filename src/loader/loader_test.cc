@@ -86,6 +86,7 @@ TEST(LoaderTest, BatchesCarryTheRequestedValuesInTheDocumentedLayout) {
   options.variables = {"t2m", "temperature@850,1000"};
   options.sample = {{"time", 2}, {"longitude", 2}};
   options.stride = {{"time", 1}, {"longitude", 1}};
+  options.periodic = std::vector<std::string>{};  // windows inside the grid, which is global
   options.target_dim = "time";
   options.target_offsets = {1};
   options.target_variables = {"temperature@850"};

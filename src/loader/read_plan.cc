@@ -13,39 +13,27 @@ namespace {
 // For each array: its read chunks' linear indices → their positions in BatchReadPlan::chunks.
 using ChunkIndex = std::vector<std::unordered_map<uint64_t, uint32_t>>;
 
-// Adds to `plan` the chunks and copies that fill slab `slab_index` (`slab`) of `sample`, whose
-// first index along each channel dimension is `start`; a chunk already in `index` gets one more
-// copy.
-void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, uint32_t slab_index,
-              const Slab& slab, ChunkIndex* index, BatchReadPlan* plan) {
-  const Channel& channel = g.channels[slab.channel];
-  size_t array_slot = g.channel_array[slab.channel];
-  DimArray lo{}, extent{}, first{}, count{};
-  for (size_t d = 0; d < g.dims.size(); ++d) {
-    const std::optional<size_t> a = ArrayDimOf(g, slab.channel, d);
-    if (!a) continue;
-    const bool is_time = g.time_dim && *g.time_dim == d;
-    lo[*a] = start[d] + (is_time ? slab.step * g.time_step : 0);
-    extent[*a] = is_time ? 1 : g.window[d];
-    // A step of a combined dataset: the store, and its index, that hold it.
-    if (is_time) std::tie(array_slot, lo[*a]) = TimeSource(g, slab.channel, lo[*a]);
-  }
-  if (channel.level_dim) {
-    lo[*channel.level_dim] = channel.level_index;
-    extent[*channel.level_dim] = 1;
-  }
+// Per array dimension, the runs of store indices (or padding) one slab's box is made of.
+using AxisPieces = std::array<std::vector<AxisPiece>, kLoaderMaxRank>;
+
+// Adds to `plan` the chunks and copies that fill the box [lo, lo + extent) of array `array_slot`,
+// at `slab_offset` in slab `slab_index` of `sample`; a chunk already in `index` gets one more copy.
+void PlanBox(const LoaderGeometry& g, size_t array_slot, const DimArray& lo, const DimArray& extent,
+             const DimArray& slab_offset, uint32_t sample, uint32_t slab_index, const Slab& slab,
+             ChunkIndex* index, BatchReadPlan* plan) {
   const internal::ArrayState& array = *g.arrays[array_slot];
   const size_t array_rank = array.metadata.shape.size();
   const std::vector<uint64_t>& chunk = array.read_chunk_shape;
   const std::vector<uint64_t>& shape = array.metadata.shape;
+  PlannedCopy copy;
+  copy.sample = sample;
+  copy.slab = slab_index;
+  copy.target = slab.target;
+  copy.rank = static_cast<uint8_t>(array_rank);
   if (const std::optional<ResidentBox>& box = g.resident[array_slot]) {
-    PlannedCopy copy;
-    copy.sample = sample;
-    copy.slab = slab_index;
-    copy.target = slab.target;
-    copy.rank = static_cast<uint8_t>(array_rank);
     for (size_t a = 0; a < array_rank; ++a) {
       copy.within_chunk[a] = lo[a] - box->start[a];
+      copy.within_slab[a] = slab_offset[a];
       copy.shape[a] = extent[a];
     }
     auto found = std::find_if(plan->resident.begin(), plan->resident.end(),
@@ -59,6 +47,7 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
     found->copies.push_back(copy);
     return;
   }
+  DimArray first{}, count{};
   uint64_t cells = 1;
   for (size_t a = 0; a < array_rank; ++a) {
     first[a] = lo[a] / chunk[a];
@@ -73,11 +62,6 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
       rest /= count[a];
     }
     uint64_t linear = 0;
-    PlannedCopy copy;
-    copy.sample = sample;
-    copy.slab = slab_index;
-    copy.target = slab.target;
-    copy.rank = static_cast<uint8_t>(array_rank);
     uint64_t elements = 1;
     for (size_t a = 0; a < array_rank; ++a) {
       const uint64_t grid = (shape[a] + chunk[a] - 1) / chunk[a];
@@ -86,7 +70,7 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
       const uint64_t box_lo = std::max(chunk_lo, lo[a]);
       const uint64_t box_hi = std::min(chunk_lo + chunk[a], lo[a] + extent[a]);
       copy.within_chunk[a] = box_lo - chunk_lo;
-      copy.within_slab[a] = box_lo - lo[a];
+      copy.within_slab[a] = box_lo - lo[a] + slab_offset[a];
       copy.shape[a] = box_hi - box_lo;
       elements *= copy.shape[a];
     }
@@ -103,6 +87,88 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
     ++plan->chunk_refs;
     plan->bytes_used += elements * DataTypeSize(array.metadata.data_type);
   }
+}
+
+// Calls visit(pieces chosen, one per dimension) for every combination of `pieces[0, rank)`.
+template <typename Visit>
+void ForEachCombination(const AxisPieces& pieces, size_t rank, Visit&& visit) {
+  for (size_t a = 0; a < rank; ++a) {
+    if (pieces[a].empty()) return;
+  }
+  std::array<size_t, kLoaderMaxRank> which{};
+  std::array<const AxisPiece*, kLoaderMaxRank> chosen{};
+  for (;;) {
+    for (size_t a = 0; a < rank; ++a) chosen[a] = &pieces[a][which[a]];
+    visit(chosen);
+    size_t a = rank;
+    while (a-- > 0) {
+      if (++which[a] < pieces[a].size()) break;
+      which[a] = 0;
+    }
+    if (a == static_cast<size_t>(-1)) return;
+  }
+}
+
+// Adds to `plan` the chunks and copies that fill slab `slab_index` (`slab`) of `sample`, whose
+// first index along each channel dimension is `start` (the loader's indices: a box that wraps
+// around a periodic dimension or reaches into padding is several boxes of the store's, and
+// padding with a value is no box at all: PlanBatchReads plans it for every channel at once).
+void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, uint32_t slab_index,
+              const Slab& slab, AxisPieces* pieces, ChunkIndex* index, BatchReadPlan* plan) {
+  const Channel& channel = g.channels[slab.channel];
+  size_t array_slot = g.channel_array[slab.channel];
+  for (std::vector<AxisPiece>& p : *pieces) p.clear();
+  for (size_t d = 0; d < g.dims.size(); ++d) {
+    const std::optional<size_t> a = ArrayDimOf(g, slab.channel, d);
+    if (!a) continue;
+    if (g.time_dim && *g.time_dim == d) {
+      // A step of a combined dataset: the store, and its index, that hold it.
+      const auto [slot, t] = TimeSource(g, slab.channel, start[d] + slab.step * g.time_step);
+      array_slot = slot;
+      (*pieces)[*a].push_back(AxisPiece{0, t, 1, false});
+    } else {
+      MapAxisRun(g, d, start[d], g.window[d], &(*pieces)[*a]);
+    }
+  }
+  if (channel.level_dim) {
+    (*pieces)[*channel.level_dim].push_back(AxisPiece{0, channel.level_index, 1, false});
+  }
+  const size_t array_rank = g.arrays[array_slot]->metadata.shape.size();
+  ForEachCombination(*pieces, array_rank, [&](const auto& chosen) {
+    DimArray lo{}, extent{}, slab_offset{};
+    for (size_t a = 0; a < array_rank; ++a) {
+      if (chosen[a]->padding) return;
+      lo[a] = chosen[a]->store;
+      extent[a] = chosen[a]->length;
+      slab_offset[a] = chosen[a]->offset;
+    }
+    PlanBox(g, array_slot, lo, extent, slab_offset, sample, slab_index, slab, index, plan);
+  });
+}
+
+// The boxes of `sample`'s spatial dimensions that are padding with a value.
+void PlanPadding(const LoaderGeometry& g, const DimArray& start, uint32_t sample,
+                 AxisPieces* pieces, BatchReadPlan* plan) {
+  const size_t rank = g.spatial_index.size();
+  bool any = false;
+  for (size_t k = 0; k < rank; ++k) {
+    const size_t d = g.spatial_index[k];
+    (*pieces)[k].clear();
+    MapAxisRun(g, d, start[d], g.window[d], &(*pieces)[k]);
+    for (const AxisPiece& piece : (*pieces)[k]) any = any || piece.padding;
+  }
+  if (!any) return;
+  ForEachCombination(*pieces, rank, [&](const auto& chosen) {
+    PlannedPadding box;
+    box.sample = sample;
+    bool padding = false;
+    for (size_t k = 0; k < rank; ++k) {
+      padding = padding || chosen[k]->padding;
+      box.offset[k] = chosen[k]->offset;
+      box.shape[k] = chosen[k]->length;
+    }
+    if (padding) plan->padding.push_back(box);
+  });
 }
 
 }  // namespace
@@ -145,6 +211,10 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
 BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) {
   BatchReadPlan plan;
   ChunkIndex index(g.arrays.size());
+  AxisPieces pieces;
+  const bool padding = g.padding.mode == PatchPadding::Mode::kValue &&
+                       std::any_of(g.axes.begin(), g.axes.end(),
+                                   [](const AxisIndexing& axis) { return axis.padded; });
   DimArray start{};  // the sample's first index along each channel dimension
   for (size_t s = 0; s < batch.size(); ++s) {
     std::span<const uint64_t> origin = batch.origin(s);
@@ -152,10 +222,12 @@ BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) 
     for (size_t k = 0; k < g.sampled_index.size(); ++k) start[g.sampled_index[k]] = origin[k];
     const auto sample = static_cast<uint32_t>(s);
     for (size_t i = 0; i < g.input_slabs.size(); ++i) {
-      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.input_slabs[i], &index, &plan);
+      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.input_slabs[i], &pieces, &index,
+               &plan);
     }
     for (size_t i = 0; i < g.target_slabs.size(); ++i) {
-      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.target_slabs[i], &index, &plan);
+      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.target_slabs[i], &pieces, &index,
+               &plan);
     }
     for (size_t i = 0; i < g.computed_slabs.size(); ++i) {
       PlannedForcing f;
@@ -168,6 +240,7 @@ BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) 
       if (g.longitude_dim) f.longitude = start[*g.longitude_dim];
       plan.computed.push_back(f);
     }
+    if (padding) PlanPadding(g, start, sample, &pieces, &plan);
   }
   return plan;
 }

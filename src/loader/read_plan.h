@@ -59,6 +59,15 @@ struct PlannedForcing {
   uint64_t longitude = 0;
 };
 
+// A box of one sample's spatial dimensions that lies in padding with a value (PatchPadding::
+// kValue): every channel of the sample (inputs, computed forcings, targets) holds the value there,
+// written after everything else.
+struct PlannedPadding {
+  uint32_t sample = 0;
+  DimArray offset{};  // per spatial dimension (LoaderGeometry::spatial_index order)
+  DimArray shape{};
+};
+
 struct BatchReadPlan {
   std::vector<PlannedChunk> chunks;  // in order of first use
   uint64_t chunk_refs = 0;           // chunk uses before deduplication
@@ -68,6 +77,7 @@ struct BatchReadPlan {
   // they count in neither chunk_refs nor bytes_used.
   std::vector<PlannedChunk> resident;
   std::vector<PlannedForcing> computed;
+  std::vector<PlannedPadding> padding;
 };
 
 BatchReadPlan PlanBatchReads(const LoaderGeometry& geometry, const SampleBatch& batch);

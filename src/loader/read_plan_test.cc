@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -61,31 +62,43 @@ void ExpectCopiesTileTheSlabs(const LoaderGeometry& g, const SampleBatch& batch,
   // (sample, target, slab, position in the slab) of every value copied.
   std::set<std::tuple<uint32_t, bool, uint32_t, std::vector<uint64_t>>> covered;
   uint64_t copied = 0;
-  for (const PlannedChunk& chunk : plan.chunks) {
+  std::vector<const PlannedChunk*> sources;
+  for (const PlannedChunk& chunk : plan.chunks) sources.push_back(&chunk);
+  for (const PlannedChunk& kept : plan.resident) sources.push_back(&kept);
+  for (const PlannedChunk* source : sources) {
+    const PlannedChunk& chunk = *source;
     const internal::ArrayState& array = *g.arrays[chunk.array];
-    const std::vector<uint64_t>& extent = array.read_chunk_shape;
+    // A static field's copies come from its kept box, which stands for its one chunk.
+    const std::optional<ResidentBox>& kept = g.resident[chunk.array];
+    const std::vector<uint64_t>& extent = kept ? kept->shape : array.read_chunk_shape;
     for (const PlannedCopy& copy : chunk.copies) {
       const Slab& slab = copy.target ? g.target_slabs[copy.slab] : g.input_slabs[copy.slab];
       const Channel& channel = g.channels[slab.channel];
       ASSERT_EQ(g.arrays[g.channel_array[slab.channel]], &array);
       ASSERT_EQ(size_t{copy.rank}, array.metadata.shape.size());
-      // The slab's first array index per array dimension, from the sample's origin.
+      // The slab's first index per array dimension (the loader's index, from the sample's
+      // origin), and the geometry's dimension it is (none for the level).
       std::vector<uint64_t> lo;
       std::vector<uint64_t> slab_extent;
+      std::vector<std::optional<size_t>> dim_of;
       for (size_t d = 0, k = 0; d < g.dims.size(); ++d) {
         if (channel.level_dim && lo.size() == *channel.level_dim) {
           lo.push_back(channel.level_index);
           slab_extent.push_back(1);
+          dim_of.emplace_back();
         }
         const bool time = g.time_dim && *g.time_dim == d;
         uint64_t start = g.ranges[d].start;
         if (g.sampled[d]) start = batch.origin(copy.sample)[k++];
+        if (time && channel.broadcast) continue;  // a static field has no time dimension
         lo.push_back(start + (time ? slab.step : 0));
         slab_extent.push_back(time ? 1 : g.window[d]);
+        dim_of.push_back(time ? std::nullopt : std::optional(d));
       }
       if (channel.level_dim && lo.size() == *channel.level_dim) {
         lo.push_back(channel.level_index);
         slab_extent.push_back(1);
+        dim_of.emplace_back();
       }
       ASSERT_EQ(lo.size(), size_t{copy.rank});
       uint64_t volume = 1;
@@ -93,8 +106,15 @@ void ExpectCopiesTileTheSlabs(const LoaderGeometry& g, const SampleBatch& batch,
         EXPECT_GT(copy.shape[a], 0U);
         EXPECT_LE(copy.within_chunk[a] + copy.shape[a], extent[a]) << "dimension " << a;
         EXPECT_LE(copy.within_slab[a] + copy.shape[a], slab_extent[a]) << "dimension " << a;
-        EXPECT_EQ(chunk.coords[a] * extent[a] + copy.within_chunk[a], lo[a] + copy.within_slab[a])
-            << "dimension " << a;
+        // Each index of the box reads the store index the loader's index there stands for
+        // (wrapped around a periodic dimension, mirrored in reflected padding).
+        for (uint64_t i = 0; i < copy.shape[a]; ++i) {
+          const uint64_t index = lo[a] + copy.within_slab[a] + i;
+          EXPECT_EQ(
+              (kept ? kept->start[a] : chunk.coords[a] * extent[a]) + copy.within_chunk[a] + i,
+              dim_of[a] ? SourceIndex(g, *dim_of[a], index) : index)
+              << "dimension " << a << ", index " << i;
+        }
         volume *= copy.shape[a];
       }
       copied += volume;
@@ -109,9 +129,16 @@ void ExpectCopiesTileTheSlabs(const LoaderGeometry& g, const SampleBatch& batch,
       }
     }
   }
+  // Padding with a value is no copy: its boxes cover the rest of every slab.
+  uint64_t padded = 0;
+  for (const PlannedPadding& box : plan.padding) {
+    uint64_t volume = 1;
+    for (size_t k = 0; k < g.spatial_shape.size(); ++k) volume *= box.shape[k];
+    padded += volume * (g.input_slabs.size() + g.target_slabs.size());  // its sample's slabs
+  }
   const uint64_t slabs = batch.size() * (g.input_slabs.size() + g.target_slabs.size());
-  EXPECT_EQ(copied, slabs * g.slab_elements);
-  EXPECT_EQ(covered.size(), slabs * g.slab_elements);
+  EXPECT_EQ(copied + padded, slabs * g.slab_elements);
+  EXPECT_EQ(covered.size(), copied);
 }
 
 TEST(ReadPlanTest, CopiesCarryEachSlabFromTheChunksThatHoldIt) {
@@ -133,6 +160,72 @@ TEST(ReadPlanTest, CopiesCarryEachSlabFromTheChunksThatHoldIt) {
   uint64_t refs = 0;
   for (const PlannedChunk& chunk : plan.chunks) refs += chunk.copies.size();
   EXPECT_EQ(refs, plan.chunk_refs);
+}
+
+TEST(ReadPlanTest, WindowsWrapAroundAPeriodicLongitude) {
+  LoaderOptions options;
+  options.variables = {"temperature@850,1000", "t2m", "lsm"};
+  options.target_variables = {"t2m"};
+  options.sample = {{"time", 2}, {"longitude", 3}};
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  auto geometry = Geometry(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  EXPECT_EQ(geometry->axes[2].period, kLon);
+  // Longitudes 4, 5, 0 and 5, 0, 1 (crossing the chunk edge at 4 too), and one inside.
+  const SampleBatch batch = Batch({{1, 4}, {4, 5}, {2, 1}});
+  const BatchReadPlan plan = PlanBatchReads(*geometry, batch);
+  ExpectCopiesTileTheSlabs(*geometry, batch, plan);
+  // The static field's kept box is every longitude.
+  const ResidentBox& box = *geometry->resident[geometry->channel_array[3]];
+  EXPECT_EQ(box.shape, (std::vector<uint64_t>{kLat, kLon}));
+  EXPECT_EQ(ReportedIndex(*geometry, 2, 7), 1);
+  // periodic: none, and windows stay inside.
+  options.periodic = std::vector<std::string>{};
+  auto flat = Geometry(options);
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  EXPECT_EQ(flat->axes[2].period, 0U);
+  EXPECT_EQ(flat->ranges[2], (IndexRange{0, kLon}));
+}
+
+TEST(ReadPlanTest, ReflectPaddingMirrorsTheRowsAtTheEdges) {
+  LoaderOptions options;
+  options.variables = {"temperature@500", "lsm"};
+  options.sample = {{"latitude", 3}};
+  options.stride = {{"latitude", 3}};
+  options.patch_padding.mode = PatchPadding::Mode::kReflect;
+  auto geometry = Geometry(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  // 4 rows in windows of 3, stride 3: 2 windows need 6 rows, one mirrored at each edge.
+  const AxisIndexing& axis = geometry->axes[1];
+  EXPECT_TRUE(axis.padded);
+  EXPECT_EQ(axis.pad_before, 1U);
+  EXPECT_EQ(geometry->ranges[1], (IndexRange{0, kLat + 2}));
+  EXPECT_EQ(SourceIndex(*geometry, 1, 0), 1U);  // row -1 mirrors row 1
+  EXPECT_EQ(SourceIndex(*geometry, 1, 5), 2U);  // row 4 mirrors row 2
+  EXPECT_EQ(ReportedIndex(*geometry, 1, 0), -1);
+  const SampleBatch batch = Batch({{0, 0}, {5, 3}});
+  const BatchReadPlan plan = PlanBatchReads(*geometry, batch);
+  EXPECT_TRUE(plan.padding.empty());
+  ExpectCopiesTileTheSlabs(*geometry, batch, plan);
+  // A value instead: no copy reaches the padding rows; a box per sample says where they are.
+  options.patch_padding = PatchPadding{PatchPadding::Mode::kValue, 0.5};
+  auto valued = Geometry(options);
+  ASSERT_TRUE(valued.ok()) << valued.status().ToString();
+  const BatchReadPlan filled = PlanBatchReads(*valued, batch);
+  ASSERT_EQ(filled.padding.size(), 2U);
+  EXPECT_EQ(filled.padding[0].offset[0], 0U);  // sample 0: its first row
+  EXPECT_EQ(filled.padding[1].offset[0], 2U);  // sample 1: its last row
+  for (const PlannedPadding& box : filled.padding) {
+    EXPECT_EQ(box.shape[0], 1U);
+    EXPECT_EQ(box.shape[1], kLon);
+  }
+  ExpectCopiesTileTheSlabs(*valued, batch, filled);
+  // Too little to mirror: 4 rows cannot give 4 mirrored ones.
+  options.patch_padding.mode = PatchPadding::Mode::kReflect;
+  options.sample = {{"latitude", 12}};
+  options.stride = {{"latitude", 12}};
+  EXPECT_EQ(Geometry(options).status().code(), ErrorCode::kConfig);
 }
 
 TEST(ReadPlanTest, StaticFieldsAreCopiedFromTheirKeptBoxAtEveryStep) {
@@ -215,7 +308,8 @@ TEST(ReadPlanTest, PlanDimsCarryWindowsStridesTargetReachAndChunks) {
   EXPECT_EQ(dims[0].reach, 3U);   // the largest offset
   EXPECT_EQ(dims[0].chunk, 2U);
   EXPECT_EQ(dims[1].name, "longitude");
-  EXPECT_EQ(dims[1].range, (IndexRange{0, kLon}));
+  // A periodic longitude sampled whole: a window from every index, the last two wrapping.
+  EXPECT_EQ(dims[1].range, (IndexRange{0, kLon + 2}));
   EXPECT_EQ(dims[1].window, 3U);
   EXPECT_EQ(dims[1].stride, 2U);
   EXPECT_EQ(dims[1].reach, 0U);
