@@ -425,29 +425,12 @@ Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std
   return Status::Ok();
 }
 
-// "6h" in seconds; units s, min, h, d.
-Result<int64_t> ParseFrequency(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string unit = text.substr(digits);
-  static const std::map<std::string, int64_t> kUnits = {{"s", 1},    {"min", 60},  {"h", 3600},
-                                                        {"H", 3600}, {"d", 86400}, {"D", 86400}};
-  const auto it = kUnits.find(unit);
-  int64_t count = 0;
-  if (digits == 0 || digits > 9 || it == kUnits.end() ||
-      (count = std::stoll(text.substr(0, digits))) == 0) {
-    return ConfigError("frequency '" + text +
-                       "': expected a whole number of s, min, h or d above 0 (\"6h\")");
-  }
-  return count * it->second;
-}
-
 // The store's steps per sample step along the time dimension, from LoaderOptions::frequency and
 // the selected run of the time coordinate, which must be evenly spaced.
 Status SetFrequency(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
                     LoaderGeometry& g) {
   if (options.frequency.empty()) return Status::Ok();
-  ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseFrequency(options.frequency));
+  ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseDuration("frequency", options.frequency));
   const auto time = std::find_if(g.dims.begin(), g.dims.end(),
                                  [](const std::string& dim) { return IsTimeDimension(dim); });
   if (time == g.dims.end()) {
