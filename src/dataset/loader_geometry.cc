@@ -194,6 +194,60 @@ Status SetNormalisation(const std::string& stats_path, bool decode_cf, LoaderGeo
   return Status::Ok();
 }
 
+// LoaderOptions::target_tendencies: each target slab's base slab (its channel at the window's last
+// input step) and the statistics of its tendency over its distance from that step, in store steps.
+Status SetTargetTendencies(const LoaderOptions& options, LoaderGeometry& g) {
+  if (!options.target_tendencies) return Status::Ok();
+  const std::string what = "target_normalize='tendencies'";
+  if (options.normalize.empty()) {
+    return ConfigError(what +
+                       " needs a stats file with tendencies (normalize=, from `zarrstream "
+                       "stats --tendencies N`)");
+  }
+  if (g.target_slabs.empty()) {
+    return ConfigError(what + " needs targets at offsets along the time dimension (target=)");
+  }
+  ZS_ASSIGN_OR_RETURN(std::string text, ReadTextFile(options.normalize));
+  auto stats = ParseChannelStats(text);
+  if (!stats.ok()) {
+    return std::move(stats).status().WithContext("reading the stats file '" + options.normalize +
+                                                 "'");
+  }
+  for (const Slab& target : g.target_slabs) {
+    const std::string& name = g.channels[target.channel].name;
+    const uint64_t steps = (target.step - (g.time_window - 1)) * g.time_step;
+    const auto channel = std::find_if(stats->channels.begin(), stats->channels.end(),
+                                      [&](const ChannelStats& c) { return c.name == name; });
+    // SetNormalisation found every channel in the file.
+    const auto tendency = std::find_if(channel->tendencies.begin(), channel->tendencies.end(),
+                                       [&](const TendencyStats& t) { return t.steps == steps; });
+    if (tendency == channel->tendencies.end()) {
+      std::vector<std::string> has;
+      for (const TendencyStats& t : channel->tendencies) has.push_back(std::to_string(t.steps));
+      return ConfigError(
+          what + ": the stats file '" + options.normalize + "' has no tendency over " +
+          std::to_string(steps) + " time steps of the store for target channel '" + name + "' (" +
+          (has.empty() ? std::string("it has no tendencies for it")
+                       : "it has tendencies over " + Join(has) + " steps") +
+          "): compute them with `zarrstream stats --tendencies " + std::to_string(steps) + "`");
+    }
+    if (!std::isfinite(tendency->mean) || !std::isfinite(tendency->std)) {
+      return ConfigError(what + ": the stats file '" + options.normalize +
+                         "' gives target channel '" + name +
+                         "' no finite mean and std of its tendency over " + std::to_string(steps) +
+                         " time steps: it cannot normalise it");
+    }
+    Slab base = target;
+    base.step = g.time_window - 1;
+    base.out_channel = static_cast<uint32_t>(g.base_slabs.size());
+    base.base = true;
+    g.base_slabs.push_back(base);
+    g.target_mean.push_back(tendency->mean);
+    g.target_inv_std.push_back(tendency->std > 0 ? 1.0 / tendency->std : 1.0);
+  }
+  return Status::Ok();
+}
+
 // The variables the options name; by default every data variable but the forcings, and where some
 // vary in time, the static fields (orography, land-sea mask) stay out unless named.
 Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderOptions& options) {
@@ -812,6 +866,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   SetLayout(g);
   ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, options.decode_cf, g));
+  ZS_RETURN_IF_ERROR(SetTargetTendencies(options, g));
   return g;
 }
 

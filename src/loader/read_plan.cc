@@ -43,6 +43,7 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
     copy.sample = sample;
     copy.slab = slab_index;
     copy.target = slab.target;
+    copy.base = slab.base;
     copy.rank = static_cast<uint8_t>(array_rank);
     for (size_t a = 0; a < array_rank; ++a) {
       copy.within_chunk[a] = lo[a] - box->start[a];
@@ -77,6 +78,7 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
     copy.sample = sample;
     copy.slab = slab_index;
     copy.target = slab.target;
+    copy.base = slab.base;
     copy.rank = static_cast<uint8_t>(array_rank);
     uint64_t elements = 1;
     for (size_t a = 0; a < array_rank; ++a) {
@@ -156,6 +158,9 @@ BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) 
     }
     for (size_t i = 0; i < g.target_slabs.size(); ++i) {
       PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.target_slabs[i], &index, &plan);
+    }
+    for (size_t i = 0; i < g.base_slabs.size(); ++i) {
+      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.base_slabs[i], &index, &plan);
     }
     for (size_t i = 0; i < g.computed_slabs.size(); ++i) {
       PlannedForcing f;
