@@ -23,12 +23,24 @@ class CpuBatchProducer::Job {
         index_(index),
         reads_(reads) {
     bad.assign(samples, 0);
+  }
+
+  // The buffers tendency targets and their bases are decoded into (LoaderGeometry::base_slabs):
+  // two float64 values per target element of the batch.
+  Status AllocateTendencies() {
     const LoaderGeometry& g = context_.geometry;
-    if (!g.base_slabs.empty()) {
-      const uint64_t elements = samples * g.target_slabs.size() * g.slab_elements;
+    if (g.base_slabs.empty()) return Status::Ok();
+    const uint64_t elements = bad.size() * g.target_slabs.size() * g.slab_elements;
+    try {
       tendency_targets_.assign(elements, 0.0);
       tendency_bases_.assign(elements, 0.0);
+    } catch (const std::bad_alloc&) {
+      return OutOfMemoryFor(
+          "the tendency targets of a batch (their values and their bases, in "
+          "float64)",
+          2 * elements * sizeof(double));
     }
+    return Status::Ok();
   }
 
   // Cache hits first, then the misses this batch claimed, in waves, then the chunks other batches
@@ -260,6 +272,7 @@ Result<std::shared_ptr<Batch>> CpuBatchProducer::Produce(const SamplePlan& epoch
   FinishPlanning(b, epoch, index, samples, reads, plan_stage);
 
   Job job(*this, b, epoch, index, reads, samples.size());
+  ZS_RETURN_IF_ERROR(job.AllocateTendencies());
   job.Run();
   if (!job.first_error.ok()) {
     if (!context_.options.skip_bad_samples) {
