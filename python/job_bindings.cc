@@ -148,7 +148,8 @@ tools::RechunkOptions MakeRechunkOptions(std::string source, std::string dest,
   return options;
 }
 
-// A part's accumulators, one list per field, one entry per channel (picklable as they are).
+// A part's accumulators, one list per field, one entry per channel: the values', then each
+// tendency's in the order of the job's tendency_steps (picklable as they are).
 using StatsPartValues =
     std::tuple<std::vector<uint64_t>, std::vector<uint64_t>, std::vector<double>,
                std::vector<double>, std::vector<double>, std::vector<double>>;
@@ -186,8 +187,9 @@ void RegisterJobBindings(nb::module_& m) {
   m.def(
       "_stats_part",
       [](const std::string& url, const std::vector<std::string>& variables,
-         const std::vector<std::string>& select, size_t threads, bool decode_cf,
-         uint32_t part_index, uint32_t part_count, nb::object progress) {
+         const std::vector<std::string>& select, const std::vector<std::string>& tendencies,
+         size_t threads, bool decode_cf, uint32_t part_index, uint32_t part_count,
+         nb::object progress) {
         Result<ChannelStatsPart> part = RunInterruptibly<Result<ChannelStatsPart>>(
             progress,
             [&](const std::atomic<bool>& interrupt,
@@ -203,6 +205,7 @@ void RegisterJobBindings(nb::module_& m) {
               options.select = std::move(selections);
               options.num_threads = threads;
               options.decode_cf = decode_cf;
+              options.tendencies = tendencies;
               options.part_index = part_index;
               options.part_count = part_count;
               options.progress = on_progress;
@@ -211,18 +214,22 @@ void RegisterJobBindings(nb::module_& m) {
             });
         ChannelStatsPart value = ValueOrThrow(std::move(part));
         StatsPartValues values;
-        for (const ChannelAccumulator& c : value.channels) {
-          std::get<0>(values).push_back(c.moments.count);
-          std::get<1>(values).push_back(c.nan_count);
-          std::get<2>(values).push_back(c.moments.mean);
-          std::get<3>(values).push_back(c.moments.m2);
-          std::get<4>(values).push_back(c.min);
-          std::get<5>(values).push_back(c.max);
+        std::vector<const std::vector<ChannelAccumulator>*> tables = {&value.channels};
+        for (const auto& tendency : value.tendencies) tables.push_back(&tendency);
+        for (const std::vector<ChannelAccumulator>* table : tables) {
+          for (const ChannelAccumulator& c : *table) {
+            std::get<0>(values).push_back(c.moments.count);
+            std::get<1>(values).push_back(c.nan_count);
+            std::get<2>(values).push_back(c.moments.mean);
+            std::get<3>(values).push_back(c.moments.m2);
+            std::get<4>(values).push_back(c.min);
+            std::get<5>(values).push_back(c.max);
+          }
         }
         return std::make_pair(FormatChannelStats(value.job), std::move(values));
       },
-      "url"_a, "variables"_a, "select"_a, "threads"_a, "decode_cf"_a, "part_index"_a,
-      "part_count"_a, "progress"_a.none());
+      "url"_a, "variables"_a, "select"_a, "tendencies"_a, "threads"_a, "decode_cf"_a,
+      "part_index"_a, "part_count"_a, "progress"_a.none());
 
   // Merges parts' accumulators, in the order given, into the stats file's text.
   m.def(
@@ -231,22 +238,28 @@ void RegisterJobBindings(nb::module_& m) {
         ChannelStatsPart merged;
         merged.job = ValueOrThrow(ParseChannelStats(job));
         const size_t n = merged.job.channels.size();
+        const size_t num_tables = 1 + merged.job.tendency_steps.size();
         merged.channels.resize(n);
+        merged.tendencies.assign(num_tables - 1, std::vector<ChannelAccumulator>(n));
         for (size_t p = 0; p < parts.size(); ++p) {
           const auto& [count, nan_count, mean, m2, min, max] = parts[p];
-          if (count.size() != n || nan_count.size() != n || mean.size() != n || m2.size() != n ||
-              min.size() != n || max.size() != n) {
+          const size_t all = n * num_tables;
+          if (count.size() != all || nan_count.size() != all || mean.size() != all ||
+              m2.size() != all || min.size() != all || max.size() != all) {
             ThrowIfError(InvalidArgumentError(
                 "statistics part " + std::to_string(p) + " of " + merged.job.source + " has " +
-                std::to_string(count.size()) + " channels, the job " + std::to_string(n)));
+                std::to_string(count.size()) + " accumulators, the job " + std::to_string(all) +
+                " (" + std::to_string(n) + " channels, " + std::to_string(num_tables - 1) +
+                " tendencies)"));
           }
-          for (size_t c = 0; c < n; ++c) {
+          for (size_t i = 0; i < all; ++i) {
             ChannelAccumulator a;
-            a.moments = Moments{count[c], mean[c], m2[c]};
-            a.nan_count = nan_count[c];
-            a.min = min[c];
-            a.max = max[c];
-            merged.channels[c].Merge(a);
+            a.moments = Moments{count[i], mean[i], m2[i]};
+            a.nan_count = nan_count[i];
+            a.min = min[i];
+            a.max = max[i];
+            const size_t table = i / n, c = i % n;
+            (table == 0 ? merged.channels[c] : merged.tendencies[table - 1][c]).Merge(a);
           }
         }
         return FormatChannelStats(FinishChannelStats(std::move(merged)));

@@ -261,6 +261,7 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("gpu_wave_bytes", &LoaderOptions::gpu_wave_bytes)
       .def_rw("decode", &LoaderOptions::decode)
       .def_rw("normalize", &LoaderOptions::normalize)
+      .def_rw("target_tendencies", &LoaderOptions::target_tendencies)
       .def_rw("decode_cf", &LoaderOptions::decode_cf)
       .def_rw("fill_nan", &LoaderOptions::fill_nan)
       .def_rw("nan_fill", &LoaderOptions::nan_fill)

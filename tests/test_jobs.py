@@ -255,6 +255,21 @@ def test_dask_stats_on_a_default_local_cluster_equal_the_cli(distributed, synth_
     assert json.loads((tmp_path / "s.json").read_text()) == got
 
 
+def test_dask_stats_with_tendencies_equal_one_run(client, synth_store):
+    options = dict(vars=STATS_VARS, select=STATS_SELECT, tendencies=[1, "12h"])
+    want = zarrstream.stats(synth_store, **options)
+    got = zarrstream.dask.stats(synth_store, client=client, parts=3, timeout=240, **options)
+    assert got["tendency_steps"] == want["tendency_steps"] == [1, 2]
+    for a, b in zip(got["channels"], want["channels"]):
+        assert a.get("tendencies", {}).keys() == b.get("tendencies", {}).keys(), a["name"]
+        for key, t in b.get("tendencies", {}).items():
+            u = a["tendencies"][key]
+            assert (u["count"], u["nan_count"], u["min"], u["max"]) == (
+                t["count"], t["nan_count"], t["min"], t["max"])
+            assert u["mean"] == pytest.approx(t["mean"], rel=1e-12, abs=1e-13)
+            assert u["std"] == pytest.approx(t["std"], rel=1e-12)
+
+
 def test_dask_part_errors_reach_the_caller(client, tmp_path):
     with pytest.raises(zarrstream.NotFoundError, match="missing.zarr"):
         zarrstream.dask.rechunk(tmp_path / "missing.zarr", tmp_path / "out.zarr", client=client, parts=2,

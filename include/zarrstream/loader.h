@@ -270,6 +270,13 @@ struct LoaderOptions {
   // A stats file (`zarrstream stats --output`): each channel becomes (x - mean) / std; a channel
   // with std 0 is only centred. Empty: values as stored.
   std::string normalize;
+  // Targets as tendencies (residual prediction; Python's target_normalize="tendencies"): a target
+  // channel at a step d store steps after the window's last input step is delivered as
+  // ((x[target] - x[last input]) - mean_d) / std_d, with the tendency statistics over d steps of
+  // `normalize` (`zarrstream stats --tendencies d`), the difference taken in float64 after CF
+  // decoding and before the NaN policy and the cast to `dtype`. Needs `normalize` and target
+  // offsets; host (CPU) batches only for now (GPU batches refuse it at construction).
+  bool target_tendencies = false;
   // CF decoding, as xarray's open_zarr does by default (docs/loader.md, "CF decoding"): values
   // equal to _FillValue or missing_value become NaN and packed variables are unpacked
   // (x * scale_factor + add_offset), before the NaN policy and normalisation. Off: values as

@@ -41,6 +41,7 @@ def _parser(engine: str) -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="docs/stats.md")
     stats.add_argument("url")
     stats.add_argument("--no-decode-cf", action="store_true")
+    stats.add_argument("--tendencies", action="append", default=[])
     stats.add_argument("-o", "--output")
     for sub in (rechunk, stats):
         sub.add_argument("--vars", action="append", default=[])
@@ -80,8 +81,9 @@ def main(engine: str, argv: Sequence[str] | None = None) -> int:
                   f"read amplification {report.read_amplification:.2f}x")
             print(f"complete: {args.dst}")
         else:
+            tendencies = [n for text in args.tendencies for n in text.split(",")]
             result = runner.stats(args.url, decode_cf=not args.no_decode_cf, output=args.output,
-                                  **common)
+                                  tendencies=tendencies or None, **common)
             if args.output in (None, "-"):
                 print(json.dumps(result, indent=2))
     except ZarrstreamError as e:

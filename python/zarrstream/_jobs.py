@@ -62,6 +62,19 @@ def _texts(value: str | Sequence[str] | None, what: str) -> list[str]:
     raise InvalidArgumentError(f"{what}: expected a string or a list of strings, got {value!r}")
 
 
+def _tendencies(value: int | str | Sequence[int | str] | None) -> list[str]:
+    """``6``, ``"6h"`` or a list of such: time steps of the store or durations, as the CLI's
+    ``--tendencies``."""
+    items = [value] if isinstance(value, (int, str)) else value
+    if items is None:
+        return []
+    if isinstance(items, Sequence) and all(
+            isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in items):
+        return [str(v) for v in items]
+    raise InvalidArgumentError("tendencies: expected time steps (6), durations (\"6h\") or a "
+                               f"list of them, got {value!r}")
+
+
 def _selections(value: Selection) -> list[str]:
     """``{"time": "1979:2015"}``, ``"time=1979:2015"`` or a list of such texts, as the CLI's."""
     if isinstance(value, Mapping):
@@ -325,10 +338,12 @@ class StatsPartResult:
         _check_part_index(self)
 
 
-def _stats_options(vars, select, threads, decode_cf) -> tuple[list[str], list[str], int, bool]:
+def _stats_options(vars, select, tendencies, threads,
+                   decode_cf) -> tuple[list[str], list[str], list[str], int, bool]:
     if not _is_count(threads):
         raise InvalidArgumentError(f"threads must be 0 (all cores) or more, got {threads!r}")
-    return _texts(vars, "vars"), _selections(select), int(threads), bool(decode_cf)
+    return (_texts(vars, "vars"), _selections(select), _tendencies(tendencies), int(threads),
+            bool(decode_cf))
 
 
 @dataclass(frozen=True)
@@ -338,6 +353,7 @@ class StatsPart:
     dataset: str
     vars: tuple[str, ...]
     select: tuple[str, ...]
+    tendencies: tuple[str, ...]
     threads: int
     decode_cf: bool
     index: int
@@ -345,15 +361,16 @@ class StatsPart:
 
     def __post_init__(self) -> None:
         _check_fields(self, [("dataset", _is_text, _TEXT), ("vars", _is_texts, _TEXTS),
-                             ("select", _is_texts, _TEXTS), ("threads", _is_count, _THREADS),
+                             ("select", _is_texts, _TEXTS), ("tendencies", _is_texts, _TEXTS),
+                             ("threads", _is_count, _THREADS),
                              ("decode_cf", _is_flag, _FLAG)])
         _check_part_index(self)
 
     def run(self, progress: Progress | None = None) -> StatsPartResult:
         self.__post_init__()  # an unpickled part was never checked
         job, values = _zarrstream._stats_part(self.dataset, list(self.vars), list(self.select),
-                                              self.threads, self.decode_cf, self.index,
-                                              self.count, progress)
+                                              list(self.tendencies), self.threads, self.decode_cf,
+                                              self.index, self.count, progress)
         return StatsPartResult(job, self.index, self.count, tuple(values))
 
     __call__ = run
@@ -373,6 +390,10 @@ def _write_stats(text: str, output: str | os.PathLike | None) -> dict:
         elif c["mean"] is None or c["std"] is None:
             warnings.warn(f"channel '{c['name']}' holds infinite values: its mean or std is None",
                           RuntimeWarning, stacklevel=3)
+        for steps, t in c.get("tendencies", {}).items():
+            if t["count"] == 0:
+                warnings.warn(f"channel '{c['name']}' has no tendency over {steps} time steps "
+                              "without NaN: its statistics are None", RuntimeWarning, stacklevel=3)
     return result
 
 
@@ -420,25 +441,31 @@ class StatsPlan:
 
 
 def plan_stats(dataset: str | os.PathLike, *, parts: int, vars: str | Sequence[str] | None = None,
-               select: Selection = None, threads: int = 0, decode_cf: bool = True) -> StatsPlan:
+               select: Selection = None, tendencies: int | str | Sequence[int | str] | None = None,
+               threads: int = 0, decode_cf: bool = True) -> StatsPlan:
     """Cuts the statistics of ``dataset`` into ``parts`` parts; ``plan.finalise(results)`` merges
     their results into the stats file one ``stats`` run writes (equal within rounding: the merge
     order differs). Local paths are made absolute."""
     if not isinstance(parts, int) or parts < 1:
         raise InvalidArgumentError(f"parts must be a positive integer, got {parts!r}")
-    var_list, select_list, threads, decode_cf = _stats_options(vars, select, threads, decode_cf)
+    var_list, select_list, tendency_list, threads, decode_cf = _stats_options(
+        vars, select, tendencies, threads, decode_cf)
     url = _location(dataset, True)
-    return StatsPlan(url, tuple(StatsPart(url, tuple(var_list), tuple(select_list), threads,
-                                          decode_cf, i, parts) for i in range(parts)))
+    return StatsPlan(url, tuple(StatsPart(url, tuple(var_list), tuple(select_list),
+                                          tuple(tendency_list), threads, decode_cf, i, parts)
+                                for i in range(parts)))
 
 
 def stats(dataset: str | os.PathLike, *, vars: str | Sequence[str] | None = None,
-          select: Selection = None, threads: int = 0, decode_cf: bool = True,
-          output: str | os.PathLike | None = None, progress: Progress | None = None) -> dict:
+          select: Selection = None, tendencies: int | str | Sequence[int | str] | None = None,
+          threads: int = 0, decode_cf: bool = True, output: str | os.PathLike | None = None,
+          progress: Progress | None = None) -> dict:
     """Per-channel count, NaN count, mean, std, min and max over a label selection, as
-    ``zarrstream stats`` computes them (docs/stats.md): writes the stats file to ``output`` when
-    given and returns it as a dict (undefined statistics are None)."""
-    var_list, select_list, threads, decode_cf = _stats_options(vars, select, threads, decode_cf)
-    job, values = _zarrstream._stats_part(_location(dataset, False), var_list, select_list, threads,
-                                          decode_cf, 0, 1, progress)
+    ``zarrstream stats`` computes them (docs/stats.md), and with ``tendencies`` (time steps of the
+    store, or durations like ``"6h"``) those of x[t+N] - x[t] per N: writes the stats file to
+    ``output`` when given and returns it as a dict (undefined statistics are None)."""
+    var_list, select_list, tendency_list, threads, decode_cf = _stats_options(
+        vars, select, tendencies, threads, decode_cf)
+    job, values = _zarrstream._stats_part(_location(dataset, False), var_list, select_list,
+                                          tendency_list, threads, decode_cf, 0, 1, progress)
     return _write_stats(_zarrstream._finish_stats(job, [values]), output)

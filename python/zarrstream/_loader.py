@@ -345,6 +345,14 @@ class Loader:
     (``x * scale_factor + add_offset``), before ``nan=`` and ``normalize``, with the values xarray
     shows (docs/loader.md, "CF decoding"). ``decode_cf=False`` delivers the values as stored.
 
+    ``target_normalize="tendencies"`` (with ``normalize`` and ``target_offset``) delivers each
+    target as its tendency for residual prediction: ((x[target] - x[last input step]) - mean_d) /
+    std_d, d being the target's distance from the window's last input step in the store's steps,
+    with the tendency statistics of the stats file (``zarrstream stats --tendencies d``; a file
+    without them for d is a ConfigError). The difference is taken in float64 after CF decoding,
+    before ``nan=`` and the cast to ``dtype``; inputs are normalised as before. GPU batches do not
+    make it yet (a ConfigError; ``gpu_batches=False`` copies host batches to the GPU).
+
     ``output="dlpack"`` yields the batch's arrays as framework-neutral ``BatchArray`` objects
     (DLPack producers for CuPy, JAX, NumPy or PyTorch) instead of torch tensors, and needs no
     torch; with ``device="cuda"`` it needs GPU batches (the host path's copy is torch's).
@@ -384,6 +392,7 @@ class Loader:
         device: str = "cpu",
         dtype: Any = "float32",
         normalize: str | os.PathLike | None = None,
+        target_normalize: str | None = "values",
         nan: str | float = "keep",
         decode_cf: bool = True,
         on_error: str = "raise",
@@ -475,6 +484,10 @@ class Loader:
             dtype = str(dtype).removeprefix("torch.")
         o.dtype = str(dtype)
         o.normalize = os.fspath(normalize) if normalize is not None else ""
+        if target_normalize not in (None, "values", "tendencies"):
+            raise ConfigError(f"target_normalize={target_normalize!r}: expected 'values' or "
+                              "'tendencies'")
+        o.target_tendencies = target_normalize == "tendencies"
         if "\0" in o.normalize:
             # The stats file is opened by path in C, where a NUL would cut the path short.
             shown = o.normalize.replace("\0", "<NUL>")

@@ -130,6 +130,7 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.seed = o.seed;
   ZS_ASSIGN_OR_RETURN(options.dtype, ParseBatchDType(o.dtype));
   options.normalize = o.normalize;
+  options.target_tendencies = o.target_normalize == "tendencies";
   options.decode_cf = o.decode_cf;
   options.prefetch = o.prefetch;
   options.num_threads = o.threads;
@@ -553,6 +554,11 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
   command->add_option("--dtype", options->dtype, "float32, bfloat16 or float16")
       ->capture_default_str();
   command->add_option("--normalize", options->normalize, "Stats file of `zarrstream stats`");
+  command
+      ->add_option("--target-normalize", options->target_normalize,
+                   "Targets as 'values' (normalised as inputs) or 'tendencies' (x[target] - x[last "
+                   "input], with the stats file's tendency statistics: stats --tendencies)")
+      ->check(CLI::IsMember({"values", "tendencies"}));
   command->add_flag_callback(
       "--no-decode-cf", [options] { options->decode_cf = false; },
       "Values as stored: no CF decoding (_FillValue/missing_value to NaN, scale_factor, "

@@ -35,6 +35,7 @@ struct BenchCommandOptions {
   uint64_t seed = 0;
   std::string dtype = "float32";
   std::string normalize;
+  std::string target_normalize = "values";  // or "tendencies" (LoaderOptions::target_tendencies)
   bool decode_cf = true;  // off: values as stored, not CF-decoded (--no-decode-cf)
   size_t prefetch = 4;
   size_t threads = 0;

@@ -108,6 +108,12 @@ int main(int argc, char** argv) {
                      "dates cover their whole period: time=1979:2015) or DIM=LABEL[,LABEL...]; "
                      "comma-separated or repeated")
         ->allow_extra_args(false);
+    stats_cmd
+        ->add_option("--tendencies", stats.tendencies,
+                     "Also the statistics of x[t+N] - x[t] per channel (static fields have none): "
+                     "N in time steps of the store (6) or a duration (6h) that is a whole number "
+                     "of them; comma-separated or repeated")
+        ->allow_extra_args(false);
     stats_cmd->add_option("--threads", stats.threads, "Threads (default: one per core)");
     stats_cmd->add_option("-o,--output", stats.output, "Stats file to write (default: stdout)");
     stats_cmd->add_flag_callback(

@@ -1,5 +1,6 @@
-// `zarrstream stats URL [--vars ...] [--select ...] [--threads N] [-o stats.json]`: per-channel
-// count, NaN count, mean, std, min and max over a label selection, in one streaming pass, written
+// `zarrstream stats URL [--vars ...] [--select ...] [--tendencies N,...] [--threads N]
+// [-o stats.json]`: per-channel count, NaN count, mean, std, min and max over a label selection
+// (and of the differences between time steps N apart), in one streaming pass, written
 // as the stats file the loader normalises with (format in src/dataset/stats_file.h and
 // docs/stats.md).
 #include "cli/stats_command.h"
@@ -18,6 +19,21 @@ namespace zarrstream::cli {
 
 namespace {
 
+// "1,4" and repeated options → {"1", "4"}.
+std::vector<std::string> SplitTendencies(const std::vector<std::string>& texts) {
+  std::vector<std::string> out;
+  for (const std::string& text : texts) {
+    size_t begin = 0;
+    for (;;) {
+      const size_t comma = text.find(',', begin);
+      out.push_back(text.substr(begin, comma - begin));
+      if (comma == std::string::npos) break;
+      begin = comma + 1;
+    }
+  }
+  return out;
+}
+
 Status Run(const StatsOptions& options) {
   ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ParseVariableSpecs(options.vars));
   ZS_ASSIGN_OR_RETURN(std::vector<LabelSelection> select, ParseLabelSelections(options.select));
@@ -30,6 +46,7 @@ Status Run(const StatsOptions& options) {
   stats_options.select = std::move(select);
   stats_options.num_threads = options.threads;
   stats_options.decode_cf = options.decode_cf;
+  stats_options.tendencies = SplitTendencies(options.tendencies);
   ProgressBar progress("stats");
   stats_options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
   ZS_ASSIGN_OR_RETURN(ChannelStatsFile stats,
@@ -42,6 +59,12 @@ Status Run(const StatsOptions& options) {
     } else if (!std::isfinite(c.mean) || !std::isfinite(c.std)) {
       std::cerr << "zarrstream stats: warning: channel '" << c.name
                 << "' holds infinite values: its mean or std is null\n";
+    }
+    for (const TendencyStats& t : c.tendencies) {
+      if (t.count == 0) {
+        std::cerr << "zarrstream stats: warning: channel '" << c.name << "' has no tendency over "
+                  << t.steps << " time steps without NaN: its statistics are null\n";
+      }
     }
   }
   const std::string text = FormatChannelStats(stats);

@@ -13,6 +13,9 @@ struct StatsOptions {
   size_t threads = 0;               // 0: one per core
   std::string output;               // the stats file; empty: standard output
   bool decode_cf = true;            // off: statistics of the values as stored (--no-decode-cf)
+  // Tendency distances: time steps of the store ("6") or durations ("6h"), comma-separated or
+  // repeated (ChannelStatsOptions::tendencies).
+  std::vector<std::string> tendencies;
   // "local[:N]" or an address: run as Dask or Ray tasks (engine_forward.h).
   std::string dask;
   std::string ray;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -636,6 +637,22 @@ Result<std::vector<uint64_t>> Coordinate::Select(const LabelSelection& selection
   std::vector<uint64_t> indices(range.size());
   for (uint64_t i = 0; i < range.size(); ++i) indices[i] = range.start + i;
   return indices;
+}
+
+Result<int64_t> ParseDuration(std::string_view what, const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string unit = text.substr(digits);
+  static const std::map<std::string, int64_t> kUnits = {{"s", 1},    {"min", 60},  {"h", 3600},
+                                                        {"H", 3600}, {"d", 86400}, {"D", 86400}};
+  const auto it = kUnits.find(unit);
+  int64_t count = 0;
+  if (digits == 0 || digits > 9 || it == kUnits.end() ||
+      (count = std::stoll(text.substr(0, digits))) == 0) {
+    return ConfigError(std::string(what) + " '" + text +
+                       "': expected a whole number of s, min, h or d above 0 (\"6h\")");
+  }
+  return count * it->second;
 }
 
 }  // namespace zarrstream

@@ -170,4 +170,8 @@ class Coordinate {
   std::vector<int64_t> seconds_;     // time coordinates: calendar seconds
 };
 
+// A duration ("6h") in seconds: a whole number above 0 of s, min, h or d (LoaderOptions::frequency,
+// the tendencies of `zarrstream stats`). Errors are kConfig and read "<what> '<text>': ...".
+Result<int64_t> ParseDuration(std::string_view what, const std::string& text);
+
 }  // namespace zarrstream

@@ -195,6 +195,60 @@ Status SetNormalisation(const std::string& stats_path, bool decode_cf, LoaderGeo
   return Status::Ok();
 }
 
+// LoaderOptions::target_tendencies: each target slab's base slab (its channel at the window's last
+// input step) and the statistics of its tendency over its distance from that step, in store steps.
+Status SetTargetTendencies(const LoaderOptions& options, LoaderGeometry& g) {
+  if (!options.target_tendencies) return Status::Ok();
+  const std::string what = "target_normalize='tendencies'";
+  if (options.normalize.empty()) {
+    return ConfigError(what +
+                       " needs a stats file with tendencies (normalize=, from `zarrstream "
+                       "stats --tendencies N`)");
+  }
+  if (g.target_slabs.empty()) {
+    return ConfigError(what + " needs targets at offsets along the time dimension (target=)");
+  }
+  ZS_ASSIGN_OR_RETURN(std::string text, ReadTextFile(options.normalize));
+  auto stats = ParseChannelStats(text);
+  if (!stats.ok()) {
+    return std::move(stats).status().WithContext("reading the stats file '" + options.normalize +
+                                                 "'");
+  }
+  for (const Slab& target : g.target_slabs) {
+    const std::string& name = g.channels[target.channel].name;
+    const uint64_t steps = (target.step - (g.time_window - 1)) * g.time_step;
+    const auto channel = std::find_if(stats->channels.begin(), stats->channels.end(),
+                                      [&](const ChannelStats& c) { return c.name == name; });
+    // SetNormalisation found every channel in the file.
+    const auto tendency = std::find_if(channel->tendencies.begin(), channel->tendencies.end(),
+                                       [&](const TendencyStats& t) { return t.steps == steps; });
+    if (tendency == channel->tendencies.end()) {
+      std::vector<std::string> has;
+      for (const TendencyStats& t : channel->tendencies) has.push_back(std::to_string(t.steps));
+      return ConfigError(
+          what + ": the stats file '" + options.normalize + "' has no tendency over " +
+          std::to_string(steps) + " time steps of the store for target channel '" + name + "' (" +
+          (has.empty() ? std::string("it has no tendencies for it")
+                       : "it has tendencies over " + Join(has) + " steps") +
+          "): compute them with `zarrstream stats --tendencies " + std::to_string(steps) + "`");
+    }
+    if (!std::isfinite(tendency->mean) || !std::isfinite(tendency->std)) {
+      return ConfigError(what + ": the stats file '" + options.normalize +
+                         "' gives target channel '" + name +
+                         "' no finite mean and std of its tendency over " + std::to_string(steps) +
+                         " time steps: it cannot normalise it");
+    }
+    Slab base = target;
+    base.step = g.time_window - 1;
+    base.out_channel = static_cast<uint32_t>(g.base_slabs.size());
+    base.base = true;
+    g.base_slabs.push_back(base);
+    g.target_mean.push_back(tendency->mean);
+    g.target_inv_std.push_back(tendency->std > 0 ? 1.0 / tendency->std : 1.0);
+  }
+  return Status::Ok();
+}
+
 // The variables the options name; by default every data variable but the forcings, and where some
 // vary in time, the static fields (orography, land-sea mask) stay out unless named.
 Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderOptions& options) {
@@ -470,29 +524,12 @@ Status SetRanges(const Dataset& dataset, const LoaderOptions& options, const std
   return Status::Ok();
 }
 
-// "6h" in seconds; units s, min, h, d.
-Result<int64_t> ParseFrequency(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string unit = text.substr(digits);
-  static const std::map<std::string, int64_t> kUnits = {{"s", 1},    {"min", 60},  {"h", 3600},
-                                                        {"H", 3600}, {"d", 86400}, {"D", 86400}};
-  const auto it = kUnits.find(unit);
-  int64_t count = 0;
-  if (digits == 0 || digits > 9 || it == kUnits.end() ||
-      (count = std::stoll(text.substr(0, digits))) == 0) {
-    return ConfigError("frequency '" + text +
-                       "': expected a whole number of s, min, h or d above 0 (\"6h\")");
-  }
-  return count * it->second;
-}
-
 // The store's steps per sample step along the time dimension, from LoaderOptions::frequency and
 // the selected run of the time coordinate, which must be evenly spaced.
 Status SetFrequency(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
                     LoaderGeometry& g) {
   if (options.frequency.empty()) return Status::Ok();
-  ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseFrequency(options.frequency));
+  ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseDuration("frequency", options.frequency));
   const auto time = std::find_if(g.dims.begin(), g.dims.end(),
                                  [](const std::string& dim) { return IsTimeDimension(dim); });
   if (time == g.dims.end()) {
@@ -997,6 +1034,7 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   SetLayout(g);
   ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, options.decode_cf, g));
+  ZS_RETURN_IF_ERROR(SetTargetTendencies(options, g));
   return g;
 }
 

@@ -44,6 +44,9 @@ struct Slab {
   uint64_t step = 0;   // time index relative to the sample's origin (0 without a time dim)
   uint32_t out_channel = 0;
   bool target = false;
+  // The value a tendency target is taken from (LoaderGeometry::base_slabs): read like a target
+  // slab, kept aside rather than put into the batch.
+  bool base = false;
 };
 
 // A run of a combined dataset's time dimension that one array holds (Channel::time_segments):
@@ -155,6 +158,11 @@ struct LoaderGeometry {
   std::vector<CfDecoding> cf;
   // Normalisation per channel: out = (x - mean) * inv_std (0 and 1 without a stats file).
   std::vector<double> mean, inv_std;
+  // LoaderOptions::target_tendencies: per target slab, the channel at the window's last input
+  // step (base_slabs[j].out_channel is j), and the tendency statistics of the target's distance
+  // from it: out = ((x - base) - target_mean[j]) * target_inv_std[j]. Empty otherwise.
+  std::vector<Slab> base_slabs;
+  std::vector<double> target_mean, target_inv_std;
 };
 
 // The dimension of channel `c`'s array that the geometry's dimension `d` is; nullopt for the time

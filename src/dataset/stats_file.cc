@@ -60,6 +60,37 @@ ordered_json LabelJson(const std::string& label, bool numeric) {
   return number.is_number() ? number : ordered_json(label);
 }
 
+// A channel's "tendencies": {"6": {count, nan_count, mean, std, min, max}, ...} (absent: none).
+Result<std::vector<TendencyStats>> ParseTendencies(const ordered_json& channel,
+                                                   const std::string& path) {
+  std::vector<TendencyStats> out;
+  const auto tendencies = channel.find("tendencies");
+  if (tendencies == channel.end()) return out;
+  if (!tendencies->is_object()) {
+    return InvalidArgumentError("stats file: " + path + ".tendencies: expected an object");
+  }
+  for (const auto& [key, value] : tendencies->items()) {
+    const std::string where = path + ".tendencies." + key;
+    TendencyStats t;
+    const bool digits = !key.empty() && key.size() <= 18 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || (t.steps = std::stoull(key)) == 0) {
+      return InvalidArgumentError("stats file: " + where +
+                                  ": expected a positive number of time steps as the key");
+    }
+    if (!value.is_object())
+      return InvalidArgumentError("stats file: " + where + ": expected an object");
+    ZS_ASSIGN_OR_RETURN(t.count, Count(value, "count", where));
+    ZS_ASSIGN_OR_RETURN(t.nan_count, Count(value, "nan_count", where));
+    ZS_ASSIGN_OR_RETURN(t.mean, NumberOrNull(value, "mean", where));
+    ZS_ASSIGN_OR_RETURN(t.std, NumberOrNull(value, "std", where));
+    ZS_ASSIGN_OR_RETURN(t.min, NumberOrNull(value, "min", where));
+    ZS_ASSIGN_OR_RETURN(t.max, NumberOrNull(value, "max", where));
+    out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string FormatChannelStats(const ChannelStatsFile& stats) {
@@ -81,6 +112,18 @@ std::string FormatChannelStats(const ChannelStatsFile& stats) {
     channel["std"] = NumberOrNullJson(c.std);
     channel["min"] = NumberOrNullJson(c.min);
     channel["max"] = NumberOrNullJson(c.max);
+    if (!c.tendencies.empty()) {
+      ordered_json tendencies = ordered_json::object();
+      for (const TendencyStats& t : c.tendencies) {
+        tendencies[std::to_string(t.steps)] = {{"count", t.count},
+                                               {"nan_count", t.nan_count},
+                                               {"mean", NumberOrNullJson(t.mean)},
+                                               {"std", NumberOrNullJson(t.std)},
+                                               {"min", NumberOrNullJson(t.min)},
+                                               {"max", NumberOrNullJson(t.max)}};
+      }
+      channel["tendencies"] = std::move(tendencies);
+    }
     channels.push_back(std::move(channel));
   }
   ordered_json doc;
@@ -88,6 +131,8 @@ std::string FormatChannelStats(const ChannelStatsFile& stats) {
   doc["source"] = stats.source;
   if (stats.decode_cf) doc["decode_cf"] = *stats.decode_cf;
   doc["select"] = std::move(select);
+  if (!stats.tendency_steps.empty()) doc["tendency_steps"] = stats.tendency_steps;
+  if (stats.time_step_seconds) doc["time_step_seconds"] = *stats.time_step_seconds;
   doc["channels"] = std::move(channels);
   return doc.dump(2) + "\n";
 }
@@ -138,6 +183,24 @@ Result<ChannelStatsFile> ParseChannelStats(std::string_view json_text) {
     }
     file.select.push_back(std::move(labels));
   }
+  if (const auto steps = doc.find("tendency_steps"); steps != doc.end()) {
+    if (!steps->is_array()) {
+      return InvalidArgumentError("stats file: tendency_steps: expected a list of step counts");
+    }
+    for (const ordered_json& n : *steps) {
+      if (!n.is_number_unsigned() || n.get<uint64_t>() == 0) {
+        return InvalidArgumentError("stats file: tendency_steps: expected positive integers, got " +
+                                    n.dump());
+      }
+      file.tendency_steps.push_back(n.get<uint64_t>());
+    }
+  }
+  if (const auto step = doc.find("time_step_seconds"); step != doc.end()) {
+    if (!step->is_number_integer()) {
+      return InvalidArgumentError("stats file: time_step_seconds: expected an integer");
+    }
+    file.time_step_seconds = step->get<int64_t>();
+  }
   const auto channels = doc.find("channels");
   if (channels == doc.end() || !channels->is_array()) {
     return InvalidArgumentError("stats file: channels: expected a list");
@@ -157,6 +220,7 @@ Result<ChannelStatsFile> ParseChannelStats(std::string_view json_text) {
     ZS_ASSIGN_OR_RETURN(s.std, NumberOrNull(c, "std", path));
     ZS_ASSIGN_OR_RETURN(s.min, NumberOrNull(c, "min", path));
     ZS_ASSIGN_OR_RETURN(s.max, NumberOrNull(c, "max", path));
+    ZS_ASSIGN_OR_RETURN(s.tendencies, ParseTendencies(c, path));
     file.channels.push_back(std::move(s));
   }
   return file;

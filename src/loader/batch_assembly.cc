@@ -153,47 +153,143 @@ void ConvertTo(const std::byte* chunk, std::span<const uint64_t> chunk_shape,
 
 }  // namespace
 
+namespace {
+
+// Calls `f(Src{})` with the C++ type of `source`'s elements.
+template <typename F>
+void WithSourceType(DataType source, F&& f) {
+  switch (source) {
+    case DataType::kInt8:
+      return f(int8_t{});
+    case DataType::kInt16:
+      return f(int16_t{});
+    case DataType::kInt32:
+      return f(int32_t{});
+    case DataType::kInt64:
+      return f(int64_t{});
+    case DataType::kUInt8:
+      return f(uint8_t{});
+    case DataType::kUInt16:
+      return f(uint16_t{});
+    case DataType::kUInt32:
+      return f(uint32_t{});
+    case DataType::kUInt64:
+      return f(uint64_t{});
+#if defined(__FLT16_MANT_DIG__)
+    case DataType::kFloat16:
+      return f(_Float16{});
+#endif
+    case DataType::kFloat32:
+      return f(float{});
+    case DataType::kFloat64:
+      return f(double{});
+    default:
+      break;  // rejected by MakeLoaderGeometry
+  }
+}
+
+// One run of decoded values into float64 (AssembleDecoded).
+template <typename Src, typename Compute, bool kDecode>
+void DecodeRun(const Src* src, int64_t src_step, double* dst, int64_t dst_step, uint64_t n,
+               const CfDecoding* cf) {
+  const CfDecoder<Compute> decode(kDecode ? *cf : CfDecoding{});
+  for (uint64_t i = 0; i < n; ++i) {
+    if constexpr (kDecode) {
+      dst[i * dst_step] = static_cast<double>(decode(src[i * src_step]));
+    } else {
+      dst[i * dst_step] = static_cast<double>(static_cast<Compute>(src[i * src_step]));
+    }
+  }
+}
+
+template <typename Src, typename Compute, bool kDecode>
+void DecodeBox(const Src* chunk, std::span<const uint64_t> chunk_shape, const PlannedCopy& copy,
+               double* slab, const DimArray& slab_strides, const CfDecoding* cf) {
+  const size_t rank = copy.rank;
+  DimArray chunk_strides{};
+  uint64_t stride = 1;
+  for (size_t a = rank; a-- > 0;) {
+    chunk_strides[a] = stride;
+    stride *= chunk_shape[a];
+  }
+  const size_t inner = rank - 1;
+  DimArray index{};  // over the outer dimensions of the box
+  for (;;) {
+    uint64_t src_offset = 0, dst_offset = 0;
+    for (size_t a = 0; a < rank; ++a) {
+      const uint64_t i = a == inner ? 0 : index[a];
+      src_offset += (copy.within_chunk[a] + i) * chunk_strides[a];
+      dst_offset += (copy.within_slab[a] + i) * slab_strides[a];
+    }
+    DecodeRun<Src, Compute, kDecode>(chunk + src_offset, static_cast<int64_t>(chunk_strides[inner]),
+                                     slab + dst_offset, static_cast<int64_t>(slab_strides[inner]),
+                                     copy.shape[inner], cf);
+    size_t a = inner;
+    while (a-- > 0) {
+      if (++index[a] < copy.shape[a]) break;
+      index[a] = 0;
+    }
+    if (a == static_cast<size_t>(-1)) return;
+  }
+}
+
+template <typename Dst>
+void WriteTendency(const double* target, const double* base, uint64_t n, const SlabTransform& t,
+                   Dst* dst, uint8_t* mask) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const auto v = static_cast<float>(((target[i] - base[i]) - t.mean) * t.inv_std);
+    if (t.fill_nan) {
+      const bool nan = std::isnan(v);
+      mask[i] = nan ? 1 : 0;
+      dst[i] = FromFloat<Dst>(nan ? static_cast<float>(t.nan_fill) : v);
+    } else {
+      dst[i] = FromFloat<Dst>(v);
+    }
+  }
+}
+
+}  // namespace
+
 void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint64_t> chunk_shape,
                   const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
                   const DimArray& slab_strides, const SlabTransform& transform, uint8_t* mask) {
   if (transform.cf != nullptr) source = transform.cf->source;
-  switch (source) {
-    case DataType::kInt8:
-      return ConvertTo<int8_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                               mask);
-    case DataType::kInt16:
-      return ConvertTo<int16_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                mask);
-    case DataType::kInt32:
-      return ConvertTo<int32_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                mask);
-    case DataType::kInt64:
-      return ConvertTo<int64_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                mask);
-    case DataType::kUInt8:
-      return ConvertTo<uint8_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                mask);
-    case DataType::kUInt16:
-      return ConvertTo<uint16_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                 mask);
-    case DataType::kUInt32:
-      return ConvertTo<uint32_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                 mask);
-    case DataType::kUInt64:
-      return ConvertTo<uint64_t>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                 mask);
+  WithSourceType(source, [&](auto tag) {
+    ConvertTo<decltype(tag)>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform, mask);
+  });
+}
+
+void AssembleDecoded(const std::byte* chunk, DataType source, std::span<const uint64_t> chunk_shape,
+                     const PlannedCopy& copy, double* slab, const DimArray& slab_strides,
+                     const CfDecoding* cf) {
+  if (cf != nullptr) source = cf->source;
+  WithSourceType(source, [&](auto tag) {
+    using Src = decltype(tag);
+    const auto* src = reinterpret_cast<const Src*>(chunk);
+    if (cf == nullptr || !cf->decode) {
+      DecodeBox<Src, ComputeType<Src>, false>(src, chunk_shape, copy, slab, slab_strides, cf);
+    } else if (cf->wide()) {
+      DecodeBox<Src, double, true>(src, chunk_shape, copy, slab, slab_strides, cf);
+    } else {
+      DecodeBox<Src, float, true>(src, chunk_shape, copy, slab, slab_strides, cf);
+    }
+  });
+}
+
+void AssembleTendency(const double* target, const double* base, uint64_t n,
+                      const SlabTransform& transform, std::byte* slab, BatchDType dtype,
+                      uint8_t* mask) {
+  switch (dtype) {
+    case BatchDType::kFloat32:
+      return WriteTendency(target, base, n, transform, reinterpret_cast<float*>(slab), mask);
+    case BatchDType::kBFloat16:
+      return WriteTendency(target, base, n, transform, reinterpret_cast<BFloat16*>(slab), mask);
+    case BatchDType::kFloat16:
 #if defined(__FLT16_MANT_DIG__)
-    case DataType::kFloat16:
-      return ConvertTo<_Float16>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                                 mask);
+      return WriteTendency(target, base, n, transform, reinterpret_cast<_Float16*>(slab), mask);
+#else
+      break;  // rejected by ParseBatchDType
 #endif
-    case DataType::kFloat32:
-      return ConvertTo<float>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform, mask);
-    case DataType::kFloat64:
-      return ConvertTo<double>(chunk, chunk_shape, copy, slab, dtype, slab_strides, transform,
-                               mask);
-    default:
-      break;  // rejected by MakeLoaderGeometry
   }
 }
 

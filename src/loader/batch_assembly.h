@@ -41,6 +41,20 @@ void AssembleCopy(const std::byte* chunk, DataType source, std::span<const uint6
                   const PlannedCopy& copy, std::byte* slab, BatchDType dtype,
                   const DimArray& slab_strides, const SlabTransform& transform, uint8_t* mask);
 
+// Tendency targets (LoaderGeometry::base_slabs): AssembleDecoded copies a box as AssembleCopy does
+// but into float64 values CF-decoded and nothing else (a target's or its base's values, kept aside
+// per batch); AssembleTendency then writes `n` elements of one target slab: ((target - base) -
+// transform.mean) * transform.inv_std in float64, NaN → nan_fill when filling (mask as
+// AssembleCopy's), rounded to float32 and then to the batch dtype, as AssembleCopy rounds. The
+// differences are of values decoded in the arithmetic type AssembleCopy decodes them in (float32
+// for narrow sources), so only the batch dtype's rounding comes after the subtraction.
+void AssembleDecoded(const std::byte* chunk, DataType source, std::span<const uint64_t> chunk_shape,
+                     const PlannedCopy& copy, double* slab, const DimArray& slab_strides,
+                     const CfDecoding* cf);
+void AssembleTendency(const double* target, const double* base, uint64_t n,
+                      const SlabTransform& transform, std::byte* slab, BatchDType dtype,
+                      uint8_t* mask);
+
 // Computed forcing `kind` (dataset/computed_forcing_math.h) at valid time `seconds` over one slab:
 // C order over `shape` (the spatial dimensions), the latitude along axis `latitude_axis` taking
 // `latitudes[i]` at its index i (likewise longitude; an axis < 0: the forcing does not need it),

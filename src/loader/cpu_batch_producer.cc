@@ -25,15 +25,30 @@ class CpuBatchProducer::Job {
     bad.assign(samples, 0);
   }
 
+  // The buffers tendency targets and their bases are decoded into (LoaderGeometry::base_slabs):
+  // two float64 values per target element of the batch.
+  Status AllocateTendencies() {
+    const LoaderGeometry& g = context_.geometry;
+    if (g.base_slabs.empty()) return Status::Ok();
+    const uint64_t elements = bad.size() * g.target_slabs.size() * g.slab_elements;
+    try {
+      tendency_targets_.assign(elements, 0.0);
+      tendency_bases_.assign(elements, 0.0);
+    } catch (const std::bad_alloc&) {
+      return OutOfMemoryFor(
+          "the tendency targets of a batch (their values and their bases, in "
+          "float64)",
+          2 * elements * sizeof(double));
+    }
+    return Status::Ok();
+  }
+
   // Cache hits first, then the misses this batch claimed, in waves, then the chunks other batches
   // in flight were decoding (a chunk whose decode failed there is decoded here, unclaimed, so that
   // its error is this batch's too).
   void Run() {
     AssembleResident();
     AssembleComputedForcings();
-    // Patch padding with a value: after the forcings, which fill whole slabs; the chunks' copies
-    // never reach it.
-    for (const PlannedPadding& box : reads_.padding) producer_.AssemblePadding(b_, box);
     DecodedChunks hits;
     std::vector<size_t> misses;
     std::vector<std::pair<size_t, std::shared_ptr<ChunkCache::Decode>>> elsewhere;
@@ -64,6 +79,10 @@ class CpuBatchProducer::Job {
     context_.counters.cache_hits += hits.size();
     AssembleAll(hits);
     ReadInWaves(failed_elsewhere, /*claimed=*/false);
+    AssembleTendencies();
+    // Patch padding with a value: last, over the forcings and tendencies, which fill whole slabs
+    // (the chunks' copies never reach it).
+    for (const PlannedPadding& box : reads_.padding) producer_.AssemblePadding(b_, box);
   }
 
   // Per sample: 1 where one of its chunks failed; the first failure.
@@ -75,6 +94,17 @@ class CpuBatchProducer::Job {
   void Assemble(const PlannedChunk& chunk, const std::byte* bytes) {
     const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
     for (const PlannedCopy& copy : chunk.copies) {
+      if (copy.target && !tendency_targets_.empty()) {
+        // A tendency target or its base: decoded aside, differenced once the batch is read.
+        const LoaderGeometry& g = context_.geometry;
+        const size_t channel = g.target_slabs[copy.slab].channel;
+        std::vector<double>& aside = copy.base ? tendency_bases_ : tendency_targets_;
+        AssembleDecoded(
+            bytes, array.metadata.data_type, context_.chunk_shapes[chunk.array], copy,
+            aside.data() + (copy.sample * g.target_slabs.size() + copy.slab) * g.slab_elements,
+            context_.slab_strides[channel], &g.cf[channel]);
+        continue;
+      }
       const CopyTarget to = producer_.TargetOf(b_, copy);
       AssembleCopy(bytes, array.metadata.data_type, context_.chunk_shapes[chunk.array], copy,
                    to.slab, context_.options.dtype, *to.strides, to.transform, to.mask);
@@ -93,6 +123,33 @@ class CpuBatchProducer::Job {
       });
       group.Schedule(indices);
     }  // waits for every copy
+    context_.counters.assemble_ns += stage.ElapsedNanoseconds();
+  }
+
+  // The target slabs of LoaderGeometry::base_slabs: each target's tendency from its base,
+  // normalised with the tendency's statistics, into the batch.
+  void AssembleTendencies() {
+    if (tendency_targets_.empty()) return;
+    StageSpan stage(context_.timeline, "assemble", epoch_, index_);
+    const LoaderGeometry& g = context_.geometry;
+    const size_t slabs = bad.size() * g.target_slabs.size();
+    std::vector<size_t> indices(slabs);
+    std::iota(indices.begin(), indices.end(), size_t{0});
+    {
+      TaskGroup group(context_.pool.get(), slabs, [&](size_t i) {
+        PlannedCopy copy;
+        copy.sample = static_cast<uint32_t>(i / g.target_slabs.size());
+        copy.slab = static_cast<uint32_t>(i % g.target_slabs.size());
+        copy.target = true;
+        CopyTarget to = producer_.TargetOf(b_, copy);
+        to.transform.mean = g.target_mean[copy.slab];
+        to.transform.inv_std = g.target_inv_std[copy.slab];
+        const uint64_t offset = i * g.slab_elements;
+        AssembleTendency(tendency_targets_.data() + offset, tendency_bases_.data() + offset,
+                         g.slab_elements, to.transform, to.slab, context_.options.dtype, to.mask);
+      });
+      group.Schedule(indices);
+    }  // waits for every slab
     context_.counters.assemble_ns += stage.ElapsedNanoseconds();
   }
 
@@ -202,6 +259,9 @@ class CpuBatchProducer::Job {
   Batch& b_;
   const uint64_t epoch_, index_;
   const BatchReadPlan& reads_;
+  // LoaderGeometry::base_slabs: per sample and target slab, its values and its base's, decoded
+  // (float64, slab layout); empty without tendency targets.
+  std::vector<double> tendency_targets_, tendency_bases_;
 };
 
 Result<std::shared_ptr<Batch>> CpuBatchProducer::Produce(const SamplePlan& epoch_plan,
@@ -215,6 +275,7 @@ Result<std::shared_ptr<Batch>> CpuBatchProducer::Produce(const SamplePlan& epoch
   FinishPlanning(b, epoch, index, samples, reads, plan_stage);
 
   Job job(*this, b, epoch, index, reads, samples.size());
+  ZS_RETURN_IF_ERROR(job.AllocateTendencies());
   job.Run();
   if (!job.first_error.ok()) {
     if (!context_.options.skip_bad_samples) {

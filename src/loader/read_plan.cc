@@ -29,6 +29,7 @@ void PlanBox(const LoaderGeometry& g, size_t array_slot, const DimArray& lo, con
   copy.sample = sample;
   copy.slab = slab_index;
   copy.target = slab.target;
+  copy.base = slab.base;
   copy.rank = static_cast<uint8_t>(array_rank);
   if (const std::optional<ResidentBox>& box = g.resident[array_slot]) {
     for (size_t a = 0; a < array_rank; ++a) {
@@ -227,6 +228,10 @@ BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) 
     }
     for (size_t i = 0; i < g.target_slabs.size(); ++i) {
       PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.target_slabs[i], &pieces, &index,
+               &plan);
+    }
+    for (size_t i = 0; i < g.base_slabs.size(); ++i) {
+      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.base_slabs[i], &pieces, &index,
                &plan);
     }
     for (size_t i = 0; i < g.computed_slabs.size(); ++i) {

@@ -35,8 +35,11 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& geometry);
 // A box of one decoded chunk copied into one slab of the batch.
 struct PlannedCopy {
   uint32_t sample = 0;  // position in the batch
-  uint32_t slab = 0;    // index into input_slabs (or target_slabs when `target`)
+  uint32_t slab = 0;  // index into input_slabs (target_slabs when `target`, base_slabs when `base`)
   bool target = false;
+  // A tendency target's base value (LoaderGeometry::base_slabs): kept aside by the assembly, never
+  // put into the batch itself.
+  bool base = false;
   uint8_t rank = 0;
   DimArray within_chunk{};  // box offset inside the chunk, per array dimension
   DimArray within_slab{};   // box offset inside the slab, per array dimension (0 on collapsed dims)

@@ -100,10 +100,19 @@ ChannelAccumulator ReduceStrided(const std::byte* data, const Strided& where,
   return s;
 }
 
+// `n` elements of type T as doubles, CF-decoded when kDecode (a tendency's two ends).
+template <typename T, typename Compute, bool kDecode>
+void ToDoubles(const std::byte* data, uint64_t n, const CfDecoding& cf, double* out) {
+  const CfDecoder<Compute> decode(cf);
+  for (uint64_t i = 0; i < n; ++i)
+    out[i] = Value<T, Compute, kDecode>(data + i * sizeof(T), decode);
+}
+
 // The reduction of one array: its element type and CF decoding (a struct: Result<> of a bare
 // function pointer trips GCC 12's -Wshadow).
 struct Reducer {
   ChannelAccumulator (*reduce)(const std::byte*, const Strided&, const CfDecoding&) = nullptr;
+  void (*to_doubles)(const std::byte*, uint64_t, const CfDecoding&, double*) = nullptr;
   CfDecoding cf;
 
   ChannelAccumulator Reduce(const std::byte* data, const Strided& where) const {
@@ -111,11 +120,16 @@ struct Reducer {
   }
 };
 
+template <typename T, typename Compute, bool kDecode>
+Reducer MakeReducer(const CfDecoding& cf) {
+  return Reducer{&ReduceStrided<T, Compute, kDecode>, &ToDoubles<T, Compute, kDecode>, cf};
+}
+
 template <typename T>
 Reducer ReducerOf(const CfDecoding& cf) {
-  if (!cf.decode) return Reducer{&ReduceStrided<T, double, false>, cf};
-  if (cf.wide()) return Reducer{&ReduceStrided<T, double, true>, cf};
-  return Reducer{&ReduceStrided<T, float, true>, cf};
+  if (!cf.decode) return MakeReducer<T, double, false>(cf);
+  if (cf.wide()) return MakeReducer<T, double, true>(cf);
+  return MakeReducer<T, float, true>(cf);
 }
 
 Result<Reducer> ReducerFor(DataType dtype, const CfDecoding& cf) {
@@ -202,6 +216,11 @@ struct ArrayPass {
   uint64_t time_first = 0;
   uint64_t num_blocks = 1;
   uint64_t num_bytes = 0;  // of all blocks
+  // A tendency pass: the distance in time steps (0: a pass over the values), the table of
+  // accumulators it adds to (0: the values'; 1 + i: tendency i's) and the array's time dimension.
+  uint64_t tendency_steps = 0;
+  size_t table = 0;
+  std::optional<size_t> time_dim;
 
   // The decoded bytes of blocks [begin, end).
   uint64_t BlocksBytes(uint64_t begin, uint64_t end) const {
@@ -227,9 +246,17 @@ struct ArrayPass {
   }
 };
 
-// Reads block `b` of `pass` into `buffer` and reduces each of its channels into `out` (one entry
-// per channel of the block's level piece, or one for an array without levels).
-Status ReadAndReduceBlock(const ArrayPass& pass, uint64_t b, std::vector<std::byte>* buffer,
+// A thread's block buffers: the block as stored, and for a tendency pass the block n steps later
+// and both as doubles (the difference overwriting the first).
+struct BlockBuffers {
+  std::vector<std::byte> block, later;
+  std::vector<double> differences, later_values;
+};
+
+// Reads block `b` of `pass` into `buffers` and reduces each of its channels into `out` (one entry
+// per channel of the block's level piece, or one for an array without levels). A tendency pass
+// reduces the differences between the box n steps later and the block.
+Status ReadAndReduceBlock(const ArrayPass& pass, uint64_t b, BlockBuffers* buffers,
                           std::vector<ChannelAccumulator>* out) {
   const std::vector<size_t> which = pass.PieceIndices(b);
   const size_t rank = pass.pieces.size();
@@ -241,11 +268,30 @@ Status ReadAndReduceBlock(const ArrayPass& pass, uint64_t b, std::vector<std::by
     shape[d] = r.size();
     elements *= shape[d];
   }
+  std::vector<std::byte>* buffer = &buffers->block;
   buffer->resize(elements * DataTypeSize(pass.array.dtype()));
   ZS_RETURN_IF_ERROR(pass.array.Read(start, shape, buffer->data()));
+  Reducer reducer = pass.reducer;
+  const std::byte* values = buffer->data();
+  if (pass.tendency_steps > 0) {
+    std::vector<uint64_t> later_start = start;
+    later_start[*pass.time_dim] += pass.tendency_steps;
+    buffers->later.resize(buffer->size());
+    ZS_RETURN_IF_ERROR(pass.array.Read(later_start, shape, buffers->later.data()));
+    buffers->differences.resize(elements);
+    buffers->later_values.resize(elements);
+    double* differences = buffers->differences.data();
+    const double* later = buffers->later_values.data();
+    pass.reducer.to_doubles(buffer->data(), elements, pass.reducer.cf, differences);
+    pass.reducer.to_doubles(buffers->later.data(), elements, pass.reducer.cf,
+                            buffers->later_values.data());
+    for (uint64_t i = 0; i < elements; ++i) differences[i] = later[i] - differences[i];
+    reducer = MakeReducer<double, double, false>(StoredValues(DataType::kFloat64));
+    values = reinterpret_cast<const std::byte*>(differences);
+  }
   out->clear();
   if (!pass.level_dim) {
-    out->push_back(pass.reducer.Reduce(buffer->data(), Strided{0, 1, elements, 0}));
+    out->push_back(reducer.Reduce(values, Strided{0, 1, elements, 0}));
     return Status::Ok();
   }
   const size_t l = *pass.level_dim;
@@ -254,8 +300,7 @@ Status ReadAndReduceBlock(const ArrayPass& pass, uint64_t b, std::vector<std::by
   const uint64_t outer = elements / (inner * shape[l]);
   for (const auto& [slot, level] : pass.level_pieces[which[l]].channels) {
     const uint64_t offset = level - start[l];
-    out->push_back(pass.reducer.Reduce(buffer->data(),
-                                       Strided{offset * inner, outer, inner, shape[l] * inner}));
+    out->push_back(reducer.Reduce(values, Strided{offset * inner, outer, inner, shape[l] * inner}));
   }
   return Status::Ok();
 }
@@ -330,10 +375,13 @@ Result<std::map<std::string, std::vector<IndexRange>>> SelectedRuns(
 }
 
 // One pass per array, in the order of the arrays' first channels, each listing its channels.
-Result<std::vector<ArrayPass>> PassesByArray(std::span<const Channel> channels, bool decode_cf) {
+// `time_dependent`: the static fields (Channel::broadcast) left out (tendency passes).
+Result<std::vector<ArrayPass>> PassesByArray(std::span<const Channel> channels, bool decode_cf,
+                                             bool time_dependent = false) {
   std::vector<ArrayPass> passes;
   for (size_t c = 0; c < channels.size(); ++c) {
     const Channel& channel = channels[c];
+    if (time_dependent && channel.broadcast) continue;
     // The arrays holding the channel: one, or one per run of a combined dataset's time axis.
     std::vector<TimeSegment> sources = channel.time_segments;
     if (sources.empty()) sources.push_back(TimeSegment{0, 0, 0, channel.array});
@@ -342,7 +390,8 @@ Result<std::vector<ArrayPass>> PassesByArray(std::span<const Channel> channels, 
         return p.array.url() == source.array.url();
       });
       if (it == passes.end()) {
-        ArrayPass pass{source.array, {}, channel.level_dim, {}, {}, {}, std::nullopt, 0, 1, 0};
+        ArrayPass pass{source.array, {}, channel.level_dim, {}, {}, {}, std::nullopt, 0, 1, 0, 0, 0,
+                       std::nullopt};
         if (!channel.time_segments.empty()) {
           pass.time_run = IndexRange{source.begin, source.end};
           pass.time_first = source.first;
@@ -394,6 +443,7 @@ void PlanBlocks(std::span<const Channel> channels,
                                        ? sel->second
                                        : std::vector<IndexRange>{{0, channel.shape[channel_dim]}};
     ++channel_dim;
+    if (IsTimeDimension(dim)) pass->time_dim = d;
     if (pass->time_run && IsTimeDimension(dim)) {
       // The dataset's selected times that this array holds, as its own indices.
       std::vector<IndexRange> own;
@@ -433,12 +483,12 @@ std::pair<uint64_t, uint64_t> PartBlocks(const std::vector<ArrayPass>& passes,
   return {part_start(options.part_index), part_start(options.part_index + 1)};
 }
 
-// Reduces this part's blocks into one accumulator per channel. Blocks run in parallel batches;
-// their results merge in block order, so the sums do not depend on scheduling.
-Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
-                                                     const std::vector<ArrayPass>& passes,
-                                                     size_t num_channels,
-                                                     const ChannelStatsOptions& options) {
+// Reduces this part's blocks into one accumulator per channel of each table (the values', then
+// each tendency's: ArrayPass::table). Blocks run in parallel batches; their results merge in block
+// order, so the sums do not depend on scheduling.
+Result<std::vector<std::vector<ChannelAccumulator>>> ReduceBlocks(
+    const Dataset& dataset, const std::vector<ArrayPass>& passes, size_t num_tables,
+    size_t num_channels, const ChannelStatsOptions& options) {
   const auto [part_begin, part_end] = PartBlocks(passes, options);
   // Each pass's share of the part, as a range of the pass's own blocks.
   std::vector<IndexRange> shares;
@@ -453,7 +503,8 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
   }
   ThreadPool pool(options.num_threads);
   const uint64_t batch = std::max<uint64_t>(64, 16 * pool.num_threads());
-  std::vector<ChannelAccumulator> merged(num_channels);
+  std::vector<std::vector<ChannelAccumulator>> merged(
+      num_tables, std::vector<ChannelAccumulator>(num_channels));
   std::vector<std::vector<ChannelAccumulator>> results;
   uint64_t done_bytes = 0;
   for (size_t p = 0; p < passes.size(); ++p) {
@@ -466,15 +517,15 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
       const uint64_t n = std::min(batch, end - first);
       results.resize(n);
       ZS_RETURN_IF_ERROR(ParallelFor(&pool, n, [&](size_t i) -> Status {
-        thread_local std::vector<std::byte> buffer;
-        return ReadAndReduceBlock(pass, first + i, &buffer, &results[i]);
+        thread_local BlockBuffers buffers;
+        return ReadAndReduceBlock(pass, first + i, &buffers, &results[i]);
       }));
       for (uint64_t i = 0; i < n; ++i) {
         const std::vector<size_t> which = pass.PieceIndices(first + i);
         for (size_t k = 0; k < results[i].size(); ++k) {
           const size_t slot =
               pass.level_dim ? pass.level_pieces[which[*pass.level_dim]].channels[k].first : 0;
-          merged[pass.channel_slots[slot]].Merge(results[i][k]);
+          merged[pass.table][pass.channel_slots[slot]].Merge(results[i][k]);
         }
       }
       if (options.progress) {
@@ -486,8 +537,10 @@ Result<std::vector<ChannelAccumulator>> ReduceBlocks(const Dataset& dataset,
   return merged;
 }
 
-// Fills `out`'s statistics from a channel's accumulator (undefined ones NaN: no values).
-void Summarize(const ChannelAccumulator& s, ChannelStats* out) {
+// Fills `out`'s statistics (ChannelStats or TendencyStats) from a channel's accumulator
+// (undefined ones NaN: no values).
+template <typename Stats>
+void Summarize(const ChannelAccumulator& s, Stats* out) {
   out->count = s.moments.count;
   out->nan_count = s.nan_count;
   const bool any = s.moments.count > 0;
@@ -495,6 +548,116 @@ void Summarize(const ChannelAccumulator& s, ChannelStats* out) {
   out->std = any ? std::sqrt(s.moments.Variance()) : kNaN;
   out->min = any ? s.min : kNaN;
   out->max = any ? s.max : kNaN;
+}
+
+// A tendency's distance in store steps and the runs of selected steps t whose t + steps is
+// selected too (the first steps of its pairs).
+struct Tendency {
+  uint64_t steps = 0;
+  std::vector<IndexRange> starts;
+};
+
+// Resolves `options.tendencies` against the time dimension of `reference` (a time-dependent
+// channel) and its selected runs; records the steps, and the time step where the selected times
+// are evenly spaced, in `file`.
+Result<std::vector<Tendency>> ResolveTendencies(
+    const Dataset& dataset, const Channel& reference,
+    const std::map<std::string, std::vector<IndexRange>>& selected,
+    const ChannelStatsOptions& options, ChannelStatsFile* file) {
+  std::vector<Tendency> tendencies;
+  if (options.tendencies.empty()) return tendencies;
+  const auto dim = std::find_if(reference.dims.begin(), reference.dims.end(),
+                                [](const std::string& d) { return IsTimeDimension(d); });
+  if (reference.broadcast || dim == reference.dims.end()) {
+    return InvalidArgumentError("tendencies of " + dataset.url() +
+                                ": the channels have no time dimension (" + Join(reference.dims) +
+                                ")");
+  }
+  const uint64_t extent = reference.shape[static_cast<size_t>(dim - reference.dims.begin())];
+  std::vector<uint8_t> is_selected(extent, 0);
+  const auto runs = selected.find(*dim);
+  for (const IndexRange& r :
+       runs != selected.end() ? runs->second : std::vector<IndexRange>{{0, extent}}) {
+    std::fill(is_selected.begin() + static_cast<ptrdiff_t>(r.start),
+              is_selected.begin() + static_cast<ptrdiff_t>(r.stop), 1);
+  }
+  const uint64_t num_selected = static_cast<uint64_t>(
+      std::count(is_selected.begin(), is_selected.end(), static_cast<uint8_t>(1)));
+  // The step of the selected times, where they are times, evenly spaced from the first selected
+  // to the last (durations are counted in it).
+  Result<Coordinate> coordinate = dataset.LoadCoordinate(*dim);
+  std::string uneven = "'" + *dim + "' has no time coordinate";
+  if (coordinate.ok() && coordinate->is_time() && coordinate->size() == extent &&
+      num_selected > 1) {
+    const auto first = static_cast<uint64_t>(std::find(is_selected.begin(), is_selected.end(), 1) -
+                                             is_selected.begin());
+    const uint64_t last =
+        extent - 1 -
+        static_cast<uint64_t>(std::find(is_selected.rbegin(), is_selected.rend(), 1) -
+                              is_selected.rbegin());
+    const int64_t step = coordinate->TimeSeconds(first + 1) - coordinate->TimeSeconds(first);
+    bool even = step > 0;
+    for (uint64_t i = first + 1; even && i <= last; ++i) {
+      even = coordinate->TimeSeconds(i) - coordinate->TimeSeconds(i - 1) == step;
+    }
+    if (even) {
+      file->time_step_seconds = step;
+    } else {
+      uneven = "the times of " + coordinate->Describe() + " are not evenly spaced from " +
+               coordinate->FormatLabel(first) + " to " + coordinate->FormatLabel(last);
+    }
+  }
+  for (const std::string& text : options.tendencies) {
+    Tendency tendency;
+    const bool digits = !text.empty() && text.size() <= 18 &&
+                        text.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) {
+      tendency.steps = std::stoull(text);
+      if (tendency.steps == 0) {
+        return InvalidArgumentError("tendency '" + text +
+                                    "': expected a positive number of time steps or a duration "
+                                    "(\"6h\")");
+      }
+    } else {
+      ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseDuration("tendency", text));
+      if (!file->time_step_seconds) {
+        return InvalidArgumentError("tendency '" + text + "': a duration needs evenly spaced " +
+                                    "times, and " + uneven + "; give it in time steps");
+      }
+      if (seconds % *file->time_step_seconds != 0) {
+        return InvalidArgumentError("tendency '" + text + "' (" + std::to_string(seconds) +
+                                    " s) is not a whole number of the time steps of " +
+                                    coordinate->Describe() + " (" +
+                                    std::to_string(*file->time_step_seconds) + " s)");
+      }
+      tendency.steps = static_cast<uint64_t>(seconds / *file->time_step_seconds);
+    }
+    for (const Tendency& other : tendencies) {
+      if (other.steps == tendency.steps) {
+        return InvalidArgumentError("tendency '" + text + "': " + std::to_string(tendency.steps) +
+                                    " time steps are asked for twice");
+      }
+    }
+    if (tendency.steps >= num_selected) {
+      return InvalidArgumentError("tendency '" + text + "' (" + std::to_string(tendency.steps) +
+                                  " time steps): the selection of " + dataset.url() + " has " +
+                                  std::to_string(num_selected) + " step(s) along '" + *dim +
+                                  "'; a tendency needs two of them that far apart");
+    }
+    std::vector<uint64_t> starts;
+    for (uint64_t t = 0; t + tendency.steps < extent; ++t) {
+      if (is_selected[t] && is_selected[t + tendency.steps]) starts.push_back(t);
+    }
+    if (starts.empty()) {
+      return InvalidArgumentError("tendency '" + text + "': no two selected steps along '" + *dim +
+                                  "' of " + dataset.url() + " are " +
+                                  std::to_string(tendency.steps) + " time steps apart");
+    }
+    tendency.starts = Runs(std::move(starts));
+    file->tendency_steps.push_back(tendency.steps);
+    tendencies.push_back(std::move(tendency));
+  }
+  return tendencies;
 }
 
 }  // namespace
@@ -556,12 +719,45 @@ Result<ChannelStatsPart> ComputeChannelStatsPart(const Dataset& dataset,
                                                         options.select, &file.select));
   ZS_ASSIGN_OR_RETURN(std::vector<ArrayPass> passes, PassesByArray(channels, options.decode_cf));
   for (ArrayPass& pass : passes) PlanBlocks(channels, selected, &pass);
-  ZS_ASSIGN_OR_RETURN(part.channels, ReduceBlocks(dataset, passes, channels.size(), options));
+  ZS_ASSIGN_OR_RETURN(const std::vector<Tendency> tendencies,
+                      ResolveTendencies(dataset, *reference, selected, options, &file));
+  for (size_t i = 0; i < tendencies.size(); ++i) {
+    for (const Channel& c : channels) {
+      if (!c.broadcast && !c.time_segments.empty()) {
+        return UnsupportedError("tendencies of channel '" + c.name + "' of " + dataset.url() +
+                                ": its time steps come from several stores, which tendencies "
+                                "do not support");
+      }
+    }
+    // The first steps of the pairs stand for the time selection; each block reads its box
+    // `steps` later too.
+    std::map<std::string, std::vector<IndexRange>> starts = selected;
+    for (const std::string& dim : reference->dims) {
+      if (IsTimeDimension(dim)) starts[dim] = tendencies[i].starts;
+    }
+    ZS_ASSIGN_OR_RETURN(std::vector<ArrayPass> tendency_passes,
+                        PassesByArray(channels, options.decode_cf, /*time_dependent=*/true));
+    for (ArrayPass& pass : tendency_passes) {
+      PlanBlocks(channels, starts, &pass);
+      pass.tendency_steps = tendencies[i].steps;
+      pass.table = 1 + i;
+      passes.push_back(std::move(pass));
+    }
+  }
+  ZS_ASSIGN_OR_RETURN(
+      std::vector<std::vector<ChannelAccumulator>> tables,
+      ReduceBlocks(dataset, passes, 1 + tendencies.size(), channels.size(), options));
+  part.channels = std::move(tables[0]);
+  part.tendencies.assign(std::make_move_iterator(tables.begin() + 1),
+                         std::make_move_iterator(tables.end()));
   for (const Channel& channel : channels) {
     ChannelStats out;
     out.name = channel.name;
     out.variable = channel.variable;
     out.level = channel.level;
+    if (!channel.broadcast) {
+      for (const Tendency& t : tendencies) out.tendencies.push_back(TendencyStats{t.steps});
+    }
     file.channels.push_back(std::move(out));
   }
   return part;
@@ -571,6 +767,14 @@ ChannelStatsFile FinishChannelStats(ChannelStatsPart part) {
   ChannelStatsFile file = std::move(part.job);
   for (size_t c = 0; c < file.channels.size() && c < part.channels.size(); ++c) {
     Summarize(part.channels[c], &file.channels[c]);
+    for (TendencyStats& t : file.channels[c].tendencies) {
+      const auto i = static_cast<size_t>(
+          std::find(file.tendency_steps.begin(), file.tendency_steps.end(), t.steps) -
+          file.tendency_steps.begin());
+      if (i < part.tendencies.size() && c < part.tendencies[i].size()) {
+        Summarize(part.tendencies[i][c], &t);
+      }
+    }
   }
   return file;
 }

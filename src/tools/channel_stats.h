@@ -20,6 +20,13 @@
 // float64 or float32, dataset/cf_decoding.h) before entering the sums. `std` is the population
 // standard deviation, sqrt(M2 / count) (numpy's ddof=0).
 //
+// Tendencies (ChannelStatsOptions::tendencies): for each distance n, the statistics of
+// x[t + n] - x[t] over every pair of selected time steps n steps of the store apart (both CF-
+// decoded, the difference in double; a NaN in either is a NaN tendency). They are extra passes
+// whose blocks are those of the values with the time pieces cut to the steps t whose partner
+// t + n is selected too; a block reads the same box n steps later as well, so each pair belongs
+// to the block of its first step, whichever part that block falls in. Static fields have none.
+//
 // Parts: `part_count` > 1 cuts the blocks (of all arrays, in order) into that many contiguous runs;
 // ComputeChannelStatsPart reduces one run into per-channel accumulators, which merge (in part
 // order) into the statistics of the whole selection, equal to one pass's within rounding (the
@@ -69,6 +76,8 @@ struct ChannelAccumulator {
 struct ChannelStatsPart {
   ChannelStatsFile job;  // channels' statistics not filled in
   std::vector<ChannelAccumulator> channels;
+  // Per entry of job.tendency_steps, one accumulator per channel (static fields' stay empty).
+  std::vector<std::vector<ChannelAccumulator>> tendencies;
 };
 
 struct ChannelStatsOptions {
@@ -84,6 +93,11 @@ struct ChannelStatsOptions {
   // and in all (decoded bytes of the channels' arrays, levels read together counted once); may
   // be empty.
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
+  // Tendencies to compute too: distances along the time dimension, each a number of the store's
+  // steps ("6") or a duration ("6h") that is a whole number of the selected times' (evenly spaced)
+  // step. Each must be below the number of selected steps, and some pair of selected steps must
+  // lie that far apart.
+  std::vector<std::string> tendencies;
   // This pass's part of the blocks: part_index in [0, part_count) (ComputeChannelStatsPart).
   uint32_t part_index = 0;
   uint32_t part_count = 1;

@@ -171,6 +171,78 @@ TEST_F(ChannelStatsTest, ResultsDoNotDependOnThreads) {
   }
 }
 
+// Tendencies over a selection (steps and a duration) are those of the differences of the values
+// n steps apart inside it, NaN at either end counted; parts merge into one pass's, each pair once.
+TEST_F(ChannelStatsTest, TendenciesMatchDirectComputationAndMergeAcrossParts) {
+  Dataset d = Open();
+  std::vector<Channel> channels = Resolve(d, {"t2m,z@1000"});
+  ChannelStatsOptions options;
+  options.select = *ParseLabelSelections(std::vector<std::string>{"time=2000-01-02:2000-01-09"});
+  options.tendencies = {"1", "2d"};
+  options.num_threads = 2;
+  auto stats = ComputeChannelStats(d, channels, options);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->tendency_steps, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(stats->time_step_seconds, 86400);
+  for (size_t c = 0; c < 2; ++c) {
+    const int level = c == 0 ? -1 : 2;
+    ASSERT_EQ(stats->channels[c].tendencies.size(), 2u);
+    for (uint64_t n : {1u, 2u}) {
+      // Selected times 1..8: pairs (t, t + n) with both inside.
+      const std::vector<double> early = Values(level, 1, 9 - n), late = Values(level, 1 + n, 9);
+      std::vector<double> diffs(early.size());
+      for (size_t i = 0; i < diffs.size(); ++i) diffs[i] = late[i] - early[i];
+      const Reference want = Compute(diffs);
+      const TendencyStats& got = stats->channels[c].tendencies[n - 1];
+      EXPECT_EQ(got.steps, n);
+      EXPECT_EQ(got.count, want.count);
+      EXPECT_EQ(got.nan_count, want.nan_count);
+      EXPECT_NEAR(got.mean, want.mean, 1e-12 * std::abs(want.std));
+      EXPECT_NEAR(got.std, want.std, 1e-9 * want.std);
+      EXPECT_EQ(got.min, want.min);
+      EXPECT_EQ(got.max, want.max);
+    }
+  }
+  EXPECT_GT(stats->channels[0].tendencies[0].nan_count, 0u);
+  for (uint32_t count : {2u, 5u, 1000u}) {
+    ChannelStatsPart merged;
+    for (uint32_t i = 0; i < count; ++i) {
+      ChannelStatsOptions part_options = options;
+      part_options.part_index = i;
+      part_options.part_count = count;
+      auto part = ComputeChannelStatsPart(d, channels, part_options);
+      ASSERT_TRUE(part.ok()) << part.status().ToString();
+      if (i == 0) {
+        merged = *part;
+        continue;
+      }
+      for (size_t c = 0; c < channels.size(); ++c) {
+        merged.channels[c].Merge(part->channels[c]);
+        for (size_t t = 0; t < 2; ++t) merged.tendencies[t][c].Merge(part->tendencies[t][c]);
+      }
+    }
+    const ChannelStatsFile got = FinishChannelStats(std::move(merged));
+    for (size_t c = 0; c < channels.size(); ++c) {
+      for (size_t t = 0; t < 2; ++t) {
+        const TendencyStats& a = got.channels[c].tendencies[t];
+        const TendencyStats& b = stats->channels[c].tendencies[t];
+        EXPECT_EQ(a.count, b.count) << count;
+        EXPECT_EQ(a.nan_count, b.nan_count) << count;
+        EXPECT_EQ(a.min, b.min) << count;
+        EXPECT_EQ(a.max, b.max) << count;
+        EXPECT_NEAR(a.mean, b.mean, 1e-12 * b.std) << count;
+        EXPECT_NEAR(a.std, b.std, 1e-12 * b.std) << count;
+      }
+    }
+  }
+  // A tendency as long as the selection (8 steps) is refused.
+  options.tendencies = {"8"};
+  auto too_long = ComputeChannelStats(d, channels, options);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("has 8 step(s) along 'time'"), std::string::npos)
+      << too_long.status().message();
+}
+
 // Parts of the blocks, merged in part order, give the one pass's statistics (within rounding: the
 // merge tree differs), whatever the number of parts, more parts than blocks included; every part
 // describes the same job.

@@ -1,0 +1,228 @@
+"""The loader's ``target_normalize="tendencies"``: targets delivered as their tendency from the
+window's last input step, normalised with the stats file's tendency statistics, against numpy on
+stores xarray wrote (tests/era5_fixtures.py).
+
+Expected values: xarray's decoded values (float64), x[target] - x[last input], minus the tendency
+mean over that many store steps, over its std, rounded to float32 (then to the batch dtype);
+NaN at either end → the nan= fill and a set mask. Inputs stay normalised as values.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import zarr
+
+import era5_fixtures
+import zarrstream
+from zarrstream.errors import ConfigError
+
+torch = pytest.importorskip("torch")
+
+NT = 40
+
+
+@pytest.fixture(scope="module")
+def hourly(tmp_path_factory):
+    """40 hourly steps of 2m_temperature (with NaNs) beside a static land_sea_mask; time chunks
+    of 5 that tendencies' pairs cross. Returns (path, values [time, lat, lon] float32, stats
+    path): the stats file has tendencies over 1, 2 and 4 steps."""
+    root = tmp_path_factory.mktemp("hourly")
+    time = pd.date_range("2000-01-01", periods=NT, freq="1h")
+    lat, lon = np.linspace(60, -60, 6), np.arange(8) * 45.0
+    path, _ = era5_fixtures.surface_and_static(
+        root / "hourly.zarr", seed=11, time=time, latitude=lat, longitude=lon,
+        chunks={"2m_temperature": (5, 3, 4), "land_sea_mask": (6, 8)})
+    a = zarr.open_array(path / "2m_temperature", mode="r+")
+    values = a[...]
+    values[7, 2, :] = np.nan
+    values[20, :, 5] = np.nan
+    a[...] = values
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        decoded = xr.open_zarr(path, consolidated=False)["2m_temperature"].values
+    stats = root / "stats.json"
+    zarrstream.stats(path, vars="2m_temperature,land_sea_mask", tendencies=[1, 2, 4],
+                     output=stats)
+    return path, decoded, stats
+
+
+def channel_stats(stats_path, name):
+    return next(c for c in json.loads(open(stats_path).read())["channels"] if c["name"] == name)
+
+
+def batches(loader):
+    return [{k: v.clone() for k, v in b.items()} for b in loader]
+
+
+def expected_target(values, stats, last, target, spatial=(slice(None), slice(None))):
+    t = channel_stats(stats, "2m_temperature")["tendencies"][str(target - last)]
+    d = values[(target, *spatial)].astype("float64") - values[(last, *spatial)].astype("float64")
+    return ((d - t["mean"]) / t["std"]).astype("float32")
+
+
+def expected_input(values, stats, step, spatial=(slice(None), slice(None))):
+    c = channel_stats(stats, "2m_temperature")
+    return ((values[(step, *spatial)].astype("float64") - c["mean"]) / c["std"]).astype("float32")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_targets_are_normalised_tendencies(hourly, dtype):
+    """Window 2 at frequency 2h, leads 1 and 2: targets 2 and 4 store steps after the last input
+    step, normalised with the file's tendencies over 2 and 4 steps."""
+    path, values, stats = hourly
+    loader = zarrstream.Loader(path, ["2m_temperature"], sample={"time": 2},
+                               target_offset={"time": [1, 2]}, frequency="2h", normalize=stats,
+                               target_normalize="tendencies", batch_size=4, shuffle="none",
+                               dtype=dtype)
+    got = batches(loader)
+    seen = 0
+    for b in got:
+        for i, (origin,) in enumerate(b["origin"].tolist()):
+            last = origin + 2
+            want_target = np.stack([expected_target(values, stats, last, last + 2),
+                                    expected_target(values, stats, last, last + 4)])
+            want_input = np.stack([expected_input(values, stats, origin),
+                                   expected_input(values, stats, last)])
+            target = b["target"][i].float().numpy()
+            inputs = b["input"][i].float().numpy()
+            if dtype == "float32":
+                np.testing.assert_allclose(target, want_target, rtol=2e-6, atol=2e-6)
+                np.testing.assert_allclose(inputs, want_input, rtol=2e-6, atol=2e-6)
+            else:
+                rounded = torch.from_numpy(want_target).to(torch.bfloat16).float().numpy()
+                np.testing.assert_allclose(target, rounded, rtol=8e-3, atol=8e-3)
+            # NaN at either end stays NaN (no nan= fill here), and only there.
+            np.testing.assert_array_equal(np.isnan(target), np.isnan(want_target))
+            seen += 1
+    # Origins every 4 store steps (stride = window of 2 steps of 2h), the last target at +6.
+    assert seen == len(range(0, NT - 6, 4))
+    assert any(np.isnan(b["target"].float().numpy()).any() for b in got)
+
+
+def test_nan_fill_masks_and_patches(hourly):
+    """nan=0.0 fills NaN tendencies (either end NaN) and sets the target mask; spatial patches
+    take the same values from their part of the grid."""
+    path, values, stats = hourly
+    loader = zarrstream.Loader(path, ["2m_temperature"],
+                               sample={"time": 1, "latitude": 3, "longitude": 4},
+                               stride={"time": 3, "latitude": 3, "longitude": 4},
+                               target_offset={"time": [1, 4]}, normalize=stats,
+                               target_normalize="tendencies", nan=0.0, batch_size=5,
+                               shuffle="none")
+    assert loader.sample_dims == ["time", "latitude", "longitude"]
+    masked = 0
+    for b in batches(loader):
+        for i, (t0, y0, x0) in enumerate(b["origin"].tolist()):
+            spatial = (slice(y0, y0 + 3), slice(x0, x0 + 4))
+            want = np.stack([expected_target(values, stats, t0, t0 + 1, spatial),
+                             expected_target(values, stats, t0, t0 + 4, spatial)])
+            mask = np.isnan(want)
+            np.testing.assert_array_equal(b["target_mask"][i].numpy(), mask)
+            np.testing.assert_allclose(b["target"][i].numpy(), np.where(mask, 0, want),
+                                       rtol=2e-6, atol=2e-6)
+            masked += int(mask.sum())
+    assert masked > 0
+
+
+def test_cf_decoding_comes_before_the_difference(tmp_path):
+    """Packed int16 with fill values (CDS-style): tendencies of the decoded values."""
+    path = era5_fixtures.cds_era5(tmp_path, with_expver=False)
+    stats = tmp_path / "stats.json"
+    zarrstream.stats(path, vars="t@850,t2m", tendencies=[1, 2], output=stats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = xr.open_zarr(path, consolidated=False).load()
+    t2m = ds["t2m"].values.astype("float64")
+    t850 = ds["t"].sel(pressure_level=850.0).values.astype("float64")
+    loader = zarrstream.Loader(path, ["t@850", "t2m"], sample={"valid_time": 1},
+                               target_offset={"valid_time": [1, 2]}, normalize=stats,
+                               target_normalize="tendencies", batch_size=2, shuffle="none")
+    file = json.loads(stats.read_text())["channels"]
+    count = 0
+    for b in batches(loader):
+        for i, (t0,) in enumerate(b["origin"].tolist()):
+            want = []
+            for lead in (1, 2):
+                for c, values in zip(file, (t850, t2m)):
+                    t = c["tendencies"][str(lead)]
+                    want.append(((values[t0 + lead] - values[t0]) - t["mean"]) / t["std"])
+            want = np.stack(want).astype("float32")
+            got = b["target"][i].numpy()
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+            count += 1
+    assert count == era5_fixtures.NT - 2
+
+
+def test_resumption_gives_the_same_batches(hourly):
+    path, _, stats = hourly
+    kwargs = dict(variables=["2m_temperature"], sample={"time": 3}, target_offset={"time": 1},
+                  normalize=stats, target_normalize="tendencies", batch_size=3, shuffle="exact",
+                  seed=5)
+    full = batches(zarrstream.Loader(path, **kwargs))
+    first = zarrstream.Loader(path, **kwargs)
+    it = iter(first)
+    next(it)
+    resumed = zarrstream.Loader(path, **kwargs)
+    resumed.load_state_dict(first.state_dict())
+    rest = batches(resumed)
+    assert len(rest) == len(full) - 1
+    for x, y in zip(rest, full[1:]):
+        for key in ("input", "target", "origin"):  # NaN where the store has NaN: equal too
+            np.testing.assert_array_equal(x[key].numpy(), y[key].numpy(), err_msg=key)
+
+
+def test_missing_tendencies_and_bad_options_are_config_errors(hourly, tmp_path):
+    path, _, stats = hourly
+    base = dict(variables=["2m_temperature"], sample={"time": 2}, normalize=stats)
+    # Lead 3 after the window: 3 store steps, which the file lacks.
+    with pytest.raises(ConfigError, match=r"no tendency over 3 time steps of the store for target "
+                                          r"channel '2m_temperature' \(it has tendencies over "
+                                          r"1, 2, 4 steps\).*--tendencies 3"):
+        zarrstream.Loader(path, target_offset={"time": 3}, target_normalize="tendencies", **base)
+    # A stats file without tendencies.
+    plain = tmp_path / "plain.json"
+    zarrstream.stats(path, vars="2m_temperature", output=plain)
+    with pytest.raises(ConfigError, match="it has no tendencies for it"):
+        zarrstream.Loader(path, target_offset={"time": 1}, target_normalize="tendencies",
+                          **dict(base, normalize=plain))
+    with pytest.raises(ConfigError, match="needs a stats file with tendencies"):
+        zarrstream.Loader(path, ["2m_temperature"], target_offset={"time": 1},
+                          target_normalize="tendencies")
+    with pytest.raises(ConfigError, match="needs targets"):
+        zarrstream.Loader(path, target_normalize="tendencies", **base)
+    with pytest.raises(ConfigError, match="target_normalize='delta': expected"):
+        zarrstream.Loader(path, target_offset={"time": 1}, target_normalize="delta", **base)
+    # Values as before by default.
+    a = batches(zarrstream.Loader(path, target_offset={"time": 1}, shuffle="none", **base))
+    b = batches(zarrstream.Loader(path, target_offset={"time": 1}, shuffle="none",
+                                  target_normalize="values", **base))
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x["target"].numpy(), y["target"].numpy())
+
+
+@pytest.mark.gpu
+def test_gpu_batches_refuse_tendencies_and_host_batches_equal_the_cpu(hourly):
+    """GPU batches do not make tendency targets yet: a ConfigError at construction, never wrong
+    values; host batches copied to the GPU (gpu_batches=False) equal the CPU's."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    path, _, stats = hourly
+    kwargs = dict(variables=["2m_temperature"], sample={"time": 2}, target_offset={"time": [1, 2]},
+                  normalize=stats, target_normalize="tendencies", batch_size=4, shuffle="none",
+                  nan=0.0)
+    with pytest.raises(ConfigError, match="not made on GPU batches yet"):
+        zarrstream.Loader(path, device="cuda", gpu_batches=True, **kwargs)
+    cpu = batches(zarrstream.Loader(path, **kwargs))
+    host = batches(zarrstream.Loader(path, device="cuda", gpu_batches=False, **kwargs))
+    assert len(cpu) == len(host)
+    for x, y in zip(cpu, host):
+        for key in ("input", "target", "target_mask", "origin"):
+            assert torch.equal(x[key], y[key].cpu()), key
