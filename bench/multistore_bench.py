@@ -14,7 +14,8 @@ Inputs (GraphCast's, as far as the synthetic store has them; it has no vertical 
 geopotential, u, v and specific humidity at the store's 13 pressure levels (WeatherBench2's, as
 GraphCast's 13-level version); land-sea mask and surface geopotential as static fields; the 9
 computed forcings (cos/sin of latitude, longitude, julian day and local time, and the cosine of
-the solar zenith angle). Two input steps (t - 6 h, t), the target 6 h later, as GraphCast.
+the solar zenith angle). Two input steps (t - 6 h, t), the target 6 h later, a sample at every
+step (windows overlap), as GraphCast trains.
 
 Before timing, the first --verify-batches batches of the two loaders (same seed, same shuffle)
 are compared value by value on each device; a difference is reported and the run exits 1 after
@@ -25,8 +26,10 @@ round, so both read from a warm page cache.
 
     python bench/multistore_bench.py --workdir /tmp/multistore --steps 12 --devices cpu,cuda --json multistore.json
 
-Prints samples/s, GB/s of decoded fields delivered and the read amplification (median and range
-over the rounds), and the ratio joined / single of the medians and of each round's pair.
+Prints samples/s, GB/s of decoded fields delivered, the read amplification and the CPU seconds
+the bench process spent per sample (start-up included: the work each dataset costs, which other
+load on the machine changes less than it changes samples/s), median and range over the rounds,
+and the ratio joined / single of the median samples/s and of each round's pair.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -121,8 +125,9 @@ def verify(stores: dict[str, list[Path]], args: argparse.Namespace, device: str)
     def open_loader(layout: str):
         return zarrstream.Loader(
             loader_dataset(stores[layout]), args.variables, forcings=args.forcings,
-            sample={"time": args.input_steps}, target_offset={"time": 1}, batch_size=args.batch_size,
-            shuffle=args.shuffle, seed=0, prefetch=1, num_threads=args.num_threads, device=device)
+            sample={"time": args.input_steps}, stride={"time": 1}, target_offset={"time": 1},
+            batch_size=args.batch_size, shuffle=args.shuffle, seed=0, prefetch=1, num_threads=args.num_threads,
+            device=device)
 
     joined, single = open_loader("joined"), open_loader("single")
     if joined.channels != single.channels or joined.target_channels != single.target_channels:
@@ -145,17 +150,24 @@ def bench(cli: str, stores: list[Path], args: argparse.Namespace, device: str) -
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         command = [cli, "bench", *map(str, stores), "--variables", ",".join(args.variables),
-                   "--forcings", ",".join(args.forcings), "--sample", f"time={args.input_steps}",
+                   "--forcings", ",".join(args.forcings), "--sample", f"time={args.input_steps}", "--stride", "time=1",
                    "--target-offset", "time=1", "--batch-size", str(args.batch_size), "--epochs", str(args.epochs),
                    "--shuffle", args.shuffle, "--device", device, "--json", str(report)]
         if args.batches:
             command += ["--steps", str(args.batches)]
         if args.num_threads:
             command += ["--threads", str(args.num_threads)]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(command, capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             sys.exit(f"multistore_bench: {' '.join(command)} failed:\n{proc.stderr}")
-        return json.loads(report.read_text())
+        result = json.loads(report.read_text())
+        # The process's CPU time per sample, start-up included: the work each dataset costs, which
+        # other load on the machine does not change as it changes samples/s.
+        cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        result["cpu_seconds_per_sample"] = cpu_seconds / (result["measured_samples"] + args.batch_size)
+        return result
 
 
 def cuda_available() -> bool:
@@ -196,6 +208,7 @@ def summarize(runs: dict[str, dict[str, list[dict]]]) -> dict:
                 "samples_per_second": [r["samples_per_second"] for r in reports],
                 "delivered_gb_per_second": [r["delivered_bytes_per_second"] / 1e9 for r in reports],
                 "read_amplification": [r["read_amplification"] for r in reports],
+                "cpu_seconds_per_sample": [r["cpu_seconds_per_sample"] for r in reports],
             }
         joined, single = rows["joined"]["samples_per_second"], rows["single"]["samples_per_second"]
         rows["ratio_of_medians"] = statistics.median(joined) / statistics.median(single)
@@ -205,8 +218,9 @@ def summarize(runs: dict[str, dict[str, list[dict]]]) -> dict:
 
 
 def print_table(summary: dict) -> None:
-    print("| device | dataset | samples/s | GB/s delivered | read amplification | joined / single |")
-    print("|---|---|---|---|---|---|")
+    print("| device | dataset | samples/s | GB/s delivered | read amplification | CPU s per sample "
+          "| joined / single (samples/s) |")
+    print("|---|---|---|---|---|---|---|")
     for device, rows in summary.items():
         for layout in LAYOUTS:
             row = rows[layout]
@@ -215,7 +229,8 @@ def print_table(summary: dict) -> None:
             name = "3 stores joined" if layout == "joined" else "1 store"
             print(f"| {device} | {name} | {spread(row['samples_per_second'], '.2f')} "
                   f"| {spread(row['delivered_gb_per_second'], '.2f')} "
-                  f"| {spread(row['read_amplification'], '.2f')} | {ratio} |")
+                  f"| {spread(row['read_amplification'], '.2f')} | {spread(row['cpu_seconds_per_sample'], '.2f')} "
+                  f"| {ratio} |")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -51,6 +51,7 @@ def test_the_smallest_configuration_runs_and_reports_equal_batches(smallest_run)
     for layout in ("joined", "single"):
         assert len(rows[layout]["samples_per_second"]) == 1 and rows[layout]["samples_per_second"][0] > 0
         assert rows[layout]["read_amplification"][0] > 0
+        assert rows[layout]["cpu_seconds_per_sample"][0] > 0
     assert rows["ratio_of_medians"] > 0
     assert "| cpu | 3 stores joined |" in smallest_run["stdout"] and "| cpu | 1 store |" in smallest_run["stdout"]
     assert "batches of the two datasets: equal" in smallest_run["stdout"]
