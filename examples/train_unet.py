@@ -11,6 +11,23 @@ loader's position, so a resumed run continues mid-epoch with exactly the samples
   torchrun --nproc_per_node 2 examples/train_unet.py STORE --stats stats.json
   python examples/train_unet.py STORE --stats stats.json --loader dataloader   # the baseline
   python examples/train_unet.py STORE --stats stats.json --synthetic           # the ceiling
+  python examples/train_unet.py SURFACE PRESSURE CONSTANTS --stats stats.json \
+      --forcings land_sea_mask,cos_latitude,cos_solar_zenith_angle              # stores joined
+  python examples/train_unet.py --dataset dataset.json --stats stats.json      # the same, from a file
+
+Several stores are one dataset, as the loader takes them: STOREs given one after the other are
+joined (each variable from the first store holding it: surface, pressure levels, constants), and
+a `--dataset` file describes any form with its variables and forcings:
+
+  {"dataset": ["surface.zarr", "pressure.zarr", "constants.zarr"],
+   "variables": ["2m_temperature", "temperature@500,850"],
+   "forcings": ["land_sea_mask", "cos_julian_day", "sin_julian_day", "cos_solar_zenith_angle"]}
+
+"dataset" is a path, a list (a join), or `{"join": [...], "mode": "inner"}` / `{"concat": [...],
+"dim": "time"}`, nested as the loader's forms nest; relative paths are relative to the file's
+folder. `--variables` and `--forcings` given on the command line replace the file's. Forcings are
+inputs only: static fields of a store (land-sea mask, orography) and computed forcings
+(cos_latitude, ..., cos_solar_zenith_angle: docs/loader.md); the model predicts the variables.
 
 `--loader dataloader` feeds the same model from xbatcher + a PyTorch DataLoader with worker
 processes (the published Earthmover configuration: batch 4, workers with prefetch, persistent
@@ -48,6 +65,8 @@ from zarrstream.errors import ZarrstreamError  # noqa: E402
 from zarrstream.plot import write_plot  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_VARIABLES = ("2m_temperature,10m_u_component_of_wind,10m_v_component_of_wind,mean_sea_level_pressure,"
+                     "geopotential,temperature,specific_humidity")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,16 +93,20 @@ class ResidualBlock(nn.Module):
 class UNet(nn.Module):
     """Encoder: a stem and `depth` stages of residual blocks, each halving the grid and doubling
     the width; decoder: upsampling, concatenation with the encoder's features at that scale, and a
-    residual block. Predicts the change from the input state, so an untrained model is persistence."""
+    residual block. Predicts the change from the input state, so an untrained model is persistence:
+    output channel i is input channel `state[i]` plus its change (the inputs also hold forcings,
+    which are not predicted)."""
 
-    def __init__(self, channels: int, width: int = 32, depth: int = 3):
+    def __init__(self, channels: int, width: int = 32, depth: int = 3, state: list[int] | None = None):
         super().__init__()
         self.depth = depth
+        state = list(range(channels)) if state is None else state
+        self.register_buffer("state", torch.tensor(state, dtype=torch.int64), persistent=False)
         self.stem = ResidualBlock(channels, width)
         widths = [width * 2**i for i in range(depth + 1)]
         self.down = nn.ModuleList(ResidualBlock(widths[i], widths[i + 1], stride=2) for i in range(depth))
         self.up = nn.ModuleList(ResidualBlock(widths[i + 1] + widths[i], widths[i]) for i in reversed(range(depth)))
-        self.head = nn.Conv2d(width, channels, 1)
+        self.head = nn.Conv2d(width, len(state), 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
@@ -97,7 +120,7 @@ class UNet(nn.Module):
             skip = skips.pop()
             up = F.interpolate(y, size=skip.shape[-2:], mode="bilinear", align_corners=False)
             y = block(torch.cat([up, skip], 1))
-        return x + self.head(y)[..., :h, :w]
+        return x.index_select(1, self.state) + self.head(y)[..., :h, :w]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,6 +133,7 @@ class Batches:
     save and restore (`resumable`)."""
 
     channels: list[str]
+    target_channels: list[str]
     batches_per_epoch: int
     resumable = False
 
@@ -137,12 +161,13 @@ class ZarrstreamBatches(Batches):
 
     def __init__(self, args: argparse.Namespace, device: torch.device):
         self.loader = zarrstream.Loader(
-            args.store, args.variables, target_offset={"time": 1}, select=args.select,
+            args.dataset, args.variables, forcings=args.forcings, target_offset={"time": 1}, select=args.select,
             batch_size=args.batch_size, shuffle=args.shuffle, block_chunks=args.block_chunks, seed=args.seed,
             normalize=args.stats, nan=0.0, device=str(device), prefetch=args.prefetch, drop_last=True,
             gpu_decode=args.gpu_decode, cpu_decode_share=args.cpu_decode_share,
             gpu_wave_bytes=args.gpu_wave_mb << 20, num_threads=args.loader_threads)
         self.channels = self.loader.channels
+        self.target_channels = self.loader.target_channels
         self.batches_per_epoch = len(self.loader)
         self.gpu_decode_status = self.loader.gpu_decode_status
         self.num_threads = self.loader.num_threads
@@ -178,8 +203,10 @@ class DataLoaderBatches(Batches):
 
         if any("@" in v for v in args.variables):
             raise SystemExit("--loader dataloader takes whole variables (no @levels)")
+        if not isinstance(args.dataset, str) or args.forcings:
+            raise SystemExit("--loader dataloader reads one store and no --forcings")
         set_dask_scheduler(4)
-        ds = xr.open_zarr(args.store, chunks={})[args.variables]
+        ds = xr.open_zarr(args.dataset, chunks={})[args.variables]
         if args.select:
             ds = ds.sel({dim: slice(start or None, stop or None) for dim, (start, stop) in args.select.items()})
         lat, lon = ds.sizes["latitude"], ds.sizes["longitude"]
@@ -192,7 +219,7 @@ class DataLoaderBatches(Batches):
         missing = [n for n in names if n not in by_name]
         if missing:
             raise SystemExit(f"{args.stats} has no statistics for {missing}")
-        self.channels = names
+        self.channels = self.target_channels = names
         self.mean = torch.tensor([by_name[n]["mean"] for n in names], dtype=torch.float32)[:, None, None].to(device)
         self.std = torch.tensor([by_name[n]["std"] for n in names], dtype=torch.float32)[:, None, None].to(device)
         self.device = device
@@ -222,14 +249,15 @@ class SyntheticBatches(Batches):
     every step: training with no data loading at all, the ceiling."""
 
     def __init__(self, args: argparse.Namespace, device: torch.device):
-        shapes = zarrstream.Loader(args.store, args.variables, target_offset={"time": 1},
+        shapes = zarrstream.Loader(args.dataset, args.variables, forcings=args.forcings, target_offset={"time": 1},
                                    select=args.select, batch_size=args.batch_size, drop_last=True)
         self.channels = shapes.channels
+        self.target_channels = shapes.target_channels
         self.batches_per_epoch = len(shapes)
         generator = torch.Generator(device=device).manual_seed(args.seed)
         x = torch.randn(shapes.input_shape, device=device, generator=generator)
-        self.batch = {"input": x, "target": x + 0.1 * torch.randn(x.shape, device=device, generator=generator),
-                      "origin": torch.zeros(x.shape[0], 1, dtype=torch.int64)}
+        y = torch.randn(shapes.target_shape, device=device, generator=generator)
+        self.batch = {"input": x, "target": y, "origin": torch.zeros(x.shape[0], 1, dtype=torch.int64)}
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         for _ in range(self.batches_per_epoch):
@@ -292,9 +320,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     else:
         source = ZarrstreamBatches(args, device)
     if source.batches_per_epoch == 0:
-        raise SystemExit(f"{args.store}: not one full batch of {args.batch_size} samples per epoch on this rank "
+        raise SystemExit(f"{args.dataset_name}: not one full batch of {args.batch_size} samples per epoch on this rank "
                          f"(of {world}); use a smaller --batch-size or a longer --select")
-    model = UNet(len(source.channels), width=args.base_width, depth=args.depth).to(device)
+    state = [source.channels.index(name) for name in source.target_channels]
+    model = UNet(len(source.channels), width=args.base_width, depth=args.depth, state=state).to(device)
     memory_format = torch.channels_last if args.channels_last and device.type == "cuda" else torch.contiguous_format
     model = model.to(memory_format=memory_format)
     torch.backends.cudnn.benchmark = args.cudnn_benchmark and device.type == "cuda"
@@ -491,10 +520,14 @@ def summary(log: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("store", help="Zarr group (e.g. from `zarrstream synth`)")
-    p.add_argument("--variables", default="2m_temperature,10m_u_component_of_wind,10m_v_component_of_wind,"
-                   "mean_sea_level_pressure,geopotential,temperature,specific_humidity",
-                   help="comma-separated variables (NAME, NAME@LEVEL,...)")
+    p.add_argument("store", nargs="*", help="Zarr group (e.g. from `zarrstream synth`); several are joined, each "
+                                            "variable from the first store holding it")
+    p.add_argument("--dataset", help="JSON file naming the dataset (a store, a join or a concatenation), its "
+                                     "variables and forcings (see above); instead of STORE")
+    p.add_argument("--variables", help="comma-separated variables (NAME, NAME@LEVEL,...; default: the --dataset "
+                                       f"file's, or {DEFAULT_VARIABLES})")
+    p.add_argument("--forcings", help="comma-separated inputs that are not predicted: static fields of the "
+                                      "stores and computed forcings (cos_latitude, ..., cos_solar_zenith_angle)")
     p.add_argument("--stats", required=True, help="normalisation file from `zarrstream stats`")
     p.add_argument("--select", type=_selection, action="append", metavar="DIM=START:STOP",
                    help="training split by coordinate labels, e.g. time=1979-01-01:1979-01-07 (repeatable)")
@@ -542,13 +575,55 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json-out", help="write the run's log here (ranks > 0 add .rankN)")
     p.add_argument("--plot", help="write the wait/compute timeline and wait histogram here (PNG; matplotlib)")
     args = p.parse_args(argv)
-    args.variables = _split_specs(args.variables)
+    if bool(args.store) == bool(args.dataset):
+        p.error("give one or more STOREs or --dataset FILE (one of the two)")
+    described: dict[str, Any] = {}
+    if args.dataset:
+        try:
+            described = read_dataset_file(Path(args.dataset))
+        except (OSError, ValueError) as e:
+            p.error(f"--dataset {args.dataset}: {e}")
+        args.dataset_name = args.dataset
+        args.dataset = described["dataset"]
+    else:
+        args.dataset_name = ", ".join(args.store)
+        args.dataset = args.store[0] if len(args.store) == 1 else list(args.store)
+    args.variables = _split_specs(args.variables) if args.variables else described.get(
+        "variables", _split_specs(DEFAULT_VARIABLES))
+    args.forcings = _split_specs(args.forcings) if args.forcings else described.get("forcings", [])
     args.select = dict(args.select or [])
     if args.resume and not (args.checkpoint and Path(args.checkpoint).is_file()):
         p.error(f"--resume needs --checkpoint naming an existing file (got {args.checkpoint!r})")
     if args.synthetic and args.loader != "zarrstream":
         p.error("--synthetic replaces the loader: give it without --loader")
     return args
+
+
+def read_dataset_file(path: Path) -> dict[str, Any]:
+    """{"dataset": form, "variables": [...], "forcings": [...]} of a --dataset file, with the form's
+    relative paths made relative to the file's folder."""
+    described = json.loads(path.read_text())
+    if not isinstance(described, dict) or "dataset" not in described:
+        raise ValueError('expected a JSON object with "dataset" (and optionally "variables", "forcings")')
+    unknown = sorted(set(described) - {"dataset", "variables", "forcings"})
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}: expected dataset, variables, forcings")
+
+    def resolve(form: Any) -> Any:
+        if isinstance(form, str):
+            return form if "://" in form else str(path.parent / form)
+        if isinstance(form, list):
+            return [resolve(f) for f in form]
+        if isinstance(form, dict):
+            return {k: resolve(v) if k in ("join", "concat") else v for k, v in form.items()}
+        raise ValueError(f"dataset: {form!r} is not a path, a list or a join/concat object")
+
+    out = {"dataset": resolve(described["dataset"])}
+    for key in ("variables", "forcings"):
+        value = described.get(key)
+        if value is not None:
+            out[key] = _split_specs(value) if isinstance(value, str) else list(value)
+    return out
 
 
 def _split_specs(text: str) -> list[str]:

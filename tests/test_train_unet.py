@@ -203,6 +203,45 @@ def test_bad_input_gets_a_clear_error(dataset, tmp_path):
     assert bad_split.returncode == 2 and "expected DIM=START:STOP" in bad_split.stderr
 
 
+def test_a_joined_dataset_with_static_and_computed_forcings_trains(dataset, tmp_path):
+    """Surface, pressure-level and constants stores joined, from a --dataset file (paths relative
+    to it) or from STOREs and --forcings: the forcings are inputs only, so the model predicts the
+    variables' 3 channels from 6."""
+    store, _ = dataset
+    parts = tmp_path / "parts"
+    for name, variables in (("surface", "2m_temperature"), ("pressure", "temperature,geopotential"),
+                            ("constants", "land_sea_mask")):
+        r = run_cli("rechunk", store, parts / f"{name}.zarr", "--vars", variables)
+        assert r.returncode == 0, r.stderr
+    stores = [parts / f"{name}.zarr" for name in ("surface", "pressure", "constants")]
+    stats = parts / "stats.json"
+    r = run_cli("stats", *stores, "--vars", "2m_temperature,temperature@500,850,land_sea_mask", "-o", stats)
+    assert r.returncode == 0, r.stderr
+    forcings = ["land_sea_mask", "cos_latitude", "cos_solar_zenith_angle"]
+    (parts / "dataset.json").write_text(json.dumps({
+        "dataset": ["surface.zarr", "pressure.zarr", "constants.zarr"],
+        "variables": ["2m_temperature", "temperature@500,850"], "forcings": forcings}))
+    common = [sys.executable, str(EXAMPLE), "--stats", str(stats), "--base-width", "8", "--depth", "2",
+              "--batch-size", "4", "--device", "cpu", "--steps", "2"]
+    runs = {"file": ["--dataset", str(parts / "dataset.json")],
+            "stores": [*map(str, stores), "--variables", "2m_temperature,temperature@500,850",
+                       "--forcings", ",".join(forcings)]}
+    for name, args in runs.items():
+        proc = subprocess.run([*common, *args, "--json-out", str(tmp_path / f"{name}.json"),
+                               "--checkpoint", str(tmp_path / f"{name}.pt")],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        log = json.loads((tmp_path / f"{name}.json").read_text())
+        assert log["channels"] == 6 and log["samples"] == 8 and math.isfinite(log["final_loss"])
+        import torch
+
+        head = torch.load(tmp_path / f"{name}.pt", weights_only=False)["model"]["head.weight"]
+        assert head.shape[:2] == (3, 8)  # 3 predicted channels from the first stage's 8
+    both = subprocess.run([*common, str(store), "--dataset", str(parts / "dataset.json")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert both.returncode == 2 and "one or more STOREs or --dataset FILE" in both.stderr
+
+
 @pytest.mark.gpu
 def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     """On a GPU the example trains from the loader's GPU batches; with the same shuffle blocks the
