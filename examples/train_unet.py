@@ -112,6 +112,8 @@ class Batches:
     channels: list[str]
     batches_per_epoch: int
     resumable = False
+    # Which data the batches come from (zarrstream.Loader.dataset_identity); empty where unknown.
+    dataset_identity: list[dict[str, str]] = []
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         raise NotImplementedError
@@ -144,6 +146,7 @@ class ZarrstreamBatches(Batches):
             gpu_wave_bytes=args.gpu_wave_mb << 20, num_threads=args.loader_threads)
         self.channels = self.loader.channels
         self.batches_per_epoch = len(self.loader)
+        self.dataset_identity = self.loader.dataset_identity
         self.gpu_decode_status = self.loader.gpu_decode_status
         self.num_threads = self.loader.num_threads
         self.resumed = False
@@ -332,7 +335,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     at = (epoch, first_batch)
 
     log: dict[str, Any] = {"rank": rank, "world_size": world, "device": str(device), "channels": len(source.channels),
-                           "loader": "synthetic" if args.synthetic else args.loader, "steps": [], "origins": []}
+                           "loader": "synthetic" if args.synthetic else args.loader,
+                           "dataset": source.dataset_identity, "steps": [], "origins": []}
     waits: list[float] = []
     step_times: list[float] = []
     # On a GPU, how long each step's kernels kept the training stream busy, from its first to its
@@ -458,6 +462,8 @@ def summary(log: dict[str, Any]) -> str:
              f"(this rank, after the first step), first step {log['first_step_seconds']:.2f} s, waiting "
              f"{100 * log['waiting_fraction']:.1f} % of the time (mean wait {log['mean_wait_ms']:.1f} ms), "
              f"final loss {log['final_loss']:.4f}"]
+    for store in log.get("dataset") or []:
+        lines.append(f"  data: {store['url']} ({store['kind']} {store['id']})")
     stats = log.get("loader_stats") or {}
     if stats:
         used = stats["bytes_used"] or 1

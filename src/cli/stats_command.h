@@ -13,6 +13,7 @@ struct StatsOptions {
   size_t threads = 0;               // 0: one per core
   std::string output;               // the stats file; empty: standard output
   bool decode_cf = true;            // off: statistics of the values as stored (--no-decode-cf)
+  std::string ref;                  // an Icechunk repository's branch, tag or snapshot id
   // "local[:N]" or an address: run as Dask or Ray tasks (engine_forward.h).
   std::string dask;
   std::string ray;
