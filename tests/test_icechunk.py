@@ -305,6 +305,22 @@ def test_pickles_pin_the_snapshot_not_the_branch(tmp_path):
     assert [s["id"] for s in pickle.loads(joined_pickle).dataset_identity] == [snapshots[0]] * 2
 
 
+def test_ref_in_rechunk_and_its_plans(tmp_path):
+    repo, snapshots = _moving_branch_repo(tmp_path / "repo")
+    url = str(tmp_path / "repo")
+    plan = zarrstream.plan_rechunk(url, str(tmp_path / "plan.zarr"), parts=2, chunks="time=3")
+    assert {part.options.ref for part in plan.parts} == {snapshots[0]}
+    snapshots.append(_commit(repo, 4.0))  # main moves on: the plan's parts copy the ones
+    for part in plan.parts:
+        part.run()
+    plan.finalise()
+    np.testing.assert_array_equal(zarrstream.open_group(str(tmp_path / "plan.zarr"))["a"][...],
+                                  np.ones((6, 4), "f4"))
+    zarrstream.rechunk(url, str(tmp_path / "v.zarr"), chunks="time=3", ref=snapshots[0])
+    np.testing.assert_array_equal(zarrstream.open_group(str(tmp_path / "v.zarr"))["a"][...],
+                                  np.ones((6, 4), "f4"))
+
+
 def test_ref_in_stats_xarray_and_the_command_line(tmp_path):
     xr = pytest.importorskip("xarray")
     repo, snapshots = _moving_branch_repo(tmp_path / "repo")
