@@ -136,6 +136,8 @@ class Batches:
     target_channels: list[str]
     batches_per_epoch: int
     resumable = False
+    # Which data the batches come from (zarrstream.Loader.dataset_identity); empty where unknown.
+    dataset_identity: list[dict[str, str]] = []
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         raise NotImplementedError
@@ -169,6 +171,7 @@ class ZarrstreamBatches(Batches):
         self.channels = self.loader.channels
         self.target_channels = self.loader.target_channels
         self.batches_per_epoch = len(self.loader)
+        self.dataset_identity = self.loader.dataset_identity
         self.gpu_decode_status = self.loader.gpu_decode_status
         self.num_threads = self.loader.num_threads
         self.resumed = False
@@ -361,7 +364,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     at = (epoch, first_batch)
 
     log: dict[str, Any] = {"rank": rank, "world_size": world, "device": str(device), "channels": len(source.channels),
-                           "loader": "synthetic" if args.synthetic else args.loader, "steps": [], "origins": []}
+                           "loader": "synthetic" if args.synthetic else args.loader,
+                           "dataset": source.dataset_identity, "steps": [], "origins": []}
     waits: list[float] = []
     step_times: list[float] = []
     # On a GPU, how long each step's kernels kept the training stream busy, from its first to its
@@ -487,6 +491,8 @@ def summary(log: dict[str, Any]) -> str:
              f"(this rank, after the first step), first step {log['first_step_seconds']:.2f} s, waiting "
              f"{100 * log['waiting_fraction']:.1f} % of the time (mean wait {log['mean_wait_ms']:.1f} ms), "
              f"final loss {log['final_loss']:.4f}"]
+    for store in log.get("dataset") or []:
+        lines.append(f"  data: {store['url']} ({store['kind']} {store['id']})")
     stats = log.get("loader_stats") or {}
     if stats:
         used = stats["bytes_used"] or 1

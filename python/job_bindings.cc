@@ -163,11 +163,12 @@ void RegisterJobBindings(nb::module_& m) {
          std::string codec, bool gpu_friendly, std::vector<std::string> variables,
          std::vector<std::string> select, std::string stack, size_t threads, uint64_t memory_bytes,
          uint32_t part_index, uint32_t part_count, bool overwrite, bool finish_only,
-         nb::object progress) {
+         nb::object progress, std::string source_ref) {
         tools::RechunkOptions options = MakeRechunkOptions(
             std::move(source), std::move(dest), chunks, shards, std::move(codec), gpu_friendly,
             std::move(variables), std::move(select), std::move(stack), threads, memory_bytes,
             part_index, part_count, overwrite);
+        options.source_ref = std::move(source_ref);
         Result<tools::RechunkReport> report = RunInterruptibly<Result<tools::RechunkReport>>(
             progress, [&](const std::atomic<bool>& interrupt, const ProgressFn& on_progress) {
               if (finish_only) return tools::FinishRechunk(options);
@@ -180,7 +181,7 @@ void RegisterJobBindings(nb::module_& m) {
       },
       "source"_a, "dest"_a, "chunks"_a, "shards"_a, "codec"_a, "gpu_friendly"_a, "variables"_a,
       "select"_a, "stack"_a, "threads"_a, "memory_bytes"_a, "part_index"_a, "part_count"_a,
-      "overwrite"_a, "finish_only"_a, "progress"_a.none());
+      "overwrite"_a, "finish_only"_a, "progress"_a.none(), "source_ref"_a = "");
 
   // Returns (job, values): the stats file describing the job (its statistics not filled in; the
   // same text for every part) and the part's accumulators.
@@ -189,7 +190,7 @@ void RegisterJobBindings(nb::module_& m) {
       [](const std::string& url, const std::vector<std::string>& variables,
          const std::vector<std::string>& select, const std::vector<std::string>& tendencies,
          size_t threads, bool decode_cf, uint32_t part_index, uint32_t part_count,
-         nb::object progress) {
+         nb::object progress, const std::string& ref) {
         Result<ChannelStatsPart> part = RunInterruptibly<Result<ChannelStatsPart>>(
             progress,
             [&](const std::atomic<bool>& interrupt,
@@ -199,6 +200,7 @@ void RegisterJobBindings(nb::module_& m) {
                                   ParseLabelSelections(select));
               OpenOptions open;
               open.num_threads = threads;
+              open.ref = ref;
               ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open));
               ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, dataset.ResolveChannels(specs));
               ChannelStatsOptions options;
@@ -229,7 +231,7 @@ void RegisterJobBindings(nb::module_& m) {
         return std::make_pair(FormatChannelStats(value.job), std::move(values));
       },
       "url"_a, "variables"_a, "select"_a, "tendencies"_a, "threads"_a, "decode_cf"_a,
-      "part_index"_a, "part_count"_a, "progress"_a.none());
+      "part_index"_a, "part_count"_a, "progress"_a.none(), "ref"_a = "");
 
   // Merges parts' accumulators, in the order given, into the stats file's text.
   m.def(

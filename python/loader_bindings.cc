@@ -289,7 +289,18 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_prop_ro("num_batches", &Loader::num_batches)
       .def_prop_ro("num_samples", &Loader::num_samples)
       .def("state_json", &Loader::StateJson)
-      .def_prop_ro("source_snapshot", &Loader::source_snapshot)
+      .def_prop_ro("dataset_identity",
+                   [](const Loader& l) {
+                     nb::list out;
+                     for (const StoreIdentity& store : l.dataset_identity()) {
+                       nb::dict entry;
+                       entry["url"] = store.url;
+                       entry["kind"] = store.kind;
+                       entry["id"] = store.id;
+                       out.append(entry);
+                     }
+                     return out;
+                   })
       .def("restore_state_json",
            [](Loader& l, const std::string& json) {
              ThrowIfError(WithoutGil([&] { return l.RestoreStateJson(json); }));

@@ -7,11 +7,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "array/array_state.h"
 #include "dataset/cf_decoding.h"
 #include "errors.h"
 #include "gil.h"
 #include "job_bindings.h"
 #include "loader_bindings.h"
+#include "store/icechunk_store.h"
 #include "store_bindings.h"
 #include "zarrstream/array.h"
 
@@ -20,6 +22,13 @@ using namespace nb::literals;
 
 namespace zarrstream::python {
 namespace {
+
+// The Icechunk snapshot id `store` reads, or "" when it is no repository: what a pickled array or
+// group reopens at, so that a branch that moved since does not change its data.
+std::string SnapshotOf(const Store& store) {
+  const auto* snapshot = dynamic_cast<const IcechunkStore*>(&store);
+  return snapshot == nullptr ? "" : snapshot->snapshot().id;
+}
 
 OpenOptions MakeOptions(size_t num_threads, bool missing_chunks_are_errors, std::string ref = "") {
   OpenOptions options;
@@ -112,6 +121,7 @@ NB_MODULE(_zarrstream, m) {
 
   nb::class_<Array>(m, "Array")
       .def_prop_ro("url", &Array::url)
+      .def_prop_ro("icechunk_snapshot", [](const Array& a) { return SnapshotOf(*a.state().store); })
       .def_prop_ro("path", &Array::path)
       .def_prop_ro("zarr_format", &Array::zarr_format)
       .def_prop_ro("shape", &Array::shape)
@@ -191,6 +201,7 @@ NB_MODULE(_zarrstream, m) {
 
   nb::class_<Group>(m, "Group")
       .def_prop_ro("url", &Group::url)
+      .def_prop_ro("icechunk_snapshot", [](const Group& g) { return SnapshotOf(*g.state().store); })
       .def_prop_ro("path", &Group::path)
       .def_prop_ro("zarr_format", &Group::zarr_format)
       .def_prop_ro("attributes_json", &Group::attributes_json)

@@ -14,6 +14,8 @@ so, where icechunk 2 is not.
 from __future__ import annotations
 
 import datetime
+import json
+import pickle
 import shutil
 import warnings
 from pathlib import Path
@@ -206,8 +208,16 @@ def test_root_array_repository(tmp_path):
     array = zarr.create_array(session.store, shape=(5, 7), chunks=(2, 3), dtype="u2")
     array[:] = np.arange(35, dtype="u2").reshape(5, 7)
     session.commit("an array at the root")
-    got = zarrstream.open_array(str(tmp_path / "r")).read()
-    np.testing.assert_array_equal(got, np.arange(35, dtype="u2").reshape(5, 7))
+    opened = zarrstream.open_array(str(tmp_path / "r"))
+    np.testing.assert_array_equal(opened.read(), np.arange(35, dtype="u2").reshape(5, 7))
+    # Pickled, it reopens at the snapshot it read, not at branch main, which moves on.
+    pickled = pickle.dumps(opened)
+    session = repo.writable_session("main")
+    zarr.open_array(session.store)[:] = 0
+    session.commit("zeros")
+    assert zarrstream.open_array(str(tmp_path / "r")).read().max() == 0
+    np.testing.assert_array_equal(pickle.loads(pickled).read(),
+                                  np.arange(35, dtype="u2").reshape(5, 7))
 
 
 @pytest.mark.parametrize("ref", [None, "v1"])
@@ -231,27 +241,114 @@ def test_state_dict_records_the_snapshot(repo, tmp_path):
     pytest.importorskip("torch")
     kwargs = dict(sample={"time": 3}, batch_size=2, shuffle="exact", seed=1, decode_cf=False)
     loader = zarrstream.Loader(str(repo.path), ["a"], **kwargs)
+    assert loader.dataset_identity == [
+        {"url": str(repo.path), "kind": "icechunk", "id": repo.snapshots["second"]}]
     it = iter(loader)
     next(it)
     state = loader.state_dict()
-    assert state["icechunk_snapshot"] == repo.snapshots["second"]
+    assert state["dataset"] == loader.dataset_identity
     # The same snapshot by id: resumes.
     same = zarrstream.Loader(str(repo.path), ["a"], ref=repo.snapshots["second"], **kwargs)
     same.load_state_dict(state)
-    # Another snapshot: refused, naming both, unless told to continue.
+    # Another snapshot: refused, naming the store, both and the ref to continue them, unless told
+    # to continue.
     other = zarrstream.Loader(str(repo.path), ["a"], ref="v1", **kwargs)
     with pytest.raises(zarrstream.errors.ConfigError) as info:
         other.load_state_dict(state)
-    assert repo.snapshots["first"] in str(info.value)
-    assert repo.snapshots["second"] in str(info.value)
-    other.load_state_dict(state, allow_snapshot_change=True)
+    message = str(info.value)
+    assert repo.snapshots["first"] in message and repo.snapshots["second"] in message
+    assert str(repo.path) in message and f"ref={repo.snapshots['second']!r}" in message
+    assert "allow_dataset_change=True" in message
+    other.load_state_dict(state, allow_dataset_change=True)
     assert other._core.next_batch == 1
-    # A plain store records none.
-    plain = zarr.open_group(str(tmp_path / "p.zarr"), mode="w")
-    plain.create_array("a", shape=(10, 3), chunks=(5, 3), dtype="f4",
-                       dimension_names=("time", "x"))[:] = 1
-    assert "icechunk_snapshot" not in zarrstream.Loader(str(tmp_path / "p.zarr"), ["a"],
-                                                        **kwargs).state_dict()
+    # A state saved before "dataset" was recorded: its "icechunk_snapshot" is compared.
+    old = {"sample_plan": state["sample_plan"], "icechunk_snapshot": repo.snapshots["second"]}
+    same.load_state_dict(old)
+    with pytest.raises(zarrstream.errors.ConfigError, match=repo.snapshots["first"]):
+        other.load_state_dict(old)
+
+
+def _moving_branch_repo(path: Path) -> tuple[object, list[str]]:
+    """A repository whose branch "main" has one commit (array "a", dimensions time, x, all 1);
+    the caller moves it on with _commit."""
+    repo = _create_repo(path)
+    session = repo.writable_session("main")
+    root = zarr.group(store=session.store)
+    root.create_array("a", shape=(6, 4), chunks=(2, 4), dtype="f4",
+                      dimension_names=("time", "x"))[:] = 1
+    return repo, [session.commit("ones")]
+
+
+def _commit(repo, value: float) -> str:
+    session = repo.writable_session("main")
+    zarr.open_array(session.store, path="a")[:] = value
+    return session.commit(f"all {value}")
+
+
+def test_pickles_pin_the_snapshot_not_the_branch(tmp_path):
+    torch = pytest.importorskip("torch")
+    repo, snapshots = _moving_branch_repo(tmp_path / "repo")
+    url = str(tmp_path / "repo")
+    loader = zarrstream.Loader(url, ["a"], sample={"time": 1}, batch_size=6, shuffle="none")
+    group = zarrstream.open_group(url, ref="main")
+    pickles = [pickle.dumps(x) for x in (loader, group)]
+    joined = zarrstream.Loader([url, {"url": url, "ref": snapshots[0]}], ["a"],
+                               sample={"time": 1}, batch_size=6, shuffle="none")
+    joined_pickle = pickle.dumps(joined)
+    snapshots.append(_commit(repo, 2.0))  # main moves on
+    assert zarrstream.Loader(url, ["a"], sample={"time": 1}).dataset_identity[0]["id"] == snapshots[1]
+    loader, group = map(pickle.loads, pickles)
+    assert loader.dataset_identity[0]["id"] == snapshots[0]
+    (batch,) = list(loader)
+    torch.testing.assert_close(batch["input"], torch.ones(6, 1, 4))
+    np.testing.assert_array_equal(group["a"][...], np.ones((6, 4), "f4"))
+    assert [s["id"] for s in pickle.loads(joined_pickle).dataset_identity] == [snapshots[0]] * 2
+
+
+def test_ref_in_rechunk_and_its_plans(tmp_path):
+    repo, snapshots = _moving_branch_repo(tmp_path / "repo")
+    url = str(tmp_path / "repo")
+    plan = zarrstream.plan_rechunk(url, str(tmp_path / "plan.zarr"), parts=2, chunks="time=3")
+    assert {part.options.ref for part in plan.parts} == {snapshots[0]}
+    snapshots.append(_commit(repo, 4.0))  # main moves on: the plan's parts copy the ones
+    for part in plan.parts:
+        part.run()
+    plan.finalise()
+    np.testing.assert_array_equal(zarrstream.open_group(str(tmp_path / "plan.zarr"))["a"][...],
+                                  np.ones((6, 4), "f4"))
+    zarrstream.rechunk(url, str(tmp_path / "v.zarr"), chunks="time=3", ref=snapshots[0])
+    np.testing.assert_array_equal(zarrstream.open_group(str(tmp_path / "v.zarr"))["a"][...],
+                                  np.ones((6, 4), "f4"))
+
+
+def test_ref_in_stats_xarray_and_the_command_line(tmp_path):
+    xr = pytest.importorskip("xarray")
+    repo, snapshots = _moving_branch_repo(tmp_path / "repo")
+    snapshots.append(_commit(repo, 3.0))
+    url = str(tmp_path / "repo")
+    means = {ref: zarrstream.stats(url, vars="a", ref=ref)["channels"][0]["mean"]
+             for ref in (None, "main", snapshots[0])}
+    assert means == {None: 3.0, "main": 3.0, snapshots[0]: 1.0}
+    # Parts of a plan read the snapshot the plan was made at, however the branch moves.
+    plan = zarrstream.plan_stats(url, parts=2, vars="a")
+    assert {part.ref for part in plan.parts} == {snapshots[1]}
+    _commit(repo, 5.0)
+    assert plan.finalise([part.run() for part in plan.parts])["channels"][0]["mean"] == 3.0
+    assert zarrstream.plan_stats(url, parts=1, vars="a", ref=snapshots[0]).parts[0].ref == snapshots[0]
+    with pytest.raises(zarrstream.errors.InvalidArgumentError, match="no Icechunk repository"):
+        zarrstream.stats(str(tmp_path), vars="a", ref="main")
+    ds = xr.open_dataset(url, engine="zarrstream", ref=snapshots[0])
+    np.testing.assert_array_equal(ds["a"].values, np.ones((6, 4), "f4"))
+    ds = xr.open_dataset(url, engine="zarrstream", backend_kwargs={"ref": snapshots[1]})
+    np.testing.assert_array_equal(ds["a"].values, np.full((6, 4), 3, "f4"))
+    assert xr.open_dataset(url, engine="zarrstream")["a"].values[0, 0] == 5
+    out = json.loads(run_cli("stats", url, "--vars", "a", "--ref", snapshots[0]))
+    assert out["channels"][0]["mean"] == 1.0
+    report = tmp_path / "bench.json"
+    run_cli("bench", url, "--variables", "a", "--sample", "time=1", "--steps", "1", "--ref",
+            snapshots[1], "--json", str(report))
+    assert json.loads(report.read_text())["dataset"] == [
+        {"url": url, "kind": "icechunk", "id": snapshots[1]}]
 
 
 def test_inspect_shows_the_snapshot(repo):

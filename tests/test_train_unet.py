@@ -63,6 +63,10 @@ def test_single_process_run_trains_and_reports(dataset, tmp_path):
     assert 0 < log["final_loss"] < 10
     assert 0 <= log["waiting_fraction"] <= 1 and log["samples_per_second"] > 0
     assert log["loader_stats"]["bytes_decoded"] > 0
+    # The run's data: the store as given and the digest of its metadata.
+    (store,) = log["dataset"]
+    assert store["url"] == str(dataset[0]) and store["kind"] == "zarr" and len(store["id"]) == 64
+    assert store["id"] in proc.stdout
     assert log["loader_threads"] == len(os.sched_getaffinity(0))
     assert log["gpu_memory"] is None and "GPU memory" not in proc.stdout
     assert log["gpu_idle_fraction"] is None and "GPU idle" not in proc.stdout

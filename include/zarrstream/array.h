@@ -43,6 +43,22 @@ struct OpenOptions {
   std::string ref;
 };
 
+// Which data a store held when it was opened, for provenance (Loader::dataset_identity): a run
+// that resumes on another identity would not see the data it started with.
+struct StoreIdentity {
+  std::string url;  // as given to open it
+  // "icechunk": `id` is the snapshot read (Crockford base32), which the branch or tag named then.
+  // "kerchunk": `id` is the lower-case hex SHA-256 of the reference file.
+  // "zarr": `id` is the lower-case hex SHA-256 of its metadata documents as opened: with
+  // consolidated metadata, the root's documents that hold it (v3 zarr.json; v2 .zattrs, .zgroup,
+  // .zmetadata), which describe every member; without, the root's documents and those of every
+  // array in it, by name. Chunks are not hashed: rewritten values under the same metadata keep
+  // the identity.
+  std::string kind;
+  std::string id;
+  bool operator==(const StoreIdentity&) const = default;
+};
+
 // What Array::Create writes: a Zarr v3 array.
 struct ArraySpec {
   std::vector<uint64_t> shape;
@@ -213,6 +229,8 @@ class Group {
   // zarr.json as inline consolidated metadata, in the form zarr-python writes, so opening the
   // hierarchy takes one read. Folders without zarr.json and v2 nodes are not members.
   Status ConsolidateMetadata() const;
+
+  const internal::GroupState& state() const { return *state_; }
 
  private:
   explicit Group(std::shared_ptr<const internal::GroupState> state) : state_(std::move(state)) {}

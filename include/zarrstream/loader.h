@@ -497,9 +497,13 @@ class Loader {
   // batches after it are exactly those the saved loader had left.
   std::string StateJson() const;
   Status RestoreStateJson(std::string_view json);
-  // The Icechunk snapshot id the dataset is read at (Crockford base32); empty when its store is no
-  // Icechunk repository. Python's state_dict() records it, and load_state_dict() compares.
-  const std::string& source_snapshot() const;
+  // Which data the loader reads: one StoreIdentity per store of the dataset, in the order the
+  // dataset names them (a combination's members depth first), fixed when it opened. An Icechunk
+  // repository is the snapshot id read (the branch or tag as it stood then); a Kerchunk reference
+  // set the SHA-256 of its file; a Zarr store the SHA-256 of its metadata documents (consolidated
+  // metadata when present). Python's state_dict() records it and load_state_dict() refuses a state
+  // of another identity; pickled loaders reopen an Icechunk repository at this snapshot.
+  const std::vector<StoreIdentity>& dataset_identity() const;
 
   const std::vector<std::string>& input_channels() const;   // one per input channel of a step
   const std::vector<std::string>& target_channels() const;  // one per target channel of a lead

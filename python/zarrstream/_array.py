@@ -316,7 +316,7 @@ class Array:
 
     def __reduce__(self):
         _refuse_pickling_credentials("array", self.url, self._credentials)
-        return _reopen_array, (self.url, self._options)
+        return _reopen_array, (self.url, _pinned(self._options, self._core.icechunk_snapshot))
 
     @property
     def ndim(self) -> int:
@@ -562,7 +562,7 @@ class Group(Mapping):
 
     def __reduce__(self):
         _refuse_pickling_credentials("group", self.url, self._credentials)
-        return _reopen_group, (self.url, self._options)
+        return _reopen_group, (self.url, _pinned(self._options, self._core.icechunk_snapshot))
 
     def array_names(self) -> list[str]:
         return list(self._core.array_names)
@@ -698,7 +698,13 @@ def _checked_pickle(what: str, url: Any, options: Any, allowed: dict[str, tuple[
                                    "version)")
 
 
-_PICKLED_GROUP_OPTIONS = {"num_threads": (int,), "missing_chunks": (str,)}
+_PICKLED_GROUP_OPTIONS = {"num_threads": (int,), "missing_chunks": (str,), "ref": (str,)}
+
+
+def _pinned(options: dict, snapshot: str) -> dict:
+    """The open options a pickle carries: an Icechunk repository's at the snapshot read (not the
+    branch or tag it was opened by), so that a branch moved since does not change the data."""
+    return {**options, "ref": snapshot} if snapshot else options
 
 
 def _reopen_array(url: str, options: dict) -> Array:

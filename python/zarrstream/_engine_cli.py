@@ -47,6 +47,7 @@ def _parser(engine: str) -> argparse.ArgumentParser:
         sub.add_argument("--vars", action="append", default=[])
         sub.add_argument("--select", action="append", nargs="+", default=[])
         sub.add_argument("--threads", type=int, default=0, help="threads per part (task)")
+        sub.add_argument("--ref", help="an Icechunk repository's branch, tag or snapshot id")
         sub.add_argument(f"--{engine}", default="local", metavar="local[:N]|ADDRESS",
                          help="a local cluster of N workers (default: one per core), or an address")
         sub.add_argument("--parts", type=int, help="parts (tasks); default: four per worker thread")
@@ -69,7 +70,7 @@ def main(engine: str, argv: Sequence[str] | None = None) -> int:
 
             common = dict(address=address)
         common.update(workers=workers, parts=args.parts, retries=args.retries,
-                      vars=args.vars or None, select=select, threads=args.threads)
+                      vars=args.vars or None, select=select, threads=args.threads, ref=args.ref)
         if args.command == "rechunk":
             report = runner.rechunk(args.src, args.dst, chunks=args.chunks, shard=args.shard,
                                     codec=args.codec, stack=args.stack,

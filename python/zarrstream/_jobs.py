@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Union
 
 from . import _zarrstream
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, ZarrstreamError
 
 Progress = Callable[[int, int], Any]
 """``progress(done_bytes, total_bytes)``, called on the calling thread as the work advances."""
@@ -39,6 +39,21 @@ def _location(url: str | os.PathLike, absolute: bool) -> str:
     if absolute and "://" not in text:
         text = os.path.abspath(text)
     return text
+
+
+def _snapshot_ref(url: str, ref: str | None) -> str:
+    """``ref`` as the parts read it: for an Icechunk repository the snapshot id it names now (the
+    branch "main" without one), so that parts run after the branch moved read the same data."""
+    if not _is_text(ref) and ref is not None:
+        raise InvalidArgumentError(f"ref must be a branch, tag or snapshot id, got {ref!r}")
+    try:
+        try:
+            core = _zarrstream.open_group(url, 1, False, ref or "")
+        except InvalidArgumentError:
+            core = _zarrstream.open_array(url, 1, False, ref or "")
+    except ZarrstreamError:
+        return ref or ""  # each part fails with this error, naming its part
+    return core.icechunk_snapshot or ref or ""
 
 
 def _dim_sizes(value: DimSizes, what: str) -> str:
@@ -140,26 +155,30 @@ class RechunkOptions:
     gpu_friendly: bool = False
     threads: int = 0
     memory: float = 2.0  # GB for data in flight
+    ref: str = ""  # the source's Icechunk ref (plan_rechunk pins its snapshot id)
 
     def __post_init__(self) -> None:
         _check_fields(self, [("chunks", _is_text, _TEXT), ("shard", _is_text, _TEXT),
                              ("codec", _is_text, _TEXT), ("vars", _is_texts, _TEXTS),
                              ("select", _is_texts, _TEXTS), ("stack", _is_text, _TEXT),
                              ("gpu_friendly", _is_flag, _FLAG), ("threads", _is_count, _THREADS),
-                             ("memory", _is_gb, "a positive number of GB")])
+                             ("memory", _is_gb, "a positive number of GB"),
+                             ("ref", _is_text, _TEXT)])
 
     @classmethod
     def of(cls, chunks: DimSizes = None, shard: DimSizes = None, codec: str | None = None,
            vars: str | Sequence[str] | None = None, select: Selection = None,
            stack: str | None = None, gpu_friendly: bool = False, threads: int = 0,
-           memory: float = 2.0) -> RechunkOptions:
+           memory: float = 2.0, ref: str | None = None) -> RechunkOptions:
         if not _is_gb(memory):
             raise InvalidArgumentError(f"memory must be a positive number of GB, got {memory!r}")
         if not _is_count(threads):
             raise InvalidArgumentError(f"threads must be 0 (all cores) or more, got {threads!r}")
+        if ref is not None and not _is_text(ref):
+            raise InvalidArgumentError(f"ref must be a branch, tag or snapshot id, got {ref!r}")
         return cls(_dim_sizes(chunks, "chunks"), _dim_sizes(shard, "shard"), codec or "",
                    tuple(_texts(vars, "vars")), tuple(_selections(select)), stack or "",
-                   bool(gpu_friendly), int(threads), float(memory))
+                   bool(gpu_friendly), int(threads), float(memory), ref or "")
 
 
 @dataclass(frozen=True)
@@ -238,7 +257,7 @@ def _run_rechunk(source: str, dest: str, options: RechunkOptions, part: int, par
     report = _zarrstream._rechunk(
         source, dest, options.chunks, options.shard, options.codec, options.gpu_friendly,
         list(options.vars), list(options.select), options.stack, options.threads,
-        int(options.memory * 1e9), part, parts, overwrite, finish_only, progress)
+        int(options.memory * 1e9), part, parts, overwrite, finish_only, progress, options.ref)
     return RechunkReport._of(report)
 
 
@@ -246,14 +265,16 @@ def rechunk(source: str | os.PathLike, dest: str | os.PathLike, *, chunks: DimSi
             shard: DimSizes = None, codec: str | None = None, vars: str | Sequence[str] | None = None,
             select: Selection = None, stack: str | None = None, gpu_friendly: bool = False,
             threads: int = 0, memory: float = 2.0, part: int = 0, parts: int = 1,
-            overwrite: bool = False, progress: Progress | None = None) -> RechunkReport:
+            overwrite: bool = False, progress: Progress | None = None,
+            ref: str | None = None) -> RechunkReport:
     """Copies a Zarr array or group into a Zarr v3 layout for training reads, as
     ``zarrstream rechunk`` does (docs/rechunk.md): ``chunks``/``shard`` as ``"time=1,level=all"`` or
     ``{"time": 1, "level": "all"}``, ``memory`` in GB, ``part``/``parts`` as ``--part part/parts``.
     Rerunning with the same options resumes; the report's ``job_complete`` says whether the whole
-    job (every part) is done."""
+    job (every part) is done. ``ref``: for an Icechunk repository at ``source``, the branch, tag
+    or snapshot id to copy (None: branch ``main``)."""
     options = RechunkOptions.of(chunks, shard, codec, vars, select, stack, gpu_friendly, threads,
-                                memory)
+                                memory, ref)
     return _run_rechunk(_location(source, False), _location(dest, False), options, int(part),
                         int(parts), bool(overwrite), False, progress)
 
@@ -305,15 +326,16 @@ def plan_rechunk(source: str | os.PathLike, dest: str | os.PathLike, *, parts: i
                  chunks: DimSizes = None, shard: DimSizes = None, codec: str | None = None,
                  vars: str | Sequence[str] | None = None, select: Selection = None,
                  stack: str | None = None, gpu_friendly: bool = False, threads: int = 0,
-                 memory: float = 2.0) -> RechunkPlan:
+                 memory: float = 2.0, ref: str | None = None) -> RechunkPlan:
     """Cuts the rechunk job into ``parts`` independent parts (``--part i/parts``); together they write
     exactly what one run writes. Local paths are made absolute. The destination must be empty or
-    hold this very job (``overwrite`` is for one-part runs: clear the destination first)."""
+    hold this very job (``overwrite`` is for one-part runs: clear the destination first).
+    ``ref``: as for ``rechunk``; the parts copy the snapshot it names when the plan is made."""
     if not isinstance(parts, int) or parts < 1:
         raise InvalidArgumentError(f"parts must be a positive integer, got {parts!r}")
-    options = RechunkOptions.of(chunks, shard, codec, vars, select, stack, gpu_friendly, threads,
-                                memory)
     src, dst = _location(source, True), _location(dest, True)
+    options = RechunkOptions.of(chunks, shard, codec, vars, select, stack, gpu_friendly, threads,
+                                memory, _snapshot_ref(src, ref))
     return RechunkPlan(src, dst, options,
                        tuple(RechunkPart(src, dst, options, i, parts) for i in range(parts)))
 
@@ -358,19 +380,20 @@ class StatsPart:
     decode_cf: bool
     index: int
     count: int
+    ref: str = ""  # an Icechunk repository's snapshot id, pinned by plan_stats
 
     def __post_init__(self) -> None:
         _check_fields(self, [("dataset", _is_text, _TEXT), ("vars", _is_texts, _TEXTS),
                              ("select", _is_texts, _TEXTS), ("tendencies", _is_texts, _TEXTS),
                              ("threads", _is_count, _THREADS),
-                             ("decode_cf", _is_flag, _FLAG)])
+                             ("decode_cf", _is_flag, _FLAG), ("ref", _is_text, _TEXT)])
         _check_part_index(self)
 
     def run(self, progress: Progress | None = None) -> StatsPartResult:
         self.__post_init__()  # an unpickled part was never checked
         job, values = _zarrstream._stats_part(self.dataset, list(self.vars), list(self.select),
                                               list(self.tendencies), self.threads, self.decode_cf,
-                                              self.index, self.count, progress)
+                                              self.index, self.count, progress, self.ref)
         return StatsPartResult(job, self.index, self.count, tuple(values))
 
     __call__ = run
@@ -442,30 +465,38 @@ class StatsPlan:
 
 def plan_stats(dataset: str | os.PathLike, *, parts: int, vars: str | Sequence[str] | None = None,
                select: Selection = None, tendencies: int | str | Sequence[int | str] | None = None,
-               threads: int = 0, decode_cf: bool = True) -> StatsPlan:
+               threads: int = 0, decode_cf: bool = True, ref: str | None = None) -> StatsPlan:
     """Cuts the statistics of ``dataset`` into ``parts`` parts; ``plan.finalise(results)`` merges
     their results into the stats file one ``stats`` run writes (equal within rounding: the merge
-    order differs). Local paths are made absolute."""
+    order differs). Local paths are made absolute. ``ref``: as for ``stats``; the parts read the
+    snapshot it names when the plan is made."""
     if not isinstance(parts, int) or parts < 1:
         raise InvalidArgumentError(f"parts must be a positive integer, got {parts!r}")
     var_list, select_list, tendency_list, threads, decode_cf = _stats_options(
         vars, select, tendencies, threads, decode_cf)
     url = _location(dataset, True)
+    pinned = _snapshot_ref(url, ref)
     return StatsPlan(url, tuple(StatsPart(url, tuple(var_list), tuple(select_list),
-                                          tuple(tendency_list), threads, decode_cf, i, parts)
+                                          tuple(tendency_list), threads, decode_cf, i, parts,
+                                          pinned)
                                 for i in range(parts)))
 
 
 def stats(dataset: str | os.PathLike, *, vars: str | Sequence[str] | None = None,
           select: Selection = None, tendencies: int | str | Sequence[int | str] | None = None,
           threads: int = 0, decode_cf: bool = True, output: str | os.PathLike | None = None,
-          progress: Progress | None = None) -> dict:
+          progress: Progress | None = None, ref: str | None = None) -> dict:
     """Per-channel count, NaN count, mean, std, min and max over a label selection, as
     ``zarrstream stats`` computes them (docs/stats.md), and with ``tendencies`` (time steps of the
     store, or durations like ``"6h"``) those of x[t+N] - x[t] per N: writes the stats file to
-    ``output`` when given and returns it as a dict (undefined statistics are None)."""
+    ``output`` when given and returns it as a dict (undefined statistics are None). ``ref``: for an
+    Icechunk repository (docs/icechunk.md), the branch, tag or snapshot id to read (None: branch
+    ``main``)."""
     var_list, select_list, tendency_list, threads, decode_cf = _stats_options(
         vars, select, tendencies, threads, decode_cf)
+    if ref is not None and not _is_text(ref):
+        raise InvalidArgumentError(f"ref must be a branch, tag or snapshot id, got {ref!r}")
     job, values = _zarrstream._stats_part(_location(dataset, False), var_list, select_list,
-                                          tendency_list, threads, decode_cf, 0, 1, progress)
+                                          tendency_list, threads, decode_cf, 0, 1, progress,
+                                          ref or "")
     return _write_stats(_zarrstream._finish_stats(job, [values]), output)

@@ -136,12 +136,15 @@ def _dataset_form(dataset: Any) -> Any:
         return os.fspath(dataset)
     if isinstance(dataset, (list, tuple)):
         return [_dataset_form(member) for member in dataset]
+    if isinstance(dataset, Mapping) and "url" in dataset:
+        return {str(key): os.fspath(value) if isinstance(value, os.PathLike) else value
+                for key, value in dataset.items()}
     if isinstance(dataset, Mapping):
         return {str(key): [_dataset_form(m) for m in value]
                 if key in ("join", "concat") and isinstance(value, (list, tuple)) else value
                 for key, value in dataset.items()}
-    raise ConfigError(f"dataset {dataset!r}: expected a URL, a list of datasets to join, "
-                      '{"join": [...]} or {"concat": [...], "dim": "time"}')
+    raise ConfigError(f"dataset {dataset!r}: expected a URL, {{\"url\": ..., \"ref\": ...}}, a "
+                      'list of datasets to join, {"join": [...]} or {"concat": [...], "dim": "time"}')
 
 
 def _dataset_text(form: Any, join: str | None) -> str:
@@ -163,10 +166,31 @@ def _dataset_urls(form: Any) -> Iterator[str]:
     elif isinstance(form, list):
         for member in form:
             yield from _dataset_urls(member)
+    elif isinstance(form, dict) and isinstance(form.get("url"), str):
+        yield form["url"]
     elif isinstance(form, dict):
         for key in ("join", "concat"):
             if isinstance(form.get(key), list):
                 yield from _dataset_urls(form[key])
+
+
+def _pinned_form(form: Any, identity: list[dict[str, str]]) -> Any:
+    """``form`` with each Icechunk repository in it at the snapshot the loader read (``identity``,
+    one entry per store in the form's order), so that a loader opened again reads the same data
+    however its branch moved since."""
+    stores = iter(identity)
+
+    def pin(member: Any) -> Any:
+        if isinstance(member, str) or (isinstance(member, dict) and "url" in member):
+            store = next(stores)
+            url = member if isinstance(member, str) else member["url"]
+            return {"url": url, "ref": store["id"]} if store["kind"] == "icechunk" else member
+        if isinstance(member, list):
+            return [pin(m) for m in member]
+        return {key: pin(value) if key in ("join", "concat") else value
+                for key, value in member.items()}
+
+    return pin(form)
 
 
 def _unsigned(name: str, value: Any, bits: int = 64) -> int:
@@ -284,7 +308,8 @@ class Loader:
     ``url`` may name several stores: a list joins them (each variable from the first store that
     holds it; their shared dimensions must have equal coordinates, or with ``join="inner"`` the
     time axis is cut to the times all hold), ``{"concat": [url_2019, url_2020], "dim": "time"}``
-    concatenates stores that follow each other in time; forms nest (docs/loader.md).
+    concatenates stores that follow each other in time; forms nest (docs/loader.md). A member
+    ``{"url": ..., "ref": ...}`` reads that Icechunk repository at its own ref.
 
     A static field (a variable without the time dimension, such as ``"land_sea_mask"``) named in
     ``variables`` or ``forcings`` is an input channel broadcast over every step of the window,
@@ -338,7 +363,10 @@ class Loader:
     it, ``False`` never pins.
 
     ``ref``: for an Icechunk repository at ``url`` (docs/icechunk.md), the branch, tag or
-    snapshot id to read (None: branch ``main``).
+    snapshot id to read (None: branch ``main``). ``dataset_identity`` says which data was read
+    (snapshot ids; digests of plain stores' metadata and of Kerchunk reference files);
+    ``state_dict()`` records it and ``load_state_dict`` refuses a state of other data unless
+    ``allow_dataset_change=True``.
 
     Variables are CF-decoded as xarray's ``open_zarr`` decodes them by default: values equal to
     ``_FillValue`` or ``missing_value`` become NaN and packed variables are unpacked
@@ -363,8 +391,9 @@ class Loader:
     Processes: a loader makes batches in the process that opened it. In a fork()ed child (a
     DataLoader worker) iterating it is a ConfigError naming fork: open one there instead. Pickled,
     a loader is its construction arguments and its ``state_dict()``: unpickling opens the same
-    loader again at the same position (credentials, as for arrays, never go into the pickle; a URL
-    with user:password refuses to be pickled). See docs/ecosystem.md.
+    loader again at the same position, each Icechunk repository at the snapshot it read, however
+    its branch moved since (credentials, as for arrays, never go into the pickle; a URL with
+    user:password refuses to be pickled). See docs/ecosystem.md.
     """
 
     def __init__(
@@ -557,7 +586,14 @@ class Loader:
         for url in _dataset_urls(self._arguments["url"]):
             _refuse_pickling_credentials("the loader's dataset", _without_credentials(url),
                                          _carries_credentials(url))
-        return _reopen_loader, (self._arguments, self.state_dict())
+        arguments = dict(self._arguments)
+        identity = self.dataset_identity
+        if isinstance(arguments["url"], str):
+            if identity[0]["kind"] == "icechunk":
+                arguments["ref"] = identity[0]["id"]
+        elif any(store["kind"] == "icechunk" for store in identity):
+            arguments["url"] = _pinned_form(arguments["url"], identity)
+        return _reopen_loader, (arguments, self.state_dict())
 
     # -- the sample model ---------------------------------------------------------------------
 
@@ -685,41 +721,82 @@ class Loader:
         """Whether batch buffers are page-locked for fast, asynchronous copies to the GPU."""
         return self._core.pinned
 
+    @property
+    def dataset_identity(self) -> list[dict[str, str]]:
+        """Which data the loader reads, fixed when it opened: per store of the dataset, in the
+        order the dataset names them, ``{"url": as given, "kind": ..., "id": ...}``. Kind
+        ``"icechunk"``: the snapshot id read (what the branch or tag named then); ``"kerchunk"``:
+        the SHA-256 of the reference file; ``"zarr"``: the SHA-256 of the metadata documents as
+        opened (the consolidated metadata when there is some, else the root's and every array's
+        documents). Chunks are not hashed (docs/loader.md, "Resuming")."""
+        return list(self._core.dataset_identity)
+
     def state_dict(self) -> dict[str, Any]:
-        """The position after the batches delivered so far (JSON-serialisable). For an Icechunk
-        repository, also the snapshot id read (``"icechunk_snapshot"``)."""
+        """The position after the batches delivered so far, and the identity of the data read
+        (``"dataset"``: ``dataset_identity``); JSON-serialisable."""
         self._core.check_process()
-        state: dict[str, Any] = {"sample_plan": json.loads(self._core.state_json())}
-        if self._core.source_snapshot:
-            state["icechunk_snapshot"] = self._core.source_snapshot
-        return state
+        return {"sample_plan": json.loads(self._core.state_json()),
+                "dataset": self.dataset_identity}
 
     def load_state_dict(self, state: Mapping[str, Any], *,
-                        allow_snapshot_change: bool = False) -> None:
+                        allow_dataset_change: bool = False) -> None:
         """Continues from ``state``: the next batches are those the saved loader had left.
 
-        A state saved while reading another Icechunk snapshot than this loader reads (a branch
-        that moved on, say) is a ConfigError naming both, since the remaining batches would not
-        hold the data the run started with; ``allow_snapshot_change=True`` continues anyway.
+        A state saved while reading other data than this loader reads (another Icechunk
+        snapshot, a store whose metadata changed, other stores) is a ConfigError naming the store
+        and both identities, since the remaining batches would not hold the data the run started
+        with; ``allow_dataset_change=True`` continues anyway. States saved before ``"dataset"``
+        was recorded carry only an Icechunk snapshot (``"icechunk_snapshot"``), which is compared
+        instead.
         """
         self._core.check_process()
         plan = state.get("sample_plan") if isinstance(state, Mapping) else None
         if plan is None:
             raise InvalidArgumentError(f"load_state_dict: {state!r:.200} is not a state_dict() "
                                        "of a loader (no 'sample_plan')")
-        saved = state.get("icechunk_snapshot")
-        current = self._core.source_snapshot or None
-        if saved != current and not allow_snapshot_change:
-            raise ConfigError(
-                f"load_state_dict: the state was saved reading Icechunk snapshot {saved} and this "
-                f"loader reads {current} (of {self._arguments['url']}): open the loader with "
-                f"ref={saved!r} to continue the same data, or pass allow_snapshot_change=True "
-                "to continue on this one")
+        if not allow_dataset_change:
+            self._check_identity(state)
         try:
             text = plan if isinstance(plan, str) else json.dumps(plan, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise InvalidArgumentError(f"load_state_dict: its sample_plan is not JSON: {e}") from None
         self._core.restore_state_json(text)
+
+    def _check_identity(self, state: Mapping[str, Any]) -> None:
+        """A ConfigError when ``state`` was saved reading other data than this loader reads."""
+        current = self.dataset_identity
+        keyword = "pass allow_dataset_change=True to continue on this data"
+        if "dataset" not in state:
+            # A state from before the identity was recorded: only an Icechunk snapshot, if any.
+            saved = state.get("icechunk_snapshot")
+            snapshots = [store for store in current if store["kind"] == "icechunk"]
+            now = snapshots[0]["id"] if len(snapshots) == 1 else None
+            if saved != now:
+                raise ConfigError(
+                    f"load_state_dict: the state was saved reading Icechunk snapshot {saved} and "
+                    f"this loader reads {now} (of {self._arguments['url']}): open the loader with "
+                    f"ref={saved!r} to continue the same data, or {keyword}")
+            return
+        saved = state["dataset"]
+        if (not isinstance(saved, list) or not all(
+                isinstance(s, Mapping) and all(isinstance(s.get(k), str)
+                                               for k in ("url", "kind", "id")) for s in saved)):
+            raise InvalidArgumentError(f"load_state_dict: its 'dataset' is {saved!r:.200}, not a "
+                                       "list of {'url', 'kind', 'id'} as state_dict() writes")
+        if len(saved) != len(current):
+            raise ConfigError(
+                f"load_state_dict: the state was saved reading {len(saved)} stores "
+                f"({', '.join(s['url'] for s in saved)}) and this loader reads {len(current)} "
+                f"({', '.join(s['url'] for s in current)}); {keyword}")
+        for was, now in zip(saved, current):
+            if (was["kind"], was["id"]) == (now["kind"], now["id"]):
+                continue
+            advice = (f"open the loader with ref={was['id']!r} to continue the same data, or "
+                      if was["kind"] == now["kind"] == "icechunk" else "")
+            raise ConfigError(
+                f"load_state_dict: store {now['url']} is {now['kind']} {now['id']} now, and the "
+                f"state was saved reading {was['url']} at {was['kind']} {was['id']}: the rest of "
+                f"the epoch would not be the data the run started with; {advice}{keyword}")
 
     def stats(self) -> dict[str, Any]:
         """What the loader did: batches, bytes read/decoded/used, cache hits, stage times, the

@@ -195,10 +195,10 @@ class ZarrstreamStore(AbstractDataStore):
 
 
 def _open_node(url: str, *, group: str | None, consolidated: bool | None, zarr_format: int | None,
-               num_threads: int) -> Group:
+               num_threads: int, ref: str | None) -> Group:
     """The group at ``group`` below ``url``, opened from the root (whose consolidated metadata
-    covers the whole hierarchy)."""
-    root = open_group(url, num_threads=num_threads)
+    covers the whole hierarchy); of an Icechunk repository, at ``ref``."""
+    root = open_group(url, num_threads=num_threads, ref=ref)
     if zarr_format is not None and zarr_format != root.zarr_format:
         raise NotFoundError(
             f"{root.url} is a Zarr v{root.zarr_format} group, not v{zarr_format} (zarr_format={zarr_format})"
@@ -279,6 +279,8 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
     ``zarr_format`` (checked against the store's), and xarray's ``chunks``, ``drop_variables`` and
     CF decoding switches; no ``storage_options`` (credentials come from the environment).
     ``num_threads``: decode threads (0: zarrstream's shared pool).
+    ``ref``: for an Icechunk repository (docs/icechunk.md), the branch, tag or snapshot id to read
+    (None: branch ``main``).
     """
 
     description = "Open Zarr stores (v2 and v3, local or remote) with zarrstream's parallel C++ reader"
@@ -298,6 +300,7 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         "zarr_format",
         "storage_options",
         "num_threads",
+        "ref",
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -338,12 +341,13 @@ class ZarrstreamBackendEntrypoint(BackendEntrypoint):
         zarr_format: int | None = None,
         storage_options: dict | None = None,
         num_threads: int = 0,
+        ref: str | None = None,
     ) -> dict[str, Dataset]:
         """The group at ``group`` and, with ``subgroups``, every group below it, as Datasets keyed
         by path (see :meth:`open_groups_as_dict`)."""
         url = _url(filename_or_obj, storage_options)
         node = _open_node(url, group=group, consolidated=consolidated, zarr_format=zarr_format,
-                          num_threads=num_threads)
+                          num_threads=num_threads, ref=ref)
         if isinstance(drop_variables, str):
             drop_variables = [drop_variables]
         top = "." if group and group.strip("/") else "/"

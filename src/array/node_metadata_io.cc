@@ -3,9 +3,32 @@
 #include "metadata/v2_metadata.h"
 #include "metadata/v3_metadata.h"
 #include "store/icechunk_store.h"
+#include "store/sigv4.h"
 #include "store/store_registry.h"
 
 namespace zarrstream {
+
+namespace {
+
+// The documents a node's metadata was read from, framed so that no two sets of documents give the
+// same bytes: key, NUL, length, NUL, bytes.
+class DocumentDigest {
+ public:
+  void Add(std::string_view key, const std::optional<ByteBuffer>& document) {
+    if (!document) return;
+    framed_ += key;
+    framed_ += '\0';
+    framed_ += std::to_string(document->size());
+    framed_ += '\0';
+    framed_ += document->view();
+  }
+  std::string Sha256() const { return Sha256Hex(std::as_bytes(std::span(framed_))); }
+
+ private:
+  std::string framed_;
+};
+
+}  // namespace
 
 std::string NodeUrl(const Store& store, std::string_view path) {
   if (path.empty()) return store.url();
@@ -26,18 +49,24 @@ Result<bool> IsArrayNode(Store& store, std::string_view path) {
 Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path) {
   const std::string where = NodeUrl(store, path);
   ZS_ASSIGN_OR_RETURN(auto v3, store.ReadIfExists(JoinKey(path, "zarr.json")));
+  DocumentDigest digest;
   if (v3) {
     ZS_ASSIGN_OR_RETURN_CTX(NodeMetadata node, ParseV3Metadata(v3->view()),
                             "reading " + where + "/zarr.json");
+    digest.Add("zarr.json", v3);
+    std::visit([&](auto& metadata) { metadata.documents_sha256 = digest.Sha256(); }, node);
     return node;
   }
   ZS_ASSIGN_OR_RETURN(auto zattrs, store.ReadIfExists(JoinKey(path, ".zattrs")));
+  digest.Add(".zattrs", zattrs);
   std::optional<std::string_view> attrs;
   if (zattrs) attrs = zattrs->view();
   ZS_ASSIGN_OR_RETURN(auto zarray, store.ReadIfExists(JoinKey(path, ".zarray")));
   if (zarray) {
     ZS_ASSIGN_OR_RETURN_CTX(ArrayMetadata array, ParseV2ArrayMetadata(zarray->view(), attrs),
                             "reading " + where + "/.zarray");
+    digest.Add(".zarray", zarray);
+    array.documents_sha256 = digest.Sha256();
     return NodeMetadata(std::move(array));
   }
   ZS_ASSIGN_OR_RETURN(auto zgroup, store.ReadIfExists(JoinKey(path, ".zgroup")));
@@ -64,6 +93,9 @@ Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path) {
     consolidated.erase("");
     group.consolidated = std::make_shared<const ConsolidatedMetadata>(std::move(consolidated));
   }
+  digest.Add(".zgroup", zgroup);
+  digest.Add(".zmetadata", zmetadata);
+  group.documents_sha256 = digest.Sha256();
   return NodeMetadata(std::move(group));
 }
 

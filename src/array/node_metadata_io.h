@@ -13,7 +13,9 @@ namespace zarrstream {
 
 // Loads the metadata of the node at `path` ("" for the store root). A missing node is kNotFound
 // ("no Zarr array or group at ..."). For v2 groups, a .zmetadata beside .zgroup is parsed into
-// GroupMetadata::consolidated (paths relative to the group).
+// GroupMetadata::consolidated (paths relative to the group). The metadata's documents_sha256 is the
+// SHA-256 of the documents found (each as its key, its length and its bytes, in the order read:
+// zarr.json; or .zattrs, .zarray; or .zattrs, .zgroup, .zmetadata).
 Result<NodeMetadata> LoadNodeMetadata(Store& store, std::string_view path);
 
 // Whether the node at `path` is an array: its zarr.json says so, or (v2) a .zarray is there. A

@@ -135,6 +135,7 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   options.prefetch = o.prefetch;
   options.num_threads = o.threads;
   options.cache_bytes = o.cache_mb << 20;
+  options.ref = o.ref;
   if (o.device != "cpu" && o.device != "cuda") {
     return InvalidArgumentError("--device " + o.device + ": expected cpu or cuda");
   }
@@ -323,6 +324,8 @@ struct BenchResult {
   double waiting_fraction = 0;      // of each training step, with --train-step-ms
   // Reports and traces are shared: the URL without a user:password it may carry.
   std::string shown_url;
+  // Loader::dataset_identity, its URLs shown as shown_url: which data was measured.
+  nlohmann::json dataset = nlohmann::json::array();
 
   double samples_per_second() const { return static_cast<double>(loop.samples) / loop.elapsed_s; }
   double bytes_per_second() const { return static_cast<double>(loop.bytes) / loop.elapsed_s; }
@@ -347,6 +350,9 @@ BenchResult Summarize(const BenchCommandOptions& o, const LoaderOptions& options
           ? r.loop.wait_s / (r.loop.wait_s + step_s * static_cast<double>(batches - 1))
           : 0;
   r.shown_url = RedactUrl(o.url);
+  for (const StoreIdentity& store : loader.dataset_identity()) {
+    r.dataset.push_back({{"url", RedactUrl(store.url)}, {"kind", store.kind}, {"id", store.id}});
+  }
   return r;
 }
 
@@ -364,6 +370,7 @@ nlohmann::json StageSeconds(const LoaderStats& stats) {
 nlohmann::json MakeReport(const BenchCommandOptions& o, const BenchResult& r) {
   const LoaderStats& stats = r.stats;
   return {{"url", r.shown_url},
+          {"dataset", r.dataset},
           {"batches", r.loop.batches},
           {"measured_samples", r.loop.samples},
           {"epochs", o.epochs},
@@ -584,6 +591,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
       "With --device cuda: the share (0 to 1) of the chunks nvCOMP would decode "
       "that the worker threads decode instead (the CPU and the GPU side by side), "
       "or auto: the loader adapts it to what the CPU carries, from 0.5 (with --train-step-ms)");
+  command->add_option("--ref", options->ref,
+                      "Icechunk repository: the branch, tag or snapshot id to read (default: "
+                      "branch main)");
   command->add_option("--json", options->json, "Write the report as JSON here");
   command->add_option("--plot", options->plot,
                       "Draw each batch's wait vs step timeline and the wait histogram here (PNG; "

@@ -46,6 +46,7 @@ struct BenchCommandOptions {
   bool cpu_decode = false;   // GPU batches of chunks the worker threads decode (gpu_decode off)
   // GPU batches: the share of nvCOMP's chunks the threads decode ("" for none), or "auto".
   std::string cpu_decode_share;
+  std::string ref;    // an Icechunk repository's branch, tag or snapshot id
   std::string json;   // write the report here
   std::string trace;  // write a Chrome/Perfetto trace of the stages here
   std::string plot;   // draw the wait/step timeline and wait histogram here (PNG)

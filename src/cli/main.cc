@@ -115,6 +115,9 @@ int main(int argc, char** argv) {
                      "of them; comma-separated or repeated")
         ->allow_extra_args(false);
     stats_cmd->add_option("--threads", stats.threads, "Threads (default: one per core)");
+    stats_cmd->add_option("--ref", stats.ref,
+                          "Icechunk repository: the branch, tag or snapshot id to read (default: "
+                          "branch main)");
     stats_cmd->add_option("-o,--output", stats.output, "Stats file to write (default: stdout)");
     stats_cmd->add_flag_callback(
         "--no-decode-cf", [&stats] { stats.decode_cf = false; },

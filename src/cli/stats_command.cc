@@ -39,6 +39,7 @@ Status Run(const StatsOptions& options) {
   ZS_ASSIGN_OR_RETURN(std::vector<LabelSelection> select, ParseLabelSelections(options.select));
   OpenOptions open;
   open.num_threads = options.threads;
+  open.ref = options.ref;
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.url, open));
   ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, dataset.ResolveChannels(specs));
 

@@ -7,6 +7,9 @@
 #include <set>
 
 #include "array/array_state.h"
+#include "store/icechunk_store.h"
+#include "store/reference_store.h"
+#include "store/sigv4.h"
 
 namespace zarrstream {
 
@@ -176,8 +179,14 @@ Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) 
     return OpenDatasetForm(url, options);
   }
   Result<Group> group = Group::Open(url, options);
-  if (group.ok()) return FromGroup(*group);
-  if (group.status().code() != ErrorCode::kInvalidArgument) return group.status();
+  if (!group.ok() && group.status().code() != ErrorCode::kInvalidArgument) return group.status();
+  Result<Dataset> dataset = group.ok() ? FromGroup(*group) : OpenArrayDataset(url, options);
+  // Recorded as given: the URL a user names the store by, not the one it was normalised to.
+  if (dataset.ok()) dataset->identities_.front().url = std::string(url);
+  return dataset;
+}
+
+Result<Dataset> Dataset::OpenArrayDataset(std::string_view url, const OpenOptions& options) {
   ZS_ASSIGN_OR_RETURN(Array array, Array::Open(url, options));
   // The variable of a lone array is named after its URL's last component ("t2m.zarr" → "t2m").
   std::string_view name = url;
@@ -188,6 +197,18 @@ Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) 
 }
 
 namespace {
+
+// The identity of the data `store` holds, whose metadata documents (as StoreIdentity describes
+// them) have the digest `metadata_sha256`.
+StoreIdentity IdentityOf(const Store& store, std::string url, std::string metadata_sha256) {
+  if (const auto* snapshot = dynamic_cast<const IcechunkStore*>(&store)) {
+    return {std::move(url), "icechunk", snapshot->snapshot().id};
+  }
+  if (const auto* references = dynamic_cast<const ReferenceStore*>(&store)) {
+    return {std::move(url), "kerchunk", references->content_sha256()};
+  }
+  return {std::move(url), "zarr", std::move(metadata_sha256)};
+}
 
 // The error for using `array` (`what`), of a type beyond the numeric core, as a channel.
 Status NonNumericError(const Array& array, const std::string& what) {
@@ -266,12 +287,27 @@ Result<Dataset> Dataset::FromGroup(const Group& group) {
     }
   }
   dataset.shared_dims_ = shared.value_or(std::vector<std::string>());
+  // Consolidated metadata is in the root's documents; otherwise each array's are its own.
+  std::string documents = group.state().metadata.documents_sha256;
+  if (!group.consolidated()) {
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      documents += '\n';
+      documents += names[i];
+      documents += '\0';
+      documents += arrays[i].state().metadata.documents_sha256;
+    }
+    documents = Sha256Hex(std::as_bytes(std::span(documents)));
+  }
+  dataset.identities_.push_back(
+      IdentityOf(*group.state().store, group.url(), std::move(documents)));
   return dataset;
 }
 
 Result<Dataset> Dataset::FromArray(const Array& array, std::string name) {
   Dataset dataset;
   dataset.url_ = array.url();
+  dataset.identities_.push_back(
+      IdentityOf(*array.state().store, array.url(), array.state().metadata.documents_sha256));
   dataset.single_ = array;
   dataset.variables_.push_back(std::move(name));
   for (size_t d = 0; d < array.dims().size() && d < array.rank(); ++d) {

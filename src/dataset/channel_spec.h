@@ -142,6 +142,9 @@ class Dataset {
   bool is_combined() const { return !members_.empty(); }
   // The data variables, sorted.
   const std::vector<std::string>& variable_names() const { return variables_; }
+  // Which data each store held as it opened (StoreIdentity): one entry per store, in the order
+  // the dataset names them (a combination's members depth first), each with the URL it was given.
+  const std::vector<StoreIdentity>& store_identities() const { return identities_; }
   // The variables a loader or `zarrstream stats` takes when none are named: those with a time
   // dimension, sorted; every variable where none has one. Static fields join only when named.
   std::vector<std::string> DefaultVariableNames() const;
@@ -161,6 +164,8 @@ class Dataset {
   Result<std::vector<Channel>> ResolveChannels(std::span<const VariableSpec> specs) const;
 
  private:
+  // Open's dataset of the single array at `url`.
+  static Result<Dataset> OpenArrayDataset(std::string_view url, const OpenOptions& options);
   Result<std::vector<Channel>> ResolveOne(const VariableSpec& spec) const;
   // A combination's ResolveOne: in the member that holds the variable (join), or in every member
   // one after the other (concat), with the members' time indices mapped onto the dataset's.
@@ -177,6 +182,7 @@ class Dataset {
   std::string Describe() const;
 
   std::string url_;
+  std::vector<StoreIdentity> identities_;
   std::optional<Group> group_;
   std::optional<Array> single_;
   std::vector<std::string> variables_;
@@ -200,9 +206,10 @@ class Dataset {
 };
 
 // The combination a JSON dataset form describes, its members opened with `options`: a string is a
-// store's URL, a list joins its members ({"join": [...], "mode": "inner"} joins on the times all
-// hold), {"concat": [...], "dim": "time"} concatenates them along time; forms nest. Anything else
-// is a kConfig error quoting the form.
+// store's URL ({"url": ..., "ref": ...} one whose Icechunk ref is its own), a list joins its
+// members ({"join": [...], "mode": "inner"} joins on the times all hold), {"concat": [...], "dim":
+// "time"} concatenates them along time; forms nest. Anything else is a kConfig error quoting the
+// form.
 Result<Dataset> OpenDatasetForm(std::string_view json, const OpenOptions& options = {});
 // The dataset text the command line's URLs (each a store's URL or a JSON form) make: the one URL
 // as it is, or the JSON form that joins them, on the times all hold with kInner.

@@ -58,6 +58,7 @@ Result<Dataset> Dataset::Join(std::vector<Dataset> members, JoinDates dates) {
     d.url_ += m.url();
     variables.push_back(&m.variables_);
     timed.push_back(&m.timed_variables_);
+    d.identities_.insert(d.identities_.end(), m.identities_.begin(), m.identities_.end());
   }
   d.url_ += ")";
   d.variables_ = SortedUnion(variables);
@@ -87,6 +88,7 @@ Result<Dataset> Dataset::Concat(std::vector<Dataset> members, std::string_view d
   for (const Dataset& m : members) {
     if (d.url_.size() > 7) d.url_ += ", ";
     d.url_ += m.url();
+    d.identities_.insert(d.identities_.end(), m.identities_.begin(), m.identities_.end());
   }
   d.url_ += ")";
   // The variables are the first store's; every store must hold those a loader asks for.
@@ -356,7 +358,8 @@ Result<Dataset> OpenForm(const nlohmann::json& form, const OpenOptions& options,
                          std::string_view text) {
   const auto bad = [&](const std::string& why) {
     return ConfigError("dataset '" + std::string(text) + "': " + why +
-                       " (a dataset is a store's URL, a list of datasets to join, {\"join\": "
+                       " (a dataset is a store's URL or {\"url\": ..., \"ref\": ...}, a list of "
+                       "datasets to join, {\"join\": "
                        "[...], \"mode\": \"inner\"} or {\"concat\": [...], \"dim\": \"time\"})");
   };
   if (form.is_string()) return Dataset::Open(form.get<std::string>(), options);
@@ -374,6 +377,17 @@ Result<Dataset> OpenForm(const nlohmann::json& form, const OpenOptions& options,
     return Dataset::Join(std::move(members), JoinDates::kExact);
   }
   if (!form.is_object()) return bad("unexpected " + std::string(form.type_name()));
+  if (form.contains("url")) {
+    // One store with a ref of its own: an Icechunk repository at a branch, tag or snapshot.
+    for (const auto& [key, value] : form.items()) {
+      if ((key != "url" && key != "ref") || !value.is_string()) {
+        return bad("a store is {\"url\": \"...\", \"ref\": \"...\"}, not " + form.dump());
+      }
+    }
+    OpenOptions own = options;
+    own.ref = form.value("ref", options.ref);
+    return Dataset::Open(form["url"].get<std::string>(), own);
+  }
   const bool join = form.contains("join");
   const bool concat = form.contains("concat");
   if (join == concat) return bad("name either \"join\" or \"concat\"");

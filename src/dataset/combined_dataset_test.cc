@@ -145,5 +145,39 @@ TEST(CombinedDatasetTest, JoinRefusesOtherGridsAndBadForms) {
                       ErrorCode::kConfig, {"along a time dimension"});
 }
 
+TEST(CombinedDatasetTest, EachStoreHasAnIdentityInTheFormsOrder) {
+  const std::string a = Store("identity_a", 0, 3, {"t2m"});
+  const std::string b = Store("identity_b", 18, 2, {"t2m"});
+  const std::string c = Store("identity_c", 0, 5, {"z"});
+  const Dataset one = Open(a);
+  ASSERT_EQ(one.store_identities().size(), 1u);
+  const StoreIdentity& identity = one.store_identities()[0];
+  EXPECT_EQ(identity.url, a);
+  EXPECT_EQ(identity.kind, "zarr");
+  EXPECT_EQ(identity.id.size(), 64u);  // hex SHA-256 of the metadata documents
+  EXPECT_EQ(Open(a).store_identities(), one.store_identities());  // stable across opens
+  EXPECT_NE(Open(b).store_identities()[0].id, identity.id);       // other metadata
+
+  const Dataset nested = Open(R"([{"concat": [")" + a + R"(", ")" + b + R"("]}, ")" + c + R"("])");
+  std::vector<std::string> urls;
+  for (const StoreIdentity& store : nested.store_identities()) urls.push_back(store.url);
+  EXPECT_EQ(urls, (std::vector<std::string>{a, b, c}));
+  EXPECT_EQ(nested.store_identities()[0], identity);
+
+  // An attribute edited: the array's metadata document, and so the store's identity, changes.
+  Result<Group> group = Group::Open(a);
+  ASSERT_TRUE(group.ok());
+  Result<Array> t2m = group->OpenArray("t2m");
+  ASSERT_TRUE(t2m.ok());
+  ASSERT_TRUE(t2m->SetAttributes(R"({"units": "K"})").ok());
+  EXPECT_NE(Open(a).store_identities()[0].id, identity.id);
+
+  // A member with a ref of its own is an Icechunk repository's: a plain store refuses it.
+  ExpectErrorContains(Dataset::Open(R"([{"url": ")" + a + R"(", "ref": "main"}])").status(),
+                      ErrorCode::kInvalidArgument, {"no Icechunk repository"});
+  ExpectErrorContains(Dataset::Open(R"([{"url": ")" + a + R"(", "mode": 1}])").status(),
+                      ErrorCode::kConfig, {"a store is {\"url\""});
+}
+
 }  // namespace
 }  // namespace zarrstream

@@ -35,7 +35,6 @@
 #include "loader/sample_plan.h"
 #include "loader/stage_timeline.h"
 #include "store/http_store.h"
-#include "store/icechunk_store.h"
 #include "store/store_metrics.h"
 #include "util/checked_size.h"
 #include "util/fork_safety.h"
@@ -145,21 +144,11 @@ uint64_t IdleChunkBytes(const LoaderOptions& options) {
   return CacheBytes(options) + NumCoordinators(options) * CpuBatchProducer::kWaveBytes;
 }
 
-// The Icechunk snapshot `dataset` reads ("" for other stores): its members share one store.
-std::string SourceSnapshot(const Dataset& dataset) {
-  if (dataset.variable_names().empty()) return "";
-  Result<Array> array = dataset.OpenVariable(dataset.variable_names().front());
-  if (!array.ok()) return "";
-  const auto* repository = dynamic_cast<const IcechunkStore*>(array->state().store.get());
-  return repository == nullptr ? "" : repository->snapshot().id;
-}
-
 }  // namespace
 
 struct LoaderState {
   LoaderOptions options;
   Dataset dataset;
-  std::string source_snapshot;  // Loader::source_snapshot
   LoaderGeometry geometry;
   SamplePlan plan;
   // Next, SetEpoch and RestoreStateJson take turns under consumer_turn (held while Next waits for
@@ -398,14 +387,12 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
   open_options.ref = options.ref;
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
-  std::string source_snapshot = internal::SourceSnapshot(dataset);
   ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, options));
   const ShuffleMode shuffle = options.shuffle;
   ZS_ASSIGN_OR_RETURN(SamplePlan plan,
                       internal::MakeSamplePlan(dataset, geometry, options, shuffle));
   auto state = std::make_unique<LoaderState>(options, std::move(dataset), std::move(geometry),
                                              std::move(plan));
-  state->source_snapshot = std::move(source_snapshot);
   ZS_RETURN_IF_ERROR(internal::AssembleParts(*state, pin, std::move(gpu)));
   state->estimated_amplification = state->plan.EstimateReads(shuffle).read_amplification;
   state->estimated_amplification_exact =
@@ -545,7 +532,9 @@ const std::vector<std::string>& Loader::spatial_dims() const {
   return state_->geometry.spatial_dims;
 }
 const LoaderOptions& Loader::options() const { return state_->options; }
-const std::string& Loader::source_snapshot() const { return state_->source_snapshot; }
+const std::vector<StoreIdentity>& Loader::dataset_identity() const {
+  return state_->dataset.store_identities();
+}
 bool Loader::pinned() const { return state_->context.host_memory->pinned(); }
 size_t Loader::num_threads() const { return state_->context.pool->num_threads(); }
 

@@ -69,6 +69,10 @@ struct ArrayMetadata {
   // something this reader does not support (an unknown data type or codec): the group lists
   // the array and opening it is this error, so one such member does not hide its siblings.
   std::optional<Status> unsupported;
+  // Lower-case hex SHA-256 of the stored metadata documents this was parsed from (LoadNodeMetadata,
+  // node_metadata_io.h): a dataset's identity for provenance. Empty for metadata taken from a
+  // group's consolidated metadata, which the group's digest covers.
+  std::string documents_sha256;
 
   uint64_t num_elements() const;             // product of shape
   std::vector<uint64_t> grid_shape() const;  // chunks per dimension (ceil division)
@@ -89,6 +93,9 @@ struct GroupMetadata {
   // Present when the group carried consolidated metadata (v3 "consolidated_metadata" in zarr.json,
   // or v2 .zmetadata parsed separately and attached by the array layer).
   std::shared_ptr<const ConsolidatedMetadata> consolidated;
+  // As ArrayMetadata::documents_sha256: the group's documents (with .zmetadata, or zarr.json's
+  // inline consolidated metadata, the consolidated metadata of every member).
+  std::string documents_sha256;
 };
 
 }  // namespace zarrstream

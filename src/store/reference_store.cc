@@ -10,6 +10,7 @@
 #include "store/curl_transport.h"
 #include "store/http_store.h"
 #include "store/reference_template.h"
+#include "store/sigv4.h"
 #include "store/store_registry.h"
 #include "util/base64.h"
 #include "util/json_document.h"
@@ -449,6 +450,7 @@ Result<std::shared_ptr<ReferenceStore>> ReferenceStore::FromJson(std::string_vie
   std::shared_ptr<ReferenceStore> store(new ReferenceStore());
   store->location_ = RedactUrl(location);
   store->url_ = std::string(kScheme) + "://" + store->location_;
+  store->content_sha256_ = Sha256Hex(std::as_bytes(std::span(json_text)));
   const std::string context = "reference file " + store->location_;
   Result<json> document = ParseJsonDocument(json_text, context);
   if (!document.ok()) return document.status();

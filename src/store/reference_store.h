@@ -72,6 +72,9 @@ class ReferenceStore final : public Store {
   // True when some target is read over the network (see IsRemoteStore).
   bool has_remote_targets() const { return has_remote_targets_; }
   size_t num_keys() const { return references_.size(); }
+  // Lower-case hex SHA-256 of the reference file's bytes: the reference set's identity for
+  // provenance.
+  const std::string& content_sha256() const { return content_sha256_; }
 
   // A file that references point into, and the store and key it is read through.
   struct Target {
@@ -95,6 +98,7 @@ class ReferenceStore final : public Store {
   std::string url_;
   std::string location_;  // the reference file, for messages
   std::string prefix_;    // "<path>/" of a "#path" URL, or ""
+  std::string content_sha256_;
   std::vector<Target> targets_;
   std::map<std::string, Reference, std::less<>> references_;
   bool has_remote_targets_ = false;
