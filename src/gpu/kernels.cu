@@ -232,8 +232,8 @@ __device__ __forceinline__ void StoreBatchValue(uint64_t target, int64_t offset,
 }
 
 // ((value - base) - mean) * inv_std in float64, rounded to float32, with x86-64's NaNs
-// (AssembleTendency's arithmetic): `value` and `base` are float64 bits, any NaN among them already
-// quiet.
+// (AssembleTendency's arithmetic; mean and inv_std are finite): `value` and `base` are float64
+// bits.
 __device__ __forceinline__ uint32_t Tendency(uint64_t value, uint64_t base,
                                              const TendencyDescriptor& d) {
   if (IsNan64(value)) return NarrowNan(value | kQuietBit64);

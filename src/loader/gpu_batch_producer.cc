@@ -494,7 +494,10 @@ class GpuBatchProducer::Job {
     ZS_RETURN_IF_ERROR(producer_.setup_.device.kernels->Tendencies(
         descriptors, static_cast<uint32_t>(slabs), g.slab_elements, w_.stream()));
     Status status = w_.Synchronize();
-    context_.counters.gpu_scatter_ns += stage.ElapsedNanoseconds();
+    const uint64_t elapsed = stage.ElapsedNanoseconds();
+    context_.counters.gpu_ns += elapsed;
+    context_.counters.gpu_scatter_ns += elapsed;
+    context_.counters.read_decode_ns += elapsed;
     return status;
   }
 
