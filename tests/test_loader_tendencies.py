@@ -208,21 +208,56 @@ def test_missing_tendencies_and_bad_options_are_config_errors(hourly, tmp_path):
         np.testing.assert_array_equal(x["target"].numpy(), y["target"].numpy())
 
 
+def bits(t):
+    """A tensor's bit patterns (NaN payloads included), for comparisons that NaN does not spoil."""
+    if t.is_floating_point():
+        return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+    return t
+
+
+def assert_gpu_batches_equal_cpu(path, **kwargs):
+    cpu = batches(zarrstream.Loader(path, **kwargs))
+    gpu = [{k: v.cpu() for k, v in b.items()}
+           for b in zarrstream.Loader(path, device="cuda", gpu_batches=True, **kwargs)]
+    host = batches(zarrstream.Loader(path, device="cuda", gpu_batches=False, **kwargs))
+    assert len(cpu) == len(gpu) == len(host) > 0
+    for x, y, z in zip(cpu, gpu, host):
+        assert x.keys() == y.keys()
+        for key in x:
+            assert torch.equal(bits(x[key]), bits(y[key])), key
+            assert torch.equal(bits(x[key]), bits(z[key].cpu())), key
+
+
 @pytest.mark.gpu
-def test_gpu_batches_refuse_tendencies_and_host_batches_equal_the_cpu(hourly):
-    """GPU batches do not make tendency targets yet: a ConfigError at construction, never wrong
-    values; host batches copied to the GPU (gpu_batches=False) equal the CPU's."""
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gpu_batches_equal_the_cpus_bit_for_bit(hourly, dtype):
+    """GPU batches (the scatter kernel decoding targets and bases aside, then zs_tendencies) equal
+    the CPU's bit for bit, NaN included: windows with frequency=, spatial patches shuffled across
+    batches, nan= fills and masks or NaN kept; host batches copied to the GPU equal them too."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     path, _, stats = hourly
-    kwargs = dict(variables=["2m_temperature"], sample={"time": 2}, target_offset={"time": [1, 2]},
-                  normalize=stats, target_normalize="tendencies", batch_size=4, shuffle="none",
-                  nan=0.0)
-    with pytest.raises(ConfigError, match="not made on GPU batches yet"):
-        zarrstream.Loader(path, device="cuda", gpu_batches=True, **kwargs)
-    cpu = batches(zarrstream.Loader(path, **kwargs))
-    host = batches(zarrstream.Loader(path, device="cuda", gpu_batches=False, **kwargs))
-    assert len(cpu) == len(host)
-    for x, y in zip(cpu, host):
-        for key in ("input", "target", "target_mask", "origin"):
-            assert torch.equal(x[key], y[key].cpu()), key
+    common = dict(variables=["2m_temperature"], normalize=stats, target_normalize="tendencies",
+                  dtype=dtype)
+    assert_gpu_batches_equal_cpu(path, sample={"time": 2}, target_offset={"time": [1, 2]},
+                                 frequency="2h", batch_size=4, shuffle="none", **common)
+    for nan in (0.0, "keep"):
+        assert_gpu_batches_equal_cpu(path, sample={"time": 1, "latitude": 3, "longitude": 4},
+                                     stride={"time": 3, "latitude": 3, "longitude": 4},
+                                     target_offset={"time": [1, 4]}, nan=nan, batch_size=5,
+                                     shuffle="exact", seed=3, **common)
+
+
+@pytest.mark.gpu
+def test_gpu_batches_of_packed_variables_equal_the_cpus(tmp_path):
+    """Packed int16 with fill values: CF decoding in float64 on the GPU before the difference."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    path = era5_fixtures.cds_era5(tmp_path, with_expver=False)
+    stats = tmp_path / "stats.json"
+    zarrstream.stats(path, vars="t@850,t2m", tendencies=[1, 2], output=stats)
+    for dtype in ("float32", "bfloat16"):
+        assert_gpu_batches_equal_cpu(path, variables=["t@850", "t2m"], sample={"valid_time": 1},
+                                     target_offset={"valid_time": [1, 2]}, normalize=stats,
+                                     target_normalize="tendencies", batch_size=2, shuffle="none",
+                                     nan=-1.0, dtype=dtype)

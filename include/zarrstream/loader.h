@@ -275,7 +275,7 @@ struct LoaderOptions {
   // ((x[target] - x[last input]) - mean_d) / std_d, with the tendency statistics over d steps of
   // `normalize` (`zarrstream stats --tendencies d`), the difference taken in float64 after CF
   // decoding and before the NaN policy and the cast to `dtype`. Needs `normalize` and target
-  // offsets; host (CPU) batches only for now (GPU batches refuse it at construction).
+  // offsets. Host and GPU batches give the same values.
   bool target_tendencies = false;
   // CF decoding, as xarray's open_zarr does by default (docs/loader.md, "CF decoding"): values
   // equal to _FillValue or missing_value become NaN and packed variables are unpacked

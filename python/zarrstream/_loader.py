@@ -378,8 +378,8 @@ class Loader:
     std_d, d being the target's distance from the window's last input step in the store's steps,
     with the tendency statistics of the stats file (``zarrstream stats --tendencies d``; a file
     without them for d is a ConfigError). The difference is taken in float64 after CF decoding,
-    before ``nan=`` and the cast to ``dtype``; inputs are normalised as before. GPU batches do not
-    make it yet (a ConfigError; ``gpu_batches=False`` copies host batches to the GPU).
+    before ``nan=`` and the cast to ``dtype``; inputs are normalised as before. GPU batches give
+    the CPU's values.
 
     ``output="dlpack"`` yields the batch's arrays as framework-neutral ``BatchArray`` objects
     (DLPack producers for CuPy, JAX, NumPy or PyTorch) instead of torch tensors, and needs no

@@ -47,6 +47,7 @@ GpuDecodeWorkspace::~GpuDecodeWorkspace() {
   Release(results_);
   driver_->FreeDevice(arena_);
   driver_->FreeDevice(temp_);
+  driver_->FreeDevice(scratch_);
   driver_->DestroyStream(stream_);
 }
 
@@ -100,6 +101,11 @@ Status GpuDecodeWorkspace::ReserveDevice(uint64_t* address, uint64_t* capacity, 
 }
 
 Status GpuDecodeWorkspace::Synchronize() const { return driver_->SynchronizeStream(stream_); }
+
+Result<uint64_t> GpuDecodeWorkspace::Scratch(uint64_t bytes) {
+  ZS_RETURN_IF_ERROR(ReserveDevice(&scratch_, &scratch_capacity_, bytes, bytes));
+  return scratch_;
+}
 
 void GpuDecodeWorkspace::ExpectWaves(uint64_t decoded_bytes, bool unshuffle) {
   expected_wave_bytes_ = decoded_bytes;

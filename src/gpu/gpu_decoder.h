@@ -84,6 +84,10 @@ class GpuDecodeWorkspace {
   // memory is copied first, so it may be reused at once).
   Result<uint64_t> Upload(std::span<const std::byte> bytes);
   Status Synchronize() const;
+  // Device memory of at least `bytes` for the caller's own values (a batch's intermediate
+  // results), kept by the workspace and handed out again by the next call: the work on stream()
+  // that used it must be done before then (grown, it is freed). Contents undefined.
+  Result<uint64_t> Scratch(uint64_t bytes);
 
   // Bytes copied to the GPU and chunks decoded there, since creation.
   uint64_t bytes_uploaded() const { return bytes_uploaded_; }
@@ -178,6 +182,8 @@ class GpuDecodeWorkspace {
   uint64_t expected_arena_bytes_ = 0;
   uint64_t temp_ = 0;  // nvCOMP scratch (device)
   uint64_t temp_capacity_ = 0;
+  uint64_t scratch_ = 0;  // Scratch (device)
+  uint64_t scratch_capacity_ = 0;
   std::vector<Chunk> chunks_;
   uint64_t host_bytes_ = 0;  // the host outputs' region at the start of staging_
   uint64_t host_used_ = 0;

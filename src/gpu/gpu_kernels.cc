@@ -54,9 +54,10 @@ class GpuKernelsLoader {
     }
     Result<void*> scatter = driver->GetFunction(*module, "zs_scatter");
     Result<void*> forcings = driver->GetFunction(*module, "zs_forcings");
+    Result<void*> tendencies = driver->GetFunction(*module, "zs_tendencies");
     Result<void*> unshuffle = driver->GetFunction(*module, "zs_unshuffle");
     Result<void*> adler32 = driver->GetFunction(*module, "zs_adler32");
-    for (const Result<void*>* function : {&scatter, &forcings, &unshuffle, &adler32}) {
+    for (const Result<void*>* function : {&scatter, &forcings, &tendencies, &unshuffle, &adler32}) {
       if (!function->ok()) {
         loaded.reason = function->status().message();
         return loaded;
@@ -66,6 +67,7 @@ class GpuKernelsLoader {
     loaded.kernels->driver_ = driver;
     loaded.kernels->scatter_ = *scatter;
     loaded.kernels->forcings_ = *forcings;
+    loaded.kernels->tendencies_ = *tendencies;
     loaded.kernels->unshuffle_ = *unshuffle;
     loaded.kernels->adler32_ = *adler32;
 #else
@@ -118,6 +120,15 @@ Status GpuKernels::Forcings(uint64_t descriptors, uint32_t count, uint64_t max_e
   GridFor(*driver_, count, max_elements, 1, grid);
   void* arguments[] = {&descriptors, &count};
   return driver_->Launch(forcings_, grid, kThreadsPerBlock, stream, arguments);
+}
+
+Status GpuKernels::Tendencies(uint64_t descriptors, uint32_t count, uint64_t max_elements,
+                              void* stream) const {
+  if (count == 0) return Status::Ok();
+  uint32_t grid[3];
+  GridFor(*driver_, count, max_elements, 4, grid);
+  void* arguments[] = {&descriptors, &count};
+  return driver_->Launch(tendencies_, grid, kThreadsPerBlock, stream, arguments);
 }
 
 Status GpuKernels::Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_bytes,

@@ -27,6 +27,9 @@ class GpuKernels {
   Status Scatter(uint64_t descriptors, uint32_t count, uint64_t max_elements, void* stream) const;
   // zs_forcings over `count` ForcingDescriptors, the largest slab `max_elements` long.
   Status Forcings(uint64_t descriptors, uint32_t count, uint64_t max_elements, void* stream) const;
+  // zs_tendencies over `count` TendencyDescriptors, the largest slab `max_elements` long.
+  Status Tendencies(uint64_t descriptors, uint32_t count, uint64_t max_elements,
+                    void* stream) const;
   // zs_unshuffle over `count` UnshuffleDescriptors, the largest block `max_bytes` long.
   Status Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_bytes, void* stream) const;
   // zs_adler32 over `count` ChecksumDescriptors, each stream's Adler-32 into the device array of
@@ -39,6 +42,7 @@ class GpuKernels {
   const CudaDriver* driver_ = nullptr;  // the device the module is loaded on
   void* scatter_ = nullptr;             // CUfunction
   void* forcings_ = nullptr;            // CUfunction
+  void* tendencies_ = nullptr;          // CUfunction
   void* unshuffle_ = nullptr;           // CUfunction
   void* adler32_ = nullptr;             // CUfunction
 };

@@ -41,6 +41,11 @@ inline constexpr uint32_t kCfDecode = 8;
 inline constexpr uint32_t kCfWide = 16;
 inline constexpr uint32_t kCfScale = 32;
 inline constexpr uint32_t kCfOffset = 64;
+// The box's values CF-decoded (with kCfDecode) and nothing else, written as float64 at `target`
+// (target_strides counting float64 elements): loader/batch_assembly.h's AssembleDecoded, the
+// values of tendency targets and of their bases, which zs_tendencies then differences. mean,
+// inv_std, nan_fill, mask and batch_type are unused, and kFillNan is not set.
+inline constexpr uint32_t kDecodedFloat64 = 128;
 
 // The most fill values of one CF-decoded variable (dataset/cf_decoding.h's kMaxCfFillValues).
 inline constexpr int kMaxCfFillValues = 8;
@@ -72,6 +77,27 @@ struct CopyDescriptor {
   uint32_t reserved = 0;  // keeps the size a multiple of 8 under both compilers
 };
 static_assert(sizeof(CopyDescriptor) == 360, "host and device must lay CopyDescriptor out alike");
+
+// One target slab of one sample as a tendency: loader/batch_assembly.h's AssembleTendency, bit for
+// bit. Element e of the slab (`elements` of them, contiguous from `target`) is ((values[e] -
+// bases[e]) - mean) * inv_std in float64, where `values` and `bases` are the target's and its
+// base's float64 values (zs_scatter with kDecodedFloat64, laid out as the slab is), rounded to
+// float32; with kFillNan, NaN becomes nan_fill and mask[e] (from `mask`) says where (1) or not (0);
+// then rounded to the batch type. Addresses are device addresses.
+struct TendencyDescriptor {
+  uint64_t values = 0;
+  uint64_t bases = 0;
+  uint64_t target = 0;
+  uint64_t mask = 0;
+  uint64_t elements = 0;
+  double mean = 0;
+  double inv_std = 1;
+  double nan_fill = 0;
+  uint32_t batch_type = kBatchFloat32;
+  uint32_t flags = 0;  // kFillNan or 0
+};
+static_assert(sizeof(TendencyDescriptor) == 72,
+              "host and device must lay TendencyDescriptor out alike");
 
 // One slab of a computed forcing (dataset/computed_forcing_math.h) for one sample: element e of the
 // slab (C order over `shape`, `elements` of them, contiguous from `target`) is forcing `kind` at

@@ -3,8 +3,9 @@
 // per wave over every chunk of the wave (no per-chunk launches: docs/architecture.md, "On the
 // GPU"); its arguments are arrays of descriptors (kernel_abi.h) in device memory.
 //
-// zs_scatter reproduces the CPU's AssembleCopy bit for bit (loader/batch_assembly.h): the same
-// arithmetic in the same precision, rounded alike, and NaN payloads carried as x86-64 carries them
+// zs_scatter reproduces the CPU's AssembleCopy and AssembleDecoded bit for bit
+// (loader/batch_assembly.h), and zs_tendencies its AssembleTendency: the same arithmetic in the
+// same precision, rounded alike, and NaN payloads carried as x86-64 carries them
 // (a NaN input stays that NaN, quieted; conversions keep the high payload bits), because CUDA's own
 // arithmetic would return its canonical NaN instead.
 #include <cuda_fp16.h>
@@ -18,6 +19,7 @@ namespace {
 using zarrstream::gpu_abi::ChecksumDescriptor;
 using zarrstream::gpu_abi::CopyDescriptor;
 using zarrstream::gpu_abi::ForcingDescriptor;
+using zarrstream::gpu_abi::TendencyDescriptor;
 using zarrstream::gpu_abi::UnshuffleDescriptor;
 namespace abi = zarrstream::gpu_abi;
 
@@ -61,7 +63,23 @@ __device__ __forceinline__ uint32_t SourceSize(uint32_t type) {
   }
 }
 
-constexpr uint32_t kQuietNan = 0x7FC00000u;  // what a CF fill value becomes (the CPU's quiet_NaN)
+// x86-64's NaNs, which the CPU's arithmetic makes and the kernels reproduce: a CF fill value
+// becomes the quiet NaN (the CPU's quiet_NaN); an operation with a NaN operand returns its first
+// NaN operand, quieted; one that makes a NaN of numbers (∞ − ∞) returns the negative "default NaN".
+constexpr uint64_t kQuietNan64 = 0x7FF8000000000000ull;
+constexpr uint64_t kQuietBit64 = 0x0008000000000000ull;
+constexpr uint64_t kX86DefaultNan64 = 0xFFF8000000000000ull;
+
+__device__ __forceinline__ bool IsNan64(uint64_t bits) {
+  return (bits & 0x7FF0000000000000ull) == 0x7FF0000000000000ull &&
+         (bits & 0x000FFFFFFFFFFFFFull) != 0;
+}
+
+// A float64 NaN narrowed to float32 as x86-64 narrows it: sign kept, quiet, the high payload bits.
+__device__ __forceinline__ uint32_t NarrowNan(uint64_t bits) {
+  return static_cast<uint32_t>((bits >> 32) & 0x80000000u) | 0x7FC00000u |
+         static_cast<uint32_t>((bits >> 29) & 0x007FFFFFu);
+}
 
 __device__ __forceinline__ bool IsCfFill(double value, const CopyDescriptor& d) {
   for (uint32_t k = 0; k < d.cf_num_fill_values; ++k) {
@@ -70,87 +88,113 @@ __device__ __forceinline__ bool IsCfFill(double value, const CopyDescriptor& d) 
   return false;
 }
 
-// CF decoding (with kCfDecode), then (x - mean) * inv_std, as the CPU computes them
-// (dataset/cf_decoding.h's CfDecode, then batch_assembly.cc): in float32 for sources float32 holds
-// exactly, in float64 (then rounded once) for the wider ones and for values that decode to float64.
-// Returns the float32 bits.
-__device__ __forceinline__ uint32_t Normalise(uint64_t bits, const CopyDescriptor& desc) {
-  const uint32_t type = desc.source_type;
-  const double mean = desc.mean;
-  const double inv_std = desc.inv_std;
+// A stored value in the type the CPU computes with (batch_assembly.cc's ComputeType, or with
+// kCfDecode the decoded type), CF-decoded with kCfDecode (dataset/cf_decoding.h's CfDecode):
+// float32 in `f` for sources float32 holds exactly, else float64 in `d` (`wide`). A NaN (stored,
+// or a CF fill value) is `nan`, its float64 bits (quieted, the payload kept, as x86-64 widens) in
+// `nan_bits`: it never enters CUDA's arithmetic, which would return its canonical NaN instead.
+struct Decoded {
   float f = 0;
   double d = 0;
   bool wide = false;
-  switch (type) {
+  bool nan = false;
+  uint64_t nan_bits = 0;
+};
+
+__device__ __forceinline__ Decoded NanValue(uint64_t bits) {
+  Decoded v;
+  v.nan = true;
+  v.nan_bits = bits;
+  return v;
+}
+
+__device__ __forceinline__ Decoded Decode(uint64_t bits, const CopyDescriptor& desc) {
+  Decoded v;
+  switch (desc.source_type) {
     case abi::kBool:
     case abi::kUInt8:
-      f = static_cast<float>(static_cast<uint8_t>(bits));
+      v.f = static_cast<float>(static_cast<uint8_t>(bits));
       break;
     case abi::kInt8:
-      f = static_cast<float>(static_cast<int8_t>(bits));
+      v.f = static_cast<float>(static_cast<int8_t>(bits));
       break;
     case abi::kInt16:
-      f = static_cast<float>(static_cast<int16_t>(bits));
+      v.f = static_cast<float>(static_cast<int16_t>(bits));
       break;
     case abi::kUInt16:
-      f = static_cast<float>(static_cast<uint16_t>(bits));
+      v.f = static_cast<float>(static_cast<uint16_t>(bits));
       break;
     case abi::kFloat16: {
       const auto h = static_cast<uint16_t>(bits);
-      if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu) != 0) {  // NaN: widened, quieted
-        return (static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7FC00000u |
-               (static_cast<uint32_t>(h & 0x03FFu) << 13);
+      if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu) != 0) {
+        return NanValue((static_cast<uint64_t>(h & 0x8000u) << 48) | kQuietNan64 |
+                        (static_cast<uint64_t>(h & 0x03FFu) << 42));
       }
-      f = __half2float(__ushort_as_half(h));
+      v.f = __half2float(__ushort_as_half(h));
       break;
     }
     case abi::kFloat32: {
       const auto b = static_cast<uint32_t>(bits);
-      if ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0) return b | 0x00400000u;
-      f = __uint_as_float(b);
+      if ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0) {
+        return NanValue((static_cast<uint64_t>(b & 0x80000000u) << 32) | kQuietNan64 |
+                        (static_cast<uint64_t>(b & 0x007FFFFFu) << 29));
+      }
+      v.f = __uint_as_float(b);
       break;
     }
     case abi::kInt32:
-      d = static_cast<double>(static_cast<int32_t>(bits));
-      wide = true;
+      v.d = static_cast<double>(static_cast<int32_t>(bits));
+      v.wide = true;
       break;
     case abi::kUInt32:
-      d = static_cast<double>(static_cast<uint32_t>(bits));
-      wide = true;
+      v.d = static_cast<double>(static_cast<uint32_t>(bits));
+      v.wide = true;
       break;
     case abi::kInt64:
-      d = __ll2double_rn(static_cast<long long>(bits));
-      wide = true;
+      v.d = __ll2double_rn(static_cast<long long>(bits));
+      v.wide = true;
       break;
     case abi::kUInt64:
-      d = __ull2double_rn(static_cast<unsigned long long>(bits));
-      wide = true;
+      v.d = __ull2double_rn(static_cast<unsigned long long>(bits));
+      v.wide = true;
       break;
-    default: {  // kFloat64
-      if ((bits & 0x7FF0000000000000ull) == 0x7FF0000000000000ull &&
-          (bits & 0x000FFFFFFFFFFFFFull) != 0) {  // NaN: narrowed, quieted
-        return static_cast<uint32_t>((bits >> 32) & 0x80000000u) | 0x7FC00000u |
-               static_cast<uint32_t>((bits >> 29) & 0x007FFFFFu);
-      }
-      d = __longlong_as_double(static_cast<long long>(bits));
-      wide = true;
+    default:  // kFloat64
+      if (IsNan64(bits)) return NanValue(bits | kQuietBit64);
+      v.d = __longlong_as_double(static_cast<long long>(bits));
+      v.wide = true;
       break;
-    }
   }
   if ((desc.flags & abi::kCfDecode) != 0) {
     if ((desc.flags & abi::kCfWide) != 0) {
-      if (!wide) d = static_cast<double>(f);  // exact: f holds every value of these sources
-      wide = true;
-      if (IsCfFill(d, desc)) return kQuietNan;
-      if ((desc.flags & abi::kCfScale) != 0) d = __dmul_rn(d, desc.cf_scale_factor);
-      if ((desc.flags & abi::kCfOffset) != 0) d = __dadd_rn(d, desc.cf_add_offset);
-    } else if (IsCfFill(static_cast<double>(f), desc)) {
-      return kQuietNan;
+      if (!v.wide) v.d = static_cast<double>(v.f);  // exact: f holds every value of these sources
+      v.wide = true;
+      if (IsCfFill(v.d, desc)) return NanValue(kQuietNan64);
+      if ((desc.flags & abi::kCfScale) != 0) v.d = __dmul_rn(v.d, desc.cf_scale_factor);
+      if ((desc.flags & abi::kCfOffset) != 0) v.d = __dadd_rn(v.d, desc.cf_add_offset);
+    } else if (IsCfFill(static_cast<double>(v.f), desc)) {
+      return NanValue(kQuietNan64);
     }
   }
-  if (wide) return __float_as_uint(__double2float_rn(__dmul_rn(__dsub_rn(d, mean), inv_std)));
+  return v;
+}
+
+// Decode, then (x - mean) * inv_std, as the CPU computes them (batch_assembly.cc): in float32 for
+// float32 values, in float64 (then rounded once) for float64 ones. Returns the float32 bits.
+__device__ __forceinline__ uint32_t Normalise(uint64_t bits, const CopyDescriptor& desc) {
+  const Decoded v = Decode(bits, desc);
+  if (v.nan) return NarrowNan(v.nan_bits);
+  if (v.wide) {
+    return __float_as_uint(__double2float_rn(__dmul_rn(__dsub_rn(v.d, desc.mean), desc.inv_std)));
+  }
   return __float_as_uint(
-      __fmul_rn(__fsub_rn(f, __double2float_rn(mean)), __double2float_rn(inv_std)));
+      __fmul_rn(__fsub_rn(v.f, __double2float_rn(desc.mean)), __double2float_rn(desc.inv_std)));
+}
+
+// Decode's value as float64 bits (AssembleDecoded's: a float32 value widened exactly).
+__device__ __forceinline__ uint64_t DecodedFloat64(uint64_t bits, const CopyDescriptor& desc) {
+  const Decoded v = Decode(bits, desc);
+  if (v.nan) return v.nan_bits;
+  return static_cast<uint64_t>(__double_as_longlong(v.wide ? v.d : static_cast<double>(v.f)));
 }
 
 __device__ __forceinline__ bool IsNan(uint32_t bits) {
@@ -170,6 +214,39 @@ __device__ __forceinline__ uint16_t ToFloat16(uint32_t bits) {
   return __half_as_ushort(__float2half_rn(__uint_as_float(bits)));
 }
 
+// Element `offset` of a batch tensor of `batch_type` at `target` from float32 `bits`, rounded as
+// the CPU rounds (batch_assembly.cc's FromFloat).
+__device__ __forceinline__ void StoreBatchValue(uint64_t target, int64_t offset,
+                                                uint32_t batch_type, uint32_t bits) {
+  switch (batch_type) {
+    case abi::kBatchFloat32:
+      reinterpret_cast<uint32_t*>(target)[offset] = bits;
+      break;
+    case abi::kBatchBFloat16:
+      reinterpret_cast<uint16_t*>(target)[offset] = ToBFloat16(bits);
+      break;
+    default:
+      reinterpret_cast<uint16_t*>(target)[offset] = ToFloat16(bits);
+      break;
+  }
+}
+
+// ((value - base) - mean) * inv_std in float64, rounded to float32, with x86-64's NaNs
+// (AssembleTendency's arithmetic; mean and inv_std are finite): `value` and `base` are float64
+// bits.
+__device__ __forceinline__ uint32_t Tendency(uint64_t value, uint64_t base,
+                                             const TendencyDescriptor& d) {
+  if (IsNan64(value)) return NarrowNan(value | kQuietBit64);
+  if (IsNan64(base)) return NarrowNan(base | kQuietBit64);
+  const double t =
+      __dmul_rn(__dsub_rn(__dsub_rn(__longlong_as_double(static_cast<long long>(value)),
+                                    __longlong_as_double(static_cast<long long>(base))),
+                          d.mean),
+                d.inv_std);
+  if (t != t) return NarrowNan(kX86DefaultNan64);  // a NaN made of numbers (∞ − ∞)
+  return __float_as_uint(__double2float_rn(t));
+}
+
 }  // namespace
 
 // Every box of `copies` (count of them) into its slab. Grid: x spreads a box's elements, y the
@@ -186,6 +263,7 @@ extern "C" __global__ void zs_scatter(const CopyDescriptor* copies, uint32_t cou
     const bool swap = (d.flags & abi::kByteSwap) != 0;
     const bool fill_nan = (d.flags & abi::kFillNan) != 0;
     const bool from_fill = (d.flags & abi::kFromFill) != 0;
+    const bool decoded_float64 = (d.flags & abi::kDecodedFloat64) != 0;
     const auto* source = reinterpret_cast<const unsigned char*>(d.source);
     const uint32_t nan_fill = __float_as_uint(__double2float_rn(d.nan_fill));
     const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
@@ -204,23 +282,17 @@ extern "C" __global__ void zs_scatter(const CopyDescriptor* copies, uint32_t cou
       target_offset += static_cast<int64_t>(rest) * d.target_strides[0];
       const uint64_t bits =
           from_fill ? d.fill_value : LoadBits(source + source_offset * size, size, swap);
+      if (decoded_float64) {
+        reinterpret_cast<uint64_t*>(d.target)[target_offset] = DecodedFloat64(bits, d);
+        continue;
+      }
       uint32_t value = Normalise(bits, d);
       if (fill_nan) {
         const bool nan = IsNan(value);
         reinterpret_cast<uint8_t*>(d.mask)[target_offset] = nan ? 1 : 0;
         if (nan) value = nan_fill;
       }
-      switch (d.batch_type) {
-        case abi::kBatchFloat32:
-          reinterpret_cast<uint32_t*>(d.target)[target_offset] = value;
-          break;
-        case abi::kBatchBFloat16:
-          reinterpret_cast<uint16_t*>(d.target)[target_offset] = ToBFloat16(value);
-          break;
-        default:
-          reinterpret_cast<uint16_t*>(d.target)[target_offset] = ToFloat16(value);
-          break;
-      }
+      StoreBatchValue(d.target, target_offset, d.batch_type, value);
     }
   }
 }
@@ -251,17 +323,34 @@ extern "C" __global__ void zs_forcings(const ForcingDescriptor* slabs, uint32_t 
       const double v = zarrstream::forcing_math::Value(d.kind, d.seconds, latitude, longitude);
       const uint32_t value = __float_as_uint(__double2float_rn(v));
       if ((d.flags & abi::kFillNan) != 0) reinterpret_cast<uint8_t*>(d.mask)[e] = 0;
-      switch (d.batch_type) {
-        case abi::kBatchFloat32:
-          reinterpret_cast<uint32_t*>(d.target)[e] = value;
-          break;
-        case abi::kBatchBFloat16:
-          reinterpret_cast<uint16_t*>(d.target)[e] = ToBFloat16(value);
-          break;
-        default:
-          reinterpret_cast<uint16_t*>(d.target)[e] = ToFloat16(value);
-          break;
+      StoreBatchValue(d.target, static_cast<int64_t>(e), d.batch_type, value);
+    }
+  }
+}
+
+// Every tendency slab of `slabs` (count of them): AssembleTendency's values from the float64
+// values and bases zs_scatter decoded (kDecodedFloat64). Grid as zs_scatter's.
+extern "C" __global__ void zs_tendencies(const TendencyDescriptor* slabs, uint32_t count) {
+  __shared__ alignas(TendencyDescriptor) unsigned char storage[sizeof(TendencyDescriptor)];
+  TendencyDescriptor& d = *reinterpret_cast<TendencyDescriptor*>(storage);
+  for (uint32_t c = blockIdx.y; c < count; c += gridDim.y) {
+    __syncthreads();  // every thread is done with the previous slab's descriptor
+    if (threadIdx.x == 0) d = slabs[c];
+    __syncthreads();
+    const auto* values = reinterpret_cast<const uint64_t*>(d.values);
+    const auto* bases = reinterpret_cast<const uint64_t*>(d.bases);
+    const bool fill_nan = (d.flags & abi::kFillNan) != 0;
+    const uint32_t nan_fill = __float_as_uint(__double2float_rn(d.nan_fill));
+    const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    for (uint64_t e = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < d.elements;
+         e += step) {
+      uint32_t value = Tendency(values[e], bases[e], d);
+      if (fill_nan) {
+        const bool nan = IsNan(value);
+        reinterpret_cast<uint8_t*>(d.mask)[e] = nan ? 1 : 0;
+        if (nan) value = nan_fill;
       }
+      StoreBatchValue(d.target, static_cast<int64_t>(e), d.batch_type, value);
     }
   }
 }

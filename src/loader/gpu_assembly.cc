@@ -16,14 +16,15 @@ gpu_abi::BatchType BatchTypeOf(BatchDType dtype) {
   return gpu_abi::kBatchFloat32;
 }
 
-namespace {}  // namespace
+namespace {
 
-gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
-                                           std::span<const uint64_t> chunk_shape,
-                                           const PlannedCopy& copy, uint64_t slab, BatchDType dtype,
-                                           const DimArray& slab_strides,
-                                           const SlabTransform& transform, uint64_t mask,
-                                           bool byte_swap, std::span<const std::byte> fill_value) {
+// MakeCopyDescriptor into slab elements of `target_size` bytes (the batch dtype's, or float64's).
+gpu_abi::CopyDescriptor Describe(uint64_t chunk, DataType source,
+                                 std::span<const uint64_t> chunk_shape, const PlannedCopy& copy,
+                                 uint64_t slab, uint64_t target_size, BatchDType dtype,
+                                 const DimArray& slab_strides, const SlabTransform& transform,
+                                 uint64_t mask, bool byte_swap,
+                                 std::span<const std::byte> fill_value) {
   static_assert(static_cast<uint32_t>(DataType::kFloat64) == gpu_abi::kFloat64);
   static_assert(static_cast<uint32_t>(DataType::kFloat16) == gpu_abi::kFloat16);
   gpu_abi::CopyDescriptor d;
@@ -40,7 +41,6 @@ gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
     target_offset += copy.within_slab[a] * slab_strides[a];
   }
   const uint64_t source_size = DataTypeSize(source);
-  const uint64_t target_size = BatchDTypeSize(dtype);
   d.source = fill_value.empty() ? chunk + source_offset * source_size : 0;
   d.target = slab + target_offset * target_size;
   d.mask = transform.fill_nan ? mask + target_offset : 0;
@@ -115,6 +115,33 @@ gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
     d.flags |= gpu_abi::kFromFill;
     std::memcpy(&d.fill_value, fill_value.data(), std::min<size_t>(fill_value.size(), 8));
   }
+  return d;
+}
+
+}  // namespace
+
+gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
+                                           std::span<const uint64_t> chunk_shape,
+                                           const PlannedCopy& copy, uint64_t slab, BatchDType dtype,
+                                           const DimArray& slab_strides,
+                                           const SlabTransform& transform, uint64_t mask,
+                                           bool byte_swap, std::span<const std::byte> fill_value) {
+  return Describe(chunk, source, chunk_shape, copy, slab, BatchDTypeSize(dtype), dtype,
+                  slab_strides, transform, mask, byte_swap, fill_value);
+}
+
+gpu_abi::CopyDescriptor MakeDecodedCopyDescriptor(uint64_t chunk, DataType source,
+                                                  std::span<const uint64_t> chunk_shape,
+                                                  const PlannedCopy& copy, uint64_t values,
+                                                  const DimArray& slab_strides,
+                                                  const CfDecoding* cf, bool byte_swap,
+                                                  std::span<const std::byte> fill_value) {
+  SlabTransform decode_only;
+  decode_only.cf = cf;
+  gpu_abi::CopyDescriptor d =
+      Describe(chunk, source, chunk_shape, copy, values, sizeof(double), BatchDType::kFloat32,
+               slab_strides, decode_only, /*mask=*/0, byte_swap, fill_value);
+  d.flags |= gpu_abi::kDecodedFloat64;
   return d;
 }
 

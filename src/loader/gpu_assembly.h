@@ -30,4 +30,14 @@ gpu_abi::CopyDescriptor MakeCopyDescriptor(uint64_t chunk, DataType source,
                                            const SlabTransform& transform, uint64_t mask,
                                            bool byte_swap, std::span<const std::byte> fill_value);
 
+// AssembleDecoded's arguments as one descriptor for the scatter kernel (kDecodedFloat64): the box
+// CF-decoded by `cf` (null: values as stored) into float64 values at device address `values`
+// (the slab's first element, `slab_strides` in float64 elements), the rest as MakeCopyDescriptor.
+gpu_abi::CopyDescriptor MakeDecodedCopyDescriptor(uint64_t chunk, DataType source,
+                                                  std::span<const uint64_t> chunk_shape,
+                                                  const PlannedCopy& copy, uint64_t values,
+                                                  const DimArray& slab_strides,
+                                                  const CfDecoding* cf, bool byte_swap,
+                                                  std::span<const std::byte> fill_value);
+
 }  // namespace zarrstream

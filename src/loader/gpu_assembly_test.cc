@@ -92,5 +92,46 @@ TEST(MakeCopyDescriptorTest, AMissingChunkCopiesItsFillValue) {
   EXPECT_EQ(d.rank, 1u);
 }
 
+TEST(MakeDecodedCopyDescriptorTest, DecodesIntoFloat64WithTheSameMappingAndNoBatchTransform) {
+  // A packed int16 (_Unsigned) chunk of (lat 4, lon 6); the box lat 0..3, lon 2..4 into a float64
+  // slab at lon 1, as MakeCopyDescriptor maps it, but with 8-byte target elements.
+  const std::vector<uint64_t> chunk_shape = {4, 6};
+  PlannedCopy copy;
+  copy.rank = 2;
+  copy.within_chunk = {0, 2};
+  copy.within_slab = {0, 1};
+  copy.shape = {4, 3};
+  copy.target = true;
+  copy.base = true;
+  DimArray slab_strides{};
+  slab_strides[0] = 6;
+  slab_strides[1] = 1;
+  CfDecoding cf;
+  cf.source = DataType::kUInt16;
+  cf.decode = true;
+  cf.decoded = DataType::kFloat64;
+  cf.has_scale_factor = true;
+  cf.scale_factor = 0.5;
+  cf.num_fill_values = 1;
+  cf.fill_values[0] = 65535;
+  const uint64_t values = 1 << 20;
+  auto d = MakeDecodedCopyDescriptor(2000, DataType::kInt16, chunk_shape, copy, values,
+                                     slab_strides, &cf, /*byte_swap=*/true, {});
+  EXPECT_EQ(d.flags, gpu_abi::kDecodedFloat64 | gpu_abi::kByteSwap | gpu_abi::kCfDecode |
+                         gpu_abi::kCfWide | gpu_abi::kCfScale);
+  EXPECT_EQ(d.source_type, static_cast<uint32_t>(DataType::kUInt16));
+  EXPECT_EQ(d.target, values + 1 * sizeof(double));
+  EXPECT_EQ(d.mask, 0u);
+  EXPECT_EQ(d.cf_scale_factor, 0.5);
+  EXPECT_EQ(d.cf_num_fill_values, 1u);
+  std::vector<std::pair<int64_t, int64_t>> expected;
+  for (int64_t lat = 0; lat < 4; ++lat) {
+    for (int64_t lon = 0; lon < 3; ++lon) {
+      expected.emplace_back(1000 + lat * 6 + 2 + lon, (1 << 17) + lat * 6 + 1 + lon);
+    }
+  }
+  EXPECT_EQ(Visit(d, 2, 8), expected);
+}
+
 }  // namespace
 }  // namespace zarrstream

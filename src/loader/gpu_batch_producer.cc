@@ -169,8 +169,12 @@ Status GpuBatchProducer::ExplainGpuMemory(Status error) const {
           FormatBytes(static_cast<double>(context_.layout.device_bytes)) +
           ", and a decode workspace of up to " + (decodes ? "about 5 times" : "about once") +
           " gpu_wave_bytes (" + FormatBytes(static_cast<double>(wave)) + ") for each of the " +
-          std::to_string(NumCoordinators(options)) +
-          " batches in flight; a smaller prefetch, batch_size or gpu_wave_bytes takes less" +
+          std::to_string(NumCoordinators(options)) + " batches in flight" +
+          (context_.geometry.base_slabs.empty()
+               ? std::string()
+               : ", each with its tendency targets' values and bases in float64 (16 bytes per "
+                 "target element)") +
+          "; a smaller prefetch, batch_size or gpu_wave_bytes takes less" +
           (decodes ? ", and so does gpu_decode off (the CPU decodes; one wave per workspace)"
                    : ""));
 }
@@ -218,7 +222,25 @@ class GpuBatchProducer::Job {
       if (status.ok()) status = Scatter(0, none, {});
       if (status.ok()) status = w_.Synchronize();
     }
+    if (status.ok()) status = LaunchTendencies();
     return status;
+  }
+
+  // The device buffers tendency targets and their bases are decoded into
+  // (LoaderGeometry::base_slabs): two float64 values per target element of the batch, in the
+  // workspace's scratch memory.
+  Status AllocateTendencies() {
+    const LoaderGeometry& g = context_.geometry;
+    if (g.base_slabs.empty()) return Status::Ok();
+    const uint64_t bytes = bad.size() * g.target_slabs.size() * g.slab_elements * sizeof(double);
+    Result<uint64_t> scratch = w_.Scratch(2 * bytes);
+    if (!scratch.ok()) {
+      return std::move(scratch).status().WithContext(
+          "the tendency targets of a batch on the GPU (their values and their bases, in float64)");
+    }
+    tendency_values_ = *scratch;
+    tendency_bases_ = *scratch + bytes;
+    return Status::Ok();
   }
 
   // Per sample: 1 where one of its chunks failed; the first failure.
@@ -349,25 +371,16 @@ class GpuBatchProducer::Job {
       }
       context_.counters.bytes_decoded += ReadChunkBytes(array);
       for (const PlannedCopy& copy : chunk.copies) {
-        const CopyTarget to = producer_.TargetOf(b_, copy);
-        copies.push_back(MakeCopyDescriptor(
-            source, array.metadata.data_type, context_.chunk_shapes[chunk.array], copy,
-            reinterpret_cast<uint64_t>(to.slab), context_.options.dtype, *to.strides, to.transform,
-            reinterpret_cast<uint64_t>(to.mask), swap, fill));
+        copies.push_back(Describe(chunk.array, copy, source, swap, fill));
         max_elements = std::max(max_elements, copies.back().elements);
       }
     }
     if (begin == 0) {
       // The static fields' slabs, from their boxes kept in device memory (native byte order).
       for (const PlannedChunk& chunk : reads_.resident) {
-        const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
         for (const PlannedCopy& copy : chunk.copies) {
-          const CopyTarget to = producer_.TargetOf(b_, copy);
-          copies.push_back(MakeCopyDescriptor(
-              producer_.resident_device_[chunk.array], array.metadata.data_type,
-              context_.chunk_shapes[chunk.array], copy, reinterpret_cast<uint64_t>(to.slab),
-              context_.options.dtype, *to.strides, to.transform,
-              reinterpret_cast<uint64_t>(to.mask), /*byte_swap=*/false, {}));
+          copies.push_back(Describe(chunk.array, copy, producer_.resident_device_[chunk.array],
+                                    /*byte_swap=*/false, {}));
           max_elements = std::max(max_elements, copies.back().elements);
         }
       }
@@ -375,8 +388,9 @@ class GpuBatchProducer::Job {
     if (begin == 0) {
       ZS_RETURN_IF_ERROR(LaunchComputedForcings());
       // Patch padding with a value, in the scatter launch after the forcings' on the same stream
-      // (the forcings fill whole slabs; no chunk's copy reaches the padding).
-      AddPaddingCopies(copies, max_elements);
+      // (the forcings fill whole slabs; no chunk's copy reaches the padding); after the tendency
+      // targets where there are some (LaunchTendencies), which fill whole target slabs too.
+      if (tendency_values_ == 0) AddPaddingCopies(copies, max_elements);
     }
     if (copies.empty()) return Status::Ok();
     ZS_ASSIGN_OR_RETURN(uint64_t descriptors,
@@ -428,6 +442,29 @@ class GpuBatchProducer::Job {
     }
   }
 
+  // The descriptor of one box of array `array`'s decoded chunk at device address `source`
+  // (MakeCopyDescriptor's other arguments): into the batch, or for a tendency target or its base,
+  // decoded aside and differenced once the batch is read (LaunchTendencies).
+  gpu_abi::CopyDescriptor Describe(size_t array, const PlannedCopy& copy, uint64_t source,
+                                   bool byte_swap, std::span<const std::byte> fill) {
+    const LoaderGeometry& g = context_.geometry;
+    const DataType type = g.arrays[array]->metadata.data_type;
+    if (copy.target && tendency_values_ != 0) {
+      const size_t channel = g.target_slabs[copy.slab].channel;
+      const uint64_t aside =
+          (copy.base ? tendency_bases_ : tendency_values_) +
+          (copy.sample * g.target_slabs.size() + copy.slab) * g.slab_elements * sizeof(double);
+      return MakeDecodedCopyDescriptor(source, type, context_.chunk_shapes[array], copy, aside,
+                                       context_.slab_strides[channel], &g.cf[channel], byte_swap,
+                                       fill);
+    }
+    const CopyTarget to = producer_.TargetOf(b_, copy);
+    return MakeCopyDescriptor(source, type, context_.chunk_shapes[array], copy,
+                              reinterpret_cast<uint64_t>(to.slab), context_.options.dtype,
+                              *to.strides, to.transform, reinterpret_cast<uint64_t>(to.mask),
+                              byte_swap, fill);
+  }
+
   // The computed forcings' slabs (BatchReadPlan::computed), in one zs_forcings launch.
   Status LaunchComputedForcings() {
     if (reads_.computed.empty()) return Status::Ok();
@@ -471,6 +508,62 @@ class GpuBatchProducer::Job {
         descriptors, static_cast<uint32_t>(slabs.size()), g.slab_elements, w_.stream());
   }
 
+  // The target slabs of LoaderGeometry::base_slabs, after the last wave: each target's tendency
+  // from its base, normalised with the tendency's statistics, into the batch, in one zs_tendencies
+  // launch.
+  Status LaunchTendencies() {
+    if (tendency_values_ == 0) return Status::Ok();
+    StageSpan stage(context_.timeline, "scatter", epoch_, index_);
+    const LoaderGeometry& g = context_.geometry;
+    const size_t slabs = bad.size() * g.target_slabs.size();
+    std::vector<gpu_abi::TendencyDescriptor> tendencies(slabs);
+    for (size_t i = 0; i < slabs; ++i) {
+      PlannedCopy copy;
+      copy.sample = static_cast<uint32_t>(i / g.target_slabs.size());
+      copy.slab = static_cast<uint32_t>(i % g.target_slabs.size());
+      copy.target = true;
+      const CopyTarget to = producer_.TargetOf(b_, copy);
+      gpu_abi::TendencyDescriptor& d = tendencies[i];
+      const uint64_t offset = i * g.slab_elements * sizeof(double);
+      d.values = tendency_values_ + offset;
+      d.bases = tendency_bases_ + offset;
+      d.target = reinterpret_cast<uint64_t>(to.slab);
+      d.elements = g.slab_elements;
+      d.mean = g.target_mean[copy.slab];
+      d.inv_std = g.target_inv_std[copy.slab];
+      d.nan_fill = to.transform.nan_fill;
+      d.batch_type = BatchTypeOf(context_.options.dtype);
+      if (to.transform.fill_nan) {
+        d.mask = reinterpret_cast<uint64_t>(to.mask);
+        d.flags = gpu_abi::kFillNan;
+      }
+    }
+    ZS_ASSIGN_OR_RETURN(
+        uint64_t descriptors,
+        w_.Upload(std::as_bytes(std::span<const gpu_abi::TendencyDescriptor>(tendencies))));
+    ZS_RETURN_IF_ERROR(producer_.setup_.device.kernels->Tendencies(
+        descriptors, static_cast<uint32_t>(slabs), g.slab_elements, w_.stream()));
+    Status status = w_.Synchronize();
+    std::vector<gpu_abi::CopyDescriptor> padding;
+    uint64_t max_elements = 0;
+    AddPaddingCopies(padding, max_elements);
+    if (status.ok() && !padding.empty()) {
+      Result<uint64_t> uploaded =
+          w_.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(padding)));
+      status = uploaded.status();
+      if (status.ok()) {
+        status = producer_.setup_.device.kernels->Scatter(
+            *uploaded, static_cast<uint32_t>(padding.size()), max_elements, w_.stream());
+      }
+      if (status.ok()) status = w_.Synchronize();
+    }
+    const uint64_t elapsed = stage.ElapsedNanoseconds();
+    context_.counters.gpu_ns += elapsed;
+    context_.counters.gpu_scatter_ns += elapsed;
+    context_.counters.read_decode_ns += elapsed;
+    return status;
+  }
+
   void Fail(size_t k, Status error) {
     for (const PlannedCopy& copy : reads_.chunks[k].copies) bad[copy.sample] = 1;
     if (first_error.ok()) first_error = std::move(error);
@@ -483,6 +576,9 @@ class GpuBatchProducer::Job {
   const BatchReadPlan& reads_;
   GpuDecodeWorkspace& w_;
   std::vector<uint8_t> on_gpu_;  // per chunk: nvCOMP decodes it (decode_share.h)
+  // LoaderGeometry::base_slabs: per sample and target slab, its values and its base's, decoded
+  // (float64, slab layout) in device memory; 0 without tendency targets.
+  uint64_t tendency_values_ = 0, tendency_bases_ = 0;
 };
 
 Result<std::shared_ptr<Batch>> GpuBatchProducer::Produce(const SamplePlan& epoch_plan,
@@ -511,6 +607,7 @@ Result<std::shared_ptr<Batch>> GpuBatchProducer::ProduceOnGpu(const SamplePlan& 
   const uint64_t decoded_before = w.chunks_decoded();
   const CudaDriver* driver = setup_.device.driver;
   Job job(*this, b, epoch, index, reads, samples.size(), w);
+  ZS_RETURN_IF_ERROR(job.AllocateTendencies());
   // The previous consumer of this batch's memory must be done with it.
   Status status = job.Run(driver->StreamWaitEvent(w.stream(), block.released), cpu_share);
   context_.counters.bytes_to_gpu += w.bytes_uploaded() - uploaded_before;

@@ -1,7 +1,9 @@
 // Batches made on the GPU (LoaderOptions::device kCuda, see loader.h): the batch's chunks in
 // waves; per wave, stored bytes staged as they are read (or decoded on the CPU where the GPU
 // cannot, or where the CPU share places them: decode_share.h), one copy to the GPU, nvCOMP's
-// batched decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box.
+// batched decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box;
+// after the last wave, one launch that makes tendency targets from the values the waves decoded
+// aside (LoaderGeometry::base_slabs).
 // Static fields are copied to device memory once and scattered from there by every batch.
 // A batch's tensors live in a device block (batch_memory_pool.h), its origins in host memory.
 //

@@ -346,11 +346,6 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
     c.chunk_shapes.push_back(array->read_chunk_shape);
   }
   c.slab_strides = SlabStrides(s.geometry);
-  if (gpu && options.target_tendencies) {
-    return ConfigError(
-        "target_normalize='tendencies' is not made on GPU batches yet: use gpu_batches=False "
-        "(host batches, copied to the GPU by the consumer) or device='cpu'");
-  }
   if (gpu) {
     auto producer = std::make_unique<GpuBatchProducer>(c, std::move(*gpu));
     s.gpu = producer.get();

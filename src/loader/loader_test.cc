@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "dataset/stats_file.h"
 #include "gpu/cuda_driver.h"
 #include "loader/batch_assembly.h"
 #include "loader/loader_test_util.h"
@@ -569,6 +571,81 @@ TEST(LoaderGpuTest, CfDecodedBatchesEqualTheCpuLoadersByteForByte) {
         ASSERT_TRUE(driver->SynchronizeStream(nullptr).ok());
         ASSERT_TRUE(std::equal(back.begin(), back.end(), wt->data.begin()));
       }
+    }
+  }
+}
+
+// GPU: tendency targets (decoded aside into device memory by the scatter kernel, then differenced
+// by zs_tendencies) give the CPU loader's batches byte for byte: t2m from float64 chunks of one
+// time step, temperature@850 from float32 chunks of two, windows crossing them, every batch dtype,
+// NaN filled or kept.
+TEST(LoaderGpuTest, TendencyTargetsEqualTheCpuLoadersByteForByte) {
+  ChannelStatsFile stats;
+  stats.source = Era5LikeUrl();
+  stats.tendency_steps = {1, 2};
+  for (const char* name : {"t2m", "temperature@850"}) {
+    ChannelStats c;
+    c.name = name;
+    c.variable = c.name == "t2m" ? "t2m" : "temperature";
+    if (c.name != "t2m") c.level = 850;
+    c.count = 1;
+    c.mean = 1234.5;
+    c.std = 3.7;
+    // Means and stds that leave digits to round: the tendencies are ±1000 per step.
+    c.tendencies = {{1, 1, 0, 990.3, 7.1, 0, 0}, {2, 1, 0, -1987.9, 13.3, 0, 0}};
+    stats.channels.push_back(c);
+  }
+  const std::string path = ::testing::TempDir() + "loader_test_tendency_stats.json";
+  std::ofstream(path) << FormatChannelStats(stats);
+  for (BatchDType dtype : {BatchDType::kFloat32, BatchDType::kBFloat16, BatchDType::kFloat16}) {
+    for (bool fill_nan : {false, true}) {
+      LoaderOptions options;
+      options.variables = {"t2m", "temperature@850"};
+      options.sample = {{"time", 2}, {"longitude", 3}};
+      options.stride = {{"time", 1}, {"longitude", 1}};
+      options.target_dim = "time";
+      options.target_offsets = {1, 2};
+      options.normalize = path;
+      options.target_tendencies = true;
+      options.batch_size = 2;
+      options.dtype = dtype;
+      options.fill_nan = fill_nan;
+      options.nan_fill = -1;
+      auto cpu = Loader::Open(Era5LikeUrl(), options);
+      ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+      if (!GpuBatchesUnavailableReason().empty()) {
+        GTEST_SKIP() << "GPU test skipped: " << GpuBatchesUnavailableReason();
+      }
+      const CudaDriver* driver = CudaDriver::Get();
+      options.device = BatchDevice::kCuda;
+      auto gpu = Loader::Open(Era5LikeUrl(), options);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+      uint64_t batches = 0;
+      for (;;) {
+        auto want = cpu->Next();
+        auto got = gpu->Next();
+        ASSERT_TRUE(want.ok() && got.ok()) << got.status().ToString();
+        ASSERT_EQ(want->has_value(), got->has_value());
+        if (!got->has_value()) break;
+        const Batch& w = ***want;
+        const Batch& g = ***got;
+        std::vector<std::pair<const BatchTensor*, const BatchTensor*>> tensors = {
+            {&g.input(), &w.input()}, {&g.target(), &w.target()}};
+        if (fill_nan) tensors.emplace_back(&g.target_mask(), &w.target_mask());
+        for (auto [gt, wt] : tensors) {
+          ASSERT_EQ(gt->shape, wt->shape);
+          std::vector<std::byte> back(gt->data.size());
+          ASSERT_TRUE(driver
+                          ->CopyToHost(back.data(), reinterpret_cast<uint64_t>(gt->data.data()),
+                                       back.size(), nullptr)
+                          .ok());
+          ASSERT_TRUE(driver->SynchronizeStream(nullptr).ok());
+          ASSERT_TRUE(std::equal(back.begin(), back.end(), wt->data.begin()))
+              << "batch " << batches;
+        }
+        ++batches;
+      }
+      EXPECT_EQ(batches, cpu->num_batches());
     }
   }
 }
