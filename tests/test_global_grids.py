@@ -189,6 +189,29 @@ def test_padding_with_a_value_fills_every_channel(store):
                     assert not b["input_mask"][i][:, inside].any()
 
 
+@pytest.fixture(scope="module")
+def tendency_stats(store, tmp_path_factory):
+    path, _ = store
+    out = tmp_path_factory.mktemp("global-stats") / "stats.json"
+    zarrstream.stats(path, vars=["2m_temperature", "land_sea_mask"], tendencies=[1], output=out)
+    return out
+
+
+def test_padding_goes_over_tendency_targets(store, tendency_stats):
+    path, ds = store
+    t2m = ds["2m_temperature"].values.astype("float64")
+    tendency = json.loads(tendency_stats.read_text())["channels"][0]["tendencies"]["1"]
+    loader = latitude_patches(path, 0.5, normalize=tendency_stats, target_normalize="tendencies")
+    for b in batches(loader):
+        for i, (t, y) in enumerate(b["origin"].tolist()):
+            rows = np.arange(y, y + 3)
+            inside = (rows >= 0) & (rows < NY)
+            got = b["target"][i, 0].numpy()
+            assert (got[~inside] == 0.5).all()
+            want = ((t2m[t + 1] - t2m[t]) - tendency["mean"]) / tendency["std"]
+            np.testing.assert_allclose(got[inside], want[rows[inside]], rtol=2.0**-23, atol=1e-6)
+
+
 def test_global_grid_errors(store):
     path, _ = store
     with pytest.raises(zarrstream.ConfigError, match="reflect.*pad with a value"):
@@ -203,13 +226,15 @@ def test_global_grid_errors(store):
 
 
 @pytest.mark.gpu
-def test_gpu_batches_equal_cpu_batches_on_global_grids(store):
+def test_gpu_batches_equal_cpu_batches_on_global_grids(store, tendency_stats):
     path, _ = store
     configurations = [
         lambda **kw: wrapping_patches(path, **kw),
         lambda **kw: latitude_patches(path, "reflect", **kw),
         lambda **kw: latitude_patches(path, 0.5, **kw),
         lambda **kw: latitude_patches(path, float("nan"), nan=-7.0, **kw),
+        lambda **kw: latitude_patches(path, 0.5, normalize=tendency_stats,
+                                      target_normalize="tendencies", **kw),
         lambda **kw: zarrstream.Loader(path, ["2m_temperature"], forcings=["land_sea_mask"],
                                        select={"longitude": (300, 60)}, batch_size=4, **kw),
     ]
