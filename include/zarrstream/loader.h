@@ -17,8 +17,9 @@
 // same at every time step. A dimension named in `sample` is sampled with that
 // window; `stride` (default: the window) spaces the sample origins; a time dimension
 // ("time", "valid_time", ...) is always sampled (window 1 when not named). The other dimensions are
-// taken whole (their selected range). Label selections (`select`) restrict any dimension but the
-// level dimension, whose selection is part of the channels ("t@500,850").
+// taken whole (their selected range); an ensemble's member dimension may instead be sampled one
+// member at a time or stacked into channels (`ensemble`). Label selections (`select`) restrict any
+// dimension but the level dimension, whose selection is part of the channels ("t@500,850").
 //
 // Batch layout. input: [batch, time_window × channels, *spatial], where spatial are the channel
 // dimensions other than the time dimension, in array order, each of its window (sampled) or
