@@ -223,6 +223,15 @@ void RegisterLoaderBindings(nb::module_& m) {
             o.patch_padding = *padding;
           })
       .def_prop_rw(
+          "ensemble",
+          [](const LoaderOptions& o) { return std::string(EnsembleModeName(o.ensemble)); },
+          [](LoaderOptions& o, std::string_view name) {
+            Result<EnsembleMode> mode = ParseEnsembleMode(name);
+            if (!mode.ok()) throw StatusError(ConfigError(mode.status().message()));
+            o.ensemble = *mode;
+          })
+      .def_rw("ensemble_dim", &LoaderOptions::ensemble_dim)
+      .def_prop_rw(
           "shuffle", [](const LoaderOptions& o) { return std::string(ShuffleModeName(o.shuffle)); },
           [](LoaderOptions& o, const std::string& name) {
             o.shuffle = ValueOrThrow(ParseShuffleMode(name));

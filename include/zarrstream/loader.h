@@ -17,8 +17,9 @@
 // same at every time step. A dimension named in `sample` is sampled with that
 // window; `stride` (default: the window) spaces the sample origins; a time dimension
 // ("time", "valid_time", ...) is always sampled (window 1 when not named). The other dimensions are
-// taken whole (their selected range). Label selections (`select`) restrict any dimension but the
-// level dimension, whose selection is part of the channels ("t@500,850").
+// taken whole (their selected range); an ensemble's member dimension may instead be sampled one
+// member at a time or stacked into channels (`ensemble`). Label selections (`select`) restrict any
+// dimension but the level dimension, whose selection is part of the channels ("t@500,850").
 //
 // Batch layout. input: [batch, time_window × channels, *spatial], where spatial are the channel
 // dimensions other than the time dimension, in array order, each of its window (sampled) or
@@ -190,6 +191,19 @@ struct PatchPadding {
 // "none", "reflect" or a number (the value); anything else is an InvalidArgument error naming them.
 Result<PatchPadding> ParsePatchPadding(std::string_view text);
 
+// What the loader does with an ensemble's member dimension (LoaderOptions::ensemble;
+// docs/loader.md, "Ensembles").
+enum class EnsembleMode : uint8_t {
+  kNone,      // none: a member dimension is taken whole, a spatial dimension of the batch
+  kSample,    // each member is a sample: sampled with window 1, not a dimension of the batch
+  kChannels,  // the members stacked into channels: "2m_temperature#3", "temperature@500#3"
+};
+// "none", "sample", "channels": the names the fronts (Python ensemble=, `zarrstream bench
+// --ensemble`) use; ParseEnsembleMode is their one parser, an InvalidArgument error naming the
+// three for anything else.
+std::string_view EnsembleModeName(EnsembleMode mode);
+Result<EnsembleMode> ParseEnsembleMode(std::string_view name);
+
 struct LoaderOptions {
   // Input channels: variable specs ("2m_temperature", "temperature@500,850", "temperature@*");
   // empty: every data variable of the dataset, sorted, but the forcings and, where some
@@ -246,6 +260,19 @@ struct LoaderOptions {
   // Reflection needs less padding than the selection has indices on each side. Sample origins
   // (Batch::origins) are then store indices that may lie outside the selection, below 0 too.
   PatchPadding patch_padding;
+
+  // An ensemble's member dimension (`ensemble_dim`, or the one dimension named "number",
+  // "member", "ensemble" or "realization"): kSample samples it with window 1 and leaves it out of
+  // the batch's dimensions (each member a sample, its index a column of the origins); kChannels
+  // stacks the members into channels, each channel of a variable with the dimension becoming one
+  // per member ("2m_temperature#3", "temperature@500#3": the member coordinate's label after '#'),
+  // variable-major, normalised with the variable's statistics ("2m_temperature") unless the stats
+  // file names the member's channel. A channel without the member dimension (a static field, a
+  // forcing shared by the members) is the same field for every member: one channel with
+  // kChannels, the same values in every member's sample with kSample. kNone: a member dimension is
+  // like any other (taken whole unless sampled), and every channel must have it.
+  EnsembleMode ensemble = EnsembleMode::kNone;
+  std::string ensemble_dim;
 
   // Epoch order: kNone, kExact (global permutation) or kBlock (chunk-aware block shuffle;
   // `block_chunks` chunks per block along each sampled dimension, `block_window` blocks

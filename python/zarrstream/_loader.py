@@ -332,6 +332,13 @@ class Loader:
     number, in output units) pads the other sampled dimensions (latitude) so that windows a stride
     apart cover every row; ``"origin"`` then may lie before the selection, below 0 too.
 
+    Ensembles: ``ensemble="sample"`` makes each member of an ensemble's member dimension
+    (``number``, ``member``, ``ensemble``, ``realization``, or the one ``ensemble_dim`` names) a
+    sample, with its index a column of ``"origin"``; ``ensemble="channels"`` stacks the members
+    into channels (``"2m_temperature#3"``, ``"temperature@500#3"``), variable-major. A channel
+    without the member dimension (a static field) is the same for every member: in every
+    member's sample, or one channel.
+
     ``missing_dates=[labels]`` leaves out every sample whose inputs or targets touch one of those
     time steps (a date is its whole period); ``missing_dates="detect"`` those touching a step at
     which some channel read has no stored chunk (fill values only). ``stats()`` counts them in
@@ -412,6 +419,8 @@ class Loader:
         select: Mapping[str, Any] | None = None,
         periodic: Sequence[str] | None = None,
         patch_padding: str | float = "none",
+        ensemble: str | None = None,
+        ensemble_dim: str | None = None,
         batch_size: int = 1,
         shuffle: str | bool = "exact",
         seed: int = 0,
@@ -493,6 +502,11 @@ class Loader:
         else:
             raise ConfigError(f"patch_padding={patch_padding!r}: expected 'none', 'reflect' or a "
                               "number")
+        if ensemble is not None and not isinstance(ensemble, str):
+            raise ConfigError(f"ensemble={ensemble!r}: expected 'sample' or 'channels'")
+        o.ensemble = "none" if ensemble is None else ensemble
+        if ensemble_dim is not None:
+            o.ensemble_dim = str(ensemble_dim)
         if shuffle is True:
             shuffle = "exact"
         elif shuffle is False:

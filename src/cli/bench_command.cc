@@ -125,6 +125,10 @@ Result<LoaderOptions> MakeLoaderOptions(const BenchCommandOptions& o) {
   Result<PatchPadding> padding = ParsePatchPadding(o.patch_padding);
   if (!padding.ok()) return InvalidArgumentError("--patch-padding " + padding.status().message());
   options.patch_padding = *padding;
+  Result<EnsembleMode> ensemble = ParseEnsembleMode(o.ensemble);
+  if (!ensemble.ok()) return InvalidArgumentError("--ensemble " + ensemble.status().message());
+  options.ensemble = *ensemble;
+  options.ensemble_dim = o.ensemble_dim;
   options.batch_size = o.batch_size;
   ZS_ASSIGN_OR_RETURN(options.shuffle, ParseShuffleMode(o.shuffle));
   options.seed = o.seed;
@@ -553,6 +557,13 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                    "Sampled dimensions that do not wrap are padded until windows cover every "
                    "index: none, reflect or a value (output units)")
       ->capture_default_str();
+  command
+      ->add_option("--ensemble", options->ensemble,
+                   "An ensemble's members: none (a dimension like the others), sample (each "
+                   "member a sample) or channels (stacked into channels)")
+      ->capture_default_str();
+  command->add_option("--ensemble-dim", options->ensemble_dim,
+                      "The member dimension (default: number, member, ensemble or realization)");
   command->add_option("--batch-size", options->batch_size)->capture_default_str();
   command->add_option("--steps", options->steps, "Batches per epoch (default: the whole epoch)");
   command->add_option("--epochs", options->epochs)->capture_default_str();

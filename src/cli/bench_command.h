@@ -6,8 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +28,8 @@ struct BenchCommandOptions {
   std::vector<std::string> missing_dates;  // time labels, or "detect"
   std::vector<std::string> periodic;       // periodic dimensions, "none" (empty: detected)
   std::string patch_padding = "none";      // "none", "reflect" or a number
+  std::string ensemble = "none";           // "none", "sample" or "channels"
+  std::string ensemble_dim;                // the member dimension (empty: detected)
   uint64_t batch_size = 4;
   std::optional<uint64_t> steps;  // batches per epoch to measure (default: all)
   uint64_t epochs = 1;

@@ -168,6 +168,10 @@ bool IsTimeDimension(std::string_view dim) {
          dim == "forecast_reference_time";
 }
 
+bool IsMemberDimension(std::string_view dim) {
+  return dim == "number" || dim == "member" || dim == "ensemble" || dim == "realization";
+}
+
 bool HasTimeDimension(const std::vector<std::string>& dims) {
   return std::any_of(dims.begin(), dims.end(),
                      [](const std::string& dim) { return IsTimeDimension(dim); });
@@ -273,7 +277,9 @@ Result<Dataset> Dataset::FromGroup(const Group& group) {
     if (HasTimeDimension(arrays[i].dims())) dataset.timed_variables_.push_back(name);
     std::vector<std::string> own;
     for (const std::string& dim : arrays[i].dims()) {
-      if (!IsLevelDimension(dim) && !IsTimeDimension(dim) && dim != kChannelDim && !dim.empty()) {
+      // A member dimension need not be shared: a static field of an ensemble has none.
+      if (!IsLevelDimension(dim) && !IsTimeDimension(dim) && !IsMemberDimension(dim) &&
+          dim != kChannelDim && !dim.empty()) {
         own.push_back(dim);
       }
     }
@@ -418,13 +424,14 @@ Result<std::optional<size_t>> FindLevelDimension(const Array& array, const std::
         return InvalidArgumentError(std::move(s));
       }
       level_dim = d;
-    } else if (!IsTimeDimension(dim) &&
+    } else if (!IsTimeDimension(dim) && !IsMemberDimension(dim) &&
                std::find(shared_dims.begin(), shared_dims.end(), dim) == shared_dims.end()) {
       std::string s = what;
       s += " has dimension '";
       s += dim;
       s += "', which is neither a level dimension (level, pressure_level, isobaricInhPa, plev), ";
-      s += "a time dimension, nor shared by every data variable (";
+      s += "a time dimension, a member dimension (number, member, ensemble, realization), ";
+      s += "nor shared by every data variable (";
       s += JoinNames(shared_dims);
       s += ")";
       return InvalidArgumentError(std::move(s));
@@ -582,7 +589,14 @@ Result<std::vector<Channel>> Dataset::ResolveOne(const VariableSpec& spec) const
   return LevelChannels(spec, base, levels);
 }
 
-Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSpec> specs) const {
+std::vector<std::string> Dataset::dimension_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, extent] : dims_) names.push_back(name);
+  return names;
+}
+
+Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSpec> specs,
+                                                      std::string_view member_dim) const {
   std::vector<VariableSpec> defaults;
   if (specs.empty()) {
     for (const std::string& name : DefaultVariableNames()) {
@@ -596,23 +610,36 @@ Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSp
     for (Channel& c : resolved) channels.push_back(std::move(c));
   }
   if (channels.empty()) return InvalidArgumentError(Describe() + " has no data variables");
-  // The channels' dimensions are those of the first time-dependent one; a static field matches
-  // them without the time dimension.
+  // The channels' dimensions are those of the first time-dependent one (with the member
+  // dimension, when one is given and some channel has it); a static field matches them without
+  // the time dimension, and a channel without the member dimension them without it.
+  const auto has_member = [&](const Channel& c) {
+    return std::find(c.dims.begin(), c.dims.end(), member_dim) != c.dims.end();
+  };
   const Channel* reference = &channels.front();
-  for (const Channel& c : channels) {
-    if (HasTimeDimension(c.dims)) {
-      reference = &c;
+  for (const bool need_member : {!member_dim.empty(), false}) {
+    const auto it = std::find_if(channels.begin(), channels.end(), [&](const Channel& c) {
+      return HasTimeDimension(c.dims) && (!need_member || has_member(c));
+    });
+    if (it != channels.end()) {
+      reference = &*it;
       break;
     }
   }
-  std::vector<std::string> static_dims;
-  std::vector<uint64_t> static_shape;
-  for (size_t d = 0; d < reference->dims.size(); ++d) {
-    if (IsTimeDimension(reference->dims[d])) continue;
-    static_dims.push_back(reference->dims[d]);
-    static_shape.push_back(reference->shape[d]);
-  }
+  // The reference's dimensions without those named: `without_time`, `without_member`.
+  const auto reduced = [&](bool without_time, bool without_member) {
+    std::pair<std::vector<std::string>, std::vector<uint64_t>> out;
+    for (size_t d = 0; d < reference->dims.size(); ++d) {
+      if (without_time && IsTimeDimension(reference->dims[d])) continue;
+      if (without_member && !member_dim.empty() && reference->dims[d] == member_dim) continue;
+      out.first.push_back(reference->dims[d]);
+      out.second.push_back(reference->shape[d]);
+    }
+    return out;
+  };
+  const auto [static_dims, static_shape] = reduced(true, false);
   const bool timed = static_dims.size() != reference->dims.size();
+  const bool members = !member_dim.empty() && has_member(*reference);
   std::set<std::string> seen;
   for (Channel& c : channels) {
     if (!seen.insert(c.name).second) {
@@ -623,6 +650,18 @@ Result<std::vector<Channel>> Dataset::ResolveChannels(std::span<const VariableSp
     if (timed && c.dims == static_dims && c.shape == static_shape) {
       c.broadcast = true;
       continue;
+    }
+    if (members) {
+      const auto [timed_dims, timed_shape] = reduced(false, true);
+      const auto [field_dims, field_shape] = reduced(true, true);
+      if (c.dims == timed_dims && c.shape == timed_shape) {
+        c.without_member = true;
+        continue;
+      }
+      if (timed && c.dims == field_dims && c.shape == field_shape) {
+        c.broadcast = c.without_member = true;
+        continue;
+      }
     }
     std::string why = " (a channel's dimensions, without its level, must match to stack";
     why += timed ? "; a static field's, without the time dimension)" : ")";

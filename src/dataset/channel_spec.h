@@ -14,6 +14,9 @@
 //   channel dimension "channel", on an array whose attribute "channel_names" names each index
 //                     (a stacked (time, channel, lat, lon) array, as `rechunk --stack` writes);
 //   time dimension    "time", "valid_time", "init_time", "forecast_reference_time";
+//   member dimension  "number", "member", "ensemble", "realization" (CF): an ensemble's members;
+//                     a dimension of its variables like the shared ones, which the loader may
+//                     sample or stack into channels (LoaderOptions::ensemble);
 //   shared dimensions the other dimensions present in every data variable that has any (e.g.
 //                     latitude, longitude).
 // Any other dimension is an error: it is neither a level nor shared, so a channel would not be one
@@ -67,6 +70,7 @@ Result<std::vector<VariableSpec>> ParseVariableSpecs(std::span<const std::string
 
 bool IsLevelDimension(std::string_view dim);
 bool IsTimeDimension(std::string_view dim);
+bool IsMemberDimension(std::string_view dim);
 
 // A run of a combined dataset's time dimension stored in one array (Dataset::Join, Concat):
 // dataset indices [begin, end) are indices [first, first + end - begin) of `array`.
@@ -91,6 +95,11 @@ struct Channel {
   // array's channel dimension. nullopt when the channel is the whole array.
   std::optional<size_t> level_dim;
   uint64_t level_index = 0;  // the index along `level_dim`
+  // Members stacked into channels (LoaderOptions::ensemble kChannels): the dimension of `array`
+  // holding the ensemble's members, removed from `dims` like `level_dim`, and this channel's
+  // member along it. nullopt: the channel has no member dimension or keeps it in `dims`.
+  std::optional<size_t> member_dim;
+  uint64_t member_index = 0;
   // The level's label as a number: the level coordinate's value; for a stacked channel the number
   // after '@' in its name, when there is one.
   std::optional<double> level;
@@ -101,6 +110,9 @@ struct Channel {
   // A static field among time-dependent channels: its dims are theirs without the time
   // dimension, and its one field stands for every time step.
   bool broadcast = false;
+  // A channel without the ensemble's member dimension among channels that have it (resolved with
+  // a member dimension): its one field stands for every member.
+  bool without_member = false;
   // A time-dependent channel of a combined dataset: where each run of the dataset's time
   // dimension is stored, in order, covering it whole (`shape` holds the dataset's time extent;
   // `array` is the first segment's, and every segment's array has its data type and CF
@@ -145,6 +157,8 @@ class Dataset {
   // Which data each store held as it opened (StoreIdentity): one entry per store, in the order
   // the dataset names them (a combination's members depth first), each with the URL it was given.
   const std::vector<StoreIdentity>& store_identities() const { return identities_; }
+  // The names of the arrays' dimensions, in the order first met.
+  std::vector<std::string> dimension_names() const;
   // The variables a loader or `zarrstream stats` takes when none are named: those with a time
   // dimension, sorted; every variable where none has one. Static fields join only when named.
   std::vector<std::string> DefaultVariableNames() const;
@@ -160,8 +174,11 @@ class Dataset {
   // among time-dependent channels are marked `broadcast`. Errors name the dataset and list what
   // is available: an unknown variable, a level the level coordinate lacks, levels asked of a
   // variable without a level dimension, a dimension that is neither level nor shared, channels
-  // whose dimensions differ, a channel named twice.
-  Result<std::vector<Channel>> ResolveChannels(std::span<const VariableSpec> specs) const;
+  // whose dimensions differ, a channel named twice. With `member_dim` (an ensemble's member
+  // dimension), a channel without it among channels that have it is marked `without_member`
+  // instead of being an error.
+  Result<std::vector<Channel>> ResolveChannels(std::span<const VariableSpec> specs,
+                                               std::string_view member_dim = {}) const;
 
  private:
   // Open's dataset of the single array at `url`.

@@ -120,9 +120,16 @@ TEST(DatasetTest, ResolutionErrorsSayWhatIsAvailable) {
                       ErrorCode::kNotFound, {"'700'", "coordinate 'level'", "500, 850"});
   ExpectErrorContains(dataset.ResolveChannels(Specs({"t2m@500"})).status(),
                       ErrorCode::kInvalidArgument, {"'t2m'", "no level dimension"});
-  ExpectErrorContains(dataset.ResolveChannels(Specs({"spread"})).status(),
+  // A member dimension need not be shared, but the channels stack only with the member
+  // dimension named (the loader's ensemble modes): then t2m is one field for every member.
+  ExpectErrorContains(dataset.ResolveChannels(Specs({"spread", "t2m"})).status(),
                       ErrorCode::kInvalidArgument,
-                      {"'spread'", "'member'", "neither a level", "latitude, longitude"});
+                      {"'spread'", "'t2m'", "different dimensions", "member=5"});
+  auto members = dataset.ResolveChannels(Specs({"t2m", "spread"}), "member");
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  EXPECT_TRUE((*members)[0].without_member);
+  EXPECT_FALSE((*members)[0].broadcast);
+  EXPECT_FALSE((*members)[1].without_member);
   ExpectErrorContains(dataset.ResolveChannels(Specs({"temperature@500", "temperature@*"})).status(),
                       ErrorCode::kInvalidArgument, {"'temperature@500'", "twice"});
 }

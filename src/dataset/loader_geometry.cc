@@ -40,9 +40,80 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return out;
 }
 
-Result<std::vector<Channel>> Resolve(const Dataset& dataset, const std::vector<std::string>& args) {
+// The ensemble's member dimension the options ask for: LoaderOptions::ensemble_dim, or the one
+// dimension of the dataset named as a member dimension; "" without LoaderOptions::ensemble.
+Result<std::string> MemberDimension(const Dataset& dataset, const LoaderOptions& options,
+                                    const std::string& where) {
+  const std::vector<std::string> dims = dataset.dimension_names();
+  if (options.ensemble == EnsembleMode::kNone) {
+    if (!options.ensemble_dim.empty()) {
+      return ConfigError("ensemble_dim '" + options.ensemble_dim +
+                         "' without an ensemble mode: pass ensemble=\"sample\" or \"channels\"");
+    }
+    return std::string();
+  }
+  if (!options.ensemble_dim.empty()) {
+    if (std::find(dims.begin(), dims.end(), options.ensemble_dim) == dims.end()) {
+      return NotFoundError("ensemble dimension '" + options.ensemble_dim +
+                           "' is not a dimension of " + where + " (" + JoinNames(dims) + ")");
+    }
+    if (IsTimeDimension(options.ensemble_dim) || IsLevelDimension(options.ensemble_dim)) {
+      return ConfigError("ensemble dimension '" + options.ensemble_dim +
+                         "' is a time or level dimension, not an ensemble's members");
+    }
+    return options.ensemble_dim;
+  }
+  std::vector<std::string> found;
+  std::copy_if(dims.begin(), dims.end(), std::back_inserter(found), &IsMemberDimension);
+  if (found.size() != 1) {
+    return ConfigError(
+        "ensemble=\"" + std::string(EnsembleModeName(options.ensemble)) + "\": " + where +
+        (found.empty() ? " has no member dimension (number, member, ensemble, realization)"
+                       : " has several member dimensions (" + JoinNames(found) + ")") +
+        ": name it with ensemble_dim");
+  }
+  return found.front();
+}
+
+// `channels` with their members stacked (EnsembleMode::kChannels): each channel with dimension
+// `member_dim` becomes one channel per member, variable-major, named after the member
+// coordinate's label (its index without a coordinate).
+std::vector<Channel> StackMembers(const Dataset& dataset, const std::string& member_dim,
+                                  std::vector<Channel> channels) {
+  std::vector<Channel> stacked;
+  Result<Coordinate> labels = dataset.LoadCoordinate(member_dim);
+  for (Channel& channel : channels) {
+    const std::vector<std::string>& array_dims = channel.array.dims();
+    const auto it = std::find(array_dims.begin(), array_dims.end(), member_dim);
+    if (it == array_dims.end()) {
+      stacked.push_back(std::move(channel));
+      continue;
+    }
+    const auto array_dim = static_cast<size_t>(it - array_dims.begin());
+    const uint64_t members = channel.array.shape()[array_dim];
+    const bool labelled =
+        labels.ok() && !labels->is_time() && !labels->is_text() && labels->size() == members;
+    const auto channel_dim = std::find(channel.dims.begin(), channel.dims.end(), member_dim);
+    const auto erased = channel_dim - channel.dims.begin();
+    channel.dims.erase(channel_dim);
+    channel.shape.erase(channel.shape.begin() + erased);
+    channel.member_dim = array_dim;
+    for (uint64_t m = 0; m < members; ++m) {
+      Channel member = channel;
+      member.member_index = m;
+      member.name += "#" + (labelled ? labels->FormatLabel(m) : std::to_string(m));
+      stacked.push_back(std::move(member));
+    }
+  }
+  return stacked;
+}
+
+Result<std::vector<Channel>> Resolve(const Dataset& dataset, const std::vector<std::string>& args,
+                                     const LoaderOptions& options, const std::string& member_dim) {
   ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ParseVariableSpecs(args));
-  return dataset.ResolveChannels(specs);
+  ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, dataset.ResolveChannels(specs, member_dim));
+  if (options.ensemble != EnsembleMode::kChannels) return channels;
+  return StackMembers(dataset, member_dim, std::move(channels));
 }
 
 bool SupportedSource(DataType type) {
@@ -184,6 +255,10 @@ Status SetNormalisation(const std::string& stats_path, bool decode_cf, LoaderGeo
   for (size_t c = 0; c < g.channels.size(); ++c) {
     const std::string& name = g.channels[c].name;
     auto it = by_name.find(name);
+    if (it == by_name.end() && g.channels[c].member_dim) {
+      // A member stacked into channels: its variable's statistics, over every member.
+      it = by_name.find(name.substr(0, name.rfind('#')));
+    }
     if (it == by_name.end()) return MissingStatsError(stats_path, name, available);
     ZS_RETURN_IF_ERROR(CheckStatsDecoding(stats_path, *stats, decode_cf, g.channels[c]));
     const ChannelStats& s = *it->second;
@@ -272,13 +347,13 @@ Result<std::vector<std::string>> Variables(const Dataset& dataset, const LoaderO
 // The computed forcings among `forcings` (a name the dataset holds as a variable is read, not
 // computed), in order: each computed one's kind, each stored one's channel count in `index`; the
 // stored ones are appended to `inputs`. A name that is neither is a kNotFound error naming both.
-Result<std::vector<InputSource>> SplitForcings(const Dataset& dataset,
-                                               const std::vector<std::string>& forcings,
+Result<std::vector<InputSource>> SplitForcings(const Dataset& dataset, const LoaderOptions& options,
+                                               const std::string& member_dim,
                                                const std::string& where,
                                                std::vector<std::string>& inputs) {
   std::vector<InputSource> order;
   const std::vector<std::string>& names = dataset.variable_names();
-  for (const std::string& forcing : forcings) {
+  for (const std::string& forcing : options.forcings) {
     ZS_ASSIGN_OR_RETURN(std::vector<VariableSpec> spec,
                         ParseVariableSpecs(std::vector<std::string>{forcing}));
     const bool stored =
@@ -304,17 +379,21 @@ Result<std::vector<InputSource>> SplitForcings(const Dataset& dataset,
       message += ")";
       return NotFoundError(std::move(message));
     }
-    ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels, Resolve(dataset, {forcing}));
+    ZS_ASSIGN_OR_RETURN(std::vector<Channel> channels,
+                        Resolve(dataset, {forcing}, options, member_dim));
     order.push_back(InputSource{false, channels.size()});
     inputs.push_back(forcing);
   }
   return order;
 }
 
-// The first channel that is not a static field: its dimensions are the geometry's.
+// The first channel that is neither a static field nor without the ensemble's members: its
+// dimensions are the geometry's.
 const Channel& ReferenceChannel(const std::vector<Channel>& channels) {
-  for (const Channel& c : channels) {
-    if (!c.broadcast) return c;
+  for (const bool need_member : {true, false}) {
+    for (const Channel& c : channels) {
+      if (!c.broadcast && (!need_member || !c.without_member)) return c;
+    }
   }
   return channels.front();
 }
@@ -322,12 +401,13 @@ const Channel& ReferenceChannel(const std::vector<Channel>& channels) {
 // Channels: variables, then forcings, as inputs; targets (the variables unless named) after them.
 // A static field is an input only: it has no step to predict.
 Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const std::string& where,
-                   LoaderGeometry& g) {
+                   const std::string& member_dim, LoaderGeometry& g) {
   ZS_ASSIGN_OR_RETURN(std::vector<std::string> variables, Variables(dataset, options));
   std::vector<std::string> inputs = variables;
   ZS_ASSIGN_OR_RETURN(std::vector<InputSource> forcing_order,
-                      SplitForcings(dataset, options.forcings, where, inputs));
-  ZS_ASSIGN_OR_RETURN(std::vector<Channel> input_channels, Resolve(dataset, inputs));
+                      SplitForcings(dataset, options, member_dim, where, inputs));
+  ZS_ASSIGN_OR_RETURN(std::vector<Channel> input_channels,
+                      Resolve(dataset, inputs, options, member_dim));
   if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
   // The stored inputs in order, the computed forcings among the forcings where they are named.
   const size_t stored_forcings = std::count_if(forcing_order.begin(), forcing_order.end(),
@@ -345,8 +425,9 @@ Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const s
   std::vector<Channel> target_channels;
   if (!options.target_dim.empty()) {
     const bool named = !options.target_variables.empty();
-    ZS_ASSIGN_OR_RETURN(target_channels,
-                        Resolve(dataset, named ? options.target_variables : variables));
+    ZS_ASSIGN_OR_RETURN(
+        target_channels,
+        Resolve(dataset, named ? options.target_variables : variables, options, member_dim));
     const bool timed = HasTimeDimension(first.dims);
     for (const Channel& t : target_channels) {
       if (named && timed && !HasTimeDimension(t.dims)) {
@@ -595,7 +676,8 @@ Status PadSampledDimension(const std::string& where, size_t d, LoaderGeometry& g
 }
 
 // Sampled dimensions (the time dimension always, with window 1 unless given), windows and strides.
-Status SetSampling(const LoaderOptions& options, const std::string& where, LoaderGeometry& g) {
+Status SetSampling(const LoaderOptions& options, const std::string& where,
+                   const std::string& member_dim, LoaderGeometry& g) {
   const size_t rank = g.dims.size();
   g.sampled.assign(rank, 0);
   g.window.resize(rank);
@@ -611,8 +693,23 @@ Status SetSampling(const LoaderOptions& options, const std::string& where, Loade
   for (const auto& [name, window] : options.sample) {
     ZS_ASSIGN_OR_RETURN(size_t d, DimIndex(g, name, "sample dimension", where));
     if (window == 0) return InvalidArgumentError("sample window along '" + name + "' is 0");
+    if (options.ensemble == EnsembleMode::kSample && name == member_dim && window != 1) {
+      return ConfigError("sample window " + std::to_string(window) + " along '" + name +
+                         "': with ensemble=\"sample\" each member is a sample (window 1)");
+    }
     g.sampled[d] = 1;
     g.window[d] = window;
+  }
+  if (options.ensemble == EnsembleMode::kSample) {
+    ZS_ASSIGN_OR_RETURN(const size_t d, DimIndex(g, member_dim, "ensemble dimension", where));
+    g.member_dim = d;
+    g.sampled[d] = 1;
+    g.window[d] = 1;
+  } else if (options.ensemble == EnsembleMode::kChannels &&
+             std::none_of(g.channels.begin(), g.channels.end(),
+                          [](const Channel& c) { return c.member_dim.has_value(); })) {
+    return ConfigError("ensemble=\"channels\": no channel of " + where +
+                       " has the member dimension '" + member_dim + "'");
   }
   for (size_t d = 0; d < rank; ++d) g.stride[d] = g.window[d];
   for (const auto& [name, stride] : options.stride) {
@@ -689,10 +786,10 @@ Result<std::unordered_set<std::string>> StoredKeys(const internal::ArrayState& a
 
 // The selected time steps at which channel `c` has no stored chunk in the selection (its values
 // there would be the fill value only), added to `missing`. `keys` caches each array's listing,
-// `absent` each (array, time chunk, level chunk)'s answer.
+// `absent` each (array, time chunk, level chunk, stacked member chunk)'s answer.
 Status DetectMissingSteps(const LoaderGeometry& g, size_t c,
                           std::map<size_t, std::unordered_set<std::string>>& keys,
-                          std::map<std::tuple<size_t, uint64_t, uint64_t>, bool>& absent,
+                          std::map<std::tuple<size_t, uint64_t, uint64_t, uint64_t>, bool>& absent,
                           std::set<uint64_t>& missing) {
   const Channel& channel = g.channels[c];
   const IndexRange& range = g.ranges[*g.time_dim];
@@ -703,7 +800,9 @@ Status DetectMissingSteps(const LoaderGeometry& g, size_t c,
     const size_t time_axis = *ArrayDimOf(g, c, *g.time_dim);
     const uint64_t level_chunk =
         channel.level_dim ? channel.level_index / chunk[*channel.level_dim] : 0;
-    const auto cell = std::make_tuple(slot, index / chunk[time_axis], level_chunk);
+    const uint64_t member_chunk =
+        channel.member_dim ? channel.member_index / chunk[*channel.member_dim] : 0;
+    const auto cell = std::make_tuple(slot, index / chunk[time_axis], level_chunk, member_chunk);
     auto known = absent.find(cell);
     if (known == absent.end()) {
       if (!keys.count(slot)) {
@@ -715,6 +814,7 @@ Status DetectMissingSteps(const LoaderGeometry& g, size_t c,
       std::vector<uint64_t> low(rank, 0), high(rank, 0);
       low[time_axis] = high[time_axis] = index / chunk[time_axis];
       if (channel.level_dim) low[*channel.level_dim] = high[*channel.level_dim] = level_chunk;
+      if (channel.member_dim) low[*channel.member_dim] = high[*channel.member_dim] = member_chunk;
       for (size_t d = 0; d < g.dims.size(); ++d) {
         const std::optional<size_t> a = ArrayDimOf(g, c, d);
         if (!a || d == *g.time_dim) continue;
@@ -761,7 +861,7 @@ Status SetMissingDates(const Dataset& dataset, const LoaderOptions& options,
   }
   if (options.detect_missing_dates) {
     std::map<size_t, std::unordered_set<std::string>> keys;
-    std::map<std::tuple<size_t, uint64_t, uint64_t>, bool> absent;
+    std::map<std::tuple<size_t, uint64_t, uint64_t, uint64_t>, bool> absent;
     for (size_t c = 0; c < g.channels.size(); ++c) {
       if (g.resident[g.channel_array[c]]) continue;  // a static field: no time steps
       ZS_RETURN_IF_ERROR(DetectMissingSteps(g, c, keys, absent, missing));
@@ -881,7 +981,7 @@ void SetLayout(LoaderGeometry& g) {
       g.sample_dims.push_back(g.dims[d]);
       g.sampled_index.push_back(d);
     }
-    if (g.time_dim && *g.time_dim == d) continue;
+    if ((g.time_dim && *g.time_dim == d) || (g.member_dim && *g.member_dim == d)) continue;
     g.spatial_dims.push_back(g.dims[d]);
     g.spatial_index.push_back(d);
     g.spatial_shape.push_back(g.window[d]);
@@ -917,6 +1017,26 @@ void SetLayout(LoaderGeometry& g) {
 }
 
 }  // namespace
+
+std::string_view EnsembleModeName(EnsembleMode mode) {
+  switch (mode) {
+    case EnsembleMode::kNone:
+      return "none";
+    case EnsembleMode::kSample:
+      return "sample";
+    case EnsembleMode::kChannels:
+      return "channels";
+  }
+  return "none";
+}
+
+Result<EnsembleMode> ParseEnsembleMode(std::string_view name) {
+  for (EnsembleMode mode : {EnsembleMode::kNone, EnsembleMode::kSample, EnsembleMode::kChannels}) {
+    if (name == EnsembleModeName(mode)) return mode;
+  }
+  return InvalidArgumentError("ensemble mode '" + std::string(name) +
+                              "': expected 'none', 'sample' or 'channels'");
+}
 
 Result<PatchPadding> ParsePatchPadding(std::string_view text) {
   PatchPadding padding;
@@ -1012,21 +1132,35 @@ std::pair<size_t, uint64_t> TimeSource(const LoaderGeometry& g, size_t c, uint64
 std::optional<size_t> ArrayDimOf(const LoaderGeometry& g, size_t c, size_t d) {
   const Channel& channel = g.channels[c];
   size_t channel_dim = d;
-  if (channel.broadcast && g.time_dim) {
-    if (d == *g.time_dim) return std::nullopt;
-    if (d > *g.time_dim) --channel_dim;
+  // The geometry's dimensions the channel lacks: the time dimension of a static field, the member
+  // dimension of a channel without members.
+  std::optional<size_t> lacks[2];
+  if (channel.broadcast && g.time_dim) lacks[0] = g.time_dim;
+  if (channel.without_member && g.member_dim) lacks[1] = g.member_dim;
+  for (const std::optional<size_t>& lacked : lacks) {
+    if (!lacked) continue;
+    if (d == *lacked) return std::nullopt;
+    if (d > *lacked) --channel_dim;
   }
-  return channel.level_dim && channel_dim >= *channel.level_dim ? channel_dim + 1 : channel_dim;
+  // The array's dimensions the channel's lack (its level and stacked members), in increasing
+  // order.
+  std::optional<size_t> removed[2] = {channel.level_dim, channel.member_dim};
+  if (removed[0] && removed[1] && *removed[1] < *removed[0]) std::swap(removed[0], removed[1]);
+  for (const std::optional<size_t>& r : removed) {
+    if (r && channel_dim >= *r) ++channel_dim;
+  }
+  return channel_dim;
 }
 
 Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options) {
   LoaderGeometry g;
   const std::string where = "dataset " + dataset.url();
-  ZS_RETURN_IF_ERROR(SetChannels(dataset, options, where, g));
+  ZS_ASSIGN_OR_RETURN(const std::string member_dim, MemberDimension(dataset, options, where));
+  ZS_RETURN_IF_ERROR(SetChannels(dataset, options, where, member_dim, g));
   ZS_RETURN_IF_ERROR(SetArrays(g));
   ZS_RETURN_IF_ERROR(SetRanges(dataset, options, where, g));
   ZS_RETURN_IF_ERROR(SetFrequency(dataset, options, where, g));
-  ZS_RETURN_IF_ERROR(SetSampling(options, where, g));
+  ZS_RETURN_IF_ERROR(SetSampling(options, where, member_dim, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
   SetResident(g);
   ZS_RETURN_IF_ERROR(SetMissingDates(dataset, options, where, g));

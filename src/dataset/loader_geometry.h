@@ -113,6 +113,10 @@ struct LoaderGeometry {
   std::vector<uint64_t> window;
   std::vector<uint64_t> stride;
   std::optional<size_t> time_dim;
+  // The ensemble's member dimension when each member is a sample (EnsembleMode::kSample): sampled
+  // with window 1 and left out of the batch's spatial dimensions. (With kChannels the members are
+  // channels, Channel::member_dim, and the dimension is none of these.)
+  std::optional<size_t> member_dim;
   // Steps of the store per time step of the samples (LoaderOptions::frequency; 1 without it):
   // window, stride and target steps along the time dimension count the samples' steps, and
   // step s of a sample is index origin + s × time_step of the store.
@@ -166,7 +170,8 @@ struct LoaderGeometry {
 };
 
 // The dimension of channel `c`'s array that the geometry's dimension `d` is; nullopt for the time
-// dimension of a static field, which its array lacks.
+// dimension of a static field and the member dimension of a channel without members, which its
+// array lacks.
 std::optional<size_t> ArrayDimOf(const LoaderGeometry& geometry, size_t c, size_t d);
 
 // The loader's indices [start, start + extent) along dimension `d` as runs of store indices and

@@ -244,5 +244,96 @@ TEST(LoaderGeometryTest, StaticFieldsAreKeptInputsAtEveryStep) {
   EXPECT_EQ(g->input_slabs[2].out_channel, 2U);
 }
 
+constexpr uint64_t kMembers = 3;
+
+// An ensemble: t2m (time, number, latitude, longitude), temperature (time, number, level,
+// latitude, longitude), members labelled 1 to 3, and a static orography without members.
+const std::string& EnsembleUrl() {
+  static const std::string url = [] {
+    static MemoryDataset m("loader_geometry_ensemble_test");
+    m.AddArray<int64_t>("time", {kTimes}, {kTimes}, {"time"}, {0, 6, 12, 18},
+                        {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
+    m.AddArray<int64_t>("number", {kMembers}, {kMembers}, {"number"}, {1, 2, 3});
+    m.AddArray<int32_t>("level", {2}, {2}, {"level"}, {500, 850});
+    m.AddArray<float>("latitude", {kLat}, {kLat}, {"latitude"}, {10, -10});
+    m.AddArray<float>("longitude", {kLon}, {kLon}, {"longitude"}, {0, 120, 240});
+    m.AddArray<float>("t2m", {kTimes, kMembers, kLat, kLon}, {1, 2, kLat, kLon},
+                      {"time", "number", "latitude", "longitude"},
+                      std::vector<float>(kTimes * kMembers * kLat * kLon, 1.0F));
+    m.AddArray<float>("temperature", {kTimes, kMembers, 2, kLat, kLon}, {1, 2, 1, kLat, kLon},
+                      {"time", "number", "level", "latitude", "longitude"},
+                      std::vector<float>(kTimes * kMembers * 2 * kLat * kLon, 1.0F));
+    m.AddArray<float>("orography", {kLat, kLon}, {kLat, kLon}, {"latitude", "longitude"},
+                      std::vector<float>(kLat * kLon, 1.0F));
+    return m.url();
+  }();
+  return url;
+}
+
+Result<LoaderGeometry> EnsembleGeometry(const LoaderOptions& options) {
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(EnsembleUrl()));
+  return MakeLoaderGeometry(dataset, options);
+}
+
+TEST(LoaderGeometryTest, EachMemberIsASample) {
+  LoaderOptions options;
+  options.variables = {"t2m", "temperature@850"};
+  options.forcings = {"orography"};
+  options.ensemble = EnsembleMode::kSample;
+  options.target_dim = "time";
+  options.target_offsets = {1};
+  auto g = EnsembleGeometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->dims, (std::vector<std::string>{"time", "number", "latitude", "longitude"}));
+  EXPECT_EQ(g->member_dim, std::optional<size_t>(1));
+  EXPECT_EQ(g->sample_dims, (std::vector<std::string>{"time", "number"}));
+  EXPECT_EQ(g->window[1], 1U);
+  EXPECT_EQ(g->spatial_dims, (std::vector<std::string>{"latitude", "longitude"}));
+  EXPECT_EQ(g->input_names, (std::vector<std::string>{"t2m", "temperature@850", "orography"}));
+  // temperature@850: the level dimension (2) is skipped; the orography lacks time and members.
+  EXPECT_EQ(ArrayDimOf(*g, 1, 1), std::optional<size_t>(1));
+  EXPECT_EQ(ArrayDimOf(*g, 1, 2), std::optional<size_t>(3));
+  EXPECT_TRUE(g->channels[2].broadcast && g->channels[2].without_member);
+  EXPECT_EQ(ArrayDimOf(*g, 2, 1), std::nullopt);
+  EXPECT_EQ(ArrayDimOf(*g, 2, 2), std::optional<size_t>(0));
+  EXPECT_EQ(ArrayDimOf(*g, 2, 3), std::optional<size_t>(1));
+
+  options.sample = {{"number", 2}};
+  ExpectErrorContains(EnsembleGeometry(options).status(), ErrorCode::kConfig,
+                      {"each member is a sample"});
+}
+
+TEST(LoaderGeometryTest, MembersStackIntoChannelsLikeLevels) {
+  LoaderOptions options;
+  options.variables = {"t2m", "temperature@500,850"};
+  options.forcings = {"orography"};
+  options.ensemble = EnsembleMode::kChannels;
+  auto g = EnsembleGeometry(options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->dims, (std::vector<std::string>{"time", "latitude", "longitude"}));
+  EXPECT_EQ(g->member_dim, std::nullopt);
+  EXPECT_EQ(g->input_names,
+            (std::vector<std::string>{"t2m#1", "t2m#2", "t2m#3", "temperature@500#1",
+                                      "temperature@500#2", "temperature@500#3", "temperature@850#1",
+                                      "temperature@850#2", "temperature@850#3", "orography"}));
+  // temperature@850#2: members along array dimension 1, level along 2.
+  const Channel& c = g->channels[7];
+  EXPECT_EQ(c.member_dim, std::optional<size_t>(1));
+  EXPECT_EQ(c.member_index, 1U);
+  EXPECT_EQ(c.level_index, 1U);
+  EXPECT_EQ(ArrayDimOf(*g, 7, 0), std::optional<size_t>(0));
+  EXPECT_EQ(ArrayDimOf(*g, 7, 1), std::optional<size_t>(3));
+  EXPECT_EQ(ArrayDimOf(*g, 7, 2), std::optional<size_t>(4));
+  EXPECT_EQ(ArrayDimOf(*g, 9, 1), std::optional<size_t>(0));  // the orography, once
+
+  // Without an ensemble mode the members are a dimension every channel must have.
+  options.ensemble = EnsembleMode::kNone;
+  EXPECT_FALSE(EnsembleGeometry(options).ok());
+  options.forcings.clear();
+  auto whole = EnsembleGeometry(options);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->spatial_dims, (std::vector<std::string>{"number", "latitude", "longitude"}));
+}
+
 }  // namespace
 }  // namespace zarrstream

@@ -134,6 +134,9 @@ void PlanSlab(const LoaderGeometry& g, const DimArray& start, uint32_t sample, u
   if (channel.level_dim) {
     (*pieces)[*channel.level_dim].push_back(AxisPiece{0, channel.level_index, 1, false});
   }
+  if (channel.member_dim) {
+    (*pieces)[*channel.member_dim].push_back(AxisPiece{0, channel.member_index, 1, false});
+  }
   const size_t array_rank = g.arrays[array_slot]->metadata.shape.size();
   ForEachCombination(*pieces, array_rank, [&](const auto& chosen) {
     DimArray lo{}, extent{}, slab_offset{};
@@ -197,7 +200,10 @@ std::vector<SampledDim> PlanDims(const LoaderGeometry& g) {
       s.stride = *s.stride * g.time_step;
       s.reach *= g.time_step;
     }
-    s.chunk = chunks[*ArrayDimOf(g, first, d)];
+    // A dimension the first channel lacks (the member dimension of a channel without members):
+    // blocks of single indices along it.
+    const std::optional<size_t> a = ArrayDimOf(g, first, d);
+    s.chunk = a ? chunks[*a] : 1;
     if (g.time_dim && *g.time_dim == d && !g.missing_steps.empty()) {
       // The store indices a sample touches from its origin: its window's steps and its targets'.
       s.missing = g.missing_steps;
@@ -273,14 +279,14 @@ uint64_t AutoBlockChunks(const LoaderGeometry& g, const std::vector<SampledDim>&
   // where footprint is the window plus the target reach; one sample's decoded bytes cover
   // `footprint` of them. One sample's distinct fields: (channel source, step) pairs of its inputs
   // and targets.
-  std::set<std::tuple<const internal::ArrayState*, uint64_t, uint64_t>> fields;
+  std::set<std::tuple<const internal::ArrayState*, uint64_t, uint64_t, uint64_t>> fields;
   uint64_t sample_bytes = 0;
   for (const std::vector<Slab>* slabs : {&g.input_slabs, &g.target_slabs}) {
     for (const Slab& slab : *slabs) {
       const Channel& channel = g.channels[slab.channel];
       if (g.resident[g.channel_array[slab.channel]]) continue;  // kept, never read
       const internal::ArrayState* array = g.arrays[g.channel_array[slab.channel]];
-      if (fields.emplace(array, channel.level_index, slab.step).second) {
+      if (fields.emplace(array, channel.level_index, channel.member_index, slab.step).second) {
         sample_bytes += g.slab_elements * DataTypeSize(array->metadata.data_type);
       }
     }

@@ -316,6 +316,65 @@ TEST(ReadPlanTest, PlanDimsCarryWindowsStridesTargetReachAndChunks) {
   EXPECT_EQ(dims[1].chunk, 4U);
 }
 
+// An ensemble: t2m (time, number, latitude, longitude) of 4 steps and 3 members, in chunks of 2
+// members, and a static lsm without members.
+Result<LoaderGeometry> EnsembleGeometry(const LoaderOptions& options) {
+  static const MemoryDataset dataset = [] {
+    MemoryDataset m("read_plan_ensemble_test");
+    m.AddArray<int64_t>("time", {4}, {4}, {"time"}, {0, 6, 12, 18},
+                        {{"units", "hours since 2000-01-01"}, {"calendar", "standard"}});
+    m.AddArray<int64_t>("number", {3}, {3}, {"number"}, {0, 1, 2});
+    m.AddArray<float>("t2m", {4, 3, kLat, kLon}, {1, 2, kLat, kLon},
+                      {"time", "number", "latitude", "longitude"},
+                      std::vector<float>(4 * 3 * kLat * kLon, 1.0F));
+    m.AddArray<float>("lsm", {kLat, kLon}, {kLat, kLon}, {"latitude", "longitude"},
+                      std::vector<float>(kLat * kLon, 1.0F));
+    return m;
+  }();
+  ZS_ASSIGN_OR_RETURN(Dataset opened, Dataset::Open(dataset.url()));
+  return MakeLoaderGeometry(opened, options);
+}
+
+// Each member's box: the chunk holding the member, one index of it, at the slab's start.
+TEST(ReadPlanTest, MembersAreReadFromTheChunkThatHoldsThem) {
+  LoaderOptions options;
+  options.variables = {"t2m"};
+  options.forcings = {"lsm"};
+  options.ensemble = EnsembleMode::kSample;
+  auto sampled = EnsembleGeometry(options);
+  ASSERT_TRUE(sampled.ok()) << sampled.status().ToString();
+  EXPECT_EQ(PlanDims(*sampled)[1].chunk, 2U);  // the member dimension's chunks
+  // Samples (time 1, member 2) and (time 3, member 1).
+  BatchReadPlan plan = PlanBatchReads(*sampled, Batch({{1, 2}, {3, 1}}));
+  ASSERT_EQ(plan.chunks.size(), 2U);
+  for (const PlannedChunk& chunk : plan.chunks) {
+    ASSERT_EQ(chunk.copies.size(), 1U);
+    const PlannedCopy& copy = chunk.copies[0];
+    const uint64_t member = copy.sample == 0 ? 2 : 1;
+    EXPECT_EQ(chunk.coords[1], member / 2);
+    EXPECT_EQ(copy.within_chunk[1], member % 2);
+    EXPECT_EQ(copy.shape[1], 1U);
+    EXPECT_EQ(copy.within_slab[1], 0U);
+  }
+  ASSERT_EQ(plan.resident.size(), 1U);  // lsm, in every member's sample
+  EXPECT_EQ(plan.resident[0].copies.size(), 2U);
+
+  options.ensemble = EnsembleMode::kChannels;
+  auto stacked = EnsembleGeometry(options);
+  ASSERT_TRUE(stacked.ok()) << stacked.status().ToString();
+  ASSERT_EQ(stacked->input_slabs.size(), 4U);  // t2m#0, t2m#1, t2m#2, lsm
+  plan = PlanBatchReads(*stacked, Batch({{2}}));
+  ASSERT_EQ(plan.chunks.size(), 2U);                // members 0 and 1 share a chunk
+  std::set<std::pair<uint32_t, uint64_t>> members;  // (slab, member) of every copy
+  for (const PlannedChunk& chunk : plan.chunks) {
+    for (const PlannedCopy& copy : chunk.copies) {
+      EXPECT_EQ(copy.shape[1], 1U);
+      members.emplace(copy.slab, chunk.coords[1] * 2 + copy.within_chunk[1]);
+    }
+  }
+  EXPECT_EQ(members, (std::set<std::pair<uint32_t, uint64_t>>{{0, 0}, {1, 1}, {2, 2}}));
+}
+
 // Block sizes the loader picks for shuffle "block": CPU batches size blocks by the chunk cache,
 // GPU batches by the batch (the plan reads a chunk once per batch; GPU batches have no cache).
 TEST(ReadPlanTest, AutoBlockChunksFollowsWhereDecodedChunksAreShared) {
