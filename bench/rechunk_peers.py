@@ -286,6 +286,9 @@ class TreeRss:
 def run_row(tool: str, cfg: dict, python: str, timeout: float) -> dict:
     cmd = [python, str(Path(__file__).resolve()), "--row", tool, "--row-config", json.dumps(cfg)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if python != sys.executable:
+        # A peer's own environment: this one's PYTHONPATH would put its packages (zarr 3) first.
+        env.pop("PYTHONPATH", None)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     rss = TreeRss(proc.pid)
     try:
