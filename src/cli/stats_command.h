@@ -16,7 +16,7 @@ struct StatsOptions {
   // Tendency distances: time steps of the store ("6") or durations ("6h"), comma-separated or
   // repeated (ChannelStatsOptions::tendencies).
   std::vector<std::string> tendencies;
-  std::string ref;                  // an Icechunk repository's branch, tag or snapshot id
+  std::string ref;  // an Icechunk repository's branch, tag or snapshot id
   // "local[:N]" or an address: run as Dask or Ray tasks (engine_forward.h).
   std::string dask;
   std::string ray;

@@ -237,8 +237,7 @@ BatchReadPlan PlanBatchReads(const LoaderGeometry& g, const SampleBatch& batch) 
                &plan);
     }
     for (size_t i = 0; i < g.base_slabs.size(); ++i) {
-      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.base_slabs[i], &pieces, &index,
-               &plan);
+      PlanSlab(g, start, sample, static_cast<uint32_t>(i), g.base_slabs[i], &pieces, &index, &plan);
     }
     for (size_t i = 0; i < g.computed_slabs.size(); ++i) {
       PlannedForcing f;
