@@ -46,7 +46,7 @@ struct OpenOptions {
 // Which data a store held when it was opened, for provenance (Loader::dataset_identity): a run
 // that resumes on another identity would not see the data it started with.
 struct StoreIdentity {
-  std::string url;  // as given to open it
+  std::string url;  // as given to open it, without a user:password it held
   // "icechunk": `id` is the snapshot read (Crockford base32), which the branch or tag named then.
   // "kerchunk": `id` is the lower-case hex SHA-256 of the reference file.
   // "zarr": `id` is the lower-case hex SHA-256 of its metadata documents as opened: with

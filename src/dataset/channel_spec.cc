@@ -7,6 +7,7 @@
 #include <set>
 
 #include "array/array_state.h"
+#include "store/curl_transport.h"
 #include "store/icechunk_store.h"
 #include "store/reference_store.h"
 #include "store/sigv4.h"
@@ -185,8 +186,9 @@ Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) 
   Result<Group> group = Group::Open(url, options);
   if (!group.ok() && group.status().code() != ErrorCode::kInvalidArgument) return group.status();
   Result<Dataset> dataset = group.ok() ? FromGroup(*group) : OpenArrayDataset(url, options);
-  // Recorded as given: the URL a user names the store by, not the one it was normalised to.
-  if (dataset.ok()) dataset->identities_.front().url = std::string(url);
+  // Recorded as given: the URL a user names the store by, not the one it was normalised to, but
+  // without a user:password in it (states, logs and reports show it).
+  if (dataset.ok()) dataset->identities_.front().url = RedactUrl(url);
   return dataset;
 }
 
