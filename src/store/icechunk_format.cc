@@ -4,6 +4,7 @@
 #include "store/icechunk_format.h"
 
 #include <flatbuffers/flatbuffers.h>
+#include <flatbuffers/flexbuffers.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -580,7 +581,8 @@ Status Manifest::ForEach(
 namespace {
 
 namespace repo_field {
-constexpr int kSpecVersion = 0, kTags = 1, kBranches = 2, kDeletedTags = 3, kSnapshots = 4;
+constexpr int kSpecVersion = 0, kTags = 1, kBranches = 2, kDeletedTags = 3, kSnapshots = 4,
+              kConfig = 9;
 }
 namespace ref_field {
 constexpr int kName = 0, kSnapshotIndex = 1;
@@ -599,6 +601,39 @@ bool VerifySnapshotInfo(Verifier& v, const Table& t) {
          t.VerifyField<int32_t>(v, Slot(snapshot_info_field::kParentOffset), 4) && v.EndTable();
 }
 
+// The url_prefix of every virtual chunk container of a repository configuration serialised as a
+// FlexBuffer: a map whose "virtual_chunk_containers" is null or a map of containers, each a map
+// with a string "url_prefix". The buffer is verified first: it comes from the repository's file.
+Result<std::vector<std::string>> VirtualPrefixesOfFlexConfig(std::span<const uint8_t> config,
+                                                             std::string_view what) {
+  const std::string where = std::string(what) + ": the repository configuration";
+  if (config.empty() || !flexbuffers::VerifyBuffer(config.data(), config.size())) {
+    return CorruptChunkError(where + " (a FlexBuffer) does not verify (corrupt file)");
+  }
+  const flexbuffers::Reference root = flexbuffers::GetRoot(config.data(), config.size());
+  if (!root.IsMap()) return CorruptChunkError(where + " is not a map");
+  const flexbuffers::Reference containers = root.AsMap()["virtual_chunk_containers"];
+  std::vector<std::string> prefixes;
+  if (containers.IsNull()) return prefixes;
+  if (!containers.IsMap()) {
+    return CorruptChunkError(where + ": virtual_chunk_containers is not a map");
+  }
+  const flexbuffers::Map map = containers.AsMap();
+  const flexbuffers::TypedVector names = map.Keys();
+  const flexbuffers::Vector values = map.Values();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const flexbuffers::Reference container = values[i];
+    const flexbuffers::Reference prefix =
+        container.IsMap() ? container.AsMap()["url_prefix"] : flexbuffers::Reference();
+    if (!prefix.IsString() || prefix.AsString().length() == 0) {
+      return CorruptChunkError(where + ": virtual chunk container '" + names[i].AsKey() +
+                               "' has no url_prefix");
+    }
+    prefixes.push_back(prefix.AsString().str());
+  }
+  return prefixes;
+}
+
 // Only the fields read below are verified, and only they are read.
 bool VerifyRepo(Verifier& v, const Table& t) {
   using namespace repo_field;
@@ -606,7 +641,8 @@ bool VerifyRepo(Verifier& v, const Table& t) {
         VerifyTables(v, t, kTags, true, VerifyRef) &&
         VerifyTables(v, t, kBranches, true, VerifyRef) &&
         t.VerifyOffsetRequired(v, Slot(kDeletedTags)) &&
-        VerifyTables(v, t, kSnapshots, true, VerifySnapshotInfo))) {
+        VerifyTables(v, t, kSnapshots, true, VerifySnapshotInfo) &&
+        VerifyBytes(v, t, kConfig, false))) {
     return false;
   }
   const auto* deleted =
@@ -669,9 +705,10 @@ Result<RepoInfo> ParseRepoInfo(std::span<const uint8_t> flatbuffer, int spec_ver
           Slot(kDeletedTags));
   for (uint32_t i = 0; i < deleted->size(); ++i)
     info.deleted_tags.push_back(deleted->Get(i)->str());
-  // The configuration (virtual chunk containers) is a FlexBuffer, which this library version
-  // cannot verify; it is not read, so virtual chunks of spec 2 repositories are refused.
-  info.config_read = false;
+  if (const auto* config = root->GetPointer<const ByteVector*>(Slot(kConfig))) {
+    ZS_ASSIGN_OR_RETURN(info.virtual_prefixes,
+                        VirtualPrefixesOfFlexConfig({config->Data(), config->size()}, what));
+  }
   return info;
 }
 

@@ -151,9 +151,9 @@ struct RepoInfo {
   std::vector<std::string> deleted_tags;
   // Parent of each snapshot the repo info lists (spec 2 keeps parents here).
   std::vector<std::pair<ObjectId12, std::optional<ObjectId12>>> parents;
-  // false: the configuration (a FlexBuffer, which holds the virtual chunk containers) was not
-  // read, so no virtual chunk may be read.
-  bool config_read = false;
+  // The url_prefix of each virtual chunk container in the repository's configuration (a
+  // FlexBuffer of icechunk's RepositoryConfig); none when the repository has no configuration.
+  std::vector<std::string> virtual_prefixes;
 };
 
 Result<RepoInfo> ParseRepoInfo(std::span<const uint8_t> flatbuffer, int spec_version,

@@ -175,7 +175,7 @@ Result<std::shared_ptr<IcechunkStore>> IcechunkStore::Open(const std::shared_ptr
       if (child == snapshot_id && parent)
         store->info_.parent_id = icechunk::EncodeObjectId(*parent);
     }
-    store->virtual_config_unread_ = !info.config_read;
+    store->virtual_prefixes_ = std::move(info.virtual_prefixes);
   } else {
     ZS_ASSIGN_OR_RETURN(std::optional<ByteBuffer> branch,
                         repository->ReadIfExists(SpecOneBranchKey(name)));
@@ -402,13 +402,6 @@ Future<uint64_t> IcechunkStore::ReadVirtual(const ChunkRef& ref, std::span<const
       location.find('#') != std::string::npos) {
     return R::Ready(UnsupportedError(context + ": " + what +
                                      " has '.', '..', a query or a fragment in its path"));
-  }
-  if (virtual_config_unread_) {
-    return R::Ready(UnsupportedError(
-        context + ": " + what + ": the virtual chunk containers of Icechunk spec " +
-        std::to_string(info_.spec_version) +
-        " repositories (in the repo info's configuration) are not read by zarrstream yet, so "
-        "no virtual chunk of this repository is read"));
   }
   bool allowed = false;
   for (const std::string& prefix : virtual_prefixes_) {

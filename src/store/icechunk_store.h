@@ -95,7 +95,6 @@ class IcechunkStore final : public Store {
   icechunk::Snapshot snapshot_;
   std::map<std::string, const icechunk::Node*, std::less<>> nodes_;  // by key prefix ("" root)
   std::vector<std::string> virtual_prefixes_;
-  bool virtual_config_unread_ = false;  // spec 2: see icechunk::RepoInfo::config_read
 
   std::mutex mu_;  // guards the caches below
   std::map<icechunk::ObjectId12, std::shared_ptr<const icechunk::Manifest>> manifests_;

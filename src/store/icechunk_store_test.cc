@@ -3,9 +3,11 @@
 #include "store/icechunk_store.h"
 
 #include <flatbuffers/flatbuffers.h>
+#include <flatbuffers/flexbuffers.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "store/memory_store.h"
 #include "store/store_registry.h"
@@ -137,9 +139,34 @@ std::string Manifest(const ObjectId8& array_id, const std::string& location) {
   return File(b, icechunk::FileType::kManifest);
 }
 
+// icechunk's RepositoryConfig as a FlexBuffer (as spec 2 repo info files hold it), with one
+// virtual chunk container per prefix; no prefixes: "virtual_chunk_containers" is null.
+std::vector<uint8_t> FlexConfig(const std::vector<std::string>& prefixes) {
+  flexbuffers::Builder fbb;
+  fbb.Map([&] {
+    fbb.Null("caching");
+    fbb.UInt("inline_chunk_threshold_bytes", 512);
+    if (prefixes.empty()) {
+      fbb.Null("virtual_chunk_containers");
+    } else {
+      fbb.Map("virtual_chunk_containers", [&] {
+        for (const std::string& prefix : prefixes) {
+          fbb.Map(prefix.c_str(), [&] {
+            fbb.Null("name");
+            fbb.Map("store", [&] { fbb.Map("s3", [] {}); });
+            fbb.String("url_prefix", prefix);
+          });
+        }
+      });
+    }
+  });
+  fbb.Finish();
+  return fbb.GetBuffer();
+}
+
 // A spec 2 repo info: snapshots [first 0x10..., second 0x11... (parent: first)], branch main at
-// the second, tag v1 at the first, tag gone deleted.
-std::string RepoInfo() {
+// the second, tag v1 at the first, tag gone deleted; `config` its configuration, if any.
+std::string RepoInfo(const std::optional<std::vector<uint8_t>>& config = std::nullopt) {
   flatbuffers::FlatBufferBuilder b;
   auto ref = [&](const char* name, uint32_t index) {
     auto n = b.CreateString(name);
@@ -161,12 +188,15 @@ std::string RepoInfo() {
   auto branches = b.CreateVector(std::vector<Offset>{ref("main", 1)});
   auto deleted = b.CreateVectorOfStrings(std::vector<std::string>{"gone"});
   auto snapshots = b.CreateVector(std::vector<Offset>{info(0x10, -1), info(0x11, 0)});
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> config_bytes;
+  if (config) config_bytes = b.CreateVector(*config);
   auto start = b.StartTable();
   b.AddElement<uint8_t>(Slot(0), 2, 0);
   b.AddOffset(Slot(1), tags);
   b.AddOffset(Slot(2), branches);
   b.AddOffset(Slot(3), deleted);
   b.AddOffset(Slot(4), snapshots);
+  if (config) b.AddOffset(Slot(9), config_bytes);
   b.Finish(Offset(b.EndTable(start)));
   return File(b, icechunk::FileType::kRepoInfo, 2);
 }
@@ -296,9 +326,9 @@ TEST_F(IcechunkStoreTest, SpecTwoReadsRefsFromTheRepoInfo) {
   EXPECT_EQ((*main)->snapshot().id, icechunk::EncodeObjectId(Id12(0x11)));
   EXPECT_EQ((*main)->snapshot().parent_id, icechunk::EncodeObjectId(Id12(0x10)));
   EXPECT_EQ(Read(**main, "t/c/0"), "ab");
-  // Virtual chunks: the containers of spec 2 are not read, so none is.
-  ExpectErrorContains((*main)->ReadAll("t/c/1").status(), ErrorCode::kUnsupported,
-                      {"t/c/1", "spec 2", "not read by zarrstream yet"});
+  // A repository without a configuration has no virtual chunk containers: none is read.
+  ExpectErrorContains((*main)->ReadAll("t/c/1").status(), ErrorCode::kInvalidArgument,
+                      {"t/c/1", "no virtual chunk container", "it has none"});
   Result<std::shared_ptr<IcechunkStore>> tag = IcechunkStore::Open(repository, "v1");
   ASSERT_TRUE(tag.ok()) << tag.status().ToString();
   EXPECT_EQ((*tag)->snapshot().ref_kind, "tag");
@@ -306,6 +336,50 @@ TEST_F(IcechunkStoreTest, SpecTwoReadsRefsFromTheRepoInfo) {
   EXPECT_EQ((*tag)->snapshot().parent_id, "");
   ExpectErrorContains(IcechunkStore::Open(repository, "gone").status(), ErrorCode::kNotFound,
                       {"'gone'", "deleted", "main", "v1"});
+}
+
+TEST_F(IcechunkStoreTest, SpecTwoReadsVirtualChunkContainersFromTheConfiguration) {
+  auto open = [&](const std::optional<std::vector<uint8_t>>& config) {
+    auto repository = std::make_shared<MemoryStore>();
+    ObjectId8 array_id;
+    array_id.fill(5);
+    EXPECT_TRUE(repository->Put("repo", RepoInfo(config)).ok());
+    EXPECT_TRUE(repository
+                    ->Put("snapshots/" + icechunk::EncodeObjectId(Id12(0x11)),
+                          Snapshot(Id12(0x11), array_id, 2))
+                    .ok());
+    EXPECT_TRUE(repository
+                    ->Put("manifests/" + icechunk::EncodeObjectId(Id12(0x22)),
+                          Manifest(array_id, "memory://ic-target/data.bin"))
+                    .ok());
+    return IcechunkStore::Open(repository, "");
+  };
+  Result<std::shared_ptr<IcechunkStore>> allowed =
+      open(FlexConfig({"s3://elsewhere/", "memory://ic-target/"}));
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  EXPECT_EQ((*allowed)->virtual_chunk_prefixes(),
+            (std::vector<std::string>{"memory://ic-target/", "s3://elsewhere/"}));
+  EXPECT_EQ(Read(**allowed, "t/c/1"), "34");
+
+  Result<std::shared_ptr<IcechunkStore>> other = open(FlexConfig({"s3://elsewhere/"}));
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ExpectErrorContains((*other)->ReadAll("t/c/1").status(), ErrorCode::kInvalidArgument,
+                      {"t/c/1", "s3://elsewhere/", "no virtual chunk container"});
+
+  Result<std::shared_ptr<IcechunkStore>> none = open(FlexConfig({}));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE((*none)->virtual_chunk_prefixes().empty());
+
+  // A configuration that is no FlexBuffer, or one whose container has no prefix, is corrupt.
+  ExpectErrorContains(open(std::vector<uint8_t>{0xff, 0x00, 0x13}).status(),
+                      ErrorCode::kCorruptChunk, {"configuration", "does not verify"});
+  flexbuffers::Builder fbb;
+  fbb.Map([&] {
+    fbb.Map("virtual_chunk_containers", [&] { fbb.Map("s3://x/", [&] { fbb.Null("name"); }); });
+  });
+  fbb.Finish();
+  ExpectErrorContains(open(fbb.GetBuffer()).status(), ErrorCode::kCorruptChunk,
+                      {"virtual chunk container 's3://x/'", "no url_prefix"});
 }
 
 }  // namespace
