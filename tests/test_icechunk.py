@@ -287,17 +287,20 @@ def test_pickles_pin_the_snapshot_not_the_branch(tmp_path):
     url = str(tmp_path / "repo")
     loader = zarrstream.Loader(url, ["a"], sample={"time": 1}, batch_size=6, shuffle="none")
     group = zarrstream.open_group(url, ref="main")
-    pickles = [pickle.dumps(x) for x in (loader, group)]
+    pickles = [pickle.dumps(x) for x in (loader, group, group["a"])]
     joined = zarrstream.Loader([url, {"url": url, "ref": snapshots[0]}], ["a"],
                                sample={"time": 1}, batch_size=6, shuffle="none")
     joined_pickle = pickle.dumps(joined)
     snapshots.append(_commit(repo, 2.0))  # main moves on
     assert zarrstream.Loader(url, ["a"], sample={"time": 1}).dataset_identity[0]["id"] == snapshots[1]
-    loader, group = map(pickle.loads, pickles)
+    loader, group, array = map(pickle.loads, pickles)
     assert loader.dataset_identity[0]["id"] == snapshots[0]
     (batch,) = list(loader)
     torch.testing.assert_close(batch["input"], torch.ones(6, 1, 4))
     np.testing.assert_array_equal(group["a"][...], np.ones((6, 4), "f4"))
+    # An array inside the repository reopens from its root, at the snapshot it read.
+    np.testing.assert_array_equal(array[...], np.ones((6, 4), "f4"))
+    assert array.path == "a" and array.url == group["a"].url
     assert [s["id"] for s in pickle.loads(joined_pickle).dataset_identity] == [snapshots[0]] * 2
 
 
@@ -472,3 +475,13 @@ def test_spec_two_repository_reads_refs_from_repo_info(repo):
     out = run_cli("inspect", str(repo.path), "--ref", "dev")
     assert "spec 2" in out and repo.snapshots["first"] in out
 
+
+
+def test_nested_array_of_a_repository_pickles(repo):
+    array = zarrstream.open_group(str(repo.path), ref="v1")["sub"]["b"]
+    copy = pickle.loads(pickle.dumps(array))
+    assert copy.path == "sub/b"
+    np.testing.assert_array_equal(copy.read(), array.read())
+    tampered = pickle.dumps(array).replace(b"sub/b", b"sub/x")
+    with pytest.raises(zarrstream.errors.ZarrstreamError, match="sub/x"):
+        pickle.loads(tampered)

@@ -316,7 +316,14 @@ class Array:
 
     def __reduce__(self):
         _refuse_pickling_credentials("array", self.url, self._credentials)
-        return _reopen_array, (self.url, _pinned(self._options, self._core.icechunk_snapshot))
+        snapshot = self._core.icechunk_snapshot
+        options = _pinned(self._options, snapshot)
+        if snapshot and self.path:
+            # An array inside an Icechunk repository opens from the repository's root, which is
+            # what a ref names: its own URL is no repository.
+            root = self.url[: -len(self.path)].rstrip("/")
+            return _reopen_member_array, (root, self.path, options)
+        return _reopen_array, (self.url, options)
 
     @property
     def ndim(self) -> int:
@@ -711,6 +718,17 @@ def _reopen_array(url: str, options: dict) -> Array:
     """An unpickled :class:`Array`: opened again from its URL and open options."""
     _checked_pickle("array", url, options, {**_PICKLED_GROUP_OPTIONS, "decode_cf": (bool,)})
     return open_array(url, **options)
+
+
+def _reopen_member_array(root: str, path: str, options: dict) -> Array:
+    """An unpickled :class:`Array` of an Icechunk repository: opened from the repository's root."""
+    _checked_pickle("array", root, options, {**_PICKLED_GROUP_OPTIONS, "decode_cf": (bool,)})
+    if not isinstance(path, str) or not path:
+        raise InvalidArgumentError(f"a pickled array of {root} names no array path: {path!r}")
+    group_options = {k: v for k, v in options.items() if k != "decode_cf"}
+    group = open_group(root, **group_options)
+    return Array(group._core.open_array(path), decode_cf=options.get("decode_cf", False),
+                 options=group_options)
 
 
 def _reopen_group(url: str, options: dict) -> Group:
