@@ -98,6 +98,19 @@ class Fixtures:
         return self._synth
 
     @property
+    def icechunk_repo(self) -> Path:
+        """A repository written by icechunk (in a child process: icechunk's runtime stays out of
+        the worker), with native, inline, sharded and virtual chunks and a tag."""
+        path = self.root / "icechunk"
+        if not (path / "repo").exists():
+            (path / "data").mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run([sys.executable, "-c", ICECHUNK_FIXTURE, str(path)],
+                                  capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise RuntimeError(f"the sweep's fixture: icechunk failed: {proc.stderr[-2000:]}")
+        return path
+
+    @property
     def stats(self) -> Path:
         if self._stats is None:
             import zarrstream
@@ -107,6 +120,31 @@ class Fixtures:
                              output=str(path))
             self._stats = path
         return self._stats
+
+
+ICECHUNK_FIXTURE = textwrap.dedent("""
+    import sys
+    import numpy as np, icechunk, zarr
+    from zarr.codecs import ZstdCodec
+    root = sys.argv[1]
+    data = root + "/data"
+    open(data + "/raw.bin", "wb").write(np.arange(8, dtype="<i4").tobytes())
+    config = icechunk.RepositoryConfig.default()
+    prefix = "file://" + data + "/"
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(data + "/")))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(root + "/repo"), config)
+    session = repo.writable_session("main")
+    group = zarr.group(store=session.store, attributes={"t": 1})
+    group.create_array("a", shape=(8, 6), chunks=(4, 3), dtype="f4", dimension_names=("time", "x"),
+                       compressors=ZstdCodec(level=1))[:] = np.arange(48, dtype="f4").reshape(8, 6)
+    group.create_array("s", shape=(4,), chunks=(4,), dtype="i2")[:] = 7
+    group.create_array("sh", shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="u1")[:] = 3
+    group.create_array("v", shape=(8,), chunks=(4,), dtype="<i4", compressors=None)
+    session.store.set_virtual_ref("v/c/0", prefix + "raw.bin", offset=0, length=16)
+    session.store.set_virtual_ref("v/c/1", prefix + "raw.bin", offset=16, length=16)
+    repo.create_tag("t", session.commit("first"))
+""")
 
 
 def cli() -> Path:
@@ -345,6 +383,65 @@ def run_special_files(p, work, fx):
         zarrstream.open_group("reference://" + str(key))
     else:
         zarrstream.open_array(str(root))[...]
+
+
+# Icechunk repositories with one file corrupted: the repo info or a ref, the snapshot, a manifest,
+# config.yaml, a chunk; bit flips, truncation, appended bytes, a header field, or another file's
+# bytes in its place. Each must open and read, or fail with a ZarrstreamError: the flatbuffers are
+# verified before use.
+
+
+def gen_icechunk(rng):
+    muts = [[pick(rng, ["flip", "truncate", "append", "header", "swap", "zero"]),
+             rng.randrange(2**31)] for _ in range(rng.randrange(1, 4))]
+    return {"file": pick(rng, ["repo", "ref", "snapshot", "manifest", "config", "chunk"]),
+            "muts": muts, "ref": pick(rng, ["main", "t", None]),
+            "op": pick(rng, ["group", "inspect", "loader"])}
+
+
+def run_icechunk(p, work, fx):
+    import zarrstream
+
+    shutil.copytree(fx.icechunk_repo, work / "ic")
+    repo = work / "ic" / "repo"
+    kinds = {"repo": ["repo"], "ref": ["refs"], "snapshot": ["snapshots"],
+             "manifest": ["manifests"], "config": ["config.yaml"], "chunk": ["chunks"]}
+    files = sorted(f for k in kinds[p["file"]] for f in [repo / k] if f.exists()
+                   for f in ([f] if f.is_file() else f.rglob("*")) if f.is_file())
+    others = sorted(f for f in repo.rglob("*") if f.is_file())
+    for kind, seed in p["muts"]:
+        if not files:
+            break
+        r = random.Random(seed)
+        target = pick(r, files)
+        b = bytearray(target.read_bytes())
+        if kind == "flip" and b:
+            for _ in range(r.randrange(1, 9)):
+                b[r.randrange(len(b))] ^= 1 << r.randrange(8)
+        elif kind == "truncate":
+            b = b[:r.randrange(len(b) + 1)]
+        elif kind == "append":
+            b += bytes(r.randrange(256) for _ in range(r.randrange(1, 64)))
+        elif kind == "header" and len(b) > 39:
+            b[pick(r, [36, 37, 38])] = pick(r, [0, 1, 2, 3, 9, 255])
+        elif kind == "swap":
+            b = bytearray(pick(r, others).read_bytes())
+        elif kind == "zero" and b:
+            start = r.randrange(len(b))
+            b[start:start + r.randrange(1, 64)] = bytes(min(len(b) - start, 64))
+        target.write_bytes(bytes(b))
+    ref = {} if p["ref"] is None else {"ref": p["ref"]}
+    if p["op"] == "group":
+        group = zarrstream.open_group(str(repo), **ref)
+        for name in group.array_names():
+            group[name].read()
+    elif p["op"] == "inspect":
+        run_child([str(cli()), "inspect", str(repo)] + (["--ref", p["ref"]] if p["ref"] else []),
+                  timeout=0.75 * float(os.environ.get("ZS_SWEEP_TIMEOUT", "60")))
+    else:
+        loader = zarrstream.Loader(str(repo), ["a"], sample={"time": 2}, output="dlpack", **ref)
+        for _ in loader:
+            pass
 
 
 # Kerchunk reference sets over a raw file of 4 int32 chunks of a 4 x 4 array.
@@ -1082,6 +1179,7 @@ CLASSES = {
     "metadata": (gen_metadata, run_metadata),
     "special_files": (gen_special_files, run_special_files),
     "kerchunk": (gen_kerchunk, run_kerchunk),
+    "icechunk": (gen_icechunk, run_icechunk),
     "cf_attrs": (gen_cf_attrs, run_cf_attrs),
     "loader_options": (gen_loader_options, run_loader_options),
     "normalize": (gen_normalize, run_normalize),
