@@ -215,6 +215,27 @@ def test_set_in_s3_is_found_by_its_zmetadata(files, tmp_path, monkeypatch):
         server.stop()
 
 
+def test_set_over_http(files, tmp_path):
+    """The set and the netCDF file served by nginx, the set's URL ending in '/': .zmetadata, record
+    files and chunk ranges are all HTTP requests."""
+    from object_servers import Nginx
+
+    server = Nginx(files, tmp_path / "nginx")
+    try:
+        write_parquet(make_refs(files / "a.nc", url=f"{server.url}/a.nc", inline_threshold=300),
+                      files / "http.parq", ENGINES[0])
+        server.clear_log()
+        raw = open_nc(files / "a.nc", decode_cf=False)
+        group = zarrstream.open_group(f"reference://{server.url}/http.parq/")
+        for name in VARIABLES + ["lat"]:
+            assert_same(group[name].read(), raw[name].values, name)
+        paths = {r.path for r in server.requests()}
+        assert {"/http.parq/.zmetadata", "/http.parq/t2m/refs.3.parq", "/a.nc"} <= paths
+        assert "/http.parq/lat/refs.0.parq" in paths  # lat's chunk is inline in its record
+    finally:
+        server.stop()
+
+
 def _record(parquet_set: Path, tmp_path: Path) -> tuple[Path, str]:
     """A copy of the set to break, and its URL."""
     directory = tmp_path / "broken.parq"
