@@ -655,6 +655,54 @@ Result<std::shared_ptr<const ReferenceStore::Record>> ReferenceStore::LoadRecord
   return std::shared_ptr<const Record>(std::move(loaded));
 }
 
+namespace {
+
+// The error of row `row` of a record file, the chunk numbered `chunk` of `field`.
+Status RowError(const std::string& file, uint64_t row, uint64_t chunk, std::string_view field,
+                const std::string& what) {
+  return MetadataError("Parquet file " + file + ", row " + std::to_string(row) + " (chunk " +
+                       std::to_string(chunk) + " of '" + std::string(field) + "'): " + what);
+}
+
+// The number of chunks along each dimension of the array whose .zarray is `zarray`, as fsspec
+// computes it (a scalar has one chunk); their product fits 64 bits.
+Result<std::vector<uint64_t>> ChunkGrid(const json& zarray, const std::string& field,
+                                        const std::string& context) {
+  const auto error = [&](const std::string& what) {
+    return MetadataError(context + ": array '" + field + "': " + what);
+  };
+  auto shape = zarray.find("shape");
+  auto chunks = zarray.find("chunks");
+  if (!zarray.is_object() || shape == zarray.end() || chunks == zarray.end() ||
+      !shape->is_array() || !chunks->is_array() || shape->size() != chunks->size()) {
+    return error(".zarray has no \"shape\" and \"chunks\" of one length");
+  }
+  if (auto separator = zarray.find("dimension_separator");
+      separator != zarray.end() && *separator == "/") {
+    return UnsupportedError(context + ": array '" + field +
+                            "' has dimension_separator \"/\" (fsspec's Parquet references name "
+                            "chunks \"i.j\")");
+  }
+  std::vector<uint64_t> grid;
+  uint64_t product = 1;
+  for (size_t d = 0; d < shape->size(); ++d) {
+    const json& extent = (*shape)[d];
+    const json& chunk = (*chunks)[d];
+    if (!extent.is_number_unsigned() || !chunk.is_number_unsigned() || chunk.get<uint64_t>() == 0) {
+      return error("\"shape\" and \"chunks\" must be counts (chunks above 0)");
+    }
+    const uint64_t n = extent.get<uint64_t>() / chunk.get<uint64_t>() +
+                       (extent.get<uint64_t>() % chunk.get<uint64_t>() != 0 ? 1 : 0);
+    if (n != 0 && product > UINT64_MAX / n) return error("too many chunks");
+    product *= n;
+    grid.push_back(n);
+  }
+  if (grid.empty()) grid.push_back(1);
+  return grid;
+}
+
+}  // namespace
+
 Result<ReferenceStore::Record> ReferenceStore::DecodeRecord(std::string_view field, uint64_t record,
                                                             std::string_view file_name,
                                                             std::span<const std::byte> bytes) {
@@ -717,9 +765,7 @@ Result<ReferenceStore::Record> ReferenceStore::DecodeRecord(std::string_view fie
       continue;
     }
     const auto row_error = [&](const std::string& what) {
-      return MetadataError("Parquet file " + shown + ", row " + std::to_string(r) + " (chunk " +
-                           std::to_string(first_chunk + r) + " of '" + std::string(field) +
-                           "'): " + what);
+      return RowError(shown, r, first_chunk + r, field, what);
     };
     const std::string_view url = path.values->bytes_of(r);
     auto [it, added] = target_index.try_emplace(url, static_cast<uint32_t>(out.targets.size()));
@@ -790,39 +836,12 @@ Result<std::shared_ptr<ReferenceStore>> ReferenceStore::FromParquet(
     reference.data = value.dump();  // as fsspec serves it
     store->references_.insert_or_assign(key, std::move(reference));
     if (!key.ends_with("/.zarray")) continue;
-    // An array: its chunks are in record files. fsspec computes the grid the same way.
+    // An array: its chunks are in record files.
     const std::string field = key.substr(0, key.size() - 8);
-    const auto array_error = [&](const std::string& what) {
-      return error("array '" + field + "': " + what);
-    };
-    auto shape = value.find("shape");
-    auto chunks = value.find("chunks");
-    if (!value.is_object() || shape == value.end() || chunks == value.end() || !shape->is_array() ||
-        !chunks->is_array() || shape->size() != chunks->size()) {
-      return array_error(".zarray has no \"shape\" and \"chunks\" of one length");
-    }
-    if (auto separator = value.find("dimension_separator");
-        separator != value.end() && *separator == "/") {
-      return UnsupportedError(context + ": array '" + field +
-                              "' has dimension_separator \"/\" (fsspec's Parquet references "
-                              "name chunks \"i.j\")");
-    }
     Field grid;
+    ZS_ASSIGN_OR_RETURN(grid.grid, ChunkGrid(value, field, context));
     grid.num_chunks = 1;
-    for (size_t d = 0; d < shape->size(); ++d) {
-      const json& extent = (*shape)[d];
-      const json& chunk = (*chunks)[d];
-      if (!extent.is_number_unsigned() || !chunk.is_number_unsigned() ||
-          chunk.get<uint64_t>() == 0) {
-        return array_error("\"shape\" and \"chunks\" must be counts (chunks above 0)");
-      }
-      const uint64_t n = extent.get<uint64_t>() / chunk.get<uint64_t>() +
-                         (extent.get<uint64_t>() % chunk.get<uint64_t>() != 0 ? 1 : 0);
-      if (n != 0 && grid.num_chunks > UINT64_MAX / n) return array_error("too many chunks");
-      grid.num_chunks *= n;
-      grid.grid.push_back(n);
-    }
-    if (grid.grid.empty()) grid.grid.push_back(1);  // a scalar: one chunk, "0"
+    for (uint64_t n : grid.grid) grid.num_chunks *= n;  // ChunkGrid checked the product
     store->fields_.insert_or_assign(field, std::move(grid));
   }
   // The first record file of the first array: a broken set fails here rather than at the first
