@@ -90,6 +90,20 @@ TEST(ParquetFileTest, ReadsInt32AndSeveralPages) {
   EXPECT_EQ(got.ints, (std::vector<int64_t>{-5, 7, 9}));
 }
 
+TEST(ParquetFileTest, ReadsGzipPagesV1AndV2) {
+  const std::string levels("\x02\x01\x02\x00\x02\x01", 6);  // RLE runs 1, 0, 1
+  for (int32_t type : {0, 3}) {
+    Column column(
+        "path", 6, true,
+        {Page(type, 3, 1, 0, type == 0 ? LevelsV1(levels) : levels, ByteArrays({"gz", "ip"}))}, 2);
+    Result<ColumnValues> got = ReadOnly(BuildFile({column}, 3));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->present, (std::vector<uint8_t>{1, 0, 1})) << type;
+    EXPECT_EQ(got->bytes_of(0), "gz");
+    EXPECT_EQ(got->bytes_of(2), "ip");
+  }
+}
+
 TEST(ParquetFileTest, BadFootersAreMetadataErrors) {
   Column column{"offset", 2, false, {{0, 1, 0, 0, "", Int64s({1})}}};
   const std::string good = BuildFile({column}, 1);

@@ -2,6 +2,7 @@
 // and a file builder whose pages say exactly what each test needs, valid or not.
 #pragma once
 
+#include <zlib.h>
 #include <zstd.h>
 
 #include <cstdint>
@@ -91,12 +92,26 @@ struct Page {
   int32_t encoding;
   std::string levels;  // v1: with its 4-byte length; v2: the bare levels
   std::string values;
-  int32_t codec = 0;  // 0 uncompressed, 6 zstd
+  int32_t codec = 0;  // as Compress takes it
   std::optional<int32_t> uncompressed_size_override;
 };
 
+// `data` compressed with Parquet codec `codec`: 0 none, 2 GZIP, 6 ZSTD.
 inline std::string Compress(int32_t codec, const std::string& data) {
   if (codec == 0) return data;
+  if (codec == 2) {
+    z_stream stream{};
+    deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);  // gzip framing
+    std::string out(deflateBound(&stream, data.size()) + 32, '\0');
+    stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    stream.avail_in = static_cast<uInt>(data.size());
+    stream.next_out = reinterpret_cast<Bytef*>(out.data());
+    stream.avail_out = static_cast<uInt>(out.size());
+    deflate(&stream, Z_FINISH);
+    out.resize(stream.total_out);
+    deflateEnd(&stream);
+    return out;
+  }
   std::string out(ZSTD_compressBound(data.size()), '\0');
   out.resize(ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3));
   return out;
