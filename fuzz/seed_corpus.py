@@ -259,6 +259,33 @@ def write_shard_seeds(out: Path, scratch: Path) -> None:
     print(f"seeds: {corpus.count} shards")
 
 
+def write_parquet_seeds(out: Path, scratch: Path) -> None:
+    """Record files of Parquet reference sets as fsspec writes them, with each engine installed
+    (fastparquet, pyarrow), plus pyarrow's data page v2 and GZIP variants."""
+    import importlib.util
+
+    import pandas as pd
+
+    corpus = Corpus(out, "parquet_file_fuzzer")
+    frame = pd.DataFrame({
+        "path": pd.Categorical(["a.nc", None, "b.nc", "a.nc"]),
+        "offset": np.array([10, 0, 30, 0], dtype="int64"),
+        "size": np.array([5, 0, 7, 0], dtype="int64"),
+        "raw": [None, None, None, b"inline"],
+    })
+    for engine in ("fastparquet", "pyarrow"):
+        if importlib.util.find_spec(engine) is None:
+            continue
+        variants = [{"compression": "zstd"}, {"compression": "gzip"}, {"compression": None}]
+        if engine == "pyarrow":
+            variants.append({"compression": "zstd", "data_page_version": "2.0"})
+        for i, options in enumerate(variants):
+            path = scratch / f"refs_{engine}_{i}.parq"
+            frame.to_parquet(path, engine=engine, index=False, **options)
+            corpus.add(path.read_bytes())
+    print(f"seeds: {corpus.count} Parquet files")
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit("usage: seed_corpus.py OUTPUT_DIR")
@@ -269,6 +296,7 @@ def main() -> None:
         write_metadata_seeds(out, Path(scratch))
         write_codec_seeds(out)
         write_shard_seeds(out, Path(scratch))
+        write_parquet_seeds(out, Path(scratch))
 
 
 if __name__ == "__main__":

@@ -740,9 +740,10 @@ class Loader:
         """Which data the loader reads, fixed when it opened: per store of the dataset, in the
         order the dataset names them, ``{"url": as given, "kind": ..., "id": ...}``. Kind
         ``"icechunk"``: the snapshot id read (what the branch or tag named then); ``"kerchunk"``:
-        the SHA-256 of the reference file; ``"zarr"``: the SHA-256 of the metadata documents as
-        opened (the consolidated metadata when there is some, else the root's and every array's
-        documents). Chunks are not hashed (docs/loader.md, "Resuming")."""
+        the SHA-256 of the reference file (of a Parquet reference set: its ``.zmetadata``);
+        ``"zarr"``: the SHA-256 of the metadata documents as opened (the consolidated metadata
+        when there is some, else the root's and every array's documents). Chunks are not hashed
+        (docs/loader.md, "Resuming")."""
         return list(self._core.dataset_identity)
 
     def state_dict(self) -> dict[str, Any]:

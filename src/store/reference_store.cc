@@ -1,5 +1,6 @@
 #include "store/reference_store.h"
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "store/curl_transport.h"
 #include "store/http_store.h"
+#include "store/parquet_file.h"
 #include "store/reference_template.h"
 #include "store/sigv4.h"
 #include "store/store_registry.h"
@@ -61,11 +63,62 @@ Result<std::pair<std::string, std::string>> SplitFileUrl(std::string_view url) {
   return std::make_pair(std::move(directory), std::string(rest.substr(slash + 1)));
 }
 
+// The stores that targets are read through, one per directory, opened on first use.
+class ReferenceStore::TargetStores {
+ public:
+  // `directory`: of the reference file, where relative target paths start.
+  explicit TargetStores(std::string directory) : directory_(std::move(directory)) {}
+
+  // The target at `url`.
+  Result<Target> Resolve(const std::string& url) {
+    if (url.empty()) return MetadataError("empty target URL");
+    const bool relative = !HasScheme(url) && url.front() != '/';
+    const std::string resolved = relative ? directory_ + "/" + url : url;
+    auto [scheme, rest] = SplitScheme(resolved);
+    if (scheme == kScheme) {
+      return UnsupportedError("target " + RedactUrl(url) + " is itself a reference set");
+    }
+    if ((scheme == "http" || scheme == "https") &&
+        rest.find_first_of("?#") != std::string_view::npos) {
+      const std::string shown = RedactUrl(resolved);
+      return UnsupportedError("target URL " + shown.substr(0, shown.find_first_of("?#")) +
+                              "?... has a query or fragment, which HTTP stores do not take");
+    }
+    ZS_ASSIGN_OR_RETURN(auto split, SplitFileUrl(resolved));
+    auto& [directory, name] = split;
+    if (Status s = ValidateKey(name); !s.ok()) {
+      return MetadataError("target " + RedactUrl(resolved) + ": " + s.message());
+    }
+    std::shared_ptr<Store> store;
+    {
+      std::lock_guard lock(mu_);
+      std::shared_ptr<Store>& cached = stores_[directory];
+      if (cached == nullptr) {
+        Result<std::shared_ptr<Store>> opened = OpenStore(directory);
+        if (!opened.ok()) {
+          stores_.erase(directory);
+          return opened.status().WithContext("opening the store of target " + RedactUrl(resolved));
+        }
+        cached = std::move(*opened);
+      }
+      store = cached;
+    }
+    std::string shown =
+        scheme.empty() ? "file://" + std::filesystem::path(resolved).lexically_normal().string()
+                       : RedactUrl(resolved);
+    return Target{std::move(shown), std::move(store), std::move(name)};
+  }
+
+ private:
+  std::mutex mu_;
+  const std::string directory_;
+  std::map<std::string, std::shared_ptr<Store>> stores_;  // by directory URL
+};
+
 // Builds a ReferenceStore's references and targets from a parsed reference set.
 class ReferenceSetParser {
  public:
-  ReferenceSetParser(ReferenceStore* store, std::string directory)
-      : store_(store), directory_(std::move(directory)) {}
+  explicit ReferenceSetParser(ReferenceStore* store) : store_(store) {}
 
   Status Parse(const json& document) {
     if (!document.is_object()) {
@@ -349,47 +402,17 @@ class ReferenceSetParser {
   }
 
   Result<uint32_t> AddTarget(const std::string& url) {
-    if (url.empty()) return MetadataError("empty target URL");
-    const bool relative = !HasScheme(url) && url.front() != '/';
-    const std::string resolved = relative ? directory_ + "/" + url : url;
-    auto [scheme, rest] = SplitScheme(resolved);
-    if (scheme == kScheme) {
-      return UnsupportedError("target " + RedactUrl(url) + " is itself a reference set");
-    }
-    if ((scheme == "http" || scheme == "https") &&
-        rest.find_first_of("?#") != std::string_view::npos) {
-      const std::string shown = RedactUrl(resolved);
-      return UnsupportedError("target URL " + shown.substr(0, shown.find_first_of("?#")) +
-                              "?... has a query or fragment, which HTTP stores do not take");
-    }
-    ZS_ASSIGN_OR_RETURN(auto split, SplitFileUrl(resolved));
-    auto& [directory, name] = split;
-    if (Status s = ValidateKey(name); !s.ok()) {
-      return MetadataError("target " + RedactUrl(resolved) + ": " + s.message());
-    }
-    std::shared_ptr<Store>& store = stores_[directory];
-    if (store == nullptr) {
-      Result<std::shared_ptr<Store>> opened = OpenStore(directory);
-      if (!opened.ok()) {
-        return opened.status().WithContext("opening the store of target " + RedactUrl(resolved));
-      }
-      store = std::move(*opened);
-      if (IsRemoteStore(*store)) store_->has_remote_targets_ = true;
-    }
-    if (store_->targets_.size() >= ReferenceStore::Reference::kInline) {
+    ZS_ASSIGN_OR_RETURN(ReferenceStore::Target target, store_->target_stores_->Resolve(url));
+    if (IsRemoteStore(*target.store)) store_->has_remote_targets_ = true;
+    if (store_->targets_.size() >= ReferenceStore::Reference::kMissing) {
       return MetadataError("too many distinct target files");
     }
-    std::string shown =
-        scheme.empty() ? "file://" + std::filesystem::path(resolved).lexically_normal().string()
-                       : RedactUrl(resolved);
-    store_->targets_.push_back({std::move(shown), store, std::move(name)});
+    store_->targets_.push_back(std::move(target));
     return static_cast<uint32_t>(store_->targets_.size() - 1);
   }
 
   ReferenceStore* store_;
-  std::string directory_;  // of the reference file: relative target paths start there
   std::unordered_map<std::string, uint32_t> target_index_;
-  std::map<std::string, std::shared_ptr<Store>> stores_;  // by directory URL
   uint64_t generated_ = 0;
 };
 
@@ -423,26 +446,59 @@ Result<std::shared_ptr<ReferenceStore>> ReferenceStore::Open(std::string_view ur
     return InvalidArgumentError("reference set location " + RedactUrl(location) +
                                 " is itself a reference:// URL");
   }
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<ReferenceStore> store, OpenLocation(location));
+  if (!path.empty()) {
+    store->prefix_ = path + "/";
+    store->url_ += "#" + path;
+  }
+  return store;
+}
+
+Result<std::shared_ptr<ReferenceStore>> ReferenceStore::OpenLocation(const std::string& location) {
+  // A directory is a Parquet reference set.
+  auto [location_scheme, location_path] = SplitScheme(location);
+  if (location.ends_with('/')) {
+    std::string directory = location;
+    while (directory.size() > 1 && directory.back() == '/') directory.pop_back();
+    return OpenParquetDirectory(directory);
+  }
+  if (location_scheme.empty() || location_scheme == "file") {
+    std::error_code ec;
+    if (std::filesystem::is_directory(std::filesystem::path(location_path), ec)) {
+      return OpenParquetDirectory(location);
+    }
+  }
   ZS_ASSIGN_OR_RETURN(auto split, SplitFileUrl(location));
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> directory, OpenStore(split.first));
   Result<ByteBuffer> text = directory->ReadAll(split.second);
   if (!text.ok()) {
     const std::string shown = RedactUrl(location);
     if (text.status().code() == ErrorCode::kNotFound) {
+      // An object store has no directories: a set there is a location with a .zmetadata under it.
+      if (!location_scheme.empty() && location_scheme != "file") {
+        ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> set, OpenStore(location));
+        ZS_ASSIGN_OR_RETURN(std::optional<ByteBuffer> zmetadata, set->ReadIfExists(".zmetadata"));
+        if (zmetadata) return FromParquet(location, std::move(set), zmetadata->view());
+      }
       return NotFoundError("reference file " + shown + " does not exist (" +
                            text.status().message() + ")");
     }
     return text.status().WithContext("reading reference file " + shown);
   }
-  ZS_ASSIGN_OR_RETURN(
-      std::shared_ptr<ReferenceStore> store,
-      FromJson(location,
-               std::string_view(reinterpret_cast<const char*>(text->data()), text->size())));
-  if (!path.empty()) {
-    store->prefix_ = path + "/";
-    store->url_ += "#" + path;
+  if (split.second == ".zmetadata") return FromParquet(split.first, directory, text->view());
+  return FromJson(location,
+                  std::string_view(reinterpret_cast<const char*>(text->data()), text->size()));
+}
+
+Result<std::shared_ptr<ReferenceStore>> ReferenceStore::OpenParquetDirectory(
+    const std::string& location) {
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> directory, OpenStore(location));
+  ZS_ASSIGN_OR_RETURN(std::optional<ByteBuffer> zmetadata, directory->ReadIfExists(".zmetadata"));
+  if (!zmetadata) {
+    return NotFoundError("reference set " + RedactUrl(location) +
+                         " is a directory without a .zmetadata (a Parquet reference set has one)");
   }
-  return store;
+  return FromParquet(location, std::move(directory), zmetadata->view());
 }
 
 Result<std::shared_ptr<ReferenceStore>> ReferenceStore::FromJson(std::string_view location,
@@ -458,37 +514,344 @@ Result<std::shared_ptr<ReferenceStore>> ReferenceStore::FromJson(std::string_vie
   if (Result<std::pair<std::string, std::string>> split = SplitFileUrl(location); split.ok()) {
     directory = split->first;
   }
-  ReferenceSetParser parser(store.get(), std::move(directory));
+  store->target_stores_ = std::make_shared<TargetStores>(std::move(directory));
+  ReferenceSetParser parser(store.get());
   ZS_RETURN_IF_ERROR_CTX(parser.Parse(*document), context);
   return store;
 }
 
 Future<uint64_t> ReferenceStore::Read(std::string_view key, std::span<const ByteRange> ranges,
                                       std::span<ByteBuffer> outs) {
+  using R = Future<uint64_t>;
   if (ranges.size() != outs.size()) {
-    return Future<uint64_t>::Ready(InternalError("ReferenceStore::Read: ranges/outs mismatch"));
+    return R::Ready(InternalError("ReferenceStore::Read: ranges/outs mismatch"));
   }
   const std::string full_key = prefix_.empty() ? std::string(key) : prefix_ + std::string(key);
-  auto it = references_.find(full_key);
-  if (it == references_.end()) {
-    if (Status s = ValidateKey(key); !s.ok()) return Future<uint64_t>::Ready(std::move(s));
-    return Future<uint64_t>::Ready(
-        NotFoundError("no such key '" + full_key + "' in reference file " + location_));
+  if (auto it = references_.find(full_key); it != references_.end()) {
+    const Reference& reference = it->second;
+    const Target* target =
+        reference.target < targets_.size() ? &targets_[reference.target] : nullptr;
+    return ReadReference(full_key, reference, target, ranges, outs);
   }
-  const Reference& reference = it->second;
-  const std::string key_context = "key '" + full_key + "' of reference file " + location_;
+  if (Status s = ValidateKey(key); !s.ok()) return R::Ready(std::move(s));
+  if (std::optional<std::pair<std::string_view, uint64_t>> chunk = ParquetChunk(full_key)) {
+    const uint64_t record = chunk->second / record_size_;
+    const uint64_t row = chunk->second % record_size_;
+    Result<std::shared_ptr<const Record>> loaded = LoadRecord(chunk->first, record);
+    if (!loaded.ok()) {
+      return R::Ready(loaded.status().WithContext("key '" + full_key + "' of " + DescribeSet()));
+    }
+    const Record& rows = **loaded;
+    if (!rows.exists) {  // no record file: all its chunks are missing
+      return R::Ready(NotFoundError("no chunk '" + full_key + "' in " + DescribeSet() + " (" +
+                                    RecordFile(chunk->first, record) + " does not exist)"));
+    }
+    if (row >= rows.rows.size()) {
+      return R::Ready(MetadataError("key '" + full_key + "' of " + DescribeSet() +
+                                    ": record file " + RecordFile(chunk->first, record) + " has " +
+                                    std::to_string(rows.rows.size()) +
+                                    " rows, and the chunk is in row " + std::to_string(row)));
+    }
+    const Reference& reference = rows.rows[row];
+    const Target* target =
+        reference.target < rows.targets.size() ? &rows.targets[reference.target] : nullptr;
+    // The record (holding the reference and its target) may leave the cache once the read has
+    // copied what it needs.
+    return ReadReference(full_key, reference, target, ranges, outs);
+  }
+  return R::Ready(NotFoundError("no such key '" + full_key + "' in " + DescribeSet()));
+}
+
+std::string ReferenceStore::DescribeSet() const {
+  return (is_parquet() ? "Parquet reference set " : "reference file ") + location_;
+}
+
+Future<uint64_t> ReferenceStore::ReadReference(const std::string& full_key,
+                                               const Reference& reference, const Target* target,
+                                               std::span<const ByteRange> ranges,
+                                               std::span<ByteBuffer> outs) {
+  const std::string key_context = "key '" + full_key + "' of " + DescribeSet();
   if (reference.target == Reference::kInline) {
     return Future<uint64_t>::Ready(
         ReadInlineBytes(std::as_bytes(std::span(reference.data)), ranges, outs, key_context));
   }
-  const Target& target = targets_[reference.target];
+  if (reference.target == Reference::kMissing || target == nullptr) {
+    return Future<uint64_t>::Ready(
+        NotFoundError("no chunk '" + full_key + "' in " + DescribeSet() + " (its row is empty)"));
+  }
   std::string what = reference.whole_file
-                         ? target.url
+                         ? target->url
                          : "bytes " + std::to_string(reference.offset) + ".." +
                                std::to_string(reference.offset + reference.length) + " of " +
-                               target.url;
-  return ReadReferencedBytes(target.store, target.key, reference.whole_file, reference.offset,
+                               target->url;
+  return ReadReferencedBytes(target->store, target->key, reference.whole_file, reference.offset,
                              reference.length, ranges, outs, key_context, std::move(what));
+}
+
+std::optional<std::pair<std::string_view, uint64_t>> ReferenceStore::ParquetChunk(
+    std::string_view key) const {
+  const size_t slash = key.rfind('/');
+  if (fields_.empty() || slash == std::string_view::npos) return std::nullopt;
+  auto field = fields_.find(key.substr(0, slash));
+  if (field == fields_.end()) return std::nullopt;
+  // "i.j.k", one index per dimension, each inside the grid; C order.
+  std::string_view rest = key.substr(slash + 1);
+  uint64_t number = 0;
+  for (size_t d = 0; d < field->second.grid.size(); ++d) {
+    const size_t dot = rest.find('.');
+    if ((dot == std::string_view::npos) != (d + 1 == field->second.grid.size()))
+      return std::nullopt;
+    const std::string_view text = rest.substr(0, dot);
+    uint64_t index = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() ||
+        index >= field->second.grid[d]) {
+      return std::nullopt;
+    }
+    number = number * field->second.grid[d] + index;
+    if (dot != std::string_view::npos) rest = rest.substr(dot + 1);
+  }
+  return std::make_pair(std::string_view(field->first), number);
+}
+
+std::string ReferenceStore::RecordFile(std::string_view field, uint64_t record) const {
+  return std::string(field) + "/refs." + std::to_string(record) + ".parq";
+}
+
+Result<std::shared_ptr<const ReferenceStore::Record>> ReferenceStore::LoadRecord(
+    std::string_view field, uint64_t record) {
+  const std::string name = RecordFile(field, record);
+  {
+    std::lock_guard lock(records_mu_);
+    if (auto it = record_index_.find(name); it != record_index_.end()) {
+      records_.splice(records_.begin(), records_, it->second);
+      return it->second->second;
+    }
+  }
+  // Read without the lock: other records stay readable meanwhile (two threads may both read the
+  // same record; the second one's copy replaces the first's).
+  auto loaded = std::make_shared<Record>();
+  Result<std::optional<ByteBuffer>> bytes = directory_->ReadIfExists(name);
+  if (!bytes.ok()) return bytes.status().WithContext("reading record file " + name);
+  if (*bytes) {
+    ZS_ASSIGN_OR_RETURN(*loaded, DecodeRecord(field, record, name, (*bytes)->span()));
+    loaded->exists = true;
+  }
+  loaded->memory_bytes += sizeof(Record) + name.size();
+  std::lock_guard lock(records_mu_);
+  if (auto it = record_index_.find(name); it != record_index_.end()) {
+    records_bytes_ -= it->second->second->memory_bytes;
+    records_.erase(it->second);
+    record_index_.erase(it);
+  }
+  records_.emplace_front(name, loaded);
+  record_index_.emplace(name, records_.begin());
+  records_bytes_ += loaded->memory_bytes;
+  while (records_.size() > 1 && records_bytes_ > kRecordCacheBytes) {
+    records_bytes_ -= records_.back().second->memory_bytes;
+    record_index_.erase(records_.back().first);
+    records_.pop_back();
+  }
+  return std::shared_ptr<const Record>(std::move(loaded));
+}
+
+namespace {
+
+// The error of row `row` of a record file, the chunk numbered `chunk` of `field`.
+Status RowError(const std::string& file, uint64_t row, uint64_t chunk, std::string_view field,
+                const std::string& what) {
+  return MetadataError("Parquet file " + file + ", row " + std::to_string(row) + " (chunk " +
+                       std::to_string(chunk) + " of '" + std::string(field) + "'): " + what);
+}
+
+// The number of chunks along each dimension of the array whose .zarray is `zarray`, as fsspec
+// computes it (a scalar has one chunk); their product fits 64 bits.
+Result<std::vector<uint64_t>> ChunkGrid(const json& zarray, const std::string& field,
+                                        const std::string& context) {
+  const auto error = [&](const std::string& what) {
+    return MetadataError(context + ": array '" + field + "': " + what);
+  };
+  auto shape = zarray.find("shape");
+  auto chunks = zarray.find("chunks");
+  if (!zarray.is_object() || shape == zarray.end() || chunks == zarray.end() ||
+      !shape->is_array() || !chunks->is_array() || shape->size() != chunks->size()) {
+    return error(".zarray has no \"shape\" and \"chunks\" of one length");
+  }
+  if (auto separator = zarray.find("dimension_separator");
+      separator != zarray.end() && *separator == "/") {
+    return UnsupportedError(context + ": array '" + field +
+                            "' has dimension_separator \"/\" (fsspec's Parquet references name "
+                            "chunks \"i.j\")");
+  }
+  std::vector<uint64_t> grid;
+  uint64_t product = 1;
+  for (size_t d = 0; d < shape->size(); ++d) {
+    const json& extent = (*shape)[d];
+    const json& chunk = (*chunks)[d];
+    if (!extent.is_number_unsigned() || !chunk.is_number_unsigned() || chunk.get<uint64_t>() == 0) {
+      return error("\"shape\" and \"chunks\" must be counts (chunks above 0)");
+    }
+    const uint64_t n = extent.get<uint64_t>() / chunk.get<uint64_t>() +
+                       (extent.get<uint64_t>() % chunk.get<uint64_t>() != 0 ? 1 : 0);
+    if (n != 0 && product > UINT64_MAX / n) return error("too many chunks");
+    product *= n;
+    grid.push_back(n);
+  }
+  if (grid.empty()) grid.push_back(1);
+  return grid;
+}
+
+}  // namespace
+
+Result<ReferenceStore::Record> ReferenceStore::DecodeRecord(std::string_view field, uint64_t record,
+                                                            std::string_view file_name,
+                                                            std::span<const std::byte> bytes) {
+  const std::string shown = location_ + "/" + std::string(file_name);
+  ZS_ASSIGN_OR_RETURN(parquet::ParquetFile file,
+                      parquet::ParquetFile::Parse(bytes, shown, record_size_));
+  // The columns fsspec writes; any may be absent, as fsspec allows, but "offset" and "size" come
+  // with "path".
+  struct Wanted {
+    const char* name;
+    bool integer;
+    std::optional<parquet::ColumnValues> values;
+  };
+  Wanted columns[] = {
+      {"path", false, {}}, {"offset", true, {}}, {"size", true, {}}, {"raw", false, {}}};
+  for (Wanted& column : columns) {
+    const int index = file.FindColumn(column.name);
+    if (index < 0) continue;
+    const parquet::PhysicalType type = file.columns()[index].type;
+    const bool ok = column.integer ? (type == parquet::PhysicalType::kInt64 ||
+                                      type == parquet::PhysicalType::kInt32)
+                                   : type == parquet::PhysicalType::kByteArray;
+    Result<parquet::ColumnValues> values = file.ReadColumn(static_cast<size_t>(index));
+    // pyarrow stores a column of nulls only (pandas' all-None object column) with Arrow's null
+    // type, as INT32: of any type, such a column holds no values.
+    const auto all_null = [](const parquet::ColumnValues& v) {
+      return std::find(v.present.begin(), v.present.end(), 1) == v.present.end();
+    };
+    if (!ok && !(values.ok() && all_null(*values))) {
+      return MetadataError("Parquet file " + shown + ": column '" + column.name + "' is " +
+                           parquet::PhysicalTypeName(type) + ", not " +
+                           (column.integer ? "INT64" : "BYTE_ARRAY (bytes or text)"));
+    }
+    if (!values.ok()) return values.status();
+    column.values = std::move(*values);
+  }
+  const auto& [path, offset, size, raw] = columns;
+  if (!path.values && !raw.values) {
+    return MetadataError("Parquet file " + shown +
+                         " has neither a 'path' nor a 'raw' column (not a reference record)");
+  }
+  if (path.values && (!offset.values || !size.values)) {
+    return MetadataError("Parquet file " + shown +
+                         " has a 'path' column without 'offset' and 'size' columns");
+  }
+  Record out;
+  const uint64_t rows = file.num_rows();
+  out.rows.resize(rows);
+  std::unordered_map<std::string_view, uint32_t> target_index;
+  const uint64_t first_chunk = record * record_size_;
+  for (uint64_t r = 0; r < rows; ++r) {
+    Reference& reference = out.rows[r];
+    if (raw.values && !raw.values->is_null(r)) {
+      reference.data = std::string(raw.values->bytes_of(r));
+      out.memory_bytes += reference.data.size();
+      continue;
+    }
+    if (!path.values || path.values->is_null(r)) {
+      reference.target = Reference::kMissing;
+      continue;
+    }
+    const auto row_error = [&](const std::string& what) {
+      return RowError(shown, r, first_chunk + r, field, what);
+    };
+    const std::string_view url = path.values->bytes_of(r);
+    auto [it, added] = target_index.try_emplace(url, static_cast<uint32_t>(out.targets.size()));
+    if (added) {
+      if (url.find("{{") != std::string_view::npos) {
+        return row_error("the path '" + std::string(url) +
+                         "' is a template, which Parquet reference sets do not render");
+      }
+      Result<Target> target = target_stores_->Resolve(std::string(url));
+      if (!target.ok()) return row_error(target.status().message());
+      if (IsRemoteStore(*target->store)) has_remote_targets_ = true;
+      out.memory_bytes += target->url.size() + target->key.size() + sizeof(Target);
+      out.targets.push_back(std::move(*target));
+    }
+    reference.target = it->second;
+    if (offset.values->is_null(r) || size.values->is_null(r) || offset.values->ints[r] < 0 ||
+        size.values->ints[r] < 0) {
+      return row_error("offset and size must be byte counts");
+    }
+    const int64_t start = offset.values->ints[r];
+    const int64_t length = size.values->ints[r];
+    if (start == 0 && length == 0) {  // fsspec: the whole file
+      reference.whole_file = true;
+    } else {
+      reference.offset = static_cast<uint64_t>(start);
+      reference.length = static_cast<uint64_t>(length);
+    }
+  }
+  out.memory_bytes += rows * sizeof(Reference);
+  return out;
+}
+
+Result<std::shared_ptr<ReferenceStore>> ReferenceStore::FromParquet(
+    std::string_view location, std::shared_ptr<Store> directory, std::string_view zmetadata) {
+  std::shared_ptr<ReferenceStore> store(new ReferenceStore());
+  store->location_ = RedactUrl(location);
+  store->url_ = std::string(kScheme) + "://" + store->location_;
+  store->content_sha256_ = Sha256Hex(std::as_bytes(std::span(zmetadata)));
+  store->has_remote_targets_ = IsRemoteStore(*directory);
+  store->directory_ = std::move(directory);
+  const std::string context = store->DescribeSet() + ": .zmetadata";
+  ZS_ASSIGN_OR_RETURN(json document, ParseJsonDocument(zmetadata, context));
+  const auto error = [&](const std::string& what) { return MetadataError(context + ": " + what); };
+  if (!document.is_object()) return error("expected a JSON object, got " + Describe(document));
+  auto record_size = document.find("record_size");
+  auto metadata = document.find("metadata");
+  if (record_size == document.end() || metadata == document.end()) {
+    return error(
+        "no \"record_size\" and \"metadata\" (not the .zmetadata of a Parquet reference set)");
+  }
+  if (!record_size->is_number_integer() || record_size->get<int64_t>() <= 0) {
+    return error("\"record_size\" is not a positive integer: " + Describe(*record_size));
+  }
+  if (record_size->get<uint64_t>() > kMaxRecordSize) {
+    return UnsupportedError(context + ": a record_size of " + Describe(*record_size) +
+                            " (at most " + std::to_string(kMaxRecordSize) + " is read)");
+  }
+  store->record_size_ = record_size->get<uint64_t>();
+  if (!metadata->is_object()) return error("\"metadata\" is not an object");
+  std::string parent = ".";
+  if (Result<std::pair<std::string, std::string>> split = SplitFileUrl(location); split.ok()) {
+    parent = split->first;
+  }
+  store->target_stores_ = std::make_shared<TargetStores>(std::move(parent));
+  for (const auto& [key, value] : metadata->items()) {
+    if (Status s = ValidateKey(key); !s.ok()) return error("key '" + key + "': " + s.message());
+    Reference reference;
+    reference.data = value.dump();  // as fsspec serves it
+    store->references_.insert_or_assign(key, std::move(reference));
+    if (!key.ends_with("/.zarray")) continue;
+    // An array: its chunks are in record files.
+    const std::string field = key.substr(0, key.size() - 8);
+    Field grid;
+    ZS_ASSIGN_OR_RETURN(grid.grid, ChunkGrid(value, field, context));
+    grid.num_chunks = 1;
+    for (uint64_t n : grid.grid) grid.num_chunks *= n;  // ChunkGrid checked the product
+    store->fields_.insert_or_assign(field, std::move(grid));
+  }
+  // The first record file of the first array: a broken set fails here rather than at the first
+  // read, and the targets it names tell whether reads go over the network.
+  for (const auto& [field, grid] : store->fields_) {
+    if (grid.num_chunks == 0) continue;
+    ZS_RETURN_IF_ERROR(store->LoadRecord(field, 0).status());
+    break;
+  }
+  return store;
 }
 
 Result<uint64_t> ReadInlineBytes(std::span<const std::byte> data, std::span<const ByteRange> ranges,
@@ -548,14 +911,52 @@ Future<uint64_t> ReadReferencedBytes(const std::shared_ptr<Store>& store, std::s
   return future;
 }
 
+namespace {
+
+uint64_t SizeOf(const ReferenceStore::Reference& r) {
+  return r.target == ReferenceStore::Reference::kInline ? r.data.size() : r.length;
+}
+
+}  // namespace
+
+Status ReferenceStore::ListChunks(const std::string& field, std::vector<KeyInfo>* keys) {
+  const Field& grid = fields_.find(field)->second;
+  const uint64_t records = grid.num_chunks / record_size_ + (grid.num_chunks % record_size_ != 0);
+  std::vector<uint64_t> index(grid.grid.size());
+  for (uint64_t record = 0; record < records; ++record) {
+    ZS_ASSIGN_OR_RETURN(std::shared_ptr<const Record> rows, LoadRecord(field, record));
+    for (uint64_t r = 0; r < rows->rows.size(); ++r) {
+      uint64_t number = record * record_size_ + r;
+      if (number >= grid.num_chunks) break;
+      const Reference& reference = rows->rows[r];
+      if (reference.target == Reference::kMissing) continue;
+      for (size_t d = grid.grid.size(); d-- > 0;) {
+        index[d] = number % grid.grid[d];
+        number /= grid.grid[d];
+      }
+      std::string key = field + "/";
+      for (size_t d = 0; d < index.size(); ++d) {
+        if (d > 0) key += '.';
+        key += std::to_string(index[d]);
+      }
+      keys->push_back({key.substr(prefix_.size()), SizeOf(reference)});
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<KeyInfo>> ReferenceStore::List(std::string_view prefix) {
   const std::string dir = prefix_ + (prefix.empty() ? "" : std::string(prefix) + "/");
   std::vector<KeyInfo> keys;
   for (auto it = references_.lower_bound(dir); it != references_.end(); ++it) {
     if (it->first.compare(0, dir.size(), dir) != 0) break;
-    const Reference& r = it->second;
-    keys.push_back({it->first.substr(prefix_.size()),
-                    r.target == Reference::kInline ? r.data.size() : r.length});
+    keys.push_back({it->first.substr(prefix_.size()), SizeOf(it->second)});
+  }
+  // A Parquet set's chunks: every record file of the arrays below `prefix`.
+  for (const auto& [field, grid] : fields_) {
+    if ((field + "/").starts_with(dir)) {
+      ZS_RETURN_IF_ERROR_CTX(ListChunks(field, &keys), "listing " + DescribeSet());
+    }
   }
   return keys;
 }
@@ -569,11 +970,15 @@ Result<DirectoryListing> ReferenceStore::ListDirectory(std::string_view prefix) 
     std::string_view rest = std::string_view(it->first).substr(dir.size());
     const size_t slash = rest.find('/');
     if (slash == std::string_view::npos) {
-      const Reference& r = it->second;
-      listing.keys.push_back({it->first.substr(prefix_.size()),
-                              r.target == Reference::kInline ? r.data.size() : r.length});
+      listing.keys.push_back({it->first.substr(prefix_.size()), SizeOf(it->second)});
     } else {
       prefixes.insert(dir.substr(prefix_.size()) + std::string(rest.substr(0, slash)));
+    }
+  }
+  if (!dir.empty()) {
+    const std::string field = dir.substr(0, dir.size() - 1);
+    if (fields_.contains(field)) {
+      ZS_RETURN_IF_ERROR_CTX(ListChunks(field, &listing.keys), "listing " + DescribeSet());
     }
   }
   listing.prefixes.assign(prefixes.begin(), prefixes.end());

@@ -1,5 +1,5 @@
-// ReferenceStore over reference sets written by hand (tests/test_kerchunk.py reads the ones
-// kerchunk writes for netCDF4 files).
+// ReferenceStore over reference sets written by hand, JSON and Parquet (tests/test_kerchunk.py
+// and tests/test_kerchunk_parquet.py read the ones kerchunk and fsspec write for netCDF4 files).
 #include "store/reference_store.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 
 #include "store/http_store.h"
 #include "store/memory_store.h"
+#include "store/parquet_test_util.h"
+#include "store/sigv4.h"
 #include "store/store_registry.h"
 #include "util/status_test_util.h"
 
@@ -298,6 +300,147 @@ TEST(ReferenceStoreTest, RemoteTargetsMakeARemoteStore) {
   ASSERT_NE(store, nullptr);
   EXPECT_TRUE(store->has_remote_targets());
   EXPECT_TRUE(IsRemoteStore(*store));
+}
+
+// One row of a Parquet record file: path, offset, size, raw (nullopt: null).
+struct Row {
+  std::optional<std::string> path;
+  int64_t offset = 0;
+  int64_t size = 0;
+  std::optional<std::string> raw;
+};
+
+// A record file as fsspec writes one (ZSTD, the text columns with nulls).
+std::string RecordFile(const std::vector<Row>& rows, bool offsets_as_text = false) {
+  using parquet::test_files::ByteArrays;
+  using parquet::test_files::Column;
+  using parquet::test_files::Int64s;
+  using parquet::test_files::LevelsV1;
+  using parquet::test_files::Page;
+  std::string path_levels, paths, raw_levels, raws, offsets, sizes;
+  for (const Row& row : rows) {
+    path_levels += std::string("\x02") + (row.path ? '\x01' : '\x00');
+    if (row.path) paths += ByteArrays({*row.path});
+    raw_levels += std::string("\x02") + (row.raw ? '\x01' : '\x00');
+    if (row.raw) raws += ByteArrays({*row.raw});
+    offsets += offsets_as_text ? ByteArrays({std::to_string(row.offset)}) : Int64s({row.offset});
+    sizes += Int64s({row.size});
+  }
+  const int32_t n = static_cast<int32_t>(rows.size());
+  return parquet::test_files::BuildFile(
+      {Column("path", 6, true, {Page(0, n, 0, 0, LevelsV1(path_levels), paths)}, 6),
+       Column("offset", offsets_as_text ? 6 : 2, false, {Page(0, n, 0, 0, "", offsets)}, 6),
+       Column("size", 2, false, {Page(0, n, 0, 0, "", sizes)}, 6),
+       Column("raw", 6, true, {Page(0, n, 0, 0, LevelsV1(raw_levels), raws)}, 6)},
+      n);
+}
+
+// A Parquet set in memory store `name`: array "a" of 2 x 3 chunks in records of 4 (refs.0 holds
+// chunks 0-3, refs.1 chunks 4 and 5) and a scalar "s"; `records` by file name.
+std::shared_ptr<MemoryStore> ParquetSet(const std::string& name,
+                                        const std::map<std::string, std::string>& records,
+                                        json zmetadata = nullptr) {
+  auto store = std::dynamic_pointer_cast<MemoryStore>(OpenStore("memory://" + name).value());
+  if (zmetadata.is_null()) {
+    const json array = {{"zarr_format", 2},   {"shape", {4, 6}}, {"chunks", {2, 2}},
+                        {"dtype", "|u1"},     {"order", "C"},    {"compressor", nullptr},
+                        {"filters", nullptr}, {"fill_value", 0}};
+    json scalar = array;
+    scalar["shape"] = json::array();
+    scalar["chunks"] = json::array();
+    zmetadata = {{"metadata",
+                  {{".zgroup", {{"zarr_format", 2}}}, {"a/.zarray", array}, {"s/.zarray", scalar}}},
+                 {"record_size", 4}};
+  }
+  EXPECT_TRUE(store->Put(".zmetadata", zmetadata.dump()).ok());
+  for (const auto& [file, bytes] : records) EXPECT_TRUE(store->Put(file, bytes).ok());
+  return store;
+}
+
+Result<std::shared_ptr<ReferenceStore>> OpenParquetSet(const std::shared_ptr<MemoryStore>& set) {
+  ZS_ASSIGN_OR_RETURN(ByteBuffer zmetadata, set->ReadAll(".zmetadata"));
+  return ReferenceStore::FromParquet(set->url(), set, zmetadata.view());
+}
+
+TEST(ReferenceStoreTest, ParquetSetsMapChunkKeysToRecordRows) {
+  TargetStore("pq-targets");
+  const std::string target = "memory://pq-targets/data.bin";
+  auto set = ParquetSet(
+      "pq-set",
+      {{"a/refs.0.parq",
+        RecordFile(
+            {{target, 3, 5, {}}, {target, 1, 1, "inline"}, {{}, 0, 0, {}}, {target, 0, 0, {}}})},
+       {"s/refs.0.parq", RecordFile({{{}, 0, 0, "x"}})}});
+  Result<std::shared_ptr<ReferenceStore>> opened = OpenParquetSet(set);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ReferenceStore& store = **opened;
+  EXPECT_TRUE(store.is_parquet());
+  ByteBuffer zmetadata = set->ReadAll(".zmetadata").value();
+  EXPECT_EQ(store.content_sha256(), Sha256Hex(zmetadata.span()));
+
+  EXPECT_EQ(Text(store.ReadAll("a/0.0").value()), "34567");
+  EXPECT_EQ(Text(store.ReadAll("a/0.1").value()), "inline") << "raw wins over path";
+  EXPECT_EQ(Text(store.ReadAll("a/1.0").value()), "0123456789abcdefghij") << "0, 0: whole file";
+  EXPECT_EQ(ReadRange(store, "a/0.0", ByteRange::Bounded(1, 2)), "45");
+  EXPECT_EQ(Text(store.ReadAll("s/0").value()), "x");
+  EXPECT_EQ(json::parse(Text(store.ReadAll("a/.zarray").value()))["chunks"], json({2, 2}));
+  ExpectErrorContains(store.ReadAll("a/0.2").status(), ErrorCode::kNotFound,
+                      {"'a/0.2'", "its row is empty"});
+  ExpectErrorContains(store.ReadAll("a/1.1").status(), ErrorCode::kNotFound,
+                      {"'a/1.1'", "a/refs.1.parq does not exist"});
+  for (const char* key : {"a/2.0", "a/0.3", "a/0", "a/0.0.0", "a/x.0", "a/zarr.json", "b/0.0"}) {
+    ExpectErrorContains(store.ReadAll(key).status(), ErrorCode::kNotFound, {"no such key"});
+  }
+
+  Result<std::vector<KeyInfo>> keys = store.List("a");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  std::vector<std::pair<std::string, uint64_t>> listed;
+  for (const KeyInfo& k : *keys) listed.emplace_back(k.key, k.size);
+  ASSERT_EQ(listed.size(), 4u);
+  EXPECT_EQ(listed[0].first, "a/.zarray");
+  EXPECT_EQ(
+      std::vector(listed.begin() + 1, listed.end()),
+      (std::vector<std::pair<std::string, uint64_t>>{{"a/0.0", 5}, {"a/0.1", 6}, {"a/1.0", 0}}));
+  Result<DirectoryListing> root = store.ListDirectory("");
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->prefixes, (std::vector<std::string>{"a", "s"}));
+  ASSERT_EQ(root->keys.size(), 1u);
+  EXPECT_EQ(root->keys[0].key, ".zgroup");
+}
+
+TEST(ReferenceStoreTest, BadParquetSetsNameTheRecordFileAndRow) {
+  const auto open_error = [](const std::string& name, const std::string& record) {
+    return OpenParquetSet(ParquetSet(name, {{"a/refs.0.parq", record}})).status();
+  };
+  ExpectErrorContains(open_error("pq-bad-1", RecordFile({{"{{u}}/f.nc", 0, 4, {}}})),
+                      ErrorCode::kMetadata, {"a/refs.0.parq, row 0 (chunk 0 of 'a')", "template"});
+  ExpectErrorContains(open_error("pq-bad-2", RecordFile({{{}, 0, 0, {}}, {"f.nc", -1, 4, {}}})),
+                      ErrorCode::kMetadata, {"row 1 (chunk 1 of 'a')", "byte counts"});
+  ExpectErrorContains(open_error("pq-bad-3", RecordFile({{"f.nc", 0, 4, {}}}, true)),
+                      ErrorCode::kMetadata, {"column 'offset' is BYTE_ARRAY, not INT64"});
+  ExpectErrorContains(open_error("pq-bad-4", RecordFile({{"f.nc", 0, 4, {}}}).substr(0, 40)),
+                      ErrorCode::kMetadata, {"pq-bad-4/a/refs.0.parq", "no PAR1 magic"});
+  // A record file shorter than the chunk's row.
+  auto short_set = ParquetSet("pq-bad-5", {{"a/refs.0.parq", RecordFile({{{}, 0, 0, "x"}})}});
+  Result<std::shared_ptr<ReferenceStore>> opened = OpenParquetSet(short_set);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ExpectErrorContains((*opened)->ReadAll("a/0.1").status(), ErrorCode::kMetadata,
+                      {"a/refs.0.parq has 1 rows, and the chunk is in row 1"});
+
+  const json array = {{"shape", {4}}, {"chunks", {2}}, {"dimension_separator", "/"}};
+  ExpectErrorContains(
+      OpenParquetSet(
+          ParquetSet("pq-bad-6", {}, {{"metadata", {{"a/.zarray", array}}}, {"record_size", 4}}))
+          .status(),
+      ErrorCode::kUnsupported, {"array 'a' has dimension_separator \"/\""});
+  ExpectErrorContains(
+      OpenParquetSet(ParquetSet("pq-bad-7", {}, {{"metadata", json::object()}})).status(),
+      ErrorCode::kMetadata, {"no \"record_size\" and \"metadata\""});
+  ExpectErrorContains(
+      OpenParquetSet(
+          ParquetSet("pq-bad-8", {}, {{"metadata", json::object()}, {"record_size", 1 << 21}}))
+          .status(),
+      ErrorCode::kUnsupported, {"a record_size of 2097152"});
 }
 
 }  // namespace
