@@ -334,7 +334,7 @@ uint64_t CopyMemoryBound(const std::vector<OutputPlan>& plans, size_t threads, s
 
 // Slab buffers kept from one slab to the next. A fresh buffer per slab costs a fresh mapping and a
 // page fault per page of every slab (glibc maps large blocks; with MALLOC_TRIM_THRESHOLD_ set, as
-// Dask's workers have it, every block over 128 KiB), twice the faults of the whole copy. At most
+// Dask's workers have it, every block over 128 KiB): most of a copy's page faults. At most
 // `in_flight` slabs are copied at once, so at most that many buffers exist, each at most the
 // largest slab: the slab term of CopyMemoryBound.
 class SlabBuffers {
