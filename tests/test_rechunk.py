@@ -263,6 +263,64 @@ def test_rechunk_memory_stays_within_the_bound(tmp_path):
     np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[40:48], arr[40:48])
 
 
+def test_rechunk_parts_share_the_slabs_of_many_small_arrays(tmp_path):
+    # Six arrays of two slabs each among four parts: cut array by array, parts 1 and 3 took every
+    # slab and parts 0 and 2 none. Cut across the arrays by bytes, each part takes three slabs.
+    import zarrstream
+
+    src = tmp_path / "src.zarr"
+    root = zarr.open_group(str(src), mode="w", zarr_format=3)
+    expected = {}
+    for i in range(6):
+        values = field((4, 8, 16), 10 + i)
+        root.create_array(f"v{i}", shape=values.shape, dtype="float32", chunks=(2, 8, 16),
+                          dimension_names=("time", "y", "x"),
+                          compressors=[ZstdCodec(level=1)])[...] = values
+        expected[f"v{i}"] = values
+    zarr.consolidate_metadata(str(src))
+    dst = tmp_path / "out.zarr"
+    plan = zarrstream.plan_rechunk(src, dst, parts=4, chunks="time=1", memory=0.001, threads=1)
+    reports = [part.run() for part in plan.parts]
+    slab_bytes = 2 * 8 * 16 * 4
+    assert [r.slabs_written for r in reports] == [3, 3, 3, 3]
+    assert [r.output_bytes for r in reports] == [3 * slab_bytes] * 4
+    assert reports[-1].job_complete
+    out = zarr.open_group(str(dst), mode="r")
+    for name, values in expected.items():
+        np.testing.assert_array_equal(out[name][...], values, err_msg=name)
+
+
+def test_rechunk_reused_slab_buffers_carry_nothing_between_slabs(tmp_path):
+    # Slab buffers are kept from one slab to the next: a slab after a larger one, one of another
+    # array, and one whose source chunks are not stored (read as the fill value) must hold only
+    # their own values. One source chunk per slab (--memory), so each array is many slabs.
+    src = tmp_path / "src.zarr"
+    root = zarr.open_group(str(src), mode="w", zarr_format=3)
+    expected = {}
+    for name, shape, chunks in (("wide", (23, 64, 96), (2, 64, 96)),
+                                ("narrow", (17, 16, 24), (3, 16, 24))):
+        values = field(shape, len(name))
+        arr = root.create_array(name, shape=shape, dtype="float32", chunks=chunks, fill_value=-7.0,
+                                dimension_names=("time", "y", "x"),
+                                compressors=[ZstdCodec(level=1)])
+        # Every other source chunk is left unstored: those steps read as the fill value.
+        for t in range(0, shape[0], 2 * chunks[0]):
+            arr[t:t + chunks[0]] = values[t:t + chunks[0]]
+        expected[name] = arr[...]
+        assert (expected[name] == -7.0).any() and (expected[name] != -7.0).any()
+    zarr.consolidate_metadata(str(src))
+    one = tmp_path / "one.zarr"
+    rechunk(src, one, "--chunks", "time=1", "--memory", "0.001", "--threads", "2")
+    parts = tmp_path / "parts.zarr"
+    for i in range(3):
+        rechunk(src, parts, "--chunks", "time=1", "--memory", "0.001", "--threads", "2",
+                "--part", f"{i}/3")
+    for dst in (one, parts):
+        out = zarr.open_group(str(dst), mode="r")
+        for name, values in expected.items():
+            np.testing.assert_array_equal(out[name][...], values, err_msg=f"{dst.name}: {name}")
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -332,6 +332,45 @@ uint64_t CopyMemoryBound(const std::vector<OutputPlan>& plans, size_t threads, s
                        SaturatingMul((threads + 1) * 2, SaturatingAdd(max_source_chunk, max_unit)));
 }
 
+// Slab buffers kept from one slab to the next. A fresh buffer per slab costs a fresh mapping and a
+// page fault per page of every slab (glibc maps large blocks; with MALLOC_TRIM_THRESHOLD_ set, as
+// Dask's workers have it, every block over 128 KiB): most of a copy's page faults. At most
+// `in_flight` slabs are copied at once, so at most that many buffers exist, each at most the
+// largest slab: the slab term of CopyMemoryBound.
+class SlabBuffers {
+ public:
+  // A buffer lent to one slab copy, given back when the lease ends (on errors too).
+  class Lease {
+   public:
+    explicit Lease(SlabBuffers& owner) : owner_(owner), buffer_(owner.Take()) {}
+    ~Lease() { owner_.Give(std::move(buffer_)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ByteBuffer* buffer() { return &buffer_; }
+
+   private:
+    SlabBuffers& owner_;
+    ByteBuffer buffer_;
+  };
+
+ private:
+  ByteBuffer Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return ByteBuffer();  // AllocateBytes sizes it
+    ByteBuffer buffer = std::move(free_.back());
+    free_.pop_back();
+    return buffer;
+  }
+  void Give(ByteBuffer buffer) {
+    buffer.Clear();  // growing it for a larger slab then copies nothing
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(buffer));
+  }
+
+  std::mutex mutex_;
+  std::vector<ByteBuffer> free_;
+};
+
 // The copy of this part's slabs: what each slab copy needs and shares with the others.
 struct SlabCopier {
   const RechunkOptions& options;
@@ -342,6 +381,7 @@ struct SlabCopier {
   SlabProgress& progress;
   RechunkReport& report;  // guarded by report_mutex
   const uint64_t total_bytes;
+  SlabBuffers& buffers;
 
   std::mutex report_mutex;
   uint64_t done_bytes;                              // guarded by report_mutex
@@ -359,7 +399,8 @@ struct SlabCopier {
                                   : "array '" + plan.source.path + "'";
     std::string where = "slab " + FormatIndex(start) + " of " + array + " (" + std::to_string(s) +
                         " of " + std::to_string(plan.slab_count) + ")";
-    ByteBuffer buffer;
+    SlabBuffers::Lease lease(buffers);
+    ByteBuffer& buffer = *lease.buffer();
     ZS_RETURN_IF_ERROR_CTX(AllocateBytes(&buffer, bytes, "a slab buffer"), "reading " + where);
     ZS_RETURN_IF_ERROR_CTX(ReadSlab(plan, start, shape, buffer.data()), "reading " + where);
     ZS_RETURN_IF_ERROR_CTX(arrays[a].Write(start, shape, buffer.data()), "writing " + where);
@@ -456,6 +497,7 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
                            1, std::max<size_t>(threads, 1)));
   report.memory_bound_bytes = CopyMemoryBound(plans, threads, in_flight, work.max_slab_bytes);
 
+  SlabBuffers slab_buffers;
   SlabCopier copier{options,
                     plans,
                     arrays,
@@ -464,6 +506,7 @@ Result<RechunkReport> RunPlan(const RechunkOptions& options, SourceLayout layout
                     progress,
                     report,
                     work.total_bytes,
+                    slab_buffers,
                     /*report_mutex=*/{},
                     /*done_bytes=*/0,
                     /*last_save=*/std::chrono::steady_clock::now()};

@@ -8,14 +8,15 @@
 // source chunk be decoded once instead of once per output object (and the slab still fits the
 // memory budget). A slab is read from the source into one buffer and written with Array::Write,
 // which encodes whole objects without reading them back. Slabs are the unit of parallelism, of
-// partitioning (`part_count` > 1: part i takes a contiguous run of each array's slabs, so parts
-// write disjoint stored objects and can run on different machines against one destination) and of
-// resumption (a part records finished slabs under `.zarrstream-rechunk/` in the destination; a
-// rerun with the same options skips them; a stored object is replaced atomically, so an
-// interrupted run never leaves a torn chunk or shard). When the last part finishes, the group's
-// metadata is consolidated, temporary objects of killed writes are removed and the progress
-// records give way to a record of the finished job's plan: a rerun with the same options (a
-// requeued batch job) then returns at once, and one with other options is refused.
+// partitioning (`part_count` > 1: the job's slabs, array after array, are cut into runs of about
+// equal bytes and part i takes the i-th, so parts write disjoint stored objects and can run on
+// different machines against one destination) and of resumption (a part records finished slabs
+// under `.zarrstream-rechunk/` in the destination; a rerun with the same options skips them; a
+// stored object is replaced atomically, so an interrupted run never leaves a torn chunk or shard).
+// When the last part finishes, the group's metadata is consolidated, temporary objects of killed
+// writes are removed and the progress records give way to a record of the finished job's plan: a
+// rerun with the same options (a requeued batch job) then returns at once, and one with other
+// options is refused.
 //
 // Memory: at most `max(1, memory_limit_bytes / slab_bytes)` slabs are in flight (capped by the
 // thread count), each holding one decoded slab buffer; on top, each decoding or encoding thread

@@ -111,6 +111,33 @@ void ChooseSlab(OutputPlan* plan, size_t element_size, uint64_t slab_budget) {
   plan->slab_bytes = BoxBytes(plan->slab, element_size);
 }
 
+// Sets each plan's run of slabs for this part. The job's slabs, array after array, are cut into
+// part_count runs of about equal decoded bytes: slab s of an array belongs to the part whose byte
+// range holds the slab's first byte. Cutting each array on its own instead gave every array's
+// slabs to the same parts (an array of 4 slabs among 8 parts filled parts 1, 3, 5 and 7 only, and
+// so did every other array of 4 slabs), leaving half the parts empty.
+void AssignPartSlabs(const RechunkOptions& options, std::vector<OutputPlan>& plans) {
+  uint64_t total = 0;
+  for (const OutputPlan& plan : plans) {
+    total = SaturatingAdd(total, SaturatingMul(plan.slab_count, plan.slab_bytes));
+  }
+  const uint64_t begin = PartBoundary(total, options.part_index, options.part_count);
+  const uint64_t end = PartBoundary(total, options.part_index + 1, options.part_count);
+  const bool last_part = options.part_index + 1 == options.part_count;
+  uint64_t offset = 0;  // bytes of the arrays before this one
+  for (OutputPlan& plan : plans) {
+    const uint64_t slab_bytes = std::max<uint64_t>(plan.slab_bytes, 1);
+    auto first_slab_at = [&](uint64_t boundary) {
+      if (boundary <= offset) return uint64_t{0};
+      return std::min(plan.slab_count, CeilDiv(boundary - offset, slab_bytes));
+    };
+    plan.part_begin = first_slab_at(begin);
+    // The last part takes every slab to the end, even where the byte total saturated.
+    plan.part_end = last_part ? plan.slab_count : first_slab_at(end);
+    offset = SaturatingAdd(offset, SaturatingMul(plan.slab_count, plan.slab_bytes));
+  }
+}
+
 }  // namespace
 
 Result<std::vector<OutputPlan>> PlanOutputs(const RechunkOptions& options, SourceLayout& layout) {
@@ -147,10 +174,9 @@ Result<std::vector<OutputPlan>> PlanOutputs(const RechunkOptions& options, Sourc
         "planning array '" + src.path + "'");
     plan.first_slab = next_slab;
     next_slab += plan.slab_count;
-    plan.part_begin = PartBoundary(plan.slab_count, options.part_index, options.part_count);
-    plan.part_end = PartBoundary(plan.slab_count, options.part_index + 1, options.part_count);
     plans.push_back(std::move(plan));
   }
+  AssignPartSlabs(options, plans);
   return plans;
 }
 
@@ -199,8 +225,11 @@ json PlanJson(const RechunkOptions& options, const std::vector<OutputPlan>& plan
                       {"sources", std::move(sources)}});
   }
   // The ref is part of the plan, so that a rerun at another ref is not taken for a resume.
+  // "part_split" names how slabs are cut into parts: a part recorded under another cut is not
+  // resumed as if it had written this one's slabs.
   json plan_json = {{"source", options.source_url},
                     {"part_count", options.part_count},
+                    {"part_split", "bytes"},
                     {"arrays", std::move(arrays)}};
   if (!options.source_ref.empty()) plan_json["source_ref"] = options.source_ref;
   return plan_json;

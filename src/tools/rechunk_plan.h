@@ -38,8 +38,9 @@ inline uint64_t BoxBytes(std::span<const uint64_t> shape, size_t element_size) {
   return CheckedProduct(shape, element_size).value_or(~uint64_t{0});
 }
 
-// The output arrays' specs and slab layouts, with this part's share of each array's slabs;
-// takes the outputs from `layout`.
+// The output arrays' specs and slab layouts, with this part's share of the job's slabs (a run of
+// about 1/part_count of the decoded bytes, the arrays' slabs taken in a row); takes the outputs
+// from `layout`.
 Result<std::vector<OutputPlan>> PlanOutputs(const RechunkOptions& options, SourceLayout& layout);
 
 // Refuses a plan with more slabs in this part than memory can keep a record of.
