@@ -153,6 +153,8 @@ class Workload:
     kind: str = "batches"
     whole_variable: str = ""
     whole_repeats: int = 0
+    # zarrstream's chunk cache (0: the loader's default, 1/64 of the machine's memory).
+    cache_bytes: int = 0
 
     @property
     def num_channels(self) -> int:
@@ -450,6 +452,7 @@ def zarrstream_batches(w: Workload, shuffle: str = "exact") -> Iterator[Batch]:
         seed=w.seed,
         prefetch=w.prefetch,
         num_threads=0,
+        cache_bytes=w.cache_bytes,
         dtype="float32",
     )
     for epoch in range(w.epochs):
@@ -550,7 +553,7 @@ def loader_config(w: Workload, name: str) -> dict:
     if name == "zarrs":
         return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores,
                 "codec_pipeline": "zarrs.ZarrsCodecPipeline"}
-    return {"prefetch": w.prefetch, "num_threads": 0,
+    return {"prefetch": w.prefetch, "num_threads": 0, "cache_bytes": w.cache_bytes or "default",
             "shuffle": "block" if name == "zarrstream-block" else "exact"}
 
 

@@ -19,7 +19,11 @@ One ERA5-like store (`zarrstream synth`, default 1°) is written three more ways
 
 The workload is bench/loader_bench.py's: random time-step batches of the same channels, the target
 one step after the input, float32 [batch, channel, latitude, longitude]; the zarrstream rows are its
-zarrstream loader (exact shuffle) on each dataset's URL, the xarray row its DataLoader set-up.
+zarrstream loader (exact shuffle) on each dataset's URL, the xarray row its DataLoader set-up. The
+loader's chunk cache is held to --cache-mb (64 MiB), below the decoded dataset, so that every epoch
+reads and decodes its chunks from the store, as with a dataset larger than memory: the loader's
+default cache (1/64 of the machine's memory, up to 1 GiB) would hold a dataset of this size
+decoded after the first epoch and leave the store unmeasured (--cache-mb 0 measures that).
 
 Before timing, the first --verify-batches batches of the plain store's loader are compared value by
 value with the Icechunk and the reference loaders' (same seed: the same samples) and with the
@@ -395,6 +399,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dask-threads", type=int, default=4, help="dask threaded scheduler workers per process")
     p.add_argument("--mp-context", help="DataLoader multiprocessing context (default: the platform's)")
     p.add_argument("--prefetch", type=int, default=4, help="batches in flight for the zarrstream loader")
+    p.add_argument("--cache-mb", type=int, default=64, help="the zarrstream loader's chunk cache (MiB; 0: its "
+                                                            "default, 1/64 of the machine's memory)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verify-batches", type=int, default=2, help="batches compared before timing")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per timed run before it is killed")
@@ -411,7 +417,7 @@ def workload(args: argparse.Namespace, plain: Path) -> lb.Workload:
     w = lb.Workload(store=str(plain.resolve()), variables=args.variables, batch_size=args.batch_size, batches=0,
                     epochs=args.epochs, seed=args.seed, step_time=0.0, workers=args.workers,
                     prefetch_factor=args.prefetch_factor, dask_threads=args.dask_threads, mp_context=args.mp_context,
-                    prefetch=args.prefetch, ts_cache_bytes=0, cores=lb.usable_cores(),
+                    prefetch=args.prefetch, ts_cache_bytes=0, cores=lb.usable_cores(), cache_bytes=args.cache_mb << 20,
                     **lb.describe_store(plain, args.variables))
     full = w.num_samples // w.batch_size
     w.batches = args.batches if args.batches is not None else full - 1
@@ -488,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         m = lb.machine()
         print(f"\n{args.preset}, {args.steps} steps ({w.num_lat} x {w.num_lon}); {len(args.variables)} variables, "
               f"{w.num_channels} channels, input t and target t + 1 ({w.sample_bytes / 1e6:.1f} MB per sample); "
-              f"batch {w.batch_size}, {w.batches} measured batches x {w.epochs} epochs, exact shuffle, {args.rounds} "
+              f"batch {w.batch_size}, {w.batches} measured batches x {w.epochs} epochs, exact shuffle, "
+              f"zarrstream chunk cache {f'{args.cache_mb} MiB' if args.cache_mb else 'default'}, {args.rounds} "
               f"rounds (median, range); stored: plain {ms.size_text(sizes['plain'])}"
               + (f", Icechunk {ms.size_text(sizes['icechunk'])}" if "icechunk" in sizes else "")
               + (f", netCDF4 {ms.size_text(sizes['netcdf'])} in {args.steps_per_file}-step files"
