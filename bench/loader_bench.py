@@ -153,6 +153,8 @@ class Workload:
     kind: str = "batches"
     whole_variable: str = ""
     whole_repeats: int = 0
+    # zarrstream's chunk cache (0: the loader's default, 1/64 of the machine's memory).
+    cache_bytes: int = 0
 
     @property
     def num_channels(self) -> int:
@@ -263,10 +265,8 @@ def set_dask_scheduler(dask_threads: int, worker_id: int | None = None) -> None:
 
 
 def xbatcher_batches(w: Workload) -> Iterator[Batch]:
-    import torch
     import xarray as xr
     import xbatcher
-    from torch.utils.data import DataLoader
 
     set_dask_scheduler(w.dask_threads)
     ds = xr.open_zarr(w.store, chunks={})[w.variables]
@@ -276,6 +276,16 @@ def xbatcher_batches(w: Workload) -> Iterator[Batch]:
         input_overlap={"time": 1},
         preload_batch=False,
     )
+    yield from dataloader_batches(w, XbatcherSamples(bgen))
+
+
+def dataloader_batches(w: Workload, samples) -> Iterator[Batch]:
+    """The epochs' batches of a PyTorch DataLoader over `samples` (a map-style dataset whose items
+    are (input, target, index)), shuffled, with w.workers worker processes (each with dask's
+    threaded scheduler of w.dask_threads threads) and w.prefetch_factor batches per worker."""
+    import torch
+    from torch.utils.data import DataLoader
+
     options: dict = {"batch_size": w.batch_size, "shuffle": True,
                      "generator": torch.Generator().manual_seed(w.seed)}
     if w.workers > 0:
@@ -283,7 +293,7 @@ def xbatcher_batches(w: Workload) -> Iterator[Batch]:
                        worker_init_fn=functools.partial(set_dask_scheduler, w.dask_threads))
         if w.mp_context:
             options["multiprocessing_context"] = w.mp_context
-    loader = DataLoader(XbatcherSamples(bgen), **options)
+    loader = DataLoader(samples, **options)
     for epoch in range(w.epochs):
         # Leaving the loop early is what the demo does (--num-batches): persistent workers keep
         # running, and the next epoch's iterator first drains what they prefetched.
@@ -442,6 +452,7 @@ def zarrstream_batches(w: Workload, shuffle: str = "exact") -> Iterator[Batch]:
         seed=w.seed,
         prefetch=w.prefetch,
         num_threads=0,
+        cache_bytes=w.cache_bytes,
         dtype="float32",
     )
     for epoch in range(w.epochs):
@@ -542,7 +553,7 @@ def loader_config(w: Workload, name: str) -> dict:
     if name == "zarrs":
         return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores,
                 "codec_pipeline": "zarrs.ZarrsCodecPipeline"}
-    return {"prefetch": w.prefetch, "num_threads": 0,
+    return {"prefetch": w.prefetch, "num_threads": 0, "cache_bytes": w.cache_bytes or "default",
             "shuffle": "block" if name == "zarrstream-block" else "exact"}
 
 
@@ -851,12 +862,16 @@ def check_whole(w: Workload, npy: Path) -> dict:
     return out
 
 
-def run_child(name: str, w: Workload, work: Path, timeout: float) -> dict:
+def run_child(name: str, w: Workload, work: Path, timeout: float, script: Path | None = None,
+              config: dict | None = None, reference: Workload | None = None) -> dict:
+    """Runs `name` on `w` in a child process of `script` (default: this harness; another harness
+    with a --run-one of its own for tools this one does not have, described by `config`), and
+    checks its first batch against zarr-python's read of `reference`'s store (default: `w`'s)."""
     out_dir = work / f"{w.kind}-{name}"
     out_dir.mkdir()
     spec = out_dir / "workload.json"
     spec.write_text(json.dumps(dataclasses.asdict(w)))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-one", name, "--spec", str(spec),
+    cmd = [sys.executable, str(script or Path(__file__).resolve()), "--run-one", name, "--spec", str(spec),
            "--out", str(out_dir)]
     # Its own session, so that a timed-out child and its workers can be ended together.
     proc = subprocess.Popen(cmd, start_new_session=True)
@@ -867,7 +882,7 @@ def run_child(name: str, w: Workload, work: Path, timeout: float) -> dict:
             os.killpg(proc.pid, 9)
             proc.wait()
             rc = None
-    result: dict = {"available": True, "config": loader_config(w, name)}
+    result: dict = {"available": True, "config": config or loader_config(w, name)}
     if rc != 0 or not (out_dir / "result.json").exists():
         result["error"] = f"timed out after {timeout:.0f} s" if rc is None else f"child exited with status {rc}"
         return result
@@ -878,7 +893,7 @@ def run_child(name: str, w: Workload, work: Path, timeout: float) -> dict:
         result["check"] = check_whole(w, out_dir / "whole.npy")
         (out_dir / "whole.npy").unlink()
     else:
-        result["check"] = check_first_batch(w, out_dir / "first_batch.npz")
+        result["check"] = check_first_batch(reference or w, out_dir / "first_batch.npz")
     return result
 
 
@@ -897,11 +912,13 @@ def machine() -> dict:
             "kernel": platform.release(), "python": platform.python_version()}
 
 
-def versions() -> dict:
+def versions(names: tuple[str, ...] = ("zarrstream", "torch", "xbatcher", "xarray", "dask", "tensorstore", "zarr",
+                                       "zarrs", "numpy")) -> dict:
+    """The installed version of each package of `names` (None where it is not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for name in ("zarrstream", "torch", "xbatcher", "xarray", "dask", "tensorstore", "zarr", "zarrs", "numpy"):
+    for name in names:
         try:
             out[name] = version(name)
         except PackageNotFoundError:

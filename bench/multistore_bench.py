@@ -108,9 +108,11 @@ def loader_dataset(stores: list[Path]) -> str | list[str]:
     return [str(s) for s in stores] if len(stores) > 1 else str(stores[0])
 
 
-def first_difference(name: str, a: np.ndarray, b: np.ndarray) -> str | None:
+def first_difference(name: str, a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("joined", "single")
+                     ) -> str | None:
+    """Where `a` and `b` differ (shape, dtype or values; NaN equals NaN), or None if they do not."""
     if a.shape != b.shape or a.dtype != b.dtype:
-        return f"{name}: {a.shape} {a.dtype} joined, {b.shape} {b.dtype} single"
+        return f"{name}: {a.shape} {a.dtype} {labels[0]}, {b.shape} {b.dtype} {labels[1]}"
     differ = ~((a == b) | (np.isnan(a) & np.isnan(b))) if a.dtype.kind == "f" else a != b
     if differ.any():
         where = tuple(int(i) for i in np.argwhere(differ)[0])

@@ -2,7 +2,7 @@
 # Gathers what a GPU machine with no network needs to build and test zarrstream, into .deps/
 # (ignored by git; docs/gpu-machines.md). Run it on a Debian bookworm machine with apt and PyPI:
 #
-#   scripts/offline-kit.sh [--with-kvikio] [--with-object-stores] [PYTHON_VERSION]
+#   scripts/offline-kit.sh [--with-kvikio] [--with-object-stores] [--with-virtual] [PYTHON_VERSION]
 #
 # PYTHON_VERSION is the offline machine's Python, default 3.12.
 #
@@ -22,17 +22,22 @@
 #               wrk (Debian packages, with the LuaJIT runtime wrk loads) to .deps/debs, and
 #               zarr-python's remote stores (obstore; fsspec with aiohttp and what it imports) to
 #               .deps/wheels: about 10 MB more.
+# --with-virtual adds what bench/virtual_bench.py and the Icechunk and Kerchunk tests need:
+#               icechunk 2.x (spec 2; icechunk 1.x does not install on Python 3.12), kerchunk with
+#               fsspec and ujson, h5py and h5netcdf: about 23 MB more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_kvikio=0
 with_object_stores=0
+with_virtual=0
 python_version=3.12
 for arg in "$@"; do
   case "$arg" in
     --with-kvikio) with_kvikio=1 ;;
     --with-object-stores) with_object_stores=1 ;;
-    -*) echo "offline-kit: unknown option $arg (known: --with-kvikio, --with-object-stores)" >&2
+    --with-virtual) with_virtual=1 ;;
+    -*) echo "offline-kit: unknown option $arg (known: --with-kvikio, --with-object-stores, --with-virtual)" >&2
         exit 2 ;;
     *) python_version=$arg ;;
   esac
@@ -85,6 +90,12 @@ if [ "$with_object_stores" = 1 ]; then
   requirements+=("obstore==$(pinned obstore)" "fsspec==$(pinned fsspec)" "aiohttp==$(pinned aiohttp)"
     aiohappyeyeballs==2.7.1 aiosignal==1.4.0 attrs==26.1.0 frozenlist==1.8.0 multidict==7.2.1
     propcache==0.5.4 yarl==1.25.1 idna==3.20)
+fi
+if [ "$with_virtual" = 1 ]; then
+  # Icechunk repositories, Kerchunk references to netCDF4 files, and xarray's h5netcdf engine.
+  requirements+=(icechunk==2.3.0 "kerchunk==$(pinned kerchunk)" ujson==6.1.0 "h5py==$(pinned h5py)"
+    "h5netcdf==$(pinned h5netcdf)")
+  [ "$with_object_stores" = 1 ] || requirements+=("fsspec==$(pinned fsspec)")  # unless listed above
 fi
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
