@@ -282,6 +282,13 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("ref", &LoaderOptions::ref)
       .def_rw("record_timeline", &LoaderOptions::record_timeline);
 
+  m.def(
+      "detect_missing_dates",
+      [](const std::string& url, const LoaderOptions& options) {
+        return ValueOrThrow(WithoutGil([&] { return DetectMissingDates(url, options); }));
+      },
+      "url"_a, "options"_a);
+
   nb::class_<Loader>(m, "Loader")
       .def(
           "__init__",

@@ -548,7 +548,8 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                       "the store's steps");
   command->add_option("--missing-dates", options->missing_dates,
                       "Time labels no sample may touch (a date is its whole period), "
-                      "comma-separated or repeated; 'detect': steps some channel has no chunk at");
+                      "comma-separated or repeated; 'detect': steps some channel has no value at "
+                      "(chunks absent or all NaN; reads the channels' chunks once at open)");
   command->add_option("--periodic", options->periodic,
                       "Dimensions that wrap around, comma-separated; 'none' for none (default: a "
                       "longitude going once around the circle)");
