@@ -297,6 +297,7 @@ void RegisterLoaderBindings(nb::module_& m) {
           },
           "url"_a, "options"_a)
       .def("check_process", [](const Loader& l) { ThrowIfError(l.CheckProcess()); })
+      .def("missing_dates", [](const Loader& l) { return ValueOrThrow(l.missing_dates()); })
       .def("next", &NextBatch, "taken"_a)
       .def("put_back", &PutBack, "owner"_a)
       .def("set_epoch", [](Loader& l, uint64_t epoch) { WithoutGil([&] { l.SetEpoch(epoch); }); })

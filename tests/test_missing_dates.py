@@ -9,6 +9,7 @@ labels `detect_missing_dates` returns are numpy's.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -18,6 +19,7 @@ xr = pytest.importorskip("xarray")
 torch = pytest.importorskip("torch")
 
 import zarrstream  # noqa: E402
+from conftest import run_cli  # noqa: E402
 from test_combined_datasets import (  # noqa: E402
     KWARGS, NT, SPLIT, _dataset, _write, all_batches, assert_same_batches)
 
@@ -230,6 +232,7 @@ def test_detected_steps_are_all_nan_or_fill_values_inside_stored_chunks(holey, k
     # The labels, found once, leave out the same samples without the pass.
     labels = zarrstream.detect_missing_dates(store, READ, forcings=KWARGS["forcings"])
     assert labels == _labels(holey["ds"], missing)
+    assert detected.missing_dates == labels
     saved = zarrstream.Loader(store, missing_dates=labels, **KWARGS)
     assert_same_with_nan(all_batches(saved), all_batches(
         zarrstream.Loader(store, missing_dates="detect", **KWARGS)))
@@ -292,6 +295,24 @@ def test_detect_function_takes_every_dataset_form(stores, holey, tmp_path):
     assert zarrstream.detect_missing_dates(stores["gappy"], READ) == _labels(ds, {5})
     assert zarrstream.detect_missing_dates(holey["plain"], READ, num_threads=1) == _labels(
         holey["ds"], {NAN_STEP, FILL_STEP})
+
+
+def test_bench_prints_and_reports_the_detected_dates(holey, tmp_path):
+    report = tmp_path / "bench.json"
+    proc = run_cli("bench", holey["sharded"], "--variables", ",".join(READ), "--sample", "time=2",
+                   "--target-offset", "time=1", "--missing-dates", "detect", "--steps", "2",
+                   "--json", report)
+    assert proc.returncode == 0, proc.stderr
+    labels = _labels(holey["ds"], {NAN_STEP, FILL_STEP})
+    assert "missing dates: 2 step(s)" in proc.stdout, proc.stdout
+    assert all(label in proc.stdout for label in labels)
+    assert json.loads(report.read_text())["missing_dates"] == labels
+    # Given back as labels, the same samples are left out.
+    again = run_cli("bench", holey["sharded"], "--variables", ",".join(READ), "--sample",
+                    "time=2", "--target-offset", "time=1", "--missing-dates", ",".join(labels),
+                    "--steps", "2", "--json", report)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(report.read_text())["missing_dates"] == labels
 
 
 def test_detect_function_errors_are_clear(stores):

@@ -549,6 +549,11 @@ class Loader {
   // metadata when present). Python's state_dict() records it and load_state_dict() refuses a state
   // of another identity; pickled loaders reopen an Icechunk repository at this snapshot.
   const std::vector<StoreIdentity>& dataset_identity() const;
+  // The time steps no sample touches (LoaderOptions::missing_dates, named or detected), as labels
+  // of the time coordinate (ISO dates to the second), in order; empty without any. What a loader
+  // given them as `missing_dates` leaves out, without detecting them again. Errors: the time
+  // coordinate cannot be read.
+  Result<std::vector<std::string>> missing_dates() const;
 
   const std::vector<std::string>& input_channels() const;   // one per input channel of a step
   const std::vector<std::string>& target_channels() const;  // one per target channel of a lead

@@ -599,6 +599,13 @@ class Loader:
         arguments.update(rank=o.rank, world_size=o.world_size)
         self._arguments = arguments
 
+    @property
+    def missing_dates(self) -> list[str]:
+        """The time steps no sample touches (``missing_dates`` named or detected), as labels of
+        the time coordinate (ISO dates to the second), in order: after ``missing_dates="detect"``,
+        what to save and pass as ``missing_dates=[...]`` to skip the detection pass next time."""
+        return list(self._core.missing_dates())
+
     def __reduce__(self):
         for url in _dataset_urls(self._arguments["url"]):
             _refuse_pickling_credentials("the loader's dataset", _without_credentials(url),

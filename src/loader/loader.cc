@@ -403,6 +403,23 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   return Loader(std::move(state));
 }
 
+namespace internal {
+namespace {
+
+// `geometry`'s missing steps as labels of `dataset`'s time coordinate.
+Result<std::vector<std::string>> MissingDateLabels(const Dataset& dataset,
+                                                   const LoaderGeometry& geometry) {
+  std::vector<std::string> labels;
+  if (geometry.missing_steps.empty()) return labels;
+  ZS_ASSIGN_OR_RETURN(Coordinate coordinate,
+                      dataset.LoadCoordinate(geometry.dims[*geometry.time_dim]));
+  for (uint64_t t : geometry.missing_steps) labels.push_back(coordinate.FormatLabel(t));
+  return labels;
+}
+
+}  // namespace
+}  // namespace internal
+
 Result<std::vector<std::string>> DetectMissingDates(std::string_view url,
                                                     const LoaderOptions& options) {
   LoaderOptions detect = options;
@@ -414,12 +431,7 @@ Result<std::vector<std::string>> DetectMissingDates(std::string_view url,
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<ThreadPool> pool, internal::StartWorkers(detect));
   ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, detect, pool.get()));
-  std::vector<std::string> labels;
-  if (geometry.missing_steps.empty()) return labels;
-  ZS_ASSIGN_OR_RETURN(Coordinate coordinate,
-                      dataset.LoadCoordinate(geometry.dims[*geometry.time_dim]));
-  for (uint64_t t : geometry.missing_steps) labels.push_back(coordinate.FormatLabel(t));
-  return labels;
+  return internal::MissingDateLabels(dataset, geometry);
 }
 
 Loader::Loader(std::unique_ptr<LoaderState> state) : state_(std::move(state)) {}
@@ -556,6 +568,9 @@ const std::vector<std::string>& Loader::spatial_dims() const {
 const LoaderOptions& Loader::options() const { return state_->options; }
 const std::vector<StoreIdentity>& Loader::dataset_identity() const {
   return state_->dataset.store_identities();
+}
+Result<std::vector<std::string>> Loader::missing_dates() const {
+  return internal::MissingDateLabels(state_->dataset, state_->geometry);
 }
 bool Loader::pinned() const { return state_->context.host_memory->pinned(); }
 size_t Loader::num_threads() const { return state_->context.pool->num_threads(); }
