@@ -183,6 +183,9 @@ class Detection {
       w.cf = cf;
       w.any_value = AnyValueFor(cf);
       w.has_value.assign(range_.size(), 0);
+      // At a frequency (LoaderOptions::frequency) samples touch every time_step-th step from the
+      // selection's first only: the others need no answer, and their chunks no read.
+      for (uint64_t i = 0; i < range_.size(); ++i) w.has_value[i] = i % g_.time_step != 0;
       const size_t watched = watched_.size();
       watched_.push_back(std::move(w));
       std::vector<ArraySegment> segments = g_.time_segments[c];

@@ -11,7 +11,7 @@
 // spatial chunk at a time (in waves over all runs, in parallel): once every step of the run has a
 // value for every channel, its other spatial chunks are not read. Integer arrays without a CF fill
 // value cannot hold NaN: there only presence counts, and no data is read. Static fields (no time
-// dimension) are left out.
+// dimension) are left out, and so are the steps a frequency (LoaderOptions::frequency) skips.
 #pragma once
 
 #include <cstdint>

@@ -84,11 +84,13 @@ const std::string& DatasetUrl() {
 }
 
 Result<std::vector<uint64_t>> Detect(std::vector<std::string> variables,
-                                     std::vector<LabelSelection> select = {}, bool threads = true) {
+                                     std::vector<LabelSelection> select = {}, bool threads = true,
+                                     std::string frequency = "") {
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(DatasetUrl()));
   LoaderOptions options;
   options.variables = std::move(variables);
   options.select = std::move(select);
+  options.frequency = std::move(frequency);
   ThreadPool pool(2);
   ZS_ASSIGN_OR_RETURN(LoaderGeometry g,
                       MakeLoaderGeometry(dataset, options, threads ? &pool : nullptr));
@@ -115,6 +117,15 @@ TEST(MissingDatesTest, OnlyTheSelectedBoxCounts) {
   time.start = "2000-01-01T12:00:00";
   // Steps outside the selection are not looked at.
   EXPECT_EQ(Detect({"nan"}, {x, time}).value(), Steps({2}));
+}
+
+TEST(MissingDatesTest, StepsAFrequencySkipsAreNotLookedAt) {
+  // Every other step of the 6-hourly store from the selection's first: step 1 is not sampled.
+  EXPECT_EQ(Detect({"nan", "packed"}, {}, true, "12h").value(), Steps({4}));
+  LabelSelection time;
+  time.dim = "time";
+  time.start = "2000-01-01T06:00:00";
+  EXPECT_EQ(Detect({"nan", "packed"}, {time}, true, "12h").value(), Steps({1}));
 }
 
 TEST(MissingDatesTest, CfFillValuesAreMissingAndAnyChannelMissingMakesTheStepMissing) {
