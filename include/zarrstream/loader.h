@@ -244,9 +244,10 @@ struct LoaderOptions {
   // of each stored shard, and reads every stored chunk of the channels' selected boxes once (on the
   // loader's threads; a chunk holding many steps answers them all; a step's other spatial chunks
   // are skipped once one holds a value). Integer arrays without a CF fill value cannot hold NaN:
-  // only their chunks' presence counts, and nothing of them is read. To pay the pass once, save
-  // what DetectMissingDates returns and pass it as `missing_dates`. Samples touching a missing step
-  // are left out of the index space, before shuffling and sharding;
+  // only their chunks' presence counts, and nothing of them is read; steps a `frequency` never
+  // samples are not looked at. To pay the pass once, save what DetectMissingDates (or
+  // Loader::missing_dates) returns and pass it as `missing_dates`. Samples touching a missing
+  // step are left out of the index space, before shuffling and sharding;
   // LoaderStats::missing_date_samples counts them.
   std::vector<std::string> missing_dates;
   bool detect_missing_dates = false;
