@@ -282,6 +282,13 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def_rw("ref", &LoaderOptions::ref)
       .def_rw("record_timeline", &LoaderOptions::record_timeline);
 
+  m.def(
+      "detect_missing_dates",
+      [](const std::string& url, const LoaderOptions& options) {
+        return ValueOrThrow(WithoutGil([&] { return DetectMissingDates(url, options); }));
+      },
+      "url"_a, "options"_a);
+
   nb::class_<Loader>(m, "Loader")
       .def(
           "__init__",
@@ -290,6 +297,7 @@ void RegisterLoaderBindings(nb::module_& m) {
           },
           "url"_a, "options"_a)
       .def("check_process", [](const Loader& l) { ThrowIfError(l.CheckProcess()); })
+      .def("missing_dates", [](const Loader& l) { return ValueOrThrow(l.missing_dates()); })
       .def("next", &NextBatch, "taken"_a)
       .def("put_back", &PutBack, "owner"_a)
       .def("set_epoch", [](Loader& l, uint64_t epoch) { WithoutGil([&] { l.SetEpoch(epoch); }); })

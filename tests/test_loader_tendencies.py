@@ -261,3 +261,50 @@ def test_gpu_batches_of_packed_variables_equal_the_cpus(tmp_path):
                                      target_offset={"valid_time": [1, 2]}, normalize=stats,
                                      target_normalize="tendencies", batch_size=2, shuffle="none",
                                      nan=-1.0, dtype=dtype)
+
+
+def test_tendency_targets_over_concatenated_stores(tmp_path):
+    """A dataset concatenated along time gives the batches of the one store it was cut from, with
+    tendency statistics computed over the concatenation (pairs across the cut included)."""
+    rng = np.random.default_rng(4)
+    time = pd.date_range("2001-01-01", periods=NT, freq="1h")
+    t2m = (280 + 5 * rng.standard_normal((NT, 4, 6))).astype("float32")
+    t2m[16, 2, :] = np.nan
+    ds = xr.Dataset({"2m_temperature": (("time", "latitude", "longitude"), t2m)},
+                    coords={"time": time, "latitude": np.linspace(40, -40, 4),
+                            "longitude": np.arange(6) * 60.0})
+    encoding = {"2m_temperature": {"chunks": (5, 4, 3)}}
+    whole = tmp_path / "whole.zarr"
+    ds.to_zarr(whole, zarr_format=3, consolidated=False, encoding=encoding)
+    parts = []
+    for name, part in (("a", slice(0, 17)), ("b", slice(17, NT))):
+        path = tmp_path / f"{name}.zarr"
+        ds.isel(time=part).to_zarr(path, zarr_format=3, consolidated=False, encoding=encoding)
+        parts.append(str(path))
+    form = {"concat": parts, "dim": "time"}
+    stats = tmp_path / "stats.json"
+    result = zarrstream.stats(json.dumps(form), vars="2m_temperature", tendencies=[1, 3],
+                              output=stats)
+    one = zarrstream.stats(whole, vars="2m_temperature", tendencies=[1, 3])
+    for n in ("1", "3"):
+        got, want = result["channels"][0]["tendencies"][n], one["channels"][0]["tendencies"][n]
+        assert (got["count"], got["nan_count"]) == (want["count"], want["nan_count"])
+        np.testing.assert_allclose([got["mean"], got["std"]], [want["mean"], want["std"]],
+                                   rtol=1e-12)
+    kwargs = dict(sample={"time": 2}, stride={"time": 1}, target_offset={"time": [1, 3]},
+                  normalize=stats, target_normalize="tendencies", nan=0.0, batch_size=4,
+                  shuffle=False)
+    concatenated = batches(zarrstream.Loader(form, ["2m_temperature"], **kwargs))
+    reference = batches(zarrstream.Loader(whole, ["2m_temperature"], **kwargs))
+    assert len(concatenated) == len(reference) > 0
+    for got, want in zip(concatenated, reference):
+        for key in ("input", "target", "target_mask", "origin"):
+            assert torch.equal(got[key], want[key]), key
+    # Spot check one target against numpy: the sample whose pair spans the cut (steps 16 -> 17).
+    sample = 15  # window 15, 16; lead 1 is step 17 in the second store
+    b, i = divmod(sample, 4)
+    expected = expected_target(t2m, stats, 16, 17)
+    assert concatenated[b]["origin"][i].tolist() == [sample]
+    np.testing.assert_allclose(concatenated[b]["target"][i, 0].numpy(),
+                               np.nan_to_num(expected, nan=0.0), rtol=2e-6, atol=2e-6)
+    assert concatenated[b]["target_mask"][i, 0].sum() == 6  # row 2 of step 16: NaN, filled

@@ -182,3 +182,36 @@ def test_bad_tendencies_are_clear_errors(surface, tmp_path):
                    "--tendencies", "9")
     assert proc.returncode == 1
     assert "tendency '9' (9 time steps)" in proc.stderr, proc.stderr
+
+
+def test_tendencies_across_concatenated_stores(tmp_path):
+    """Two stores one after the other in time, cut inside a time chunk, each packing z with its
+    own scale_factor: the pairs spanning the boundary count as in one store, each end decoded as
+    its own store decodes it."""
+    nt, split = 30, 13
+    rng = np.random.default_rng(8)
+    time = pd.date_range("2020-01-01", periods=nt, freq="6h")
+    t2m = (280 + 5 * rng.standard_normal((nt, 4, 6))).astype("float32")
+    t2m[12, 1, :] = np.nan
+    z = 5e4 + 100 * rng.standard_normal((nt, 4, 6))
+    z[14, :, 2] = np.nan
+    ds = xr.Dataset({"t2m": (("time", "latitude", "longitude"), t2m),
+                     "z": (("time", "latitude", "longitude"), z)},
+                    coords={"time": time, "latitude": np.linspace(40, -40, 4),
+                            "longitude": np.arange(6) * 60.0})
+    paths = []
+    for name, part, scale in (("a", slice(0, split), 0.1), ("b", slice(split, nt), 0.05)):
+        path = tmp_path / f"{name}.zarr"
+        ds.isel(time=part).to_zarr(path, zarr_format=3, consolidated=False, encoding={
+            "t2m": {"chunks": (4, 4, 3)},
+            "z": {"chunks": (4, 2, 6), "dtype": "int16", "scale_factor": scale,
+                  "add_offset": 5e4, "_FillValue": -32767}})
+        paths.append(str(path))
+    form = json.dumps({"concat": paths, "dim": "time"})
+    result = zarrstream.stats(form, vars="t2m,z", tendencies=[1, 3], threads=2)
+    decoded = xr.concat([open_xarray(p) for p in paths], dim="time")
+    selected = np.arange(nt)
+    for c in result["channels"]:
+        values = decoded[c["name"]].values.astype("float64")
+        for n in (1, 3):
+            check(c["tendencies"][str(n)], tendencies(values, selected, n), f"{c['name']} n={n}")

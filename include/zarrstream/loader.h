@@ -236,10 +236,19 @@ struct LoaderOptions {
   std::string frequency;
   // Time steps no sample may touch, as input or as target (anemoi-datasets' missing_dates):
   // labels of the time coordinate (a date names its whole period), and with
-  // `detect_missing_dates` every selected step at which some channel the loader reads has no
-  // stored chunk (its values there are the fill value only). Samples touching one are left out
-  // of the index space, before shuffling and sharding; LoaderStats::missing_date_samples counts
-  // them.
+  // `detect_missing_dates` every selected step at which some time-dependent channel the loader
+  // reads has no value in its selected box: the chunks holding the box are not stored (in a
+  // sharded array, the inner chunks are empty in the shard's index), or they hold only NaN after
+  // CF decoding (_FillValue / missing_value masked; before `fill_nan` and normalisation). Detection
+  // is a full pass at open, like `zarrstream stats`: it lists each array's chunks, reads the index
+  // of each stored shard, and reads every stored chunk of the channels' selected boxes once (on the
+  // loader's threads; a chunk holding many steps answers them all; a step's other spatial chunks
+  // are skipped once one holds a value). Integer arrays without a CF fill value cannot hold NaN:
+  // only their chunks' presence counts, and nothing of them is read; steps a `frequency` never
+  // samples are not looked at. To pay the pass once, save what DetectMissingDates (or
+  // Loader::missing_dates) returns and pass it as `missing_dates`. Samples touching a missing
+  // step are left out of the index space, before shuffling and sharding;
+  // LoaderStats::missing_date_samples counts them.
   std::vector<std::string> missing_dates;
   bool detect_missing_dates = false;
 
@@ -472,6 +481,16 @@ struct LoaderStats {
   uint64_t missing_date_samples = 0;
 };
 
+// The time steps `options.detect_missing_dates` finds in the dataset at `url` (as Loader::Open
+// takes it), as labels of its time coordinate (ISO dates to the second: "2010-01-01T06:00:00"),
+// in order: what a loader given them as `missing_dates` leaves out, without the pass. Reads what
+// detection reads (see LoaderOptions::missing_dates) on `options.num_threads` threads; the options
+// that pick channels and boxes count (variables, forcings, targets, select, periodic, ensemble,
+// decode_cf, ref), those of batches do not, and `options.missing_dates` is not added. Errors are
+// Loader::Open's, and a ConfigError where the channels have no time dimension.
+Result<std::vector<std::string>> DetectMissingDates(std::string_view url,
+                                                    const LoaderOptions& options);
+
 class Loader {
  public:
   // Opens the dataset (a group or a single array) at `url`, or the stores a JSON dataset form
@@ -531,6 +550,11 @@ class Loader {
   // metadata when present). Python's state_dict() records it and load_state_dict() refuses a state
   // of another identity; pickled loaders reopen an Icechunk repository at this snapshot.
   const std::vector<StoreIdentity>& dataset_identity() const;
+  // The time steps no sample touches (LoaderOptions::missing_dates, named or detected), as labels
+  // of the time coordinate (ISO dates to the second), in order; empty without any. What a loader
+  // given them as `missing_dates` leaves out, without detecting them again. Errors: the time
+  // coordinate cannot be read.
+  Result<std::vector<std::string>> missing_dates() const;
 
   const std::vector<std::string>& input_channels() const;   // one per input channel of a step
   const std::vector<std::string>& target_channels() const;  // one per target channel of a lead

@@ -40,7 +40,7 @@ from ._jobs import (
     rechunk,
     stats,
 )
-from ._loader import BatchArray, Loader
+from ._loader import BatchArray, Loader, detect_missing_dates
 from .errors import (
     ConfigError,
     CorruptChunkError,
@@ -61,6 +61,7 @@ __all__ = [
     "Array",
     "BatchArray",
     "Loader",
+    "detect_missing_dates",
     "Group",
     "open_array",
     "open_group",

@@ -341,8 +341,11 @@ class Loader:
 
     ``missing_dates=[labels]`` leaves out every sample whose inputs or targets touch one of those
     time steps (a date is its whole period); ``missing_dates="detect"`` those touching a step at
-    which some channel read has no stored chunk (fill values only). ``stats()`` counts them in
-    ``"missing_date_samples"``.
+    which some channel read has no value in its selected box (its chunks are not stored, or hold
+    only NaN after CF decoding). Detection reads every stored chunk of the channels' boxes once
+    when the loader opens (a full pass, like ``zarrstream stats``): ``detect_missing_dates``
+    returns the labels once, to pass as ``missing_dates=[...]`` thereafter. ``stats()`` counts the
+    samples left out in ``"missing_date_samples"``.
 
     A loop over the loader runs the rest of the current epoch; the next loop starts the next epoch
     (or call ``set_epoch``). ``state_dict()`` / ``load_state_dict()`` resume mid-epoch with the
@@ -596,6 +599,13 @@ class Loader:
         arguments.update(rank=o.rank, world_size=o.world_size)
         self._arguments = arguments
 
+    @property
+    def missing_dates(self) -> list[str]:
+        """The time steps no sample touches (``missing_dates`` named or detected), as labels of
+        the time coordinate (ISO dates to the second), in order: after ``missing_dates="detect"``,
+        what to save and pass as ``missing_dates=[...]`` to skip the detection pass next time."""
+        return list(self._core.missing_dates())
+
     def __reduce__(self):
         for url in _dataset_urls(self._arguments["url"]):
             _refuse_pickling_credentials("the loader's dataset", _without_credentials(url),
@@ -830,6 +840,54 @@ class Loader:
             f"zarrstream.Loader({len(self.channels)} channels, sample_dims={self.sample_dims}, "
             f"input_shape={self.input_shape}, batches={len(self)})"
         )
+
+
+def detect_missing_dates(
+    dataset: str | os.PathLike | Sequence[Any] | Mapping[str, Any],
+    variables: str | Sequence[str] | None = None,
+    *,
+    join: str | None = None,
+    forcings: str | Sequence[str] | None = None,
+    select: Mapping[str, Any] | None = None,
+    periodic: Sequence[str] | None = None,
+    ensemble: str | None = None,
+    ensemble_dim: str | None = None,
+    decode_cf: bool = True,
+    num_threads: int = 0,
+    ref: str | None = None,
+) -> list[str]:
+    """The time steps ``Loader(..., missing_dates="detect")`` leaves out, as labels of the time
+    coordinate (ISO dates to the second, in order), found once: save them and pass them as
+    ``missing_dates=[...]`` to every later loader, which then skips the detection pass.
+
+    A step is missing where some time-dependent channel read has no value in its selected box:
+    the chunks holding it are not stored (in a sharded array, the inner chunks are empty in the
+    shard's index) or hold only NaN after CF decoding (``_FillValue`` / ``missing_value``
+    masked). This reads every stored chunk of the channels' boxes once, on ``num_threads``
+    threads (a full pass, like ``zarrstream stats``); integer variables without a fill value are
+    not read, their chunks' presence is enough.
+
+    ``dataset`` takes every form ``Loader`` takes (a URL, a list to join, ``{"join": ...}``,
+    ``{"concat": [...], "dim": "time"}``, ``{"url": ..., "ref": ...}``), and the other arguments
+    pick channels and boxes as ``Loader``'s do. ``variables`` names every variable whose gaps count,
+    targets included (the loader's default without it: every time-dependent variable), and
+    ``forcings`` the stored forcings (computed ones are never missing)."""
+    form = _dataset_form(dataset)
+    o = _zarrstream.LoaderOptions()
+    o.variables = _as_list(variables, "variables")
+    o.forcings = _as_list(forcings, "forcings")
+    o.select = [_selection(str(k), v) for k, v in _mapping("select", select)]
+    if periodic is not None:
+        o.periodic = _as_list(periodic, "periodic")
+    if ensemble is not None and not isinstance(ensemble, str):
+        raise ConfigError(f"ensemble={ensemble!r}: expected 'sample' or 'channels'")
+    o.ensemble = "none" if ensemble is None else ensemble
+    if ensemble_dim is not None:
+        o.ensemble_dim = str(ensemble_dim)
+    o.decode_cf = bool(decode_cf)
+    o.num_threads = _unsigned("num_threads", num_threads)
+    o.ref = ref or ""
+    return list(_zarrstream.detect_missing_dates(_dataset_text(form, join), o))
 
 
 def _reopen_loader(arguments: dict[str, Any], state: Mapping[str, Any]) -> Loader:

@@ -587,6 +587,58 @@ void ShardIndexCache::Insert(const internal::ArrayState* array, const std::strin
   bytes_ += bytes;
 }
 
+std::vector<Result<std::shared_ptr<const ShardIndex>>> ReadShardIndexes(
+    const internal::ArrayState& array, std::span<const std::string> shard_keys, ThreadPool* pool,
+    ShardIndexCache* index_cache, ChunkReadCounters* counters) {
+  std::vector<Result<std::shared_ptr<const ShardIndex>>> indexes(
+      shard_keys.size(), std::shared_ptr<const ShardIndex>());
+  const ShardingCodec* sharding = array.chain != nullptr ? array.chain->sharding() : nullptr;
+  if (sharding == nullptr) {
+    for (auto& index : indexes) index = InvalidArgumentError(array.Describe() + " is not sharded");
+    return indexes;
+  }
+  const ByteRange range = sharding->index_range();
+  (void)ParallelFor(pool, shard_keys.size(), [&](size_t i) -> Status {
+    const std::string& key = shard_keys[i];
+    if (index_cache != nullptr) {
+      std::shared_ptr<const ShardIndex> cached = index_cache->Find(&array, key);
+      if (cached != nullptr && cached->num_chunks() == sharding->num_inner_chunks()) {
+        if (counters != nullptr) counters->index_hits.fetch_add(1, std::memory_order_relaxed);
+        indexes[i] = std::move(cached);
+        return Status::Ok();
+      }
+    }
+    ReadScratch& scratch = ThreadScratch();
+    if (counters != nullptr) {
+      counters->index_reads.fetch_add(1, std::memory_order_relaxed);
+      counters->requests.fetch_add(1, std::memory_order_relaxed);
+    }
+    Result<uint64_t> got = CatchOutOfMemory("reading the shard index", [&]() -> Result<uint64_t> {
+      return array.store
+          ->Read(key, std::span<const ByteRange>(&range, 1),
+                 std::span<ByteBuffer>(&scratch.encoded, 1))
+          .Wait();
+    });
+    if (!got.ok() && got.status().code() == ErrorCode::kNotFound) return Status::Ok();
+    Result<ShardIndex> index = [&]() -> Result<ShardIndex> {
+      ZS_RETURN_IF_ERROR(got.status());
+      if (counters != nullptr) counters->bytes_read.fetch_add(*got, std::memory_order_relaxed);
+      return CatchOutOfMemory("decoding the shard index", [&] {
+        return sharding->DecodeIndex(scratch.encoded.span(), std::nullopt, &scratch.codec);
+      });
+    }();
+    if (!index.ok()) {
+      indexes[i] = std::move(index).status().WithContext(ChunkContext(key, array));
+      return Status::Ok();
+    }
+    auto shared = std::make_shared<const ShardIndex>(std::move(*index));
+    if (index_cache != nullptr) index_cache->Insert(&array, key, shared);
+    indexes[i] = std::move(shared);
+    return Status::Ok();
+  });
+  return indexes;
+}
+
 void ReadChunks(std::span<ChunkRead> reads, ThreadPool* pool, size_t max_parallelism,
                 ShardIndexCache* index_cache, ChunkReadCounters* counters) {
   ChunkReadCall(reads, nullptr, index_cache, counters).Run(pool, max_parallelism);

@@ -130,6 +130,15 @@ void ReadChunks(std::span<ChunkRead> reads, const PartialChunkOutput& partial, T
                 size_t max_parallelism = 0, ShardIndexCache* index_cache = nullptr,
                 ChunkReadCounters* counters = nullptr);
 
+// The indexes of shards `shard_keys` of sharded `array` (store keys, as ChunkKey gives them), read
+// on `pool` (several at once; each from `index_cache` where it holds it, else read and put there):
+// what a caller needs to know which inner chunks are stored without reading them (detecting
+// missing dates). A shard that is not stored has a null index; a read or decode error is that
+// shard's, with the shard key and the array's Describe() in its context.
+std::vector<Result<std::shared_ptr<const ShardIndex>>> ReadShardIndexes(
+    const internal::ArrayState& array, std::span<const std::string> shard_keys, ThreadPool* pool,
+    ShardIndexCache* index_cache = nullptr, ChunkReadCounters* counters = nullptr);
+
 // Objects a ReadChunks call keeps issued to remote stores and not yet decoded, and how many it
 // issues at once (shard index reads of a batch go out together, then the batch's inner reads).
 inline constexpr size_t kRemoteWindowObjects = 256;

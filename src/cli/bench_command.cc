@@ -330,6 +330,8 @@ struct BenchResult {
   std::string shown_url;
   // Loader::dataset_identity, its URLs shown as shown_url: which data was measured.
   nlohmann::json dataset = nlohmann::json::array();
+  // Loader::missing_dates: the time steps no sample touched (named or detected).
+  std::vector<std::string> missing_dates;
 
   double samples_per_second() const { return static_cast<double>(loop.samples) / loop.elapsed_s; }
   double bytes_per_second() const { return static_cast<double>(loop.bytes) / loop.elapsed_s; }
@@ -357,6 +359,8 @@ BenchResult Summarize(const BenchCommandOptions& o, const LoaderOptions& options
   for (const StoreIdentity& store : loader.dataset_identity()) {
     r.dataset.push_back({{"url", RedactUrl(store.url)}, {"kind", store.kind}, {"id", store.id}});
   }
+  Result<std::vector<std::string>> missing = loader.missing_dates();
+  if (missing.ok()) r.missing_dates = std::move(*missing);
   return r;
 }
 
@@ -404,6 +408,7 @@ nlohmann::json MakeReport(const BenchCommandOptions& o, const BenchResult& r) {
           {"missing_chunks", stats.missing_chunks},
           {"skipped_samples", stats.skipped_samples},
           {"missing_date_samples", stats.missing_date_samples},
+          {"missing_dates", r.missing_dates},
           {"bytes_read", stats.bytes_read},
           {"bytes_decoded", stats.bytes_decoded},
           {"bytes_used", stats.bytes_used},
@@ -488,6 +493,13 @@ void PrintReport(const BenchCommandOptions& o, const LoaderOptions& options, con
                 o.train_step_ms);
   }
   PrintWaitHistogram(r.stats.wait_histogram);
+  if (!r.missing_dates.empty()) {
+    // One per line: what --missing-dates takes (comma-separated) to skip detecting them again.
+    std::printf("  missing dates: %zu step(s), %llu sample(s) left out per epoch\n",
+                r.missing_dates.size(),
+                static_cast<unsigned long long>(r.stats.missing_date_samples));
+    for (const std::string& label : r.missing_dates) std::printf("    %s\n", label.c_str());
+  }
 }
 
 // --trace, --json and --plot. The plot is drawn by Python (matplotlib) from the JSON report:
@@ -548,7 +560,8 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                       "the store's steps");
   command->add_option("--missing-dates", options->missing_dates,
                       "Time labels no sample may touch (a date is its whole period), "
-                      "comma-separated or repeated; 'detect': steps some channel has no chunk at");
+                      "comma-separated or repeated; 'detect': steps some channel has no value at "
+                      "(chunks absent or all NaN; reads the channels' chunks once at open)");
   command->add_option("--periodic", options->periodic,
                       "Dimensions that wrap around, comma-separated; 'none' for none (default: a "
                       "longitude going once around the circle)");

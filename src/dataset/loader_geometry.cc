@@ -16,11 +16,11 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <unordered_set>
 
 #include "array/array_state.h"
 #include "dataset/cf_decoding.h"
 #include "dataset/cf_time.h"
+#include "dataset/missing_dates.h"
 #include "dataset/stats_file.h"
 #include "util/format.h"
 #include "zarrstream/label_selection.h"
@@ -775,78 +775,10 @@ Status SetTargetSteps(const LoaderOptions& options, const std::string& where, Lo
   return Status::Ok();
 }
 
-// The store keys of `array`'s stored chunks (or shards), listed once.
-Result<std::unordered_set<std::string>> StoredKeys(const internal::ArrayState& array) {
-  ZS_ASSIGN_OR_RETURN_CTX(std::vector<KeyInfo> listed, array.store->List(array.path),
-                          "listing the chunks of " + array.Describe() + " to detect missing dates");
-  std::unordered_set<std::string> keys;
-  for (KeyInfo& key : listed) keys.insert(std::move(key.key));
-  return keys;
-}
-
-// The selected time steps at which channel `c` has no stored chunk in the selection (its values
-// there would be the fill value only), added to `missing`. `keys` caches each array's listing,
-// `absent` each (array, time chunk, level chunk, stacked member chunk)'s answer.
-Status DetectMissingSteps(const LoaderGeometry& g, size_t c,
-                          std::map<size_t, std::unordered_set<std::string>>& keys,
-                          std::map<std::tuple<size_t, uint64_t, uint64_t, uint64_t>, bool>& absent,
-                          std::set<uint64_t>& missing) {
-  const Channel& channel = g.channels[c];
-  const IndexRange& range = g.ranges[*g.time_dim];
-  for (uint64_t t = range.start; t < range.stop; ++t) {
-    const auto [slot, index] = TimeSource(g, c, t);
-    const internal::ArrayState& array = *g.arrays[slot];
-    const std::vector<uint64_t>& chunk = array.metadata.chunk_shape;
-    const size_t time_axis = *ArrayDimOf(g, c, *g.time_dim);
-    const uint64_t level_chunk =
-        channel.level_dim ? channel.level_index / chunk[*channel.level_dim] : 0;
-    const uint64_t member_chunk =
-        channel.member_dim ? channel.member_index / chunk[*channel.member_dim] : 0;
-    const auto cell = std::make_tuple(slot, index / chunk[time_axis], level_chunk, member_chunk);
-    auto known = absent.find(cell);
-    if (known == absent.end()) {
-      if (!keys.count(slot)) {
-        ZS_ASSIGN_OR_RETURN(keys[slot], StoredKeys(array));
-      }
-      const std::unordered_set<std::string>& stored = keys[slot];
-      // Every chunk of the step's selected box: the odometer over the other dimensions' chunks.
-      const size_t rank = array.metadata.shape.size();
-      std::vector<uint64_t> low(rank, 0), high(rank, 0);
-      low[time_axis] = high[time_axis] = index / chunk[time_axis];
-      if (channel.level_dim) low[*channel.level_dim] = high[*channel.level_dim] = level_chunk;
-      if (channel.member_dim) low[*channel.member_dim] = high[*channel.member_dim] = member_chunk;
-      for (size_t d = 0; d < g.dims.size(); ++d) {
-        const std::optional<size_t> a = ArrayDimOf(g, c, d);
-        if (!a || d == *g.time_dim) continue;
-        const IndexRange touched = TouchedStoreRange(g, d);
-        low[*a] = touched.start / chunk[*a];
-        high[*a] = (touched.stop - 1) / chunk[*a];
-      }
-      std::vector<uint64_t> coords = low;
-      bool none = true;
-      for (bool more = true; more && none;) {
-        none = !stored.count(array.ChunkKey(coords));
-        more = false;
-        for (size_t a = rank; a-- > 0;) {
-          if (coords[a] < high[a]) {
-            ++coords[a];
-            more = true;
-            break;
-          }
-          coords[a] = low[a];
-        }
-      }
-      known = absent.emplace(cell, none).first;
-    }
-    if (known->second) missing.insert(t);
-  }
-  return Status::Ok();
-}
-
 // The time steps no sample may touch: the labels LoaderOptions::missing_dates names, and with
-// detect_missing_dates the steps some channel has no chunk at.
+// detect_missing_dates the steps some channel has no value at (dataset/missing_dates.h).
 Status SetMissingDates(const Dataset& dataset, const LoaderOptions& options,
-                       const std::string& where, LoaderGeometry& g) {
+                       const std::string& where, ThreadPool* pool, LoaderGeometry& g) {
   if (options.missing_dates.empty() && !options.detect_missing_dates) return Status::Ok();
   if (!g.time_dim) {
     return ConfigError("missing dates: the channels of " + where + " have no time dimension (" +
@@ -860,12 +792,8 @@ Status SetMissingDates(const Dataset& dataset, const LoaderOptions& options,
     missing.insert(indices.begin(), indices.end());
   }
   if (options.detect_missing_dates) {
-    std::map<size_t, std::unordered_set<std::string>> keys;
-    std::map<std::tuple<size_t, uint64_t, uint64_t, uint64_t>, bool> absent;
-    for (size_t c = 0; c < g.channels.size(); ++c) {
-      if (g.resident[g.channel_array[c]]) continue;  // a static field: no time steps
-      ZS_RETURN_IF_ERROR(DetectMissingSteps(g, c, keys, absent, missing));
-    }
+    ZS_ASSIGN_OR_RETURN(std::vector<uint64_t> detected, DetectMissingSteps(g, pool));
+    missing.insert(detected.begin(), detected.end());
   }
   const IndexRange& range = g.ranges[*g.time_dim];
   for (uint64_t t : missing) {
@@ -1152,7 +1080,8 @@ std::optional<size_t> ArrayDimOf(const LoaderGeometry& g, size_t c, size_t d) {
   return channel_dim;
 }
 
-Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options) {
+Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options,
+                                          ThreadPool* pool) {
   LoaderGeometry g;
   const std::string where = "dataset " + dataset.url();
   ZS_ASSIGN_OR_RETURN(const std::string member_dim, MemberDimension(dataset, options, where));
@@ -1163,10 +1092,10 @@ Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOp
   ZS_RETURN_IF_ERROR(SetSampling(options, where, member_dim, g));
   ZS_RETURN_IF_ERROR(SetTargetSteps(options, where, g));
   SetResident(g);
-  ZS_RETURN_IF_ERROR(SetMissingDates(dataset, options, where, g));
+  ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
+  ZS_RETURN_IF_ERROR(SetMissingDates(dataset, options, where, pool, g));
   ZS_RETURN_IF_ERROR(SetComputedForcings(dataset, where, g));
   SetLayout(g);
-  ZS_RETURN_IF_ERROR(SetCfDecoding(options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetNormalisation(options.normalize, options.decode_cf, g));
   ZS_RETURN_IF_ERROR(SetTargetTendencies(options, g));
   return g;

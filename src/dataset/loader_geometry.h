@@ -24,6 +24,7 @@
 #include "dataset/channel_spec.h"
 #include "dataset/computed_forcings.h"
 #include "dataset/coordinates.h"
+#include "util/thread_pool.h"
 #include "zarrstream/loader.h"
 #include "zarrstream/status.h"
 
@@ -197,7 +198,10 @@ std::pair<size_t, uint64_t> TimeSource(const LoaderGeometry& geometry, size_t c,
 
 // Resolves `options` against `dataset` (see include/zarrstream/loader.h), reading the stats file
 // `options.normalize` names. Errors are kInvalidArgument (kNotFound for unknown names, kUnsupported
-// for arrays the loader cannot read) and name the dataset and what is available.
-Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options);
+// for arrays the loader cannot read) and name the dataset and what is available. With
+// `options.detect_missing_dates` it reads the channels' chunks (dataset/missing_dates.h) on `pool`
+// (null: on the calling thread).
+Result<LoaderGeometry> MakeLoaderGeometry(const Dataset& dataset, const LoaderOptions& options,
+                                          ThreadPool* pool = nullptr);
 
 }  // namespace zarrstream

@@ -312,21 +312,26 @@ Result<std::shared_ptr<const ChunkCache::Entry>> ReadResidentBox(const LoaderGeo
   return std::shared_ptr<const ChunkCache::Entry>(std::move(entry));
 }
 
-// The loader's parts on its state: thread pool, strides, layout, memory and producer.
-Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSetup> gpu) {
-  const LoaderOptions& options = s.options;
-  BatchContext& c = s.context;
-  ZS_ASSIGN_OR_RETURN(c.layout, BatchLayout::Make(LayoutSpec(s.geometry, options)));
+// The loader's worker threads (num_threads; 0: CoresPerLocalRank()).
+Result<std::shared_ptr<ThreadPool>> StartWorkers(const LoaderOptions& options) {
   size_t threads = options.num_threads;
   if (threads == 0) {
     ZS_ASSIGN_OR_RETURN(threads, CoresPerLocalRank());
   }
   try {
-    c.pool = std::make_shared<ThreadPool>(threads);
+    return std::make_shared<ThreadPool>(threads);
   } catch (const std::exception& e) {  // std::system_error, or bad_alloc for the threads' count
     return ConfigError("cannot start the loader's " + std::to_string(threads) +
                        " worker threads: " + e.what() + "; a smaller num_threads starts fewer");
   }
+}
+
+// The loader's parts on its state: strides, layout, memory and producer (the thread pool is
+// there already).
+Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSetup> gpu) {
+  const LoaderOptions& options = s.options;
+  BatchContext& c = s.context;
+  ZS_ASSIGN_OR_RETURN(c.layout, BatchLayout::Make(LayoutSpec(s.geometry, options)));
   for (size_t i = 0; i < s.geometry.arrays.size(); ++i) {
     const ArrayState* array = s.geometry.arrays[i];
     if (const std::optional<ResidentBox>& box = s.geometry.resident[i]) {
@@ -382,17 +387,51 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
   open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
   open_options.ref = options.ref;
   ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
-  ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, options));
+  // Started before the geometry: detecting missing dates reads chunks on it.
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<ThreadPool> pool, internal::StartWorkers(options));
+  ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, options, pool.get()));
   const ShuffleMode shuffle = options.shuffle;
   ZS_ASSIGN_OR_RETURN(SamplePlan plan,
                       internal::MakeSamplePlan(dataset, geometry, options, shuffle));
   auto state = std::make_unique<LoaderState>(options, std::move(dataset), std::move(geometry),
                                              std::move(plan));
+  state->context.pool = std::move(pool);
   ZS_RETURN_IF_ERROR(internal::AssembleParts(*state, pin, std::move(gpu)));
   state->estimated_amplification = state->plan.EstimateReads(shuffle).read_amplification;
   state->estimated_amplification_exact =
       state->plan.EstimateReads(ShuffleMode::kExact).read_amplification;
   return Loader(std::move(state));
+}
+
+namespace internal {
+namespace {
+
+// `geometry`'s missing steps as labels of `dataset`'s time coordinate.
+Result<std::vector<std::string>> MissingDateLabels(const Dataset& dataset,
+                                                   const LoaderGeometry& geometry) {
+  std::vector<std::string> labels;
+  if (geometry.missing_steps.empty()) return labels;
+  ZS_ASSIGN_OR_RETURN(Coordinate coordinate,
+                      dataset.LoadCoordinate(geometry.dims[*geometry.time_dim]));
+  for (uint64_t t : geometry.missing_steps) labels.push_back(coordinate.FormatLabel(t));
+  return labels;
+}
+
+}  // namespace
+}  // namespace internal
+
+Result<std::vector<std::string>> DetectMissingDates(std::string_view url,
+                                                    const LoaderOptions& options) {
+  LoaderOptions detect = options;
+  detect.detect_missing_dates = true;
+  detect.missing_dates.clear();
+  OpenOptions open_options;
+  open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
+  open_options.ref = options.ref;
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<ThreadPool> pool, internal::StartWorkers(detect));
+  ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, detect, pool.get()));
+  return internal::MissingDateLabels(dataset, geometry);
 }
 
 Loader::Loader(std::unique_ptr<LoaderState> state) : state_(std::move(state)) {}
@@ -529,6 +568,9 @@ const std::vector<std::string>& Loader::spatial_dims() const {
 const LoaderOptions& Loader::options() const { return state_->options; }
 const std::vector<StoreIdentity>& Loader::dataset_identity() const {
   return state_->dataset.store_identities();
+}
+Result<std::vector<std::string>> Loader::missing_dates() const {
+  return internal::MissingDateLabels(state_->dataset, state_->geometry);
 }
 bool Loader::pinned() const { return state_->context.host_memory->pinned(); }
 size_t Loader::num_threads() const { return state_->context.pool->num_threads(); }

@@ -221,6 +221,11 @@ struct ArrayPass {
   uint64_t tendency_steps = 0;
   size_t table = 0;
   std::optional<size_t> time_dim;
+  // A tendency pass over a combined dataset's channel: every array holding a run of its time
+  // dimension, each with its own decoding, so that a pair's later step may come from the next
+  // store. Empty: the later steps are the pass's array's.
+  std::vector<TimeSegment> segments;
+  std::vector<Reducer> segment_reducers;
 
   // The decoded bytes of blocks [begin, end).
   uint64_t BlocksBytes(uint64_t begin, uint64_t end) const {
@@ -250,8 +255,55 @@ struct ArrayPass {
 // and both as doubles (the difference overwriting the first).
 struct BlockBuffers {
   std::vector<std::byte> block, later;
-  std::vector<double> differences, later_values;
+  std::vector<double> differences, later_values, piece_values;
 };
+
+// The box `shape` at `start` of `pass`'s array, `pass.tendency_steps` later along time, as
+// decoded doubles in `later_values`: from the pass's array, or (pass.segments) from the arrays
+// holding those steps of the combined dataset, each piece decoded as its array's values are.
+Status ReadLater(const ArrayPass& pass, const std::vector<uint64_t>& start,
+                 const std::vector<uint64_t>& shape, uint64_t elements, BlockBuffers* buffers) {
+  const size_t time = *pass.time_dim;
+  buffers->later_values.resize(elements);
+  if (pass.segments.empty()) {
+    std::vector<uint64_t> later_start = start;
+    later_start[time] += pass.tendency_steps;
+    buffers->later.resize(elements * DataTypeSize(pass.array.dtype()));
+    ZS_RETURN_IF_ERROR(pass.array.Read(later_start, shape, buffers->later.data()));
+    pass.reducer.to_doubles(buffers->later.data(), elements, pass.reducer.cf,
+                            buffers->later_values.data());
+    return Status::Ok();
+  }
+  // The block's steps as the dataset numbers them, then the later ones.
+  const uint64_t from = start[time] - pass.time_first + pass.time_run->start + pass.tendency_steps;
+  const uint64_t to = from + shape[time];
+  uint64_t inner = 1;
+  for (size_t d = time + 1; d < shape.size(); ++d) inner *= shape[d];
+  const uint64_t outer = elements / (inner * shape[time]);
+  for (size_t k = 0; k < pass.segments.size(); ++k) {
+    const TimeSegment& segment = pass.segments[k];
+    const uint64_t lo = std::max(from, segment.begin);
+    const uint64_t hi = std::min(to, segment.end);
+    if (lo >= hi) continue;
+    std::vector<uint64_t> piece_start = start, piece_shape = shape;
+    piece_start[time] = lo - segment.begin + segment.first;
+    piece_shape[time] = hi - lo;
+    const uint64_t piece_elements = outer * piece_shape[time] * inner;
+    buffers->later.resize(piece_elements * DataTypeSize(segment.array.dtype()));
+    ZS_RETURN_IF_ERROR(segment.array.Read(piece_start, piece_shape, buffers->later.data()));
+    buffers->piece_values.resize(piece_elements);
+    const Reducer& reducer = pass.segment_reducers[k];
+    reducer.to_doubles(buffers->later.data(), piece_elements, reducer.cf,
+                       buffers->piece_values.data());
+    // Into the piece's steps of the box, for each index of the dimensions before time.
+    const uint64_t run = piece_shape[time] * inner;
+    for (uint64_t o = 0; o < outer; ++o) {
+      std::copy_n(buffers->piece_values.data() + o * run, run,
+                  buffers->later_values.data() + (o * shape[time] + (lo - from)) * inner);
+    }
+  }
+  return Status::Ok();
+}
 
 // Reads block `b` of `pass` into `buffers` and reduces each of its channels into `out` (one entry
 // per channel of the block's level piece, or one for an array without levels). A tendency pass
@@ -274,17 +326,11 @@ Status ReadAndReduceBlock(const ArrayPass& pass, uint64_t b, BlockBuffers* buffe
   Reducer reducer = pass.reducer;
   const std::byte* values = buffer->data();
   if (pass.tendency_steps > 0) {
-    std::vector<uint64_t> later_start = start;
-    later_start[*pass.time_dim] += pass.tendency_steps;
-    buffers->later.resize(buffer->size());
-    ZS_RETURN_IF_ERROR(pass.array.Read(later_start, shape, buffers->later.data()));
+    ZS_RETURN_IF_ERROR(ReadLater(pass, start, shape, elements, buffers));
     buffers->differences.resize(elements);
-    buffers->later_values.resize(elements);
     double* differences = buffers->differences.data();
     const double* later = buffers->later_values.data();
     pass.reducer.to_doubles(buffer->data(), elements, pass.reducer.cf, differences);
-    pass.reducer.to_doubles(buffers->later.data(), elements, pass.reducer.cf,
-                            buffers->later_values.data());
     for (uint64_t i = 0; i < elements; ++i) differences[i] = later[i] - differences[i];
     reducer = MakeReducer<double, double, false>(StoredValues(DataType::kFloat64));
     values = reinterpret_cast<const std::byte*>(differences);
@@ -390,8 +436,21 @@ Result<std::vector<ArrayPass>> PassesByArray(std::span<const Channel> channels, 
         return p.array.url() == source.array.url();
       });
       if (it == passes.end()) {
-        ArrayPass pass{source.array, {}, channel.level_dim, {}, {}, {}, std::nullopt, 0, 1, 0, 0, 0,
-                       std::nullopt};
+        ArrayPass pass{source.array,
+                       {},
+                       channel.level_dim,
+                       {},
+                       {},
+                       {},
+                       std::nullopt,
+                       0,
+                       1,
+                       0,
+                       0,
+                       0,
+                       std::nullopt,
+                       {},
+                       {}};
         if (!channel.time_segments.empty()) {
           pass.time_run = IndexRange{source.begin, source.end};
           pass.time_first = source.first;
@@ -722,13 +781,6 @@ Result<ChannelStatsPart> ComputeChannelStatsPart(const Dataset& dataset,
   ZS_ASSIGN_OR_RETURN(const std::vector<Tendency> tendencies,
                       ResolveTendencies(dataset, *reference, selected, options, &file));
   for (size_t i = 0; i < tendencies.size(); ++i) {
-    for (const Channel& c : channels) {
-      if (!c.broadcast && !c.time_segments.empty()) {
-        return UnsupportedError("tendencies of channel '" + c.name + "' of " + dataset.url() +
-                                ": its time steps come from several stores, which tendencies "
-                                "do not support");
-      }
-    }
     // The first steps of the pairs stand for the time selection; each block reads its box
     // `steps` later too.
     std::map<std::string, std::vector<IndexRange>> starts = selected;
@@ -741,6 +793,16 @@ Result<ChannelStatsPart> ComputeChannelStatsPart(const Dataset& dataset,
       PlanBlocks(channels, starts, &pass);
       pass.tendency_steps = tendencies[i].steps;
       pass.table = 1 + i;
+      const Channel& channel = channels[pass.channel_slots.front()];
+      for (const TimeSegment& segment : channel.time_segments) {
+        CfDecoding cf = StoredValues(segment.array.dtype());
+        if (options.decode_cf) {
+          ZS_ASSIGN_OR_RETURN(cf, CfDecodingOf(segment.array));
+        }
+        ZS_ASSIGN_OR_RETURN(Reducer reducer, ReducerFor(segment.array.dtype(), cf));
+        pass.segments.push_back(segment);
+        pass.segment_reducers.push_back(reducer);
+      }
       passes.push_back(std::move(pass));
     }
   }

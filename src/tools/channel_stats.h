@@ -26,6 +26,8 @@
 // whose blocks are those of the values with the time pieces cut to the steps t whose partner
 // t + n is selected too; a block reads the same box n steps later as well, so each pair belongs
 // to the block of its first step, whichever part that block falls in. Static fields have none.
+// Over stores concatenated along time, a pair may span the boundary: its later step is read from
+// the next store (decoded with that store's CF encoding), as in one store.
 //
 // Parts: `part_count` > 1 cuts the blocks (of all arrays, in order) into that many contiguous runs;
 // ComputeChannelStatsPart reduces one run into per-channel accumulators, which merge (in part
