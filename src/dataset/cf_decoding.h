@@ -25,10 +25,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
+#include "metadata/float16.h"
 #include "zarrstream/array.h"
 #include "zarrstream/data_type.h"
 #include "zarrstream/status.h"
@@ -109,6 +112,26 @@ class CfDecoder {
   Compute scale_;
   Compute offset_;
 };
+
+// The element type CfDecoder code reads float16 data as (distinct from uint16 elements).
+struct Float16Bits {
+  uint16_t bits;
+};
+
+// The stored element of type T (Float16Bits: a float16) at `p`, unaligned, in the type CfDecoder
+// takes it as (float16 widened to float32, exactly).
+template <typename T>
+auto LoadStoredElement(const std::byte* p) {
+  if constexpr (std::is_same_v<T, Float16Bits>) {
+    uint16_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    return static_cast<float>(Float16BitsToDouble(bits));
+  } else {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+  }
+}
 
 // One stored value decoded (CfDecoder, for a single value).
 template <typename Compute, typename Src>

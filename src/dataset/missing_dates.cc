@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -21,7 +20,6 @@
 #include "array/array_state.h"
 #include "array/chunk_reader.h"
 #include "dataset/cf_decoding.h"
-#include "metadata/float16.h"
 
 namespace zarrstream {
 
@@ -32,24 +30,6 @@ constexpr size_t kCellsPerRound = 1024;
 // The shard indexes kept between rounds (a shard spans the cells of several rounds).
 constexpr uint64_t kIndexCacheBytes = uint64_t{256} << 20;
 
-// A float16 element's bits (as distinct from uint16 elements).
-struct Float16Bits {
-  uint16_t bits;
-};
-
-template <typename T>
-auto Load(const std::byte* p) {
-  if constexpr (std::is_same_v<T, Float16Bits>) {
-    uint16_t bits;
-    std::memcpy(&bits, p, sizeof bits);
-    return static_cast<float>(Float16BitsToDouble(bits));
-  } else {
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    return v;
-  }
-}
-
 // Whether any of the `n` contiguous elements at `data` is a value once decoded (not NaN); stops at
 // the first.
 template <typename T, typename Compute, bool kDecode>
@@ -59,9 +39,9 @@ bool AnyValue(const std::byte* data, uint64_t n, const CfDecoding& cf) {
   for (uint64_t i = 0; i < n; ++i) {
     Compute x;
     if constexpr (kDecode) {
-      x = decode(Load<T>(data + i * kSize));
+      x = decode(LoadStoredElement<T>(data + i * kSize));
     } else {
-      x = static_cast<Compute>(Load<T>(data + i * kSize));
+      x = static_cast<Compute>(LoadStoredElement<T>(data + i * kSize));
     }
     if (!std::isnan(x)) return true;
   }

@@ -3,14 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
 #include <utility>
 
 #include "dataset/cf_decoding.h"
-#include "metadata/float16.h"
 #include "util/format.h"
 #include "util/thread_pool.h"
 
@@ -29,32 +27,13 @@ struct Strided {
   uint64_t run_stride = 0;
 };
 
-// A float16 element's bits (as distinct from uint16 elements).
-struct Float16Bits {
-  uint16_t bits;
-};
-
-// One element in the type the decoding reads it as (float16 widened to float32, exactly).
-template <typename T>
-auto Load(const std::byte* p) {
-  if constexpr (std::is_same_v<T, Float16Bits>) {
-    uint16_t bits;
-    std::memcpy(&bits, p, sizeof bits);
-    return static_cast<float>(Float16BitsToDouble(bits));
-  } else {
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    return v;
-  }
-}
-
 // One element as a double, CF-decoded (`Compute`: the decoding's arithmetic type) when kDecode.
 template <typename T, typename Compute, bool kDecode>
 double Value(const std::byte* p, const CfDecoder<Compute>& decode) {
   if constexpr (kDecode) {
-    return static_cast<double>(decode(Load<T>(p)));
+    return static_cast<double>(decode(LoadStoredElement<T>(p)));
   } else {
-    return static_cast<double>(Load<T>(p));
+    return static_cast<double>(LoadStoredElement<T>(p));
   }
 }
 
