@@ -9,7 +9,6 @@ memory sampler sums a whole process tree.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_bench
 
 import zarrstream
 
@@ -41,12 +41,6 @@ MEASURED_FIELDS = (
 )
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("loader_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_bench(*args, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -210,7 +204,7 @@ def test_sharded_workload_needs_a_sharded_store(tmp_path):
 
 
 def test_first_batch_check_catches_a_wrong_batch(tmp_path):
-    bench = load_bench()
+    bench = load_bench("loader_bench")
     store = tmp_path / "xr.zarr"
     write_xarray_store(store)
     info = bench.describe_store(store, ["t2m", "z"])
@@ -245,7 +239,7 @@ def test_first_batch_check_catches_a_wrong_batch(tmp_path):
 def test_whole_array_check_catches_a_wrong_read(tmp_path):
     import zarr
 
-    bench = load_bench()
+    bench = load_bench("loader_bench")
     store = tmp_path / "xr.zarr"
     write_xarray_store(store)
     info = bench.describe_store(store, ["t2m", "z"])
@@ -285,7 +279,7 @@ if grandchild:
 
 
 def test_memory_sampler_sums_the_process_tree():
-    bench = load_bench()
+    bench = load_bench("loader_bench")
     proc = subprocess.Popen([sys.executable, "-c", ALLOCATE, "parent", ALLOCATE], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE)
     try:

@@ -6,38 +6,25 @@ check catches a joined dataset that differs. Never a timing.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench, run_bench
 
 zarr = pytest.importorskip("zarr")
 pytest.importorskip("torch")
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "multistore_bench.py"
 SMALLEST = ["--preset", "era5-small", "--steps", "8", "--batch-size", "2", "--epochs", "1", "--rounds", "1",
             "--devices", "cpu"]
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("multistore_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def smallest_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("multistore")
-    proc = subprocess.run([sys.executable, str(BENCH), *SMALLEST, "--workdir", out / "work",
-                           "--json", out / "result.json"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"multistore_bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    result = json.loads((out / "result.json").read_text())
-    result["stdout"] = proc.stdout
+    result = run_bench("multistore_bench", [*SMALLEST, "--workdir", out / "work"], out, timeout=300)
     return result
 
 
@@ -58,7 +45,7 @@ def test_the_smallest_configuration_runs_and_reports_equal_batches(smallest_run)
 
 
 def test_the_stores_are_split_by_kind(smallest_run):
-    bench = load_bench()
+    bench = load_bench("multistore_bench")
     surface, pressure, constants = (zarr.open_group(p, mode="r") for p in smallest_run["stores"]["joined"])
     assert sorted(surface.array_keys()) == sorted(bench.SURFACE + ["latitude", "longitude", "time"])
     assert sorted(pressure.array_keys()) == sorted(bench.PRESSURE + ["latitude", "level", "longitude", "time"])
@@ -67,7 +54,7 @@ def test_the_stores_are_split_by_kind(smallest_run):
 
 
 def test_the_check_catches_a_joined_dataset_that_differs(smallest_run, tmp_path):
-    bench = load_bench()
+    bench = load_bench("multistore_bench")
     stores = {layout: [Path(p) for p in paths] for layout, paths in smallest_run["stores"].items()}
     wrong_surface = tmp_path / "surface.zarr"
     shutil.copytree(stores["joined"][0], wrong_surface)

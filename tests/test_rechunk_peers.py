@@ -8,38 +8,25 @@ rechunker's is missing its row is reported as not run, and the test says so.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_bench, run_bench
 import zarr
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "rechunk_peers.py"
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("rechunk_peers", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def smallest_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("rechunk_peers")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--preset", "era5-small", "--steps", "8", "--time-chunk", "4",
-         "--workers", "1", "--tools", "zarrstream,zarrstream-dask,rechunker", "--out-dir", out / "work",
-         "--keep", "--json", out / "result.json"],
-        capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"rechunk_peers failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    result = json.loads((out / "result.json").read_text())
-    result["stdout"] = proc.stdout
+    result = run_bench(
+        "rechunk_peers",
+        ["--preset", "era5-small", "--steps", "8", "--time-chunk", "4", "--workers", "1",
+         "--tools", "zarrstream,zarrstream-dask,rechunker", "--out-dir", out / "work", "--keep"],
+        out, timeout=300)
     result["work"] = out / "work"
     return result
 
@@ -76,7 +63,7 @@ def test_the_training_layout_is_written(smallest_run):
 
 
 def test_the_check_catches_a_wrong_output(smallest_run, tmp_path):
-    bench = load_bench()
+    bench = load_bench("rechunk_peers")
     source = next(smallest_run["work"].glob("era5-small-8-t4.zarr"))
     arrays = bench.source_arrays(source)
     copy = tmp_path / "copy.zarr"

@@ -5,7 +5,6 @@ with exactly the weights, of the uninterrupted run; the baseline and the ceiling
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -15,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench
 
 from conftest import run_cli
 
@@ -348,9 +348,7 @@ def test_the_training_matrix_compares_runs_with_the_ceiling_and_reports_failures
 
 
 def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
-    spec = importlib.util.spec_from_file_location("train_matrix", MATRIX)
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
+    matrix = load_bench("train_matrix")
     assert matrix.is_baseline(["--loader", "dataloader", "--workers", "16"])
     assert matrix.is_baseline(["--loader=dataloader"])
     assert not matrix.is_baseline(["--loader", "dataloader", "--loader", "zarrstream"])
@@ -397,9 +395,7 @@ def test_a_run_that_overruns_its_time_is_stopped_with_all_its_processes(dataset,
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "| slow | failed: did not finish in 8 s |" in proc.stdout, proc.stdout
-    spec = importlib.util.spec_from_file_location("train_matrix", MATRIX)
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
+    matrix = load_bench("train_matrix")
     assert matrix.processes_with(str(EXAMPLE)) == []
 
 

@@ -8,15 +8,13 @@ timing.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_bench, run_bench
 
 import zarrstream
 
@@ -28,27 +26,17 @@ pytest.importorskip("kerchunk")
 pytest.importorskip("h5netcdf")
 pytest.importorskip("dask")
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "virtual_bench.py"
 SMALLEST = ["--preset", "era5-small", "--steps", "8", "--steps-per-file", "4", "--batch-size", "2", "--epochs", "1",
             "--rounds", "1", "--workers", "1"]
 ROWS = ("plain", "icechunk", "references", "xarray")
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("virtual_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def smallest_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("virtual")
-    proc = subprocess.run([sys.executable, str(BENCH), *SMALLEST, "--workdir", out / "work",
-                           "--json", out / "result.json"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"virtual_bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    result = json.loads((out / "result.json").read_text())
-    result["stdout"] = proc.stdout
+    result = run_bench("virtual_bench", [*SMALLEST, "--workdir", out / "work"], out, timeout=600)
     return result
 
 
@@ -114,7 +102,7 @@ def test_the_datasets_hold_the_plain_stores_data(smallest_run):
 
 
 def test_the_check_catches_a_repository_that_differs(smallest_run, tmp_path):
-    bench = load_bench()
+    bench = load_bench("virtual_bench")
     paths = {k: Path(v) for k, v in smallest_run["datasets"].items()}
     paths["icechunk"] = tmp_path / "changed.icechunk"
     shutil.copytree(smallest_run["datasets"]["icechunk"], paths["icechunk"])
