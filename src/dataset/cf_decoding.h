@@ -102,10 +102,11 @@ class CfDecoder {
   }
 
  private:
-  // The comparisons spelled out (not a loop), so that the compiler sees straight-line code.
+  // The comparisons spelled out (not a loop) and or-ed without short-circuit, so that the compiler
+  // sees straight-line code.
   template <size_t... k>
   bool IsFill(Compute x, std::index_sequence<k...>) const {
-    return ((x == fills_[k]) | ...);
+    return (static_cast<unsigned>(x == fills_[k]) | ...) != 0;
   }
 
   std::array<Compute, kMaxCfFillValues> fills_;

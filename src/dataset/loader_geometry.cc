@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -186,7 +187,9 @@ Status UndefinedStatsError(const std::string& stats_path, const std::string& cha
 
 bool SameDecoding(const CfDecoding& a, const CfDecoding& b) {
   // Bit for bit: a NaN fill value is the same as another NaN.
-  const auto same = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  const auto same = [](double x, double y) {
+    return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y);
+  };
   bool equal = a.source == b.source && a.decode == b.decode && a.decoded == b.decoded &&
                a.has_scale_factor == b.has_scale_factor && a.has_add_offset == b.has_add_offset &&
                same(a.scale_factor, b.scale_factor) && same(a.add_offset, b.add_offset) &&
@@ -300,18 +303,33 @@ Status SetTargetTendencies(const LoaderOptions& options, LoaderGeometry& g) {
     if (tendency == channel->tendencies.end()) {
       std::vector<std::string> has;
       for (const TendencyStats& t : channel->tendencies) has.push_back(std::to_string(t.steps));
-      return ConfigError(
-          what + ": the stats file '" + options.normalize + "' has no tendency over " +
-          std::to_string(steps) + " time steps of the store for target channel '" + name + "' (" +
-          (has.empty() ? std::string("it has no tendencies for it")
-                       : "it has tendencies over " + Join(has) + " steps") +
-          "): compute them with `zarrstream stats --tendencies " + std::to_string(steps) + "`");
+      std::string s = what;
+      s += ": the stats file '";
+      s += options.normalize;
+      s += "' has no tendency over ";
+      s += std::to_string(steps);
+      s += " time steps of the store for target channel '";
+      s += name;
+      s += has.empty() ? "' (it has no tendencies for it" : "' (it has tendencies over ";
+      if (!has.empty()) {
+        s += Join(has);
+        s += " steps";
+      }
+      s += "): compute them with `zarrstream stats --tendencies ";
+      s += std::to_string(steps);
+      s += '`';
+      return ConfigError(std::move(s));
     }
     if (!std::isfinite(tendency->mean) || !std::isfinite(tendency->std)) {
-      return ConfigError(what + ": the stats file '" + options.normalize +
-                         "' gives target channel '" + name +
-                         "' no finite mean and std of its tendency over " + std::to_string(steps) +
-                         " time steps: it cannot normalise it");
+      std::string s = what;
+      s += ": the stats file '";
+      s += options.normalize;
+      s += "' gives target channel '";
+      s += name;
+      s += "' no finite mean and std of its tendency over ";
+      s += std::to_string(steps);
+      s += " time steps: it cannot normalise it";
+      return ConfigError(std::move(s));
     }
     Slab base = target;
     base.step = g.time_window - 1;

@@ -659,8 +659,12 @@ Result<std::vector<Tendency>> ResolveTendencies(
     } else {
       ZS_ASSIGN_OR_RETURN(const int64_t seconds, ParseDuration("tendency", text));
       if (!file->time_step_seconds) {
-        return InvalidArgumentError("tendency '" + text + "': a duration needs evenly spaced " +
-                                    "times, and " + uneven + "; give it in time steps");
+        std::string s = "tendency '";
+        s += text;
+        s += "': a duration needs evenly spaced times, and ";
+        s += uneven;
+        s += "; give it in time steps";
+        return InvalidArgumentError(std::move(s));
       }
       if (seconds % *file->time_step_seconds != 0) {
         return InvalidArgumentError("tendency '" + text + "' (" + std::to_string(seconds) +
