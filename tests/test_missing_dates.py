@@ -10,6 +10,7 @@ labels `detect_missing_dates` returns are numpy's.
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 
 import numpy as np
@@ -277,6 +278,15 @@ def test_detection_with_two_ranks_and_resumption_is_exact(holey):
     origins = sorted({o for b in seen for (o,) in b["origin"].tolist()})
     assert origins == kept_origins(missing)
     check_kept(seen, reference, missing)
+
+
+def test_a_pickled_detecting_loader_carries_the_dates_it_found(holey):
+    loader = zarrstream.Loader(holey["sharded"], **dict(KWARGS, missing_dates="detect"))
+    copy = pickle.loads(pickle.dumps(loader))
+    assert loader.missing_dates == _labels(holey["ds"], {NAN_STEP, FILL_STEP})
+    assert copy._arguments["missing_dates"] == loader.missing_dates  # not detected again
+    assert copy.missing_dates == loader.missing_dates
+    assert_same_with_nan(all_batches(copy), all_batches(loader))
 
 
 def test_detect_function_takes_every_dataset_form(stores, holey, tmp_path):

@@ -611,6 +611,10 @@ class Loader:
             _refuse_pickling_credentials("the loader's dataset", _without_credentials(url),
                                          _carries_credentials(url))
         arguments = dict(self._arguments)
+        if isinstance(arguments.get("missing_dates"), str):  # "detect"
+            # The dates this loader found: a copy (a DataLoader worker, a spawned process) leaves
+            # out the same steps without reading the stores again.
+            arguments["missing_dates"] = self.missing_dates
         identity = self.dataset_identity
         if isinstance(arguments["url"], str):
             if identity[0]["kind"] == "icechunk":
