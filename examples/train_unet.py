@@ -564,8 +564,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "decoded, leaving the GPU to the model")
     p.add_argument("--cpu-decode-share", type=_share, default="auto",
                    help="GPU batches: the share (0 to 1) of nvCOMP's chunks the loader's CPU threads decode "
-                        "instead, so that both decode side by side; auto (default): the loader adapts it to "
-                        "what the CPU carries beside the training step")
+                        "instead, so that both decode side by side; auto (default): the loader finds the share "
+                        "that makes the training step's time per batch (with its wait) shortest")
     p.add_argument("--loader-threads", type=int, default=0,
                    help="zarrstream's worker threads (0: one per core; fewer leave cores to the training loop)")
     p.add_argument("--gpu-wave-mb", type=int, default=0,

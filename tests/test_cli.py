@@ -319,12 +319,15 @@ def test_bench_on_the_gpu_reports_the_gpu_stages(tmp_path):
     assert "cpu_decode_share" in report["gpu_decode"]
     assert report["gpu_decoded_chunks"] > 0 and report["chunks_decoded"] > 0
     assert report["cpu_decode_share"] == 0.5
-    # auto, beside a simulated training step that leaves every batch ready early: the share rises.
+    # auto, beside a simulated training step that leaves every batch ready early: every share is as fast
+    # there, so the search ends anywhere on its grid of tenths.
     proc = run_cli("bench", store, "--device", "cuda", "--batch-size", "1", "--epochs", "3", "--cpu-decode-share",
                    "auto", "--train-step-ms", "20", "--json", tmp_path / "a.json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "a.json").read_text())
-    assert "adapts to what they carry" in report["gpu_decode"] and report["cpu_decode_share"] > 0.5, report
+    share = report["cpu_decode_share"]
+    assert "adapts to the consumer's time per batch" in report["gpu_decode"], report
+    assert 0 <= share <= 1 and abs(10 * share - round(10 * share)) < 1e-9, report
     assert "share of nvCOMP's chunks ended at" in proc.stdout
 
 

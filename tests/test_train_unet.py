@@ -285,7 +285,7 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
                        "--cpu-decode-share", "auto", "--log-every", 1, *blocks)
     log = json.loads(adaptive.read_text())
     assert log["origins"] == json.loads(cpu.read_text())["origins"]
-    assert log["cpu_decode_share"] == "auto" and "adapts to what they carry" in log["gpu_decode"]
+    assert log["cpu_decode_share"] == "auto" and "adapts to the consumer's time per batch" in log["gpu_decode"]
     assert "CPU decode share" in proc.stdout and "share of nvCOMP's chunks ended at" in proc.stdout, proc.stdout
 
 

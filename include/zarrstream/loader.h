@@ -157,16 +157,17 @@ struct DecodePlacement {
   // side: for training steps that keep the GPU busy, where the CPU alone cannot keep up. 0: nvCOMP
   // decodes all it can; 1: as `gpu` off. Batches are identical either way.
   double cpu_share = 0;
-  // With `gpu`: `cpu_share` is where the worker threads' share starts, and the loader moves it as
-  // batches are taken: up while the consumer hardly waits, down when it waits more than 2 % of its
-  // time (at once when it waits long for one batch), so that the CPU decodes about as much as it
-  // carries: a GPU busy training gains whatever the CPU takes from nvCOMP, which costs a step more
-  // than such short waits (src/loader/decode_share.h). Loader::stats().cpu_decode_share says where
-  // it stands.
+  // With `gpu`: `cpu_share` (rounded to tenths) is where the worker threads' share starts, and the
+  // loader searches for the share that gives the consumer the shortest time per batch taken: its
+  // step, which nvCOMP's decoding beside it slows, plus its wait for the batch, which grows where
+  // the CPU falls behind. Shares on a grid of tenths are measured by windows of batches, the
+  // fastest kept (of shares as fast, the highest), its neighbours tried now and then, and the
+  // search starts again when the settled share turns slower (src/loader/decode_share.h).
+  // Loader::stats().cpu_decode_share says where it stands.
   bool adaptive = false;
 
-  // Where "auto" starts the adaptive share: halfway, so that it reaches either end in a few
-  // windows of batches.
+  // Where "auto" starts the adaptive share: halfway, so that its first search reaches either end
+  // in a few windows of batches.
   static constexpr double kAutoStart = 0.5;
 };
 // The one parser of the CPU share's text forms (Python cpu_decode_share="auto" or a share,

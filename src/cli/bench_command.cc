@@ -614,7 +614,8 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
       "--cpu-decode-share", options->cpu_decode_share,
       "With --device cuda: the share (0 to 1) of the chunks nvCOMP would decode "
       "that the worker threads decode instead (the CPU and the GPU side by side), "
-      "or auto: the loader adapts it to what the CPU carries, from 0.5 (with --train-step-ms)");
+      "or auto: the loader searches for the share that gives the consumer the shortest time "
+      "per batch, from 0.5 (with --train-step-ms)");
   command->add_option("--ref", options->ref,
                       "Icechunk repository: the branch, tag or snapshot id to read (default: "
                       "branch main)");

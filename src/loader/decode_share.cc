@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <string>
 
 #include "zarrstream/loader.h"
@@ -28,7 +29,10 @@ Result<DecodePlacement> ParseCpuDecodeShare(std::string_view text) {
 }
 
 DecodeShareController::DecodeShareController(double initial_share) {
-  setting_.share = std::clamp(initial_share, 0.0, 1.0);
+  const double share = std::clamp(initial_share, 0.0, 1.0);
+  level_ = static_cast<int>(std::lround(share * kLevels));
+  setting_.share = static_cast<double>(level_) / kLevels;
+  StartSearch(kFirstSpan);
 }
 
 DecodeShareController::Setting DecodeShareController::Current() const {
@@ -39,54 +43,117 @@ DecodeShareController::Setting DecodeShareController::Current() const {
 void DecodeShareController::Observe(uint64_t generation, double waited_seconds,
                                     double interval_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (generation != setting_.generation || interval_seconds <= 0) return;
+  if (generation != setting_.generation || !(interval_seconds > 0)) return;
+  if (!first_passed_) {
+    first_passed_ = true;
+    return;
+  }
   if (waited_seconds >= kOverload * interval_seconds) {
-    Lower(kOverloadStep);
+    window_.clear();
+    Judge(interval_seconds);
     return;
   }
-  ++window_batches_;
-  window_waited_ += waited_seconds;
-  window_seconds_ += interval_seconds;
-  if (window_batches_ < kWindow) return;
-  const double waiting = window_waited_ / window_seconds_;
-  if (waiting > kWaitBudget) {
-    Lower(kStep);
+  window_.push_back(interval_seconds);
+  if (window_.size() < kWindow) return;
+  std::sort(window_.begin(), window_.end());
+  const size_t half = window_.size() / 2;
+  const double median =
+      window_.size() % 2 != 0 ? window_[half] : (window_[half - 1] + window_[half]) / 2;
+  window_.clear();
+  Judge(median);
+}
+
+void DecodeShareController::Judge(double seconds) {
+  if (searching_) {
+    measured_[level_] = seconds;
+    Search();
     return;
   }
-  if (probing_) {  // the raised share held for a window: the next probe may come sooner
-    probing_ = false;
-    rise_windows_ = 1;
+  if (level_ != centre_) {  // a neighbour's probe
+    measured_[level_] = seconds;
+    if (Fastest({centre_, level_}) == level_) {
+      // As fast or faster: it takes over, and the search goes on from there.
+      const int settled = centre_;
+      const double settled_seconds = measured_[settled];
+      StartSearch(1);
+      measured_[settled] = settled_seconds;
+      Search();
+      return;
+    }
+    hold_windows_ = std::min(2 * hold_windows_, kMaxHoldWindows);
+    held_ = 0;
+    MoveTo(centre_);
+    return;
   }
-  good_windows_ = waiting <= kRiseBelow ? good_windows_ + 1 : 0;
-  if (good_windows_ >= rise_windows_ && setting_.share < 1) {
-    Raise();
-  } else {
-    MoveTo(setting_.share);  // a fresh window judges it again
+  if (seconds > measured_[level_] * (1 + kChanged)) {
+    StartSearch(2);
+    measured_[level_] = seconds;
+    Search();
+    return;
+  }
+  measured_[level_] = seconds;
+  if (++held_ < hold_windows_) return;
+  // Probe a neighbour, alternating above and below where both exist.
+  const bool up = level_ == 0 || (level_ < kLevels && probe_up_);
+  probe_up_ = !up;
+  MoveTo(up ? level_ + 1 : level_ - 1);
+}
+
+void DecodeShareController::Search() {
+  for (;;) {
+    const int up = std::min(centre_ + span_, kLevels);
+    const int down = std::max(centre_ - span_, 0);
+    for (const int level : {centre_, up, down}) {
+      if (measured_[level] == kUnmeasured) {
+        MoveTo(level);
+        return;
+      }
+    }
+    const int fastest = Fastest({centre_, up, down});
+    if (span_ > 1) {
+      span_ /= 2;
+    } else if (fastest == centre_) {
+      searching_ = false;
+      held_ = 0;
+      hold_windows_ = 1;
+      MoveTo(centre_);
+      return;
+    }
+    centre_ = fastest;
   }
 }
 
-void DecodeShareController::Lower(double step) {
-  if (probing_) rise_windows_ = std::min(2 * rise_windows_, kMaxRiseWindows);
-  probing_ = false;
-  good_windows_ = 0;
-  MoveTo(setting_.share - step);
+int DecodeShareController::Fastest(std::initializer_list<int> levels) const {
+  double fastest = 0;
+  for (const int level : levels) {
+    if (measured_[level] != kUnmeasured && (fastest == 0 || measured_[level] < fastest)) {
+      fastest = measured_[level];
+    }
+  }
+  int chosen = -1;
+  for (const int level : levels) {
+    if (measured_[level] != kUnmeasured && measured_[level] <= fastest * (1 + kTie)) {
+      chosen = std::max(chosen, level);
+    }
+  }
+  return chosen;
 }
 
-void DecodeShareController::Raise() {
-  probing_ = true;
-  good_windows_ = 0;
-  MoveTo(setting_.share + kStep);
+void DecodeShareController::StartSearch(int span) {
+  measured_.fill(kUnmeasured);
+  searching_ = true;
+  centre_ = level_;
+  span_ = span;
 }
 
-void DecodeShareController::MoveTo(double share) {
-  share = std::clamp(share, 0.0, 1.0);
-  if (share != setting_.share) {
-    setting_.share = share;
+void DecodeShareController::MoveTo(int level) {
+  if (level != level_) {
+    level_ = level;
+    setting_.share = static_cast<double>(level) / kLevels;
     ++setting_.generation;
+    first_passed_ = false;
   }
-  window_batches_ = 0;
-  window_waited_ = 0;
-  window_seconds_ = 0;
+  window_.clear();
 }
 
 std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share) {

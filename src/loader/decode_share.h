@@ -3,24 +3,35 @@
 // threads decode under a CPU share (DecodePlacement::cpu_share), and the share that adapts
 // (DecodePlacement::adaptive).
 //
-// The adaptive share: nvCOMP decoding beside a training step slows the step
-// (they share the SMs and memory bandwidth), so every chunk the CPU takes over is GPU time the
-// step gets back; a batch the CPU cannot finish in time is GPU time lost outright. The share of
-// nvCOMP-decodable chunks the threads take therefore rises while the consumer hardly waits, and
-// falls when it waits more than a small budget of its time: it settles about the most the CPU
-// carries, where waiting is still cheaper than decoding on the GPU.
+// The adaptive share is judged by what it costs the consumer: its time per batch (the interval
+// between its takes: its step plus any wait for the batch). Both costs of a share show there: a
+// share the CPU cannot carry makes the consumer wait, and nvCOMP decoding beside a training step
+// slows the step (they share the SMs and memory bandwidth). Waits alone do not tell the two apart:
+// on a host whose cores fall a little short, waiting a few per cent can cost less than decoding on
+// the GPU, or more, depending on the model.
 //
-// It judges each share by a window of batches produced under it (its `generation`): batches in
-// flight when it changed reflect the old share, and counting them would move it again for the
-// same cause. One batch the consumer waited for a large part of its interval lowers it at once.
-// Probing for more costs waiting when the CPU is at its limit: each time a raised share has to
-// fall back, the next rise needs twice as many good windows (up to kMaxRiseWindows), so that the
-// probes' waiting stays a small part of the time.
+// The shares tried lie on a grid of tenths. A search measures the current share and the shares a
+// span above and below it, moves to the fastest, halves the span (4, 2, 1 tenths) and goes on
+// until the fastest is the centre of a span of one: about six windows. Shares within kTie of the
+// fastest count as equally fast, and the highest of them is kept (the same time for less GPU
+// work). Settled, the share holds and every window measures it again; after a number of windows a
+// neighbour is tried: one that is as fast takes over (and the search goes on from there),
+// otherwise the share returns and the next probe waits twice as long (up to kMaxHoldWindows).
+// A settled share that turns kChanged slower (the page cache went cold, the model or the host's
+// load changed) starts a search again.
+//
+// A share is judged by the batches produced under it (its `generation`): batches in flight when it
+// changed reflect the old share, and the first batch after the change was preceded by a step that
+// ran beside the old share's decoding, so neither counts. The median of a window of kWindow
+// batches judges it (one slow step, a checkpoint or a validation pass, does not); one batch the
+// consumer waited for a large part of its interval ends the window at once.
 //
 // Thread-safe: the coordinating threads read the share, the consumer's thread reports each batch.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -34,23 +45,25 @@ class DecodeShareController {
     uint64_t generation = 0;  // changes with the share
   };
 
-  // Batches of one generation that judge its share.
-  static constexpr int kWindow = 3;
-  // The consumer may wait up to this share of its time at a share before it falls: the GPU's
-  // decoding typically costs a step more than that (the training step's own target, GPU idle
-  // at most 2 %).
-  static constexpr double kWaitBudget = 0.02;
-  // A window that waited at most this share of its time raises the share.
-  static constexpr double kRiseBelow = 0.005;
-  // A single wait of at least this share of its interval is an overload: the share falls at once
-  // by the larger step.
+  // The shares tried: 0, 1/kLevels, ..., 1.
+  static constexpr int kLevels = 10;
+  // Batches of one generation whose median interval judges its share (after the first, which is
+  // not counted).
+  static constexpr int kWindow = 4;
+  // Shares whose time per batch is within this fraction of the fastest's are as fast.
+  static constexpr double kTie = 0.01;
+  // A single wait of at least this share of its interval ends the window at once: the CPU is far
+  // behind, and a median would only make the consumer wait longer.
   static constexpr double kOverload = 0.25;
-  // Good windows a rise needs after raised shares had to fall back again and again.
-  static constexpr int kMaxRiseWindows = 16;
-  // The share moves by these steps, between 0 and 1.
-  static constexpr double kStep = 0.1;
-  static constexpr double kOverloadStep = 0.2;
+  // A settled share that measures this much slower than before starts a new search.
+  static constexpr double kChanged = 0.10;
+  // The first search's span, in levels: halved each round down to one.
+  static constexpr int kFirstSpan = 4;
+  // Windows a settled share holds before a neighbour is tried, doubling up to this each time the
+  // neighbour was slower.
+  static constexpr int kMaxHoldWindows = 16;
 
+  // Starts a search at `initial_share`, rounded to the grid and clamped to 0..1.
   explicit DecodeShareController(double initial_share);
 
   // For a batch whose production starts now.
@@ -61,22 +74,39 @@ class DecodeShareController {
   void Observe(uint64_t generation, double waited_seconds, double interval_seconds);
 
  private:
-  // Under mutex_. Moves to `share` (clamped) and starts a new window.
-  void MoveTo(double share);
-  void Lower(double step);
-  void Raise();
+  static constexpr double kUnmeasured = -1;
+
+  // Under mutex_. A window at level_ measured `seconds` per batch: record it and choose the next.
+  void Judge(double seconds);
+  // The next level to measure in the search, or, when the round is measured, its fastest level
+  // as the next round's centre; settles when that round's span is one and its centre is fastest.
+  void Search();
+  // Of `levels` (measured ones; others ignored), the highest within kTie of the fastest.
+  int Fastest(std::initializer_list<int> levels) const;
+  // A new search from level_ with span `span`, forgetting every measurement but level_'s.
+  void StartSearch(int span);
+  // Produces at `level` from the next batch on (a new generation where the share changes).
+  void MoveTo(int level);
 
   mutable std::mutex mutex_;
   Setting setting_;
-  // The current generation's batches observed so far, and their waits and intervals.
-  int window_batches_ = 0;
-  double window_waited_ = 0;
-  double window_seconds_ = 0;
-  // Good windows in a row at this share, the number a rise needs, and whether the last move was
-  // a rise (a probe: if it falls back, the next rise waits longer).
-  int good_windows_ = 0;
-  int rise_windows_ = 1;
-  bool probing_ = false;
+  // The level batches are produced at now (setting_.share = level_ / kLevels).
+  int level_ = 0;
+  // The seconds per batch last measured at each level during this search or hold; kUnmeasured.
+  std::array<double, kLevels + 1> measured_{};
+  // Searching: the round's centre and span. Settled (searching_ false): the settled level; level_
+  // differs from it while a neighbour is probed.
+  bool searching_ = true;
+  int centre_ = 0;
+  int span_ = kFirstSpan;
+  // Settled: windows held since the last probe, the windows the next probe waits for, and the
+  // direction of the next probe.
+  int held_ = 0;
+  int hold_windows_ = 1;
+  bool probe_up_ = true;
+  // The current generation's intervals so far; whether its first batch has been passed over.
+  std::vector<double> window_;
+  bool first_passed_ = false;
 };
 
 // The placement rule: of a batch's chunks that nvCOMP could decode (`decodable`, one flag per

@@ -53,7 +53,8 @@ Result<GpuSetup> SetUpGpu(const LoaderOptions& options) {
     const std::string percent = std::to_string(std::lround(100 * options.decode.cpu_share));
     if (options.decode.adaptive) {
       setup.nvcomp_status +=
-          "; the worker threads decode a share of its chunks that adapts to what they carry, "
+          "; the worker threads decode a share of its chunks that adapts to the consumer's time "
+          "per batch, "
           "from " +
           percent + " % (cpu_decode_share)";
     } else if (options.decode.cpu_share > 0) {
