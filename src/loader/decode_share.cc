@@ -55,12 +55,20 @@ void DecodeShareController::Observe(uint64_t generation, double waited_seconds,
   }
   window_.push_back(interval_seconds);
   if (window_.size() < kWindow) return;
-  std::sort(window_.begin(), window_.end());
-  const size_t half = window_.size() / 2;
-  const double median =
-      window_.size() % 2 != 0 ? window_[half] : (window_[half - 1] + window_[half]) / 2;
+  // The mean, not the median: with two batches in flight the consumer often waits for every
+  // second one, and a median picks one of the two kinds of interval. Spikes are left out.
+  std::vector<double> sorted = window_;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = (sorted[(kWindow - 1) / 2] + sorted[kWindow / 2]) / 2;
+  double sum = 0;
+  int counted = 0;
+  for (const double seconds : window_) {
+    if (seconds > kSpike * median) continue;
+    sum += seconds;
+    ++counted;
+  }
   window_.clear();
-  Judge(median);
+  Judge(sum / counted);
 }
 
 void DecodeShareController::Judge(double seconds) {

@@ -11,7 +11,7 @@
 // the GPU, or more, depending on the model.
 //
 // The shares tried lie on a grid of tenths. A search measures the current share and the shares a
-// span above and below it, moves to the fastest, halves the span (4, 2, 1 tenths) and goes on
+// span above and below it, moves to the fastest, halves the span (5, 2, 1 tenths) and goes on
 // until the fastest is the centre of a span of one: about six windows. Shares within kTie of the
 // fastest count as equally fast, and the highest of them is kept (the same time for less GPU
 // work). Settled, the share holds and every window measures it again; after a number of windows a
@@ -22,9 +22,9 @@
 //
 // A share is judged by the batches produced under it (its `generation`): batches in flight when it
 // changed reflect the old share, and the first batch after the change was preceded by a step that
-// ran beside the old share's decoding, so neither counts. The median of a window of kWindow
-// batches judges it (one slow step, a checkpoint or a validation pass, does not); one batch the
-// consumer waited for a large part of its interval ends the window at once.
+// ran beside the old share's decoding, so neither counts. The mean of a window of kWindow batches
+// judges it, leaving out spikes (a checkpoint or a validation pass); one batch the consumer waited
+// for a large part of its interval ends the window at once.
 //
 // Thread-safe: the coordinating threads read the share, the consumer's thread reports each batch.
 #pragma once
@@ -47,9 +47,10 @@ class DecodeShareController {
 
   // The shares tried: 0, 1/kLevels, ..., 1.
   static constexpr int kLevels = 10;
-  // Batches of one generation whose median interval judges its share (after the first, which is
-  // not counted).
+  // Batches of one generation whose mean interval judges its share (after the first, which is not
+  // counted); an interval over kSpike times the window's median is left out.
   static constexpr int kWindow = 4;
+  static constexpr double kSpike = 2;
   // Shares whose time per batch is within this fraction of the fastest's are as fast.
   static constexpr double kTie = 0.01;
   // A single wait of at least this share of its interval ends the window at once: the CPU is far
@@ -57,8 +58,10 @@ class DecodeShareController {
   static constexpr double kOverload = 0.25;
   // A settled share that measures this much slower than before starts a new search.
   static constexpr double kChanged = 0.10;
-  // The first search's span, in levels: halved each round down to one.
-  static constexpr int kFirstSpan = 4;
+  // The first search's span, in levels, halved each round down to one: from the middle the first
+  // round measures both ends (every chunk on nvCOMP, every chunk on the CPU), where the fastest
+  // share often is (a share in between makes each wave wait for both decoders).
+  static constexpr int kFirstSpan = 5;
   // Windows a settled share holds before a neighbour is tried, doubling up to this each time the
   // neighbour was slower.
   static constexpr int kMaxHoldWindows = 16;

@@ -68,10 +68,10 @@ TEST(DecodeShareControllerTest, AWindowAfterTheFirstBatchJudgesAShareThenASpanAb
   EXPECT_EQ(c.Current().generation, start.generation);
   c.Observe(start.generation, 0, kInterval);
   const Setting above = c.Current();
-  EXPECT_DOUBLE_EQ(above.share, 0.9);
+  EXPECT_DOUBLE_EQ(above.share, 1.0);  // from the middle, the first span reaches both ends
   EXPECT_NE(above.generation, start.generation);
   EXPECT_EQ(TakeUntilMoved(c, kInterval), Controller::kWindow + 1);
-  EXPECT_DOUBLE_EQ(c.Current().share, 0.1);
+  EXPECT_DOUBLE_EQ(c.Current().share, 0.0);
 }
 
 TEST(DecodeShareControllerTest, OneLongWaitEndsTheWindowAtOnce) {
@@ -79,7 +79,7 @@ TEST(DecodeShareControllerTest, OneLongWaitEndsTheWindowAtOnce) {
   const Setting start = c.Current();
   c.Observe(start.generation, 0, kInterval);  // passed over
   c.Observe(start.generation, Controller::kOverload * kInterval, kInterval);
-  EXPECT_DOUBLE_EQ(c.Current().share, 0.9);
+  EXPECT_DOUBLE_EQ(c.Current().share, 1.0);
 }
 
 TEST(DecodeShareControllerTest, BatchesProducedUnderAnEarlierShareDoNotCount) {
@@ -110,8 +110,10 @@ struct LoopResult {
   std::map<double, int> batches_at;  // of those, how many each share produced
   double most_used = -1;             // the share that produced the most of them
 };
+// `alternate`: the consumer waits for every second batch only, twice as long (two coordinators
+// taking turns).
 LoopResult RunLoop(const std::function<const CostModel&(int)>& model, int batches, int judged,
-                   double noise = 0) {
+                   double noise = 0, bool alternate = false) {
   Controller c(DecodePlacement::kAutoStart);
   std::deque<Setting> in_flight;
   std::minstd_rand random(7);
@@ -123,7 +125,8 @@ LoopResult RunLoop(const std::function<const CostModel&(int)>& model, int batche
     const Setting produced = in_flight.front();
     in_flight.pop_front();
     const CostModel& m = model(batch);
-    const double wait = m.wait(produced.share) * jitter(random);
+    double wait = m.wait(produced.share) * jitter(random);
+    if (alternate) wait = batch % 2 == 0 ? 2 * wait : 0;
     const double seconds = m.step(produced.share) * jitter(random) + wait;
     c.Observe(produced.generation, wait, seconds);
     if (batch >= batches - judged) {
@@ -187,6 +190,25 @@ TEST(DecodeShareControllerTest, FindsItThroughTheNoiseOfRealSteps) {
       RunLoop([](int) -> const CostModel& { return kInBetween; }, 1000, 600, /*noise=*/0.03);
   EXPECT_NEAR(r.most_used, 0.7, 0.1 + 1e-9);
   EXPECT_LE(r.mean_seconds, 1.03 * Best(kInBetween));
+}
+
+TEST(DecodeShareControllerTest, FindsItWhereTheConsumerWaitsForEverySecondBatch) {
+  const LoopResult r = RunLoop([](int) -> const CostModel& { return kInBetween; }, 600, 400,
+                               /*noise=*/0, /*alternate=*/true);
+  EXPECT_EQ(r.most_used, 0.7);
+  EXPECT_LE(r.mean_seconds, 1.02 * Best(kInBetween));
+}
+
+// Every chunk on the CPU is fastest, every chunk on nvCOMP next, and a mix slower than either
+// (each wave waits for both decoders), as measured on one H100 with 16 cores.
+const CostModel kEndsFastest{[](double share) { return kInterval * (1 + 0.06 * (1 - share)); },
+                             [](double share) { return kInterval * 0.5 * share * (1 - share); }};
+
+TEST(DecodeShareControllerTest, FindsAnEndFasterThanEveryMix) {
+  const LoopResult r = RunLoop([](int) -> const CostModel& { return kEndsFastest; }, 600, 400,
+                               /*noise=*/0.02, /*alternate=*/true);
+  EXPECT_EQ(r.most_used, 1.0);
+  EXPECT_LE(r.mean_seconds, 1.02 * Best(kEndsFastest));
 }
 
 TEST(DecodeShareControllerTest, SearchesAgainWhenTheConditionsChange) {
