@@ -1,5 +1,5 @@
 """Peer benchmark (issues 4 and 7): zarrstream vs xbatcher + PyTorch DataLoader, tensorstore,
-zarr-python 3 and zarrs-python, on the same stores in the same run, one table.
+zarr-python 3, zarrs-python and insitubatch, on the same stores in the same run, one table.
 
 Workloads (--workloads, run in the order given; default batches, `make bench-peers` runs all three):
 
@@ -34,10 +34,30 @@ the time index of each sample, so that the harness can check what it got):
                one read() of the array, no cache pool (repeated reads would be served from it).
   zarr-python  zarr-python 3 as a careful user drives it: every (sample, variable) read of a batch
                submitted to a thread pool, the next --prefetch batches in flight; no worker processes.
-               Whole-array read: a[...].
+               Its fastest codec pipeline the installed version has: from zarr 3.3 on the fused one
+               (codec_pipeline.path = zarr.core.codec_pipeline.FusedCodecPipeline, with
+               codec_pipeline.max_workers = the usable cores: synchronous decoding on a thread pool,
+               the inner chunks a read needs from a shard fetched as coalesced byte ranges, which
+               is the sharding codec's default), before it the default batched one. The row's
+               config says which pipeline the arrays read through. Whole-array read: a[...].
   zarrs        zarrs-python: the same reads as zarr-python with zarr's codec pipeline set to the
                Rust one (codec_pipeline.path = zarrs.ZarrsCodecPipeline, strict: an array it cannot
-               read fails instead of falling back to zarr-python's pipeline).
+               read fails instead of falling back to zarr-python's pipeline), its documented
+               defaults otherwise (threading.max_workers None: rayon's threads, one per usable core;
+               chunk and codec concurrency chosen by zarrs).
+  insitubatch  insitubatch's InSituDataset (one event loop fetching stored chunks through obstore, a
+               decode thread pool, a chunk pool that is also its cache; needs Python >= 3.12 and
+               zarr >= 3.3): each variable as a view at offset 0 (input) and one at offset 1
+               (target, `geometry.shift(1)`, decoded once with the input), every chunk in the train
+               split, its own block-local shuffle (insitubatch has no way to take another order;
+               block_chunks 16, its default), max_inflight 32 (its default), decode threads the
+               usable cores + 4 (its automatic formula, over the usable cores rather than all), and
+               the same cache budget as zarrstream's chunk cache; batches iterated in the process,
+               variables and levels stacked into channels as for the other tools. Its batches are
+               the same samples (time steps, channels, t + 1 targets) in its own order: each
+               epoch's origins are checked as for every tool, and its first batch is compared in
+               the row with zarrstream's read of the same time steps (and by the harness with
+               zarr-python's). Batch workloads only.
   zarrstream   zarrstream.Loader (docs/loader.md), exact shuffle as the others; zarrstream-block:
                its chunk-aware block shuffle. Whole-array read: zarrstream.open_array(url).read().
 
@@ -94,10 +114,10 @@ DEFAULT_VARIABLES = [
     "geopotential",
     "specific_humidity",
 ]
-LOADERS = ("xbatcher", "tensorstore", "zarr-python", "zarrs", "zarrstream", "zarrstream-block")
+LOADERS = ("xbatcher", "tensorstore", "zarr-python", "zarrs", "insitubatch", "zarrstream", "zarrstream-block")
 WORKLOADS = ("batches", "whole", "sharded")
-# The tools each workload runs (of those --loaders names): xbatcher + DataLoader is a batch loader
-# only, and a whole-array read has no shuffle.
+# The tools each workload runs (of those --loaders names): xbatcher + DataLoader and insitubatch are
+# batch loaders only, and a whole-array read has no shuffle.
 WORKLOAD_TOOLS = {
     "batches": LOADERS,
     "sharded": tuple(n for n in LOADERS if n != "xbatcher"),
@@ -109,6 +129,7 @@ LOADER_IMPORTS = {
     "tensorstore": ("torch", "tensorstore"),
     "zarr-python": ("torch", "zarr"),
     "zarrs": ("torch", "zarr", "zarrs"),
+    "insitubatch": ("torch", "zarr", "obstore", "insitubatch"),
     "zarrstream": ("torch", "zarrstream"),
     "zarrstream-block": ("torch", "zarrstream"),
 }
@@ -378,16 +399,51 @@ def prefetched(w: Workload, read_batch, thread_name: str) -> Iterator[Batch]:
                     f.cancel()
 
 
-def zarr_python_batches(w: Workload) -> Iterator[Batch]:
+# What a tool's child found out about how it ran (the codec pipeline its arrays read through, the
+# settings the tool resolved), added to the row's config.
+RAN: dict = {}
+
+# zarr-python's fused codec pipeline (zarr 3.3 and later); opt-in, its default stays the batched one.
+ZARR_FUSED_PIPELINE = "zarr.core.codec_pipeline.FusedCodecPipeline"
+
+
+def has_fused_zarr_pipeline() -> bool:
+    from zarr.core import codec_pipeline
+
+    return hasattr(codec_pipeline, "FusedCodecPipeline")
+
+
+def use_fastest_zarr_pipeline(w: Workload) -> None:
+    """zarr-python's reads through the fastest codec pipeline the installed version has, from here
+    on (this process; arrays take the pipeline configured when they are opened)."""
+    import zarr
+
+    if has_fused_zarr_pipeline():
+        # Its thread pool decodes the chunks of one read; sized to the usable cores, not
+        # os.cpu_count() (its default), which ignores the process's CPU affinity.
+        zarr.config.set({"codec_pipeline.path": ZARR_FUSED_PIPELINE, "codec_pipeline.max_workers": w.cores})
+
+
+def note_pipeline(array) -> None:
+    """Records (RAN) the codec pipeline `array` reads through."""
+    pipeline = type(array.async_array.codec_pipeline)
+    RAN["read_through"] = f"{pipeline.__module__}.{pipeline.__name__}"
+
+
+def zarr_python_batches(w: Workload, pipeline_set: bool = False) -> Iterator[Batch]:
     """zarr-python 3 as a careful user drives it: the group opened once, every (sample, variable)
     read of a batch submitted to a thread pool (zarr's synchronous API over its own async I/O and
-    numcodecs decoding), the next --prefetch batches in flight; no worker processes."""
+    its codec pipeline's decoding), the next --prefetch batches in flight; no worker processes.
+    `pipeline_set`: the caller chose the codec pipeline (zarrs), else the fastest zarr-python has."""
     from concurrent.futures import ThreadPoolExecutor
 
     import zarr
 
+    if not pipeline_set:
+        use_fastest_zarr_pipeline(w)
     group = zarr.open_group(w.store, mode="r")
     arrays = [group[name] for name in w.variables]
+    note_pipeline(arrays[0])
     readers = ThreadPoolExecutor(max_workers=2 * w.cores, thread_name_prefix="zarr-read")
 
     def read_batch(epoch: int, origins: np.ndarray) -> Batch:
@@ -425,11 +481,126 @@ def zarrs_batches(w: Workload) -> Iterator[Batch]:
     group = zarr.open_group(w.store, mode="r")
     for name in w.variables:
         check_zarrs_pipeline(group[name])
-    yield from zarr_python_batches(w)
+    yield from zarr_python_batches(w, pipeline_set=True)
 
 
 # ---------------------------------------------------------------------------------------------
-# Loader 3: zarrstream.Loader (docs/loader.md).
+# Loader 3: insitubatch's InSituDataset, at its documented defaults but for the cache budget.
+
+# insitubatch's defaults, set here so that the row's config states them: the shuffle window in
+# chunks along time and the stored chunks in flight.
+INSITUBATCH_BLOCK_CHUNKS = 16
+INSITUBATCH_MAX_INFLIGHT = 32
+# The label of a variable's target view (the same array one step later).
+TARGET_SUFFIX = "@t+1"
+
+
+def zarrstream_cache_bytes(w: Workload) -> int:
+    """The chunk cache zarrstream's loader gets (its default: 1/64 of the machine's memory, from
+    256 MiB to 1 GiB): insitubatch's pool gets as much to keep chunks across epochs."""
+    if w.cache_bytes:
+        return w.cache_bytes
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(max(memory // 64, 256 << 20), 1 << 30)
+
+
+def stack_channels(w: Workload, arrays: dict, suffix: str = "") -> np.ndarray:
+    """[B, channel, lat, lon] float32 from per-variable arrays ([B, lat, lon] or [B, level, lat,
+    lon]) labelled `variable + suffix`, levels stacked into channels in the order of w.variables."""
+    first = arrays[w.variables[0] + suffix]
+    out = np.empty((len(first), w.num_channels, w.num_lat, w.num_lon), np.float32)
+    for name, (c0, nc) in zip(w.variables, w.channel_slices()):
+        out[:, c0:c0 + nc] = arrays[name + suffix].reshape(len(first), nc, w.num_lat, w.num_lon)
+    return out
+
+
+def check_against_zarrstream(w: Workload, origins: np.ndarray, inp: np.ndarray, tgt: np.ndarray) -> str:
+    """Raises unless `inp` / `tgt` equal zarrstream's read of steps t and t + 1 of every origin t
+    (NaN equal to NaN); says what it compared, or why it could not."""
+    try:
+        import zarrstream
+    except ImportError as e:
+        return f"not run: zarrstream cannot be imported here ({e})"
+    ref_inp, ref_tgt = np.empty_like(inp), np.empty_like(tgt)
+    for name, (c0, nc) in zip(w.variables, w.channel_slices()):
+        array = zarrstream.open_array(str(Path(w.store) / name))
+        for b, t in enumerate(origins.tolist()):
+            pair = np.asarray(array[t:t + 2])
+            ref_inp[b, c0:c0 + nc] = pair[0].reshape(nc, w.num_lat, w.num_lon)
+            ref_tgt[b, c0:c0 + nc] = pair[1].reshape(nc, w.num_lat, w.num_lon)
+    for what, got, ref in (("input", inp, ref_inp), ("target", tgt, ref_tgt)):
+        differ = ~((got == ref) | (np.isnan(got) & np.isnan(ref)))
+        if differ.any():
+            b, c = (int(i) for i in np.argwhere(differ)[0][:2])
+            raise RuntimeError(f"insitubatch: first batch's {what}: {int(differ.sum())} of {differ.size} values "
+                               f"differ from zarrstream's read of the same time steps, first at sample {b} "
+                               f"(time {int(origins[b])}), channel {c}")
+    return f"equal to zarrstream's read of time steps {origins.tolist()} and the next"
+
+
+def insitubatch_batches(w: Workload) -> Iterator[Batch]:
+    """InSituDataset over every chunk of the store (one train split), each variable read as an
+    input view and a target view one step later; its own shuffle, iterated in this process (its
+    torch adapter is a DataLoader with num_workers=0 around the same iterator)."""
+    import dataclasses as dc
+
+    import insitubatch
+    import torch
+    from insitubatch import scheduler
+
+    store = insitubatch.obstore_store(Path(w.store).resolve().as_uri())
+    arrays = insitubatch.open_geometries(store, variables=w.variables)
+    # A view reads array[anchor + offset]: the two views of one array share its decoded chunks.
+    views = {name: g for name, g in arrays.items()}
+    views.update({name + TARGET_SUFFIX: g.shift(1) for name, g in arrays.items()})
+    manifest = insitubatch.split_by_chunk(arrays[w.variables[0]], fractions=(1.0, 0.0, 0.0))
+    options = dict(batch_size=w.batch_size, block_chunks=INSITUBATCH_BLOCK_CHUNKS,
+                   max_inflight=INSITUBATCH_MAX_INFLIGHT, seed=w.seed, shuffle=True)
+    budget = zarrstream_cache_bytes(w)
+    try:
+        ds = insitubatch.InSituDataset(store, manifest, geometries=views, cache_budget_bytes=budget, **options)
+        RAN["cache_budget_bytes"] = ds.cache_budget_bytes
+    except ValueError:  # below the pool's floor (what one pass must hold): its automatic budget, the floor
+        ds = insitubatch.InSituDataset(store, manifest, geometries=views, **options)
+        RAN["cache_budget_bytes"] = f"{ds.cache_budget_bytes} (its automatic budget: {budget} is below its floor)"
+    # Its automatic decode pool is min(32, os.cpu_count() + 4) threads; the same over the usable cores.
+    ds.scheduler_config = dc.replace(ds.scheduler_config, decode_threads=min(32, w.cores + 4))
+    RAN.update(insitubatch=insitubatch.__version__, block_chunks=ds.block_chunks,
+               max_inflight=ds.scheduler_config.max_inflight, samples_per_chunk=manifest.sample_chunk_size,
+               shuffle="insitubatch's block-local shuffle (its own order)")
+    want_offsets = {name: 0 for name in w.variables} | {name + TARGET_SUFFIX: 1 for name in w.variables}
+    checked = False
+    try:
+        for epoch in range(w.epochs):
+            ds.set_epoch(epoch)
+            passes = iter(ds.train)
+            try:
+                for i in range(w.batches_in_epoch(epoch)):
+                    batch = next(passes, None)
+                    if batch is None or len(batch) != w.batch_size:
+                        raise RuntimeError(f"insitubatch: epoch {epoch} ended after {i} full batches, expected "
+                                           f"{w.batches_in_epoch(epoch)}")
+                    origins = np.asarray(batch.sample_indices, dtype=np.int64)
+                    inp = stack_channels(w, batch.arrays)
+                    tgt = stack_channels(w, batch.arrays, TARGET_SUFFIX)
+                    if not checked:
+                        # Each label read array[anchor + offset]: the inputs at t, the targets at t + 1.
+                        if batch.offsets != want_offsets:
+                            raise RuntimeError(f"insitubatch: the batch's views have offsets {batch.offsets}, "
+                                               f"expected {want_offsets}")
+                        RAN["self_check"] = check_against_zarrstream(w, origins, inp, tgt)
+                        checked = True
+                    del batch
+                    yield Batch(epoch, torch.from_numpy(inp), torch.from_numpy(tgt), origins)
+            finally:
+                passes.close()  # ends the pass: its scheduler stops before the next one starts
+        RAN["decode_threads"] = scheduler.decode_pool_workers()
+    finally:
+        ds.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loader 4: zarrstream.Loader (docs/loader.md).
 
 
 # loader.stats() of the zarrstream loader run in this process, once its batches are exhausted.
@@ -471,6 +642,7 @@ LOADER_BATCHES = {
     "tensorstore": tensorstore_batches,
     "zarr-python": zarr_python_batches,
     "zarrs": zarrs_batches,
+    "insitubatch": insitubatch_batches,
     "zarrstream": zarrstream_batches,
     "zarrstream-block": functools.partial(zarrstream_batches, shuffle="block"),
 }
@@ -505,9 +677,12 @@ def whole_reader(name: str, w: Workload):
 
         if name == "zarrs":
             use_zarrs_pipeline()
+        else:
+            use_fastest_zarr_pipeline(w)
         array = zarr.open_array(path, mode="r")
         if name == "zarrs":
             check_zarrs_pipeline(array)
+        note_pipeline(array)
         return lambda: array[...]
     if name == "zarrstream":
         import zarrstream
@@ -528,8 +703,18 @@ def loader_unavailable(name: str) -> str | None:
         return None
     for module in LOADER_IMPORTS[name]:
         if importlib.util.find_spec(module) is None:
+            if name == "insitubatch":
+                return (f"{module} is not installed: insitubatch needs Python >= 3.12, zarr >= 3.3 and "
+                        f"obstore (here Python {platform.python_version()}, zarr {versions(('zarr',))['zarr']})")
             return f"{module} is not installed"
     return None
+
+
+def zarr_python_pipeline(w: Workload) -> dict:
+    """The codec pipeline settings of the zarr-python row (use_fastest_zarr_pipeline)."""
+    if has_fused_zarr_pipeline():
+        return {"codec_pipeline": ZARR_FUSED_PIPELINE, "codec_pipeline_max_workers": w.cores}
+    return {"codec_pipeline": "zarr.core.codec_pipeline.BatchedCodecPipeline (zarr < 3.3 has no fused one)"}
 
 
 def loader_config(w: Workload, name: str) -> dict:
@@ -537,7 +722,7 @@ def loader_config(w: Workload, name: str) -> dict:
         return {
             "tensorstore": {"api": "ts.open(...).read()", "cache_pool_bytes": 0, "data_copy_concurrency": w.cores,
                             "file_io_concurrency": max(16, 4 * w.cores)},
-            "zarr-python": {"api": "zarr.open_array(...)[...]"},
+            "zarr-python": {"api": "zarr.open_array(...)[...]", **zarr_python_pipeline(w)},
             "zarrs": {"api": "zarr.open_array(...)[...]", "codec_pipeline": "zarrs.ZarrsCodecPipeline"},
             "zarrstream": {"api": "zarrstream.open_array(...).read()"},
         }[name] | {"variable": w.whole_variable, "repeats": w.whole_repeats}
@@ -549,10 +734,14 @@ def loader_config(w: Workload, name: str) -> dict:
         return {"prefetch_batches": w.prefetch, "cache_pool_bytes": w.ts_cache_bytes,
                 "data_copy_concurrency": w.cores, "file_io_concurrency": max(16, 4 * w.cores)}
     if name == "zarr-python":
-        return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores}
+        return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores, **zarr_python_pipeline(w)}
     if name == "zarrs":
         return {"prefetch_batches": w.prefetch, "read_threads": 2 * w.cores,
                 "codec_pipeline": "zarrs.ZarrsCodecPipeline"}
+    if name == "insitubatch":
+        return {"api": "InSituDataset(...).train", "block_chunks": INSITUBATCH_BLOCK_CHUNKS,
+                "max_inflight": INSITUBATCH_MAX_INFLIGHT, "decode_threads": min(32, w.cores + 4),
+                "cache_budget_bytes_asked": zarrstream_cache_bytes(w), "store": "obstore (file://)"}
     return {"prefetch": w.prefetch, "num_threads": 0, "cache_bytes": w.cache_bytes or "default",
             "shuffle": "block" if name == "zarrstream-block" else "exact"}
 
@@ -738,6 +927,7 @@ def run_one(name: str, w: Workload, out_dir: Path) -> dict:
         "processes_at_end": processes_at_end,
         "rss_after_import_bytes": rss_after_import,
         **({"loader_stats": dict(ZARRSTREAM_STATS)} if ZARRSTREAM_STATS else {}),
+        "ran": dict(RAN),
     }
 
 
@@ -782,6 +972,7 @@ def run_whole(name: str, w: Workload, out_dir: Path) -> dict:
         "cpu_cores_busy": cpu_s / elapsed,
         "processes_at_end": len(process_tree(os.getpid())),
         "rss_after_import_bytes": rss_after_import,
+        "ran": dict(RAN),
     }
 
 
@@ -882,11 +1073,12 @@ def run_child(name: str, w: Workload, work: Path, timeout: float, script: Path |
             os.killpg(proc.pid, 9)
             proc.wait()
             rc = None
-    result: dict = {"available": True, "config": config or loader_config(w, name)}
+    result: dict = {"available": True, "config": dict(config or loader_config(w, name))}
     if rc != 0 or not (out_dir / "result.json").exists():
         result["error"] = f"timed out after {timeout:.0f} s" if rc is None else f"child exited with status {rc}"
         return result
     result.update(json.loads((out_dir / "result.json").read_text()))
+    result["config"].update(result.pop("ran", {}))
     result.update(peak_rss_bytes=memory.peak_rss, peak_pss_bytes=memory.peak_pss,
                   peak_processes=max(memory.peak_processes, result.pop("processes_at_end", 0)))
     if w.kind == "whole":
@@ -913,7 +1105,7 @@ def machine() -> dict:
 
 
 def versions(names: tuple[str, ...] = ("zarrstream", "torch", "xbatcher", "xarray", "dask", "tensorstore", "zarr",
-                                       "zarrs", "numpy")) -> dict:
+                                       "zarrs", "insitubatch", "obstore", "numcodecs", "numpy")) -> dict:
     """The installed version of each package of `names` (None where it is not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 

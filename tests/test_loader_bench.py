@@ -9,6 +9,7 @@ memory sampler sums a whole process tree.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -84,6 +85,16 @@ def check_whole(result: dict, *, reads: int, nbytes: int) -> None:
     assert result["check"] == {"ok": True, "detail": "equal to zarr-python's read"}
 
 
+def check_insitubatch(result: dict) -> None:
+    """insitubatch runs where it is installed (Python >= 3.12); elsewhere the row says why not."""
+    if importlib.util.find_spec("insitubatch") is None:
+        assert result["available"] is False
+        assert "insitubatch needs Python >= 3.12" in result["reason"]
+        return
+    check_measured(result, batches=4, batch_size=2, processes=1)
+    assert result["config"]["self_check"].startswith("equal to zarrstream's read")
+
+
 @pytest.mark.slow
 def test_synth_store_every_workload_and_tool(tmp_path):
     out = tmp_path / "bench.json"
@@ -118,7 +129,8 @@ def test_synth_store_every_workload_and_tool(tmp_path):
     results = doc["results"]
     assert list(results) == ["batches", "whole", "sharded"]
     batches = results["batches"]
-    assert list(batches) == ["xbatcher", "tensorstore", "zarr-python", "zarrs", "zarrstream", "zarrstream-block"]
+    assert list(batches) == ["xbatcher", "tensorstore", "zarr-python", "zarrs", "insitubatch", "zarrstream",
+                             "zarrstream-block"]
     # xbatcher: the child and its one DataLoader worker.
     check_measured(batches["xbatcher"], batches=4, batch_size=2, processes=2)
     assert batches["xbatcher"]["config"]["num_workers"] == 1
@@ -128,6 +140,11 @@ def test_synth_store_every_workload_and_tool(tmp_path):
         for name in ("tensorstore", "zarr-python", "zarrs"):
             check_measured(rows[name], batches=4, batch_size=2, processes=1)
         assert rows["zarrs"]["config"]["codec_pipeline"] == "zarrs.ZarrsCodecPipeline"
+        assert rows["zarrs"]["config"]["read_through"].endswith("ZarrsCodecPipeline")
+        # The arrays read through the pipeline the row says it chose.
+        config = rows["zarr-python"]["config"]
+        assert config["codec_pipeline"].startswith(config["read_through"])
+        check_insitubatch(rows["insitubatch"])
         for name, shuffle in (("zarrstream", "exact"), ("zarrstream-block", "block")):
             check_measured(rows[name], batches=4, batch_size=2, processes=1)
             assert rows[name]["config"]["shuffle"] == shuffle
@@ -137,12 +154,14 @@ def test_synth_store_every_workload_and_tool(tmp_path):
     for r in results["whole"].values():
         check_whole(r, reads=2, nbytes=whole_bytes)
         assert r["config"]["variable"] == "temperature"
+    assert results["whole"]["zarr-python"]["config"]["codec_pipeline"].startswith(
+        results["whole"]["zarr-python"]["config"]["read_through"])
     # One table: a row per workload and tool, each with its ratio to zarrstream's in that workload.
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| ")]
     header, rows = [c.strip() for c in rows[0]], [[c.strip() for c in r] for r in rows[1:]]
     assert header[:2] == ["workload", "tool"] and header[-1] == "vs zarrstream"
     assert [(r[0], r[1]) for r in rows] == [(k, n) for k, v in results.items() for n in v]
-    assert all(r[-2] == "ok" for r in rows)
+    assert all(r[-2] == "ok" for r in rows if results[r[0]][r[1]]["available"])
     assert [r[-1] for r in rows if r[1] == "zarrstream"] == ["1.00x"] * 3
 
 
@@ -234,6 +253,34 @@ def test_first_batch_check_catches_a_wrong_batch(tmp_path):
 
     np.savez(npz, input=inp.astype(np.float64), target=tgt, origins=origins)
     assert "float64" in bench.check_first_batch(w, npz)["detail"]
+
+
+def test_insitubatch_self_check_catches_a_wrong_batch(tmp_path):
+    """The insitubatch row's own check of its first batch (against zarrstream's read of the same
+    time steps), and its stacking of variables and levels into channels, on a batch read here."""
+    bench = load_bench("loader_bench")
+    store = tmp_path / "xr.zarr"
+    write_xarray_store(store)
+    info = bench.describe_store(store, ["t2m", "z"])
+    w = bench.Workload(store=str(store), variables=["t2m", "z"], batch_size=2, batches=1, epochs=1, seed=0,
+                       step_time=0, workers=0, prefetch_factor=3, dask_threads=4, mp_context=None, prefetch=1,
+                       ts_cache_bytes=0, cores=1, **info)
+    origins = np.array([1, 2])
+    inp, tgt = bench.reference_batch(w, origins)
+    # insitubatch's batch: one array per view, [B, lat, lon] or [B, level, lat, lon].
+    views = {"t2m": inp[:, :1].reshape(2, 9, 12), "z": inp[:, 1:], "t2m@t+1": tgt[:, 0], "z@t+1": tgt[:, 1:]}
+    assert np.array_equal(bench.stack_channels(w, views), inp, equal_nan=True)
+    assert np.array_equal(bench.stack_channels(w, views, bench.TARGET_SUFFIX), tgt, equal_nan=True)
+    assert bench.check_against_zarrstream(w, origins, inp, tgt) == (
+        "equal to zarrstream's read of time steps [1, 2] and the next")
+
+    wrong = tgt.copy()
+    wrong[1, 3, 0, 0] += 1
+    with pytest.raises(RuntimeError, match=r"target: 1 of 864 values differ .* sample 1 \(time 2\), channel 3"):
+        bench.check_against_zarrstream(w, origins, inp, wrong)
+    # The right values under the wrong time steps.
+    with pytest.raises(RuntimeError, match="input"):
+        bench.check_against_zarrstream(w, origins[::-1], inp, tgt)
 
 
 def test_whole_array_check_catches_a_wrong_read(tmp_path):
