@@ -242,10 +242,11 @@ def fresh_main(args) -> None:
           f"{meta['load_average']['after'][0]:.1f} after; every tool's results equal")
     print(f"steps: {args.steps} random a[t] ({workload_bytes['steps'] / 1e6:.0f} MB); "
           f"whole: a[...] ({workload_bytes['whole'] / 1e6:.0f} MB). First pass = open + reads; "
-          f"median (range) over rounds; CPU s = the process's user + system time in the first pass")
-    print("| chunks | workload | tool | first pass GB/s | first-pass CPU s | later passes GB/s "
-          "| zarrstream speed-up (first pass) | zarrstream CPU-time ratio (first pass) |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"median (range) over rounds; CPU s = the process's user + system time in the first pass; "
+          f"page faults: minor faults in it")
+    print("| chunks | workload | tool | first pass GB/s | first-pass CPU s | first-pass page faults "
+          "| later passes GB/s | zarrstream speed-up (first pass) | zarrstream CPU-time ratio (first pass) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in summary:
         zs = next((s for s in summary if s["tool"] == "zarrstream" and s["workload"] == row["workload"]
                    and s["chunk_mb"] == row["chunk_mb"]), None)
@@ -256,7 +257,8 @@ def fresh_main(args) -> None:
         cpu_lo, cpu_hi = row["first_cpu_seconds_range"]
         print(f"| {stores[row['chunk_mb']]['chunk_mb']:.2f} MB | {row['workload']} | {row['tool']} | "
               f"{row['first_gb_per_s']:.2f} ({lo:.2f}-{hi:.2f}) | {row['first_cpu_seconds']:.2f} "
-              f"({cpu_lo:.2f}-{cpu_hi:.2f}) | {later} | {speedup} | {cpu_ratio} |")
+              f"({cpu_lo:.2f}-{cpu_hi:.2f}) | {row['first_minor_faults']:.0f} | {later} | {speedup} | "
+              f"{cpu_ratio} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2))
     if tmp:
