@@ -22,9 +22,9 @@ def era5_like_field(t: int, channel: int, nlat: int, nlon: int, seed: int = 0) -
 
 
 def write_era5_like_store(path, ntime: int, nchannel: int, nlat: int, nlon: int,
-                          compressor: str = "zstd", level: int = 3) -> None:
-    """Writes a Zarr v3 array (time, channel, latitude, longitude) with one chunk per time step and
-    channel, using zarr-python."""
+                          compressor: str = "zstd", level: int = 3, chunks=None) -> None:
+    """Writes a Zarr v3 array (time, channel, latitude, longitude) using zarr-python, with one chunk
+    per time step and channel unless ``chunks`` gives another shape."""
     import zarr
     from zarr.codecs import BloscCodec, ZstdCodec
 
@@ -34,7 +34,7 @@ def write_era5_like_store(path, ntime: int, nchannel: int, nlat: int, nlon: int,
         "none": [],
     }[compressor]
     arr = zarr.create_array(
-        store=str(path), shape=(ntime, nchannel, nlat, nlon), chunks=(1, 1, nlat, nlon),
+        store=str(path), shape=(ntime, nchannel, nlat, nlon), chunks=tuple(chunks or (1, 1, nlat, nlon)),
         dtype="float32", compressors=compressors,
         dimension_names=("time", "channel", "latitude", "longitude"), overwrite=True,
     )

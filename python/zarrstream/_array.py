@@ -30,6 +30,25 @@ def _memory_limit_bytes() -> int:
     return limit
 
 
+# Linux backs anonymous memory with 2 MiB pages only where a whole aligned 2 MiB of it lies in one
+# mapping (numpy asks for them on large arrays); malloc's large blocks start anywhere.
+_HUGE_PAGE = 2 << 20
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """np.empty, with a read's output of 4 MiB or more laid on whole 2 MiB pages. Left to malloc,
+    its unaligned head and tail (up to 2 MiB each) are faulted in 4 KiB at a time as the decoders
+    first write them: hundreds of page faults per output where a few would do, most of a fresh
+    process's faults when it reads time steps. The pages past the output are reserved, never
+    touched."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < 2 * _HUGE_PAGE or dtype.hasobject:
+        return np.empty(shape, dtype=dtype)
+    block = np.empty(-(-nbytes // _HUGE_PAGE) * _HUGE_PAGE + _HUGE_PAGE, dtype=np.uint8)
+    start = -block.ctypes.data % _HUGE_PAGE
+    return block[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def _carries_credentials(url: Any) -> bool:
     """Whether ``url`` holds user:password (HTTP basic auth): what a pickle must never hold."""
     text = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
@@ -398,7 +417,7 @@ class Array:
         if nbytes > limit:
             raise out_of_memory(f", more than this machine's {limit} bytes of memory")
         try:
-            return np.empty(shape, dtype=self._stored_dtype)
+            return _empty(shape, self._stored_dtype)
         except MemoryError:
             raise out_of_memory() from None
 

@@ -211,9 +211,20 @@ Result<uint64_t> FileStore::ReadSync(std::string_view key, std::span<const ByteR
   for (size_t i = 0; i < ranges.size(); ++i) {
     uint64_t begin = 0, end = 0;
     ZS_RETURN_IF_ERROR_CTX(ResolveByteRange(ranges[i], size, &begin, &end), path);
-    outs[i].Resize(end - begin);
-    ZS_RETURN_IF_ERROR(PreadFully(fd.get(), outs[i].data(), end - begin, begin, path));
-    total += end - begin;
+    const uint64_t length = end - begin;
+    ByteBuffer& out = outs[i];
+    if (length > out.capacity()) {
+      // What it holds is overwritten: growing need not copy it. A buffer read into before (a
+      // worker's scratch, reused for chunk after chunk) grows with an eighth to spare, so chunks
+      // of similar sizes reallocate it a few times, not at each new largest one (each time with
+      // fresh pages to fault in).
+      const uint64_t capacity = out.capacity() > 0 ? length + length / 8 : length;
+      out.Clear();
+      out.Reserve(capacity);
+    }
+    out.Resize(length);
+    ZS_RETURN_IF_ERROR(PreadFully(fd.get(), out.data(), length, begin, path));
+    total += length;
   }
   return total;
 }

@@ -286,6 +286,27 @@ TEST_F(FileStoreTest, SpecialFilesAreRefusedWithoutBlockingAndNotListed) {
   EXPECT_FALSE(std::filesystem::exists(dir / "0"));
 }
 
+// A worker reads chunk after chunk into one scratch buffer: each read holds exactly that object's
+// bytes, and a buffer that must grow again keeps room for a somewhat larger object to come.
+TEST_F(FileStoreTest, AReusedBufferHoldsEachObjectAndGrowsWithRoomToSpare) {
+  const std::string small(1000, 's'), large(4000, 'l'), larger(4400, 'L');
+  ASSERT_TRUE(store_->Put("small", Bytes(small)).ok());
+  ASSERT_TRUE(store_->Put("large", Bytes(large)).ok());
+  ASSERT_TRUE(store_->Put("larger", Bytes(larger)).ok());
+  ByteBuffer out;
+  ASSERT_TRUE(store_->ReadInto("small", ByteRange::Full(), &out).ok());
+  EXPECT_EQ(out.view(), small);
+  EXPECT_EQ(out.capacity(), small.size());  // a first read takes what it needs
+  ASSERT_TRUE(store_->ReadInto("large", ByteRange::Full(), &out).ok());
+  EXPECT_EQ(out.view(), large);
+  EXPECT_EQ(out.capacity(), large.size() + large.size() / 8);
+  ASSERT_TRUE(store_->ReadInto("small", ByteRange::Full(), &out).ok());
+  EXPECT_EQ(out.view(), small);
+  ASSERT_TRUE(store_->ReadInto("larger", ByteRange::Full(), &out).ok());  // fits: no new memory
+  EXPECT_EQ(out.view(), larger);
+  EXPECT_EQ(out.capacity(), large.size() + large.size() / 8);
+}
+
 TEST(StoreRegistryTest, PlainPathsAndFileUrlsOpenFileStores) {
   auto a = OpenStore("/tmp/some/dir");
   ASSERT_TRUE(a.ok());

@@ -47,6 +47,7 @@ Status CheckAllocation(std::string_view what, uint64_t bytes) {
 Status AllocateBytes(ByteBuffer* buffer, uint64_t bytes, std::string_view what) {
   ZS_RETURN_IF_ERROR(CheckAllocation(what, bytes));
   try {
+    if (bytes > buffer->capacity()) buffer->Clear();  // growing need not copy what is overwritten
     buffer->Resize(static_cast<size_t>(bytes));
   } catch (const std::bad_alloc&) {
     return OutOfMemoryFor(what, bytes);

@@ -62,8 +62,9 @@ Status OutOfMemoryFor(std::string_view what, uint64_t bytes, std::string_view re
 // Ok when `bytes` may be allocated at all: not more than MemoryLimitBytes().
 Status CheckAllocation(std::string_view what, uint64_t bytes);
 
-// Resizes `buffer` to `bytes` (CheckAllocation, then the allocation with std::bad_alloc caught):
-// an out-of-memory error naming `what` instead of an exception.
+// Resizes `buffer` to `bytes` for the caller to overwrite (its contents are not kept:
+// CheckAllocation, then the allocation with std::bad_alloc caught): an out-of-memory error naming
+// `what` instead of an exception.
 Status AllocateBytes(ByteBuffer* buffer, uint64_t bytes, std::string_view what);
 
 // Runs `fn` (returning a Status or Result), turning a std::bad_alloc it throws (an allocation of a
