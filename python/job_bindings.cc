@@ -163,12 +163,13 @@ void RegisterJobBindings(nb::module_& m) {
          std::string codec, bool gpu_friendly, std::vector<std::string> variables,
          std::vector<std::string> select, std::string stack, size_t threads, uint64_t memory_bytes,
          uint32_t part_index, uint32_t part_count, bool overwrite, bool finish_only,
-         nb::object progress, std::string source_ref) {
+         nb::object progress, std::string source_ref, bool keep_slab_buffers) {
         tools::RechunkOptions options = MakeRechunkOptions(
             std::move(source), std::move(dest), chunks, shards, std::move(codec), gpu_friendly,
             std::move(variables), std::move(select), std::move(stack), threads, memory_bytes,
             part_index, part_count, overwrite);
         options.source_ref = std::move(source_ref);
+        options.keep_slab_buffers = keep_slab_buffers;
         Result<tools::RechunkReport> report = RunInterruptibly<Result<tools::RechunkReport>>(
             progress, [&](const std::atomic<bool>& interrupt, const ProgressFn& on_progress) {
               if (finish_only) return tools::FinishRechunk(options);
@@ -181,7 +182,8 @@ void RegisterJobBindings(nb::module_& m) {
       },
       "source"_a, "dest"_a, "chunks"_a, "shards"_a, "codec"_a, "gpu_friendly"_a, "variables"_a,
       "select"_a, "stack"_a, "threads"_a, "memory_bytes"_a, "part_index"_a, "part_count"_a,
-      "overwrite"_a, "finish_only"_a, "progress"_a.none(), "source_ref"_a = "");
+      "overwrite"_a, "finish_only"_a, "progress"_a.none(), "source_ref"_a = "",
+      "keep_slab_buffers"_a = false);
 
   // Returns (job, values): the stats file describing the job (its statistics not filled in; the
   // same text for every part) and the part's accumulators.

@@ -13,13 +13,15 @@ by a progress callback stops the job the same way.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
 import math
 import os
+import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Union
 
@@ -231,35 +233,79 @@ PartProgress = Callable[[int, int, int], Any]
 as it advances (picklable; an exception it raises fails the attempt)."""
 
 
-# glibc's mallopt parameter, and the blocks below which the codecs' per-call scratch stays in the heap.
+# glibc's mallopt parameters, and the thresholds a part runs with where Dask fixed them.
+_M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_HEAP_BLOCK_BYTES = 4 << 20
+_PART_MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for the threshold it raises by itself
+_PART_TRIM_THRESHOLD = 2 * _PART_MMAP_THRESHOLD  # and the trim threshold it pairs with it
+_FIXED_MMAP_THRESHOLD = 128 << 10  # glibc's default, where MALLOC_TRIM_THRESHOLD_ pins it
 
 
 @functools.cache
-def _keep_codec_scratch_in_the_heap() -> bool:
-    """Raises glibc's mmap threshold to 4 MiB in a worker whose environment fixed it at 128 KiB, and
-    says whether it did.
-
-    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, which also stops glibc from
-    raising its mmap threshold as large blocks are freed. c-blosc allocates about twice a chunk
-    (512 KiB for a 1-degree field) on every call, so each chunk encoded then was a fresh mapping
-    faulted in page by page: twice the page faults of the whole rechunk and a third more CPU. Blocks
-    up to 4 MiB come from the heap again, which the trim threshold still returns to the system. A
-    threshold the environment sets itself (``MALLOC_MMAP_THRESHOLD_``) is left as it is."""
-    if "MALLOC_TRIM_THRESHOLD_" not in os.environ or "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
+def _fixed_heap_thresholds() -> tuple[Callable, Callable, int] | None:
+    """(mallopt, malloc_trim, the environment's trim threshold) in a process whose environment set
+    glibc's trim threshold without its mmap threshold (as Dask's nanny starts its workers), else
+    None (not glibc, or thresholds the environment chose itself)."""
+    trim = os.environ.get("MALLOC_TRIM_THRESHOLD_")
+    if trim is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return None
     try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc
-        return False
-    return mallopt(_M_MMAP_THRESHOLD, _HEAP_BLOCK_BYTES) == 1
+        trim_bytes = int(trim)
+        libc = ctypes.CDLL(None)
+        return libc.mallopt, libc.malloc_trim, trim_bytes
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+_heap_lock = threading.Lock()
+_parts_running = 0  # guarded by _heap_lock
+
+
+@contextlib.contextmanager
+def _part_heap() -> Iterator[bool]:
+    """While parts run in this process, gives glibc the thresholds it reaches by itself (blocks up
+    to 32 MiB from the heap, freed memory kept up to 64 MiB), where the environment fixed them;
+    yields whether it did.
+
+    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which pins the mmap
+    threshold at 128 KiB and returns the top of a heap as soon as 64 KiB there are free. Every
+    stored object read, chunk decoded and c-blosc call's scratch (about twice a chunk) then took
+    fresh pages, faulted in one by one: 8 parts of the 1-degree store run one after another in a
+    process so made 281,000 page faults, 146,000 with these thresholds (37,000 with the slab
+    buffers kept too: ``keep_slab_buffers``). When the last part running ends, the environment's
+    thresholds are restored and ``malloc_trim`` returns the main heap's free memory; the worker
+    threads' heaps keep what is free at their top (tens of MB) until reused, as they do without
+    the variable."""
+    tuning = _fixed_heap_thresholds()
+    if tuning is None:
+        yield False
+        return
+    mallopt, malloc_trim, trim_bytes = tuning
+    global _parts_running
+    with _heap_lock:
+        if _parts_running == 0:
+            mallopt(_M_MMAP_THRESHOLD, _PART_MMAP_THRESHOLD)
+            mallopt(_M_TRIM_THRESHOLD, _PART_TRIM_THRESHOLD)
+        _parts_running += 1
+    try:
+        yield True
+    finally:
+        with _heap_lock:
+            _parts_running -= 1
+            if _parts_running == 0:
+                mallopt(_M_TRIM_THRESHOLD, trim_bytes)
+                mallopt(_M_MMAP_THRESHOLD, _FIXED_MMAP_THRESHOLD)
+                malloc_trim(0)
 
 
 def _run_part(part: RechunkPart | StatsPart, part_progress: PartProgress | None) -> Any:
-    """One engine task: the part, reporting its progress to `part_progress` on the worker."""
-    _keep_codec_scratch_in_the_heap()
-    return part.run(functools.partial(part_progress, part.index) if part_progress else None)
+    """One engine task: the part, reporting its progress to `part_progress` on the worker. A
+    worker runs part after part, so a rechunk part keeps its slab buffers for the next."""
+    progress = functools.partial(part_progress, part.index) if part_progress else None
+    with _part_heap():
+        if isinstance(part, RechunkPart):
+            return part._run(progress, keep_slab_buffers=True)
+        return part.run(progress)
 
 
 def _refuse_part_options(function: str, options: Mapping[str, Any]) -> None:
@@ -270,7 +316,8 @@ def _refuse_part_options(function: str, options: Mapping[str, Any]) -> None:
 
 
 def _run_rechunk(source: str, dest: str, options: RechunkOptions, part: int, parts: int,
-                 overwrite: bool, finish_only: bool, progress: Progress | None) -> RechunkReport:
+                 overwrite: bool, finish_only: bool, progress: Progress | None,
+                 keep_slab_buffers: bool = False) -> RechunkReport:
     if not isinstance(options, RechunkOptions):
         raise InvalidArgumentError(f"rechunk options: {options!r:.100} is not a RechunkOptions")
     options.__post_init__()  # an unpickled one was never checked
@@ -284,7 +331,8 @@ def _run_rechunk(source: str, dest: str, options: RechunkOptions, part: int, par
     report = _zarrstream._rechunk(
         source, dest, options.chunks, options.shard, options.codec, options.gpu_friendly,
         list(options.vars), list(options.select), options.stack, options.threads,
-        int(options.memory * 1e9), part, parts, overwrite, finish_only, progress, options.ref)
+        int(options.memory * 1e9), part, parts, overwrite, finish_only, progress, options.ref,
+        keep_slab_buffers)
     return RechunkReport._of(report)
 
 
@@ -325,11 +373,16 @@ class RechunkPart:
         _check_part_index(self)
 
     def run(self, progress: Progress | None = None) -> RechunkReport:
-        self.__post_init__()  # an unpickled part was never checked
-        return _run_rechunk(self.source, self.dest, self.options, self.index, self.count, False,
-                            False, progress)
+        return self._run(progress, keep_slab_buffers=False)
 
     __call__ = run
+
+    def _run(self, progress: Progress | None, keep_slab_buffers: bool) -> RechunkReport:
+        """``keep_slab_buffers``: leave the slab buffers allocated for the next part this process
+        runs (an engine worker's; at most the part's ``memory``)."""
+        self.__post_init__()  # an unpickled part was never checked
+        return _run_rechunk(self.source, self.dest, self.options, self.index, self.count, False,
+                            False, progress, keep_slab_buffers)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,11 @@ struct RechunkOptions {
   uint32_t part_count = 1;
   // Replace whatever is at the destination (single-part runs only).
   bool overwrite = false;
+  // Keep this run's slab buffers in the process for the next run (an engine worker running part
+  // after part) instead of freeing them on return: up to the run's in-flight slabs stay allocated,
+  // at most memory_limit_bytes (or one slab, when a slab exceeds it), until a run without this
+  // option returns.
+  bool keep_slab_buffers = false;
   // Called after each slab with the bytes done and total for this part (decoded output bytes),
   // from worker threads, one call at a time.
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> on_progress;
