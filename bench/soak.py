@@ -7,8 +7,9 @@ saved mid-epoch and restored (the pipeline discarded and restarted), a jump to a
 and a second loader created, read and dropped (a validation loader). After a warm-up (a tenth of
 the run, at least ``--warm-up`` epochs) nothing may trend up: the median of the run's last half
 may not exceed the median of the half before — by more than ``--rss-slack-mb`` for the RSS and
-GPU memory, by more than ``--count-slack`` for open files and threads (0; 2 on a GPU, where the
-CUDA driver opens and closes descriptors of its own: 46 to 59 from epoch to epoch on the H100).
+GPU memory, by more than ``--count-slack`` for open files and threads (0; 4 on a GPU, where the
+CUDA driver opens and closes descriptors of its own: 46 to 59 from epoch to epoch on the H100, and
+once 47 then 50 by the halves' medians of 200 epochs; a leak of one per epoch adds 100).
 Medians, because the counts move from epoch to epoch as batches and the validation loader come
 and go; a leak moves the median, and a long soak shows it.
 
@@ -67,7 +68,7 @@ def main() -> int:
     parser.add_argument("--rss-slack-mb", type=float, default=32,
                         help="allowed rise of the RSS median (and of GPU memory), MB")
     parser.add_argument("--count-slack", type=int, default=None,
-                        help="allowed rise of the open files and threads medians (0; 2 on a GPU)")
+                        help="allowed rise of the open files and threads medians (0; 4 on a GPU)")
     parser.add_argument("--report-every", type=int, default=25)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -145,7 +146,7 @@ def main() -> int:
         grew.append(f"RSS median {first_mb:.1f} -> {second_mb:.1f} MB")
     count_slack = args.count_slack
     if count_slack is None:
-        count_slack = 2 if args.device.startswith("cuda") else 0
+        count_slack = 4 if args.device.startswith("cuda") else 0
     for key in ("fds", "threads"):
         if second[key] > first[key] + count_slack:
             grew.append(f"{key} median {first[key]} -> {second[key]}")

@@ -365,6 +365,14 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
   return Status::Ok();
 }
 
+// The dataset at `url` opened as the loader's options say (missing chunks, Icechunk ref).
+Result<Dataset> OpenDataset(std::string_view url, const LoaderOptions& options) {
+  OpenOptions open_options;
+  open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
+  open_options.ref = options.ref;
+  return Dataset::Open(url, open_options);
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -383,10 +391,7 @@ Result<Loader> Loader::Open(std::string_view url, const LoaderOptions& options) 
     ZS_ASSIGN_OR_RETURN(gpu, internal::SetUpGpu(options));
   }
   ZS_ASSIGN_OR_RETURN(const CudaDriver* pin, internal::PinningDriver(options));
-  OpenOptions open_options;
-  open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
-  open_options.ref = options.ref;
-  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, internal::OpenDataset(url, options));
   // Started before the geometry: detecting missing dates reads chunks on it.
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<ThreadPool> pool, internal::StartWorkers(options));
   ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, options, pool.get()));
@@ -425,10 +430,7 @@ Result<std::vector<std::string>> DetectMissingDates(std::string_view url,
   LoaderOptions detect = options;
   detect.detect_missing_dates = true;
   detect.missing_dates.clear();
-  OpenOptions open_options;
-  open_options.missing_chunks_are_errors = options.missing_chunks_are_errors;
-  open_options.ref = options.ref;
-  ZS_ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(url, open_options));
+  ZS_ASSIGN_OR_RETURN(Dataset dataset, internal::OpenDataset(url, options));
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<ThreadPool> pool, internal::StartWorkers(detect));
   ZS_ASSIGN_OR_RETURN(LoaderGeometry geometry, MakeLoaderGeometry(dataset, detect, pool.get()));
   return internal::MissingDateLabels(dataset, geometry);
