@@ -11,6 +11,10 @@ way). Two kinds of measurement, in the same run:
 - each reader reading the whole array, once to warm up and then --repeat times, each in its own
   child process (so one reader's thread pools and connections never serve another's).
 
+"zarrstream-transport" is zarrstream's HTTP store alone: every stored chunk fetched whole, as many
+requests in flight as the zarrstream row keeps, the bytes dropped (`Store.receive`): its CPU
+seconds per stored GB split the zarrstream row's into receiving and decoding.
+
 Reported per reader: stored and decoded MB/s (best repetition; stored MB/s also as the mean),
 the share of the server's saturated throughput, the ratio to zarrstream, HTTP requests per stored
 chunk (nginx's access log), and the reader's CPU seconds (user + system, all its threads) per
@@ -104,6 +108,18 @@ class ZarrstreamGpuEpochs:
         return out
 
 
+def receive_zarrstream(url: str):
+    """zarrstream's transport alone: every stored chunk fetched whole through the same HTTP store,
+    as many requests in flight as its reads keep (the per-host limit), nothing decoded. Its CPU
+    seconds per stored GB against the zarrstream row's split receiving from decoding."""
+    import zarrstream
+    from zarrstream import _zarrstream
+
+    steps = zarrstream.open_array(url).shape[0]
+    keys = [f"c/{t}/0/0" for t in range(steps)]  # make_store's layout: one chunk per time step
+    return _zarrstream.open_store(url).receive(keys, in_flight=TUNED_CONCURRENCY)
+
+
 def tensorstore_reader(concurrency: int | None):
     def read(url: str):
         import tensorstore as ts
@@ -144,6 +160,7 @@ def zarr_fsspec_reader(concurrency: int | None):
 READERS = {
     "zarrstream": read_zarrstream,
     "zarrstream-gpu": ZarrstreamGpuEpochs,  # a class: one instance per child, called per read
+    "zarrstream-transport": receive_zarrstream,  # bytes received, nothing decoded
     "tensorstore": tensorstore_reader(None),
     "tensorstore-tuned": tensorstore_reader(TUNED_CONCURRENCY),
     "zarr-python+obstore": zarr_obstore_reader(None),
@@ -171,12 +188,17 @@ def child(name: str, url: str, repeat: int, expected_path: str) -> None:
         reader = reader()
     try:
         got = reader(url)
-        got = got.cpu().numpy() if hasattr(got, "cpu") else np.asarray(got)
+        got = got.cpu().numpy() if hasattr(got, "cpu") else got
     except Exception as e:  # a peer that cannot read the store is reported, not fatal
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
         return
-    expected = np.load(expected_path)
-    if not np.array_equal(got, expected):
+    if name == "zarrstream-transport":
+        stored = sum(p.stat().st_size for p in Path(expected_path).parent.joinpath(
+            "data", "bench.zarr", "c").rglob("*") if p.is_file())
+        if got != stored:
+            print(json.dumps({"error": f"received {got} bytes of the {stored} stored"}))
+            return
+    elif not np.array_equal(np.asarray(got), np.load(expected_path)):
         print(json.dumps({"error": "read values differ from the stored array"}))
         return
     print("warm", flush=True)  # the parent clears the access log here
@@ -314,7 +336,8 @@ def main() -> None:
         r["best_s"] = round(best, 3)
         r["stored_MB_per_s"] = round(stored / best / 1e6, 1)
         r["mean_stored_MB_per_s"] = round(stored / (sum(times) / len(times)) / 1e6, 1)
-        r["decoded_MB_per_s"] = round(expected.nbytes / best / 1e6, 1)
+        transport = r["reader"] == "zarrstream-transport"
+        r["decoded_MB_per_s"] = None if transport else round(expected.nbytes / best / 1e6, 1)
         r["of_saturated"] = round(stored / best / saturated, 3)
         r["requests_per_chunk"] = round(r.pop("requests") / len(chunk_files), 3)
         r["cpu_s_per_GB_stored"] = round(r.pop("cpu_s_per_read") / (stored / 1e9), 2)
@@ -340,7 +363,8 @@ def main() -> None:
             print(f"{r['reader']:28} error: {r['error'][:100]}")
         else:
             print(f"{r['reader']:28} {r['best_s']:>7} {r['stored_MB_per_s']:>12} "
-                  f"{r['mean_stored_MB_per_s']:>8} {r['decoded_MB_per_s']:>13} {r['of_saturated']:>10.0%} "
+                  f"{r['mean_stored_MB_per_s']:>8} {r['decoded_MB_per_s'] or '–':>13} "
+                  f"{r['of_saturated']:>10.0%} "
                   f"{r['zarrstream_ratio']:>13} {r['requests_per_chunk']:>10} "
                   f"{r['cpu_s_per_GB_stored']:>9}")
 

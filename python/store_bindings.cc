@@ -6,7 +6,9 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,6 +38,41 @@ ByteRange ToByteRange(const std::tuple<std::string, uint64_t, uint64_t>& r) {
 
 std::span<const std::byte> AsBytes(const nb::bytes& b) {
   return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
+}
+
+// Every key of `keys` read whole, at most `in_flight` reads outstanding (a sliding window, the
+// oldest waited for first), the bytes dropped as they arrive: what receiving costs without
+// decoding. The total bytes received, or the first error, naming its key.
+Result<uint64_t> ReceiveAll(Store& store, const std::vector<std::string>& keys, size_t in_flight) {
+  struct Slot {
+    Future<uint64_t> read;
+    size_t key = 0;
+    ByteRange range = ByteRange::Full();
+    ByteBuffer out;  // reused by the slot's reads
+  };
+  if (keys.empty()) return uint64_t{0};
+  std::vector<Slot> slots(std::min(in_flight, keys.size()));
+  uint64_t total = 0;
+  Status first_error;
+  for (size_t k = 0; k < keys.size() + slots.size(); ++k) {
+    Slot& slot = slots[k % slots.size()];
+    if (slot.read.valid()) {
+      Result<uint64_t> bytes = slot.read.Wait();
+      slot.read = Future<uint64_t>();
+      if (bytes.ok()) {
+        total += *bytes;
+      } else if (first_error.ok()) {
+        first_error = std::move(bytes).status().WithContext("key '" + keys[slot.key] + "'");
+      }
+    }
+    if (k < keys.size()) {
+      slot.key = k;
+      slot.read = store.Read(keys[k], std::span<const ByteRange>(&slot.range, 1),
+                             std::span<ByteBuffer>(&slot.out, 1));
+    }
+  }
+  if (!first_error.ok()) return first_error;
+  return total;
 }
 
 nb::dict MetricsDict(const Store& store) {
@@ -106,6 +143,18 @@ void RegisterStoreBindings(nb::module_& m) {
             return std::make_pair(keys, l.prefixes);
           },
           "prefix"_a = "")
+      .def(
+          "receive",
+          [](Store& store, const std::vector<std::string>& keys, size_t in_flight) {
+            if (in_flight == 0) {
+              throw StatusError(InvalidArgumentError("receive: in_flight must be at least 1"));
+            }
+            return ValueOrThrow(WithoutGil([&] { return ReceiveAll(store, keys, in_flight); }));
+          },
+          "keys"_a, "in_flight"_a = 64,
+          "Reads every key whole, up to `in_flight` requests outstanding, and returns the bytes "
+          "received, keeping none of them: what fetching costs without decoding (a transport-only "
+          "measurement; bench/object_store_bench.py's zarrstream-transport row).")
       .def("metrics", &MetricsDict);
 
   m.def(

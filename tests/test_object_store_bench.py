@@ -70,8 +70,8 @@ def test_object_store_bench_runs_every_reader_and_counts_requests():
     assert report["setup"]["chunks"] == 8
     assert report["server"][0]["connections"] == 4 and report["server"][0]["requests_per_s"] > 0
     rows = {r["reader"]: r for r in report["results"]}
-    assert set(rows) == {"zarrstream", "tensorstore", "tensorstore-tuned", "zarr-python+obstore",
-                         "zarr-python+obstore-tuned", "zarr-python+fsspec",
+    assert set(rows) == {"zarrstream", "zarrstream-transport", "tensorstore", "tensorstore-tuned",
+                         "zarr-python+obstore", "zarr-python+obstore-tuned", "zarr-python+fsspec",
                          "zarr-python+fsspec-tuned"}
     for name, row in rows.items():
         assert "error" not in row, (name, row)
@@ -79,3 +79,5 @@ def test_object_store_bench_runs_every_reader_and_counts_requests():
         assert 8 <= row["requests_per_chunk"] * 8 <= 8 + 3, (name, row)
         assert row["stored_MB_per_s"] > 0 and row["cpu_s_per_GB_stored"] > 0
     assert rows["zarrstream"]["zarrstream_ratio"] == 1.0
+    # The transport row received every stored byte (checked in its child) and decoded none.
+    assert rows["zarrstream-transport"]["decoded_MB_per_s"] is None

@@ -182,6 +182,24 @@ def test_http_store_is_read_only_and_cannot_list(nginx):
         zarrstream.open_group(f"{nginx.url}/unconsolidated.zarr")
 
 
+def test_http_receive_fetches_every_key_whole_and_keeps_nothing(nginx, tree):
+    """Store.receive, the object-store benchmark's transport-only row: every key once, whole, the
+    bytes counted; a missing key is an error naming it; a window of one reads one key at a time."""
+    files = sorted(p for p in (tree / "group.zarr" / "temperature" / "c").rglob("*") if p.is_file())
+    keys = [p.relative_to(tree / "group.zarr").as_posix() for p in files]
+    store = _zarrstream.open_store(f"{nginx.url}/group.zarr")
+    for in_flight in (1, 3, 64):
+        nginx.clear_log()
+        assert store.receive(keys, in_flight=in_flight) == sum(p.stat().st_size for p in files)
+        assert sorted(r.path for r in nginx.requests()) == sorted(f"/group.zarr/{k}" for k in keys)
+        assert all(r.range == "" for r in nginx.requests()), "whole keys, no ranges"
+    assert store.receive([]) == 0
+    with pytest.raises(zarrstream.NotFoundError, match="key 'temperature/c/9/9/9'"):
+        store.receive([keys[0], "temperature/c/9/9/9", keys[1]])
+    with pytest.raises(zarrstream.InvalidArgumentError, match="in_flight must be at least 1"):
+        store.receive(keys, in_flight=0)
+
+
 def test_http_ranges_of_one_key_are_coalesced(nginx, tree):
     path = tree / "group.zarr" / "sharded" / "c" / "1" / "1"
     data = path.read_bytes()
