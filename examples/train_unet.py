@@ -368,6 +368,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                            "dataset": source.dataset_identity, "steps": [], "origins": []}
     waits: list[float] = []
     step_times: list[float] = []
+    shares: list[float] = []  # with the adaptive decode share: where it stood after each step
     # On a GPU, how long each step's kernels kept the training stream busy, from its first to its
     # last (CUDA events): the rest of the step the GPU was idle for this training.
     busy_times: list[float] = []
@@ -409,6 +410,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             samples += batch["input"].shape[0]
             waits.append(waited)
             step_times.append(step_time)
+            if adaptive_share:
+                shares.append(source.stats()["cpu_decode_share"])
             log["origins"].append([epoch, *batch["origin"][:, 0].tolist()])
             if rank == 0 and (global_step % args.log_every == 0):
                 share = f", CPU decode share {100 * source.stats()['cpu_decode_share']:.0f} %" if adaptive_share else ""
@@ -463,6 +466,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         step_stream.synchronize()
         torch.cuda.set_stream(torch.cuda.default_stream(device))
     log["steps"] = [{"wait_ms": 1e3 * w, "step_ms": 1e3 * s} for w, s in zip(waits, step_times)]
+    for step, share in zip(log["steps"], shares):  # where the adaptive share stood after each step
+        step["cpu_decode_share"] = share
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()

@@ -286,6 +286,7 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     log = json.loads(adaptive.read_text())
     assert log["origins"] == json.loads(cpu.read_text())["origins"]
     assert log["cpu_decode_share"] == "auto" and "adapts to the consumer's time per batch" in log["gpu_decode"]
+    assert all(0 <= step["cpu_decode_share"] <= 1 for step in log["steps"]), log["steps"]  # after each step
     assert "CPU decode share" in proc.stdout and "share of nvCOMP's chunks ended at" in proc.stdout, proc.stdout
 
 
