@@ -222,14 +222,19 @@ def test_sharded_workload_needs_a_sharded_store(tmp_path):
     assert proc.returncode == 2 and "--sharded-store" in proc.stderr
 
 
-def test_first_batch_check_catches_a_wrong_batch(tmp_path):
-    bench = load_bench("loader_bench")
+def small_workload(bench, tmp_path):
+    """A workload of one 2-sample batch over t2m and z of an xarray-written store."""
     store = tmp_path / "xr.zarr"
     write_xarray_store(store)
     info = bench.describe_store(store, ["t2m", "z"])
-    w = bench.Workload(store=str(store), variables=["t2m", "z"], batch_size=2, batches=1, epochs=1, seed=0,
-                       step_time=0, workers=0, prefetch_factor=3, dask_threads=4, mp_context=None, prefetch=1,
-                       ts_cache_bytes=0, cores=1, **info)
+    return bench.Workload(store=str(store), variables=["t2m", "z"], batch_size=2, batches=1, epochs=1, seed=0,
+                          step_time=0, workers=0, prefetch_factor=3, dask_threads=4, mp_context=None,
+                          prefetch=1, ts_cache_bytes=0, cores=1, **info)
+
+
+def test_first_batch_check_catches_a_wrong_batch(tmp_path):
+    bench = load_bench("loader_bench")
+    w = small_workload(bench, tmp_path)
     # The NaN of z (time 2, level 850: channel 2) is in sample 0's target and sample 1's input.
     origins = np.array([1, 2])
     inp, tgt = bench.reference_batch(w, origins)
@@ -259,12 +264,7 @@ def test_insitubatch_self_check_catches_a_wrong_batch(tmp_path):
     """The insitubatch row's own check of its first batch (against zarrstream's read of the same
     time steps), and its stacking of variables and levels into channels, on a batch read here."""
     bench = load_bench("loader_bench")
-    store = tmp_path / "xr.zarr"
-    write_xarray_store(store)
-    info = bench.describe_store(store, ["t2m", "z"])
-    w = bench.Workload(store=str(store), variables=["t2m", "z"], batch_size=2, batches=1, epochs=1, seed=0,
-                       step_time=0, workers=0, prefetch_factor=3, dask_threads=4, mp_context=None, prefetch=1,
-                       ts_cache_bytes=0, cores=1, **info)
+    w = small_workload(bench, tmp_path)
     origins = np.array([1, 2])
     inp, tgt = bench.reference_batch(w, origins)
     # insitubatch's batch: one array per view, [B, lat, lon] or [B, level, lat, lon].
