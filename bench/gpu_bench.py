@@ -498,7 +498,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--batches", type=int, default=24, help="timed batches per tool")
     parser.add_argument("--prefetch", type=int, default=3)
-    parser.add_argument("--wave-gb", type=float, default=1.0, help="Loader(gpu_wave_bytes) in GiB")
+    parser.add_argument("--wave-gb", type=float, default=0.0,
+                        help="Loader(gpu_wave_bytes) in GiB (0: the loader's default)")
     parser.add_argument("--layouts", default="v3-zstd,wb2")
     parser.add_argument("--tools", default=",".join(t for t in TOOLS if t != "disk"),
                         help=f"comma-separated, of: {', '.join(TOOLS)}")

@@ -574,7 +574,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--loader-threads", type=int, default=0,
                    help="zarrstream's worker threads (0: one per core; fewer leave cores to the training loop)")
     p.add_argument("--gpu-wave-mb", type=int, default=0,
-                   help="GPU batches: decoded MiB per wave (0: the loader's 1024); less takes less GPU memory")
+                   help="GPU batches: decoded MiB per wave (0: the loader's 512); less takes less GPU memory")
     p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="DataLoader workers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", help="checkpoint file (written at the end and every --checkpoint-every steps)")

@@ -215,6 +215,34 @@ def test_cpu_and_gpu_decoding_side_by_side_make_the_same_gpu_batches(stores):
         assert stats["gpu_rejected_chunks"] == 0
 
 
+def test_waves_of_one_chunk_read_while_the_last_decodes_make_the_same_gpu_batches(stores, tmp_path):
+    # gpu_wave_bytes=1: every chunk is a wave of its own, and the waves alternate between the
+    # batch's two workspaces (one read while the other's wave crosses, decodes and scatters); half
+    # the chunks decoded by the worker threads, half by nvCOMP, and a corrupt chunk skipped alike.
+    for path in stores:
+        names = _variables(path)
+        common = dict(target_offset={"time": 1}, batch_size=3, seed=11, dtype="float32")
+        cpu = zarrstream.Loader(path, names, **common)
+        gpu = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, gpu_wave_bytes=1,
+                                cpu_decode_share=0.5, prefetch=2, timeline=True, **common)
+        _assert_same_batches(cpu, gpu)
+        stats = gpu.stats()
+        assert stats["gpu_decoded_chunks"] > 0 and stats["gpu_rejected_chunks"] == 0
+        # One read span per wave, on the coordinating threads' lanes.
+        reads = [s for s in gpu.timeline() if s["stage"] == "read"]
+        assert len(reads) >= stats["gpu_decoded_chunks"]
+        assert {s["thread"] for s in reads} <= {s["thread"] for s in gpu.timeline()
+                                                 if s["stage"] == "scatter"}
+
+    bad = _corrupt(stores[0], tmp_path / "bad.zarr")
+    common = dict(batch_size=4, shuffle="exact", on_error="skip", target_offset={"time": 1})
+    cpu = zarrstream.Loader(bad, ["zstd_f32", "gzip_f64"], **common)
+    gpu = zarrstream.Loader(bad, ["zstd_f32", "gzip_f64"], device="cuda", gpu_wave_bytes=1,
+                            **common)
+    _assert_same_batches(cpu, gpu, epochs=1)
+    assert gpu.stats()["skipped_samples"] == cpu.stats()["skipped_samples"] > 0
+
+
 def test_an_adaptive_share_searches_as_batches_are_taken_and_changes_no_value(stores):
     """cpu_decode_share="auto": the share moves on a grid of tenths as the consumer takes batches
     (a window of batches judges each share it tries), so both the worker threads and nvCOMP decode;

@@ -332,9 +332,10 @@ struct LoaderOptions {
   // batches are pinned through (pinned memory serves every device; only this one gets a context).
   int cuda_device = 0;
   // GPU batches: the decoded bytes of one wave (one copy to the GPU, one nvCOMP call per codec, one
-  // scatter launch), at least one chunk; 0: 1 GiB. Larger waves give nvCOMP more chunks per call
-  // and take more GPU memory: about 5× this per batch in flight (staging, decoded chunks, nvCOMP's
-  // scratch).
+  // scatter launch), at least one chunk; 0: 512 MiB. A batch of several waves reads the next wave
+  // while the GPU copies, decodes and scatters the last, each in a workspace of its own. Larger
+  // waves give nvCOMP more chunks per call and take more GPU memory: about 10× this per batch in
+  // flight (two workspaces of staging, decoded chunks and nvCOMP's scratch).
   uint64_t gpu_wave_bytes = 0;
   // GPU batches: where their chunks are decoded (nvCOMP, the worker threads, or both).
   DecodePlacement decode;

@@ -359,8 +359,9 @@ class Loader:
     ``"origin"`` stays on the CPU. Where this build or machine cannot (``gpu_decode_status``
     says), host batches are page-locked ("pinned") and copied to the GPU asynchronously on the
     current stream. ``gpu_batches=False`` keeps that host path with ``device="cuda"``; ``True``
-    makes GPU batches required. ``gpu_wave_bytes`` (0: 1 GiB) is how many decoded bytes go
-    through the GPU at once: more gives nvCOMP more chunks per call and takes more GPU memory.
+    makes GPU batches required. ``gpu_wave_bytes`` (0: 512 MiB) is how many decoded bytes go
+    through the GPU at once (the worker threads read the next wave while one crosses, decodes
+    and scatters): more gives nvCOMP more chunks per call and takes more GPU memory.
     ``gpu_decode=False`` has the worker threads decode every compressed chunk instead, which then
     crosses decoded (the GPU only copies and assembles, with the same values): for training steps
     that keep the GPU busy, on machines with cores to spare. ``cpu_decode_share`` (0 to 1) has

@@ -606,7 +606,7 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchCommandOptions* options) {
                    "cpu, or cuda: batches made on the GPU (nvCOMP decodes, kernels assemble)")
       ->capture_default_str();
   command->add_option("--gpu-wave-mb", options->gpu_wave_mb,
-                      "With --device cuda: decoded MiB per GPU wave (default 1024)");
+                      "With --device cuda: decoded MiB per GPU wave (default 512)");
   command->add_flag("--cpu-decode", options->cpu_decode,
                     "With --device cuda: the worker threads decode every chunk, which crosses "
                     "decoded (leaves the GPU to the training step)");

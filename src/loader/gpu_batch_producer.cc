@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <system_error>
+#include <thread>
 
 #include "gpu/cuda_driver.h"
 #include "gpu/gpu_kernels.h"
@@ -12,6 +14,7 @@
 #include "loader/gpu_assembly.h"
 #include "loader/pipeline.h"
 #include "util/format.h"
+#include "util/nvtx_range.h"
 
 namespace zarrstream::internal {
 namespace {
@@ -168,8 +171,8 @@ Status GpuBatchProducer::ExplainGpuMemory(Status error) const {
       error.message() + ". This loader's GPU memory: up to " +
           std::to_string(options.prefetch + 2) + " batches of " +
           FormatBytes(static_cast<double>(context_.layout.device_bytes)) +
-          ", and a decode workspace of up to " + (decodes ? "about 5 times" : "about once") +
-          " gpu_wave_bytes (" + FormatBytes(static_cast<double>(wave)) + ") for each of the " +
+          ", and two decode workspaces of up to " + (decodes ? "about 5 times" : "about once") +
+          " gpu_wave_bytes (" + FormatBytes(static_cast<double>(wave)) + ") each for each of the " +
           std::to_string(NumCoordinators(options)) + " batches in flight" +
           (context_.geometry.base_slabs.empty()
                ? std::string()
@@ -180,22 +183,49 @@ Status GpuBatchProducer::ExplainGpuMemory(Status error) const {
                    : ""));
 }
 
-// The waves of one planned batch on the GPU: chunk k is reads.chunks[k].
+uint64_t GpuBatchProducer::WaveLimit() const {
+  const uint64_t limit = context_.options.gpu_wave_bytes;
+  return limit != 0 ? limit : kGpuWaveBytes;
+}
+
+std::vector<size_t> GpuBatchProducer::WaveStarts(const BatchReadPlan& reads) const {
+  // A wave ends at the chunk that takes it to the limit (at least one chunk).
+  std::vector<size_t> starts;
+  uint64_t wave_bytes = 0;
+  for (size_t k = 0; k < reads.chunks.size(); ++k) {
+    if (starts.empty() || wave_bytes >= WaveLimit()) {
+      starts.push_back(k);
+      wave_bytes = 0;
+    }
+    wave_bytes =
+        SaturatingAdd(wave_bytes, ReadChunkBytes(*context_.geometry.arrays[reads.chunks[k].array]));
+  }
+  return starts;
+}
+
+// The waves of one planned batch on the GPU: chunk k is reads.chunks[k]. Waves alternate between
+// two workspaces, so that the worker threads read and stage wave j + 1 into one while wave j
+// crosses to the GPU, decodes and scatters from the other (a batch of one wave uses one).
 class GpuBatchProducer::Job {
  public:
+  // `wave_starts`: WaveStarts(reads). `second` may be null (every wave on `first`, one after the
+  // other); both outlive the job.
   Job(GpuBatchProducer& producer, Batch& b, uint64_t epoch, uint64_t index,
-      const BatchReadPlan& reads, size_t samples, GpuDecodeWorkspace& w)
+      const BatchReadPlan& reads, std::vector<size_t> wave_starts, size_t samples,
+      GpuDecodeWorkspace& first, GpuDecodeWorkspace* second)
       : producer_(producer),
         context_(producer.context_),
         b_(b),
         epoch_(epoch),
         index_(index),
         reads_(reads),
-        w_(w) {
+        wave_starts_(std::move(wave_starts)),
+        w_(first),
+        workspaces_{&first, second != nullptr ? second : &first} {
     bad.assign(samples, 0);
   }
 
-  // Every wave while `status` (the stream's) is OK; returns the stream's status after them.
+  // Every wave while `status` (the streams') is OK; returns the streams' status after them.
   Status Run(Status status, double cpu_share) {
     // A wave ends at the chunk that takes it to the limit: none is larger than the limit plus the
     // largest chunk, or than the batch.
@@ -207,20 +237,20 @@ class GpuBatchProducer::Job {
                                           ReadChunkBytes(*context_.geometry.arrays[chunk.array]));
       decodable[k] = producer_.codecs_[chunk.array] ? 1 : 0;
     }
-    w_.ExpectWaves(
-        std::min(SaturatingAdd(WaveLimit(), producer_.max_chunk_bytes_), batch_decoded_bytes),
-        producer_.any_blosc_);
-    on_gpu_ = ChunksDecodedOnGpu(decodable, cpu_share);
-    for (size_t begin = 0; status.ok() && begin < reads_.chunks.size();) {
-      status = RunWave(begin, &begin);
+    for (GpuDecodeWorkspace* w : workspaces_) {
+      w->ExpectWaves(std::min(SaturatingAdd(producer_.WaveLimit(), producer_.max_chunk_bytes_),
+                              batch_decoded_bytes),
+                     producer_.any_blosc_);
     }
+    on_gpu_ = ChunksDecodedOnGpu(decodable, cpu_share);
+    if (status.ok()) status = RunWaves();
     if (status.ok() && reads_.chunks.empty() &&
         (!reads_.resident.empty() || !reads_.computed.empty() || !reads_.padding.empty())) {
       // Only static fields, computed forcings and padding: their launches, which the first wave
       // makes otherwise.
       status = w_.Begin(0, 0, 0);
       std::vector<ChunkRead> none;
-      if (status.ok()) status = Scatter(0, none, {});
+      if (status.ok()) status = Scatter(0, w_, none, {});
       if (status.ok()) status = w_.Synchronize();
     }
     if (status.ok()) status = LaunchTendencies();
@@ -249,38 +279,118 @@ class GpuBatchProducer::Job {
   Status first_error;
 
  private:
-  uint64_t WaveLimit() const {
-    const uint64_t limit = context_.options.gpu_wave_bytes;
-    return limit != 0 ? limit : kGpuWaveBytes;
+  // The chunks of wave j: [wave_starts_[j], wave_starts_[j + 1]) (the last to the batch's end).
+  size_t WaveBegin(size_t j) const { return wave_starts_[j]; }
+  size_t WaveEnd(size_t j) const {
+    return j + 1 < wave_starts_.size() ? wave_starts_[j + 1] : reads_.chunks.size();
+  }
+  GpuDecodeWorkspace& Workspace(size_t j) const { return *workspaces_[j % 2]; }
+
+  // Wave j's chunks, read: staged for the GPU or decoded on the CPU into its workspace.
+  struct WaveRead {
+    Status status;
+    std::vector<ChunkRead> chunks;
+    Clock::time_point start, end;
+  };
+
+  // The waves, each read, decoded and scattered into the batch; wave j + 1 is read on a thread of
+  // its own while wave j finishes where it has its own workspace.
+  Status RunWaves() {
+    const size_t waves = wave_starts_.size();
+    if (waves == 0) return Status::Ok();
+    WaveRead next = ReadWave(0);
+    for (size_t j = 0; j < waves; ++j) {
+      WaveRead current = std::move(next);
+      RecordRead(current);
+      ZS_RETURN_IF_ERROR(current.status);
+      const bool read_next = j + 1 < waves;
+      std::thread reader;
+      if (read_next && &Workspace(j + 1) != &Workspace(j)) {
+        try {
+          reader = std::thread([this, &next, j] { next = ReadWave(j + 1); });
+        } catch (const std::system_error&) {
+          // No thread to be had: the next wave is read after this one, as with one workspace.
+        }
+      }
+      Status status = FinishWave(j, current.chunks);
+      if (reader.joinable()) {
+        reader.join();
+      } else if (status.ok() && read_next) {
+        next = ReadWave(j + 1);
+      }
+      ZS_RETURN_IF_ERROR(status);
+    }
+    return Status::Ok();
   }
 
-  // The wave from chunk `begin`: read, decoded, scattered into the batch; `*end` is where it ends.
-  Status RunWave(size_t begin, size_t* end) {
-    StageSpan read_stage(context_.timeline, "read", epoch_, index_);
-    const Clock::time_point start = read_stage.start();
-    // The wave: chunks up to gpu_wave_bytes decoded (at least one).
+  // Reads wave j into its workspace (a new wave on it: the workspace's previous wave is done).
+  // nvCOMP's chunks are staged for the GPU, the rest decoded into the workspace's host outputs.
+  WaveRead ReadWave(size_t j) {
+    WaveRead read;
+    NvtxRange range("read", index_);
+    read.start = Clock::now();
+    GpuDecodeWorkspace& w = Workspace(j);
+    const size_t begin = WaveBegin(j), n = WaveEnd(j) - begin;
     uint64_t wave_bytes = 0, host_bytes = 0;
-    *end = begin;
-    while (*end < reads_.chunks.size() && (*end == begin || wave_bytes < WaveLimit())) {
-      const uint64_t bytes = ReadChunkBytes(*context_.geometry.arrays[reads_.chunks[*end].array]);
+    for (size_t k = begin; k < begin + n; ++k) {
+      const uint64_t bytes = ReadChunkBytes(*context_.geometry.arrays[reads_.chunks[k].array]);
       wave_bytes = SaturatingAdd(wave_bytes, bytes);
-      if (!on_gpu_[*end]) host_bytes = SaturatingAdd(host_bytes, bytes);
-      ++*end;
+      if (!on_gpu_[k]) host_bytes = SaturatingAdd(host_bytes, bytes);
     }
-    const size_t n = *end - begin;
-    ZS_RETURN_IF_ERROR(w_.Begin(n, host_bytes, wave_bytes - host_bytes));
-    std::vector<ChunkRead> wave = ReadWave(begin, n);
-    const Clock::time_point read_end = read_stage.End();
-    context_.counters.gpu_read_ns += Nanoseconds(read_end - start);
-    StageSpan decode_stage(context_.timeline, "gpu decode", epoch_, index_, read_end);
-    ZS_RETURN_IF_ERROR(w_.Decode());
+    read.status = w.Begin(n, host_bytes, wave_bytes - host_bytes);
+    if (read.status.ok()) {
+      read.chunks.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        const PlannedChunk& chunk = reads_.chunks[begin + i];
+        ChunkRead& chunk_read = read.chunks[i];
+        chunk_read.array = context_.geometry.arrays[chunk.array];
+        chunk_read.coords = chunk.coords;
+        if (!on_gpu_[begin + i]) {
+          chunk_read.out = w.HostOutput(i, ReadChunkBytes(*chunk_read.array));
+          continue;
+        }
+        const std::optional<GpuChunkCodec>& codec = producer_.codecs_[chunk.array];
+        chunk_read.take_encoded = [w = &w, &codec, i](std::span<const std::byte> stored) {
+          Result<GpuChunkParse> parse = codec->Parse(stored);
+          if (parse.ok()) {
+            w->Stage(i, *parse, codec->decoded_bytes);
+          } else {
+            w->Reject(i);  // decoded again on the CPU below: for its error, or what the GPU cannot
+          }
+          return Status::Ok();
+        };
+      }
+      ReadChunks(read.chunks, context_.pool.get(), 0, &context_.index_cache,
+                 &context_.read_counters);
+    }
+    read.end = Clock::now();
+    return read;
+  }
+
+  // The read stage of a wave on the timeline (on the coordinating thread's lane, whichever thread
+  // read it) and in the counters.
+  void RecordRead(const WaveRead& read) {
+    context_.timeline.Add("read", epoch_, index_, read.start, read.end);
+    const uint64_t ns = Nanoseconds(read.end - read.start);
+    context_.counters.gpu_read_ns += ns;
+    context_.counters.gpu_ns += ns;
+    context_.counters.read_decode_ns += ns;
+  }
+
+  // Wave j, read: copied to the GPU, decoded, its rejects decoded on the CPU, scattered into the
+  // batch, and waited for.
+  Status FinishWave(size_t j, std::vector<ChunkRead>& wave) {
+    GpuDecodeWorkspace& w = Workspace(j);
+    StageSpan decode_stage(context_.timeline, "gpu decode", epoch_, index_);
+    const Clock::time_point start = decode_stage.start();
+    ZS_RETURN_IF_ERROR(w.Decode());
     const Clock::time_point decode_end = decode_stage.End();
-    context_.counters.gpu_decode_ns += Nanoseconds(decode_end - read_end);
+    context_.counters.gpu_decode_ns += Nanoseconds(decode_end - start);
     StageSpan scatter_stage(context_.timeline, "scatter", epoch_, index_, decode_end);
-    std::vector<uint64_t> retried(n, 0);
-    ZS_RETURN_IF_ERROR(RetryRejected(wave, retried));
-    ZS_RETURN_IF_ERROR(Scatter(begin, wave, retried));
-    Status status = w_.Synchronize();
+    std::vector<uint64_t> retried(wave.size(), 0);
+    ZS_RETURN_IF_ERROR(RetryRejected(w, wave, retried));
+    ZS_RETURN_IF_ERROR(Scatter(WaveBegin(j), w, wave, retried));
+    Status status = w.Synchronize();
     const Clock::time_point end_time = scatter_stage.End();
     context_.counters.gpu_ns += Nanoseconds(end_time - start);
     context_.counters.gpu_scatter_ns += Nanoseconds(end_time - decode_end);
@@ -288,41 +398,14 @@ class GpuBatchProducer::Job {
     return status;
   }
 
-  // Reads the wave's `n` chunks from `begin`: nvCOMP's staged for the GPU, the rest decoded into
-  // the workspace's host outputs.
-  std::vector<ChunkRead> ReadWave(size_t begin, size_t n) {
-    std::vector<ChunkRead> wave(n);
-    for (size_t i = 0; i < n; ++i) {
-      const PlannedChunk& chunk = reads_.chunks[begin + i];
-      ChunkRead& read = wave[i];
-      read.array = context_.geometry.arrays[chunk.array];
-      read.coords = chunk.coords;
-      if (!on_gpu_[begin + i]) {
-        read.out = w_.HostOutput(i, ReadChunkBytes(*read.array));
-        continue;
-      }
-      const std::optional<GpuChunkCodec>& codec = producer_.codecs_[chunk.array];
-      read.take_encoded = [w = &w_, &codec, i](std::span<const std::byte> stored) {
-        Result<GpuChunkParse> parse = codec->Parse(stored);
-        if (parse.ok()) {
-          w->Stage(i, *parse, codec->decoded_bytes);
-        } else {
-          w->Reject(i);  // decoded again on the CPU below: for its error, or what the GPU cannot
-        }
-        return Status::Ok();
-      };
-    }
-    ReadChunks(wave, context_.pool.get(), 0, &context_.index_cache, &context_.read_counters);
-    return wave;
-  }
-
   // Chunks the GPU rejected: read and decoded again on the CPU. Success (a frame nvCOMP does not
   // handle) crosses decoded, its device address in `retried`; failure is the chunk's error, with
   // its context.
-  Status RetryRejected(std::vector<ChunkRead>& wave, std::vector<uint64_t>& retried) {
+  Status RetryRejected(GpuDecodeWorkspace& w, std::vector<ChunkRead>& wave,
+                       std::vector<uint64_t>& retried) {
     std::vector<size_t> retry;
     for (size_t i = 0; i < wave.size(); ++i) {
-      if (wave[i].status.ok() && !wave[i].missing && w_.Rejected(i)) retry.push_back(i);
+      if (wave[i].status.ok() && !wave[i].missing && w.Rejected(i)) retry.push_back(i);
     }
     if (retry.empty()) return Status::Ok();
     context_.counters.gpu_rejected_chunks += retry.size();
@@ -340,14 +423,16 @@ class GpuBatchProducer::Job {
         wave[retry[r]].status = std::move(again[r].status);
         continue;
       }
-      ZS_ASSIGN_OR_RETURN(retried[retry[r]], w_.Upload(decoded[r].span()));
+      ZS_ASSIGN_OR_RETURN(retried[retry[r]], w.Upload(decoded[r].span()));
     }
     return Status::Ok();
   }
 
-  // One descriptor per box of every chunk of the wave from `begin`, uploaded, and one scatter
-  // launch for them all.
-  Status Scatter(size_t begin, std::vector<ChunkRead>& wave, const std::vector<uint64_t>& retried) {
+  // One descriptor per box of every chunk of the wave from `begin` (decoded in `w`), uploaded, and
+  // one scatter launch for them all on w's stream. The first wave's (on w_) adds the static
+  // fields, the computed forcings and the padding.
+  Status Scatter(size_t begin, GpuDecodeWorkspace& w, std::vector<ChunkRead>& wave,
+                 const std::vector<uint64_t>& retried) {
     std::vector<gpu_abi::CopyDescriptor> copies;
     uint64_t max_elements = 0;
     for (size_t i = 0; i < wave.size(); ++i) {
@@ -366,7 +451,7 @@ class GpuBatchProducer::Job {
       } else if (retried[i] != 0) {
         source = retried[i];
       } else {
-        source = w_.DeviceAddress(i);
+        source = w.DeviceAddress(i);
         // Bytes nvCOMP decoded are as stored; the CPU's are in this machine's order.
         swap = on_gpu_[k] && producer_.codecs_[chunk.array]->big_endian;
       }
@@ -395,9 +480,9 @@ class GpuBatchProducer::Job {
     }
     if (copies.empty()) return Status::Ok();
     ZS_ASSIGN_OR_RETURN(uint64_t descriptors,
-                        w_.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(copies))));
+                        w.Upload(std::as_bytes(std::span<const gpu_abi::CopyDescriptor>(copies))));
     return producer_.setup_.device.kernels->Scatter(
-        descriptors, static_cast<uint32_t>(copies.size()), max_elements, w_.stream());
+        descriptors, static_cast<uint32_t>(copies.size()), max_elements, w.stream());
   }
 
   // The padding boxes (BatchReadPlan::padding) of every channel, as copies from a fill value:
@@ -575,7 +660,11 @@ class GpuBatchProducer::Job {
   Batch& b_;
   const uint64_t epoch_, index_;
   const BatchReadPlan& reads_;
+  const std::vector<size_t> wave_starts_;  // WaveStarts(reads_)
+  // The first workspace: the batch's own launches (static fields, forcings, tendency targets,
+  // padding) and every wave where there is no second.
   GpuDecodeWorkspace& w_;
+  const std::array<GpuDecodeWorkspace*, 2> workspaces_;  // wave j on workspaces_[j % 2]
   std::vector<uint8_t> on_gpu_;  // per chunk: nvCOMP decodes it (decode_share.h)
   // LoaderGeometry::base_slabs: per sample and target slab, its values and its base's, decoded
   // (float64, slab layout) in device memory; 0 without tendency targets.
@@ -601,18 +690,40 @@ Result<std::shared_ptr<Batch>> GpuBatchProducer::ProduceOnGpu(const SamplePlan& 
   Batch& b = *batch;
   FinishPlanning(b, epoch, index, samples, reads, plan_stage);
 
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<GpuDecodeWorkspace> workspace, TakeWorkspace());
-  GpuDecodeWorkspace& w = *workspace;
+  // The waves' workspaces: a second where there is more than one wave, so that reads overlap the
+  // GPU's work (Job).
+  std::vector<size_t> wave_starts = WaveStarts(reads);
+  std::vector<std::unique_ptr<GpuDecodeWorkspace>> workspaces;
+  for (size_t i = 0; i < std::min<size_t>(2, std::max<size_t>(1, wave_starts.size())); ++i) {
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<GpuDecodeWorkspace> workspace, TakeWorkspace());
+    workspaces.push_back(std::move(workspace));
+  }
+  GpuDecodeWorkspace& w = *workspaces.front();
   ZS_RETURN_IF_ERROR(KeepResidentOnDevice(w.stream()));
-  const uint64_t uploaded_before = w.bytes_uploaded();
-  const uint64_t decoded_before = w.chunks_decoded();
+  const auto uploaded = [&] {
+    uint64_t bytes = 0;
+    for (const auto& workspace : workspaces) bytes += workspace->bytes_uploaded();
+    return bytes;
+  };
+  const auto decoded = [&] {
+    uint64_t chunks = 0;
+    for (const auto& workspace : workspaces) chunks += workspace->chunks_decoded();
+    return chunks;
+  };
+  const uint64_t uploaded_before = uploaded(), decoded_before = decoded();
   const CudaDriver* driver = setup_.device.driver;
-  Job job(*this, b, epoch, index, reads, samples.size(), w);
+  Job job(*this, b, epoch, index, reads, std::move(wave_starts), samples.size(), w,
+          workspaces.size() > 1 ? workspaces.back().get() : nullptr);
   ZS_RETURN_IF_ERROR(job.AllocateTendencies());
-  // The previous consumer of this batch's memory must be done with it.
-  Status status = job.Run(driver->StreamWaitEvent(w.stream(), block.released), cpu_share);
-  context_.counters.bytes_to_gpu += w.bytes_uploaded() - uploaded_before;
-  context_.counters.gpu_decoded_chunks += w.chunks_decoded() - decoded_before;
+  // The previous consumer of this batch's memory must be done with it, on every stream that
+  // writes it.
+  Status status;
+  for (const auto& workspace : workspaces) {
+    if (status.ok()) status = driver->StreamWaitEvent(workspace->stream(), block.released);
+  }
+  status = job.Run(std::move(status), cpu_share);
+  context_.counters.bytes_to_gpu += uploaded() - uploaded_before;
+  context_.counters.gpu_decoded_chunks += decoded() - decoded_before;
   const bool skip = context_.options.skip_bad_samples;
   if (status.ok() && !job.first_error.ok() && skip) {
     CompactBatch(b, job.bad, [&](std::byte* to, const std::byte* from, size_t bytes) {
@@ -627,7 +738,7 @@ Result<std::shared_ptr<Batch>> GpuBatchProducer::ProduceOnGpu(const SamplePlan& 
     return std::move(status).WithContext("batch " + std::to_string(index) + " (epoch " +
                                          std::to_string(epoch) + ") on the GPU");
   }
-  ReturnWorkspace(std::move(workspace));
+  for (auto& workspace : workspaces) ReturnWorkspace(std::move(workspace));
   if (!job.first_error.ok() && !skip) {
     return BatchError(std::move(job.first_error), job.bad, samples, epoch, index);
   }

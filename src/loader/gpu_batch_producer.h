@@ -3,7 +3,9 @@
 // cannot, or where the CPU share places them: decode_share.h), one copy to the GPU, nvCOMP's
 // batched decodes, CPU decodes of what the GPU rejected, and one scatter launch for every box;
 // after the last wave, one launch that makes tendency targets from the values the waves decoded
-// aside (LoaderGeometry::base_slabs).
+// aside (LoaderGeometry::base_slabs). A batch of several waves holds two decode workspaces and
+// reads the next wave into one (on a thread of its own, the worker threads doing the reading)
+// while the current wave crosses, decodes and scatters from the other.
 // Static fields are copied to device memory once and scattered from there by every batch.
 // A batch's tensors live in a device block (batch_memory_pool.h), its origins in host memory.
 //
@@ -50,8 +52,9 @@ Result<GpuSetup> SetUpGpu(const LoaderOptions& options);
 
 class GpuBatchProducer : public BatchProducerBase {
  public:
-  // Decoded bytes a GPU wave holds by default (LoaderOptions::gpu_wave_bytes).
-  static constexpr uint64_t kGpuWaveBytes = uint64_t{1} << 30;
+  // Decoded bytes a GPU wave holds by default (LoaderOptions::gpu_wave_bytes): two workspaces of
+  // this per batch in flight take what one of twice the size took before waves overlapped.
+  static constexpr uint64_t kGpuWaveBytes = uint64_t{512} << 20;
 
   // Each array's GPU decode from the context's geometry, and the device pool of
   // context.layout.device_bytes blocks.
@@ -73,12 +76,17 @@ class GpuBatchProducer : public BatchProducerBase {
   // A GPU batch: tensors in a device block (the second of the pair), origins in host memory.
   Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>> AllocateGpuBatch(
       size_t samples) const;
+  // LoaderOptions::gpu_wave_bytes, or its default.
+  uint64_t WaveLimit() const;
+  // Where each wave of `reads` starts (indices into reads.chunks): a wave ends at the chunk that
+  // takes its decoded bytes to WaveLimit(). Empty for a batch without chunks.
+  std::vector<size_t> WaveStarts(const BatchReadPlan& reads) const;
   // `error`, and where the GPU ran out of memory, what this loader holds there and what lowers it.
   Status ExplainGpuMemory(Status error) const;
   // The static fields' boxes (BatchContext::resident) in device memory, copied there on `stream`
   // by the first batch and kept for every batch after it.
   Status KeepResidentOnDevice(void* stream);
-  // The decode workspaces of the batches in flight: one each, reused.
+  // The decode workspaces of the batches in flight: one or two each, reused.
   Result<std::unique_ptr<GpuDecodeWorkspace>> TakeWorkspace();
   void ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w);
 

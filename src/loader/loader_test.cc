@@ -481,14 +481,22 @@ TEST(LoaderTest, CfEncodedVariablesAreDecodedBeforeTheNanPolicy) {
 }
 
 // GPU: device kCuda batches (assembled by the scatter kernel, windows cutting chunks, a reduced
-// dtype, NaN masks) equal the CPU loader's, byte for byte, batch after batch.
+// dtype, NaN masks) equal the CPU loader's, byte for byte, batch after batch: in one wave per
+// batch, and in waves of one chunk (gpu_wave_bytes 1), read into one workspace while the other's
+// wave decodes and scatters, half the chunks decoded by the worker threads.
 TEST(LoaderGpuTest, BatchesEqualTheCpuLoadersByteForByte) {
   if (!GpuBatchesUnavailableReason().empty()) {
     GTEST_SKIP() << "GPU test skipped: " << GpuBatchesUnavailableReason();
   }
   const CudaDriver* driver = CudaDriver::Get();
-  for (BatchDType dtype : {BatchDType::kFloat32, BatchDType::kBFloat16, BatchDType::kFloat16}) {
+  for (auto [dtype, wave_bytes] :
+       {std::pair{BatchDType::kFloat32, uint64_t{0}}, std::pair{BatchDType::kBFloat16, uint64_t{0}},
+        std::pair{BatchDType::kFloat16, uint64_t{0}}, std::pair{BatchDType::kFloat32, uint64_t{1}},
+        std::pair{BatchDType::kBFloat16, uint64_t{1}}}) {
+    SCOPED_TRACE("gpu_wave_bytes " + std::to_string(wave_bytes));
     LoaderOptions options;
+    options.gpu_wave_bytes = wave_bytes;
+    if (wave_bytes != 0) options.decode.cpu_share = 0.5;
     options.variables = {"t2m", "temperature@850,1000"};
     options.sample = {{"time", 2}, {"longitude", 3}};
     options.stride = {{"time", 1}, {"longitude", 1}};
@@ -600,6 +608,8 @@ TEST(LoaderGpuTest, TendencyTargetsEqualTheCpuLoadersByteForByte) {
   for (BatchDType dtype : {BatchDType::kFloat32, BatchDType::kBFloat16, BatchDType::kFloat16}) {
     for (bool fill_nan : {false, true}) {
       LoaderOptions options;
+      // Waves of one chunk with NaNs filled: targets and bases decoded aside by both workspaces.
+      options.gpu_wave_bytes = fill_nan ? 1 : 0;
       options.variables = {"t2m", "temperature@850"};
       options.sample = {{"time", 2}, {"longitude", 3}};
       options.stride = {{"time", 1}, {"longitude", 1}};
