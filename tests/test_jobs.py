@@ -154,6 +154,52 @@ def test_a_failed_finalise_can_be_rerun(synth_store, cli_rechunked, tmp_path):
     assert stored_files(dst) == cli_rechunked
 
 
+def test_the_destination_of_an_unfinished_job_is_refused_until_its_last_part_finishes(
+        synth_store, cli_rechunked, tmp_path):
+    # A part killed, a disk that filled up: until the job finishes, the destination's group says
+    # so (an attribute zarr-python and xarray show), and the loader, `stats` and a rechunk from it
+    # refuse it, since the chunks not yet written would read as fill values.
+    import zarr
+
+    dst = tmp_path / "out.zarr"
+    plan = zarrstream.plan_rechunk(synth_store, dst, parts=2, **RECHUNK_API)
+    assert not plan.parts[0].run().job_complete
+    assert zarr.open_group(str(dst), mode="r").attrs["zarrstream_rechunk"] == "unfinished"
+    with pytest.raises(zarrstream.InvalidArgumentError) as e:
+        zarrstream.Loader(dst, ["2m_temperature"], batch_size=2)
+    assert str(dst) in str(e.value) and "has not finished" in str(e.value)
+    proc = run_cli("stats", dst, "--vars", "2m_temperature", "-o", tmp_path / "stats.json")
+    assert proc.returncode != 0 and "has not finished" in proc.stderr, proc.stderr
+    proc = run_cli("rechunk", dst, tmp_path / "again.zarr", "--chunks", "time=2")
+    assert proc.returncode != 0 and "has not finished" in proc.stderr, proc.stderr
+    xr = pytest.importorskip("xarray")
+    with pytest.warns(UserWarning, match="has not finished"):
+        assert xr.open_dataset(dst, engine="zarrstream").attrs["zarrstream_rechunk"] == "unfinished"
+
+    assert plan.parts[1].run().job_complete
+    assert "zarrstream_rechunk" not in zarr.open_group(str(dst), mode="r").attrs
+    assert stored_files(dst) == cli_rechunked
+    assert len(zarrstream.Loader(dst, ["2m_temperature"], batch_size=2)) > 0
+
+
+def test_a_lone_arrays_unfinished_rechunk_is_refused_until_it_finishes(synth_store, tmp_path):
+    import zarr
+
+    dst = tmp_path / "t2m.zarr"
+    plan = zarrstream.plan_rechunk(synth_store / "2m_temperature", dst, parts=2, chunks={"time": 1},
+                                   memory=0.002, threads=1)
+    assert len(plan.parts) == 2
+    plan.parts[1].run()
+    assert zarr.open_array(str(dst), mode="r").attrs["zarrstream_rechunk"] == "unfinished"
+    with pytest.raises(zarrstream.InvalidArgumentError, match="has not finished"):
+        zarrstream.Loader(dst, batch_size=2)
+    assert plan.parts[0].run().job_complete
+    assert "zarrstream_rechunk" not in zarr.open_array(str(dst), mode="r").attrs
+    loaded = next(iter(zarrstream.Loader(dst, batch_size=2, shuffle="none")))["input"].numpy()
+    want = zarr.open_array(str(synth_store / "2m_temperature"), mode="r")[:2]
+    assert (loaded[:, 0] == want).all()
+
+
 def test_rechunk_progress_callback_exception_stops_and_the_rerun_resumes(synth_store, cli_rechunked, tmp_path):
     dst = tmp_path / "out.zarr"
 

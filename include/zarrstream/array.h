@@ -229,6 +229,9 @@ class Group {
   // zarr.json as inline consolidated metadata, in the form zarr-python writes, so opening the
   // hierarchy takes one read. Folders without zarr.json and v2 nodes are not members.
   Status ConsolidateMetadata() const;
+  // Replaces the attributes in the stored zarr.json (members and consolidated metadata unchanged;
+  // v3 groups only). This handle keeps the attributes it was opened with (see Reopen).
+  Status SetAttributes(std::string_view attributes_json) const;
 
   const internal::GroupState& state() const { return *state_; }
 

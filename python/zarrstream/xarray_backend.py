@@ -17,6 +17,7 @@ import itertools
 import json
 import operator
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -199,6 +200,10 @@ def _open_node(url: str, *, group: str | None, consolidated: bool | None, zarr_f
     """The group at ``group`` below ``url``, opened from the root (whose consolidated metadata
     covers the whole hierarchy); of an Icechunk repository, at ``ref``."""
     root = open_group(url, num_threads=num_threads, ref=ref)
+    if root.attrs.get("zarrstream_rechunk") == "unfinished":
+        # Opened as engine="zarr" opens it, but said: the loader refuses such a store.
+        warnings.warn(f"{root.url} is the destination of a `zarrstream rechunk` job that has not "
+                      f"finished: chunks not yet written read as fill values", stacklevel=4)
     if zarr_format is not None and zarr_format != root.zarr_format:
         raise NotFoundError(
             f"{root.url} is a Zarr v{root.zarr_format} group, not v{zarr_format} (zarr_format={zarr_format})"

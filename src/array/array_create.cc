@@ -363,6 +363,21 @@ Status Array::SetAttributes(std::string_view attributes_json) const {
       .WithContext(context);
 }
 
+Status Group::SetAttributes(std::string_view attributes_json) const {
+  const std::string context = "setting the attributes of group " + state_->url;
+  ZS_ASSIGN_OR_RETURN_CTX(json attributes, ParseAttributesJson(attributes_json), context);
+  // From the stored document, so that members consolidated since this handle opened stay listed.
+  ZS_ASSIGN_OR_RETURN_CTX(NodeMetadata node, LoadNodeMetadata(*state_->store, state_->path),
+                          context);
+  auto* metadata = std::get_if<GroupMetadata>(&node);
+  if (metadata == nullptr || metadata->zarr_format != 3) {
+    return UnsupportedError(context + ": only Zarr v3 groups can be changed");
+  }
+  metadata->attributes = std::move(attributes);
+  return PutDocument(*state_->store, state_->path, GroupMetadataToV3Json(*metadata))
+      .WithContext(context);
+}
+
 Result<Group> Group::Create(std::string_view url, std::string_view attributes_json,
                             const CreateOptions& create, const OpenOptions& options) {
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, OpenStore(url));

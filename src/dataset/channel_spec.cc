@@ -178,6 +178,27 @@ bool HasTimeDimension(const std::vector<std::string>& dims) {
                      [](const std::string& dim) { return IsTimeDimension(dim); });
 }
 
+namespace {
+
+// An error where `attributes` (of the group or array at `url`) carry kUnfinishedRechunkAttribute.
+Status RefuseUnfinishedRechunk(const nlohmann::json& attributes, std::string_view url) {
+  if (!attributes.is_object()) return Status::Ok();
+  const auto marker = attributes.find(std::string(kUnfinishedRechunkAttribute));
+  if (marker == attributes.end() || *marker != std::string(kUnfinishedRechunkValue)) {
+    return Status::Ok();
+  }
+  return InvalidArgumentError(
+      RedactUrl(url) +
+      " is the destination of a `zarrstream rechunk` job that has not finished "
+      "(its attribute " +
+      std::string(kUnfinishedRechunkAttribute) + " is \"" + std::string(kUnfinishedRechunkValue) +
+      "\"): chunks not yet written would read as fill "
+      "values. Finish the job first: rerun the same rechunk command (it resumes), run its "
+      "remaining parts, or finalise it (plan.finalise() in Python)");
+}
+
+}  // namespace
+
 Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) {
   const size_t text = url.find_first_not_of(" \t\n");
   if (text != std::string_view::npos && (url[text] == '[' || url[text] == '{')) {
@@ -185,6 +206,9 @@ Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) 
   }
   Result<Group> group = Group::Open(url, options);
   if (!group.ok() && group.status().code() != ErrorCode::kInvalidArgument) return group.status();
+  if (group.ok()) {
+    ZS_RETURN_IF_ERROR(RefuseUnfinishedRechunk(group->state().metadata.attributes, group->url()));
+  }
   Result<Dataset> dataset = group.ok() ? FromGroup(*group) : OpenArrayDataset(url, options);
   // Recorded as given: the URL a user names the store by, not the one it was normalised to, but
   // without a user:password in it (states, logs and reports show it).
@@ -194,6 +218,7 @@ Result<Dataset> Dataset::Open(std::string_view url, const OpenOptions& options) 
 
 Result<Dataset> Dataset::OpenArrayDataset(std::string_view url, const OpenOptions& options) {
   ZS_ASSIGN_OR_RETURN(Array array, Array::Open(url, options));
+  ZS_RETURN_IF_ERROR(RefuseUnfinishedRechunk(array.state().metadata.attributes, array.url()));
   // The variable of a lone array is named after its URL's last component ("t2m.zarr" → "t2m").
   std::string_view name = url;
   while (!name.empty() && name.back() == '/') name.remove_suffix(1);

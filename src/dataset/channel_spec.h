@@ -126,10 +126,18 @@ enum class JoinDates : uint8_t { kExact, kInner };
 
 bool HasTimeDimension(const std::vector<std::string>& dims);
 
+// The attribute `zarrstream rechunk` gives its destination (the group, or the array it writes
+// alone) while the job runs, with the value kUnfinishedRechunkValue, and removes when the last
+// part finishes. Dataset::Open refuses a store that carries it: the chunks not yet written would
+// read as fill values.
+inline constexpr std::string_view kUnfinishedRechunkAttribute = "zarrstream_rechunk";
+inline constexpr std::string_view kUnfinishedRechunkValue = "unfinished";
+
 class Dataset {
  public:
   // Opens the group or single array at `url`, or a combination of stores described in JSON
-  // (text starting with '[' or '{'; OpenDatasetForm).
+  // (text starting with '[' or '{'; OpenDatasetForm). A group or array that an unfinished
+  // `zarrstream rechunk` is writing (kUnfinishedRechunkAttribute) is an error.
   static Result<Dataset> Open(std::string_view url, const OpenOptions& options = {});
   // Several datasets as one (docs/loader.md, "Several stores"). Join: each variable is the first
   // member's that holds it; the dimensions the members share must have the same coordinates

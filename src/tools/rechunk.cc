@@ -16,6 +16,7 @@
 #include "array/array_state.h"
 #include "codec/codec_registry.h"
 #include "codec/compressor_spec.h"
+#include "dataset/channel_spec.h"
 #include "store/curl_transport.h"
 #include "store/store_registry.h"
 #include "tools/extended_array_copy.h"
@@ -158,7 +159,37 @@ uint64_t SourceBytesTouched(const OutputPlan& plan, std::span<const uint64_t> st
   return total;
 }
 
-// Creates (or, for a job in progress, checks) the destination's arrays.
+// `attributes_json` with the unfinished-job marker (kUnfinishedRechunkAttribute) added.
+std::string MarkedUnfinished(std::string_view attributes_json) {
+  json attributes = json::parse(attributes_json, nullptr, /*allow_exceptions=*/false);
+  if (!attributes.is_object()) attributes = json::object();
+  attributes[std::string(kUnfinishedRechunkAttribute)] = std::string(kUnfinishedRechunkValue);
+  return attributes.dump();
+}
+
+// Removes the unfinished-job marker from the attributes of the finished job's destination (a job
+// begun by a version that set none has nothing to remove).
+Status ClearUnfinishedMark(const RechunkOptions& options, const SourceLayout& layout) {
+  const auto without = [](const json& attributes) -> std::optional<std::string> {
+    if (!attributes.is_object() || !attributes.contains(std::string(kUnfinishedRechunkAttribute))) {
+      return std::nullopt;
+    }
+    json kept = attributes;
+    kept.erase(std::string(kUnfinishedRechunkAttribute));
+    return kept.dump();
+  };
+  if (layout.is_group) {
+    ZS_ASSIGN_OR_RETURN(Group group, Group::Open(options.dest_url));
+    const std::optional<std::string> attributes = without(group.state().metadata.attributes);
+    return attributes ? group.SetAttributes(*attributes) : Status::Ok();
+  }
+  ZS_ASSIGN_OR_RETURN(Array array, Array::Open(options.dest_url));
+  const std::optional<std::string> attributes = without(array.state().metadata.attributes);
+  return attributes ? array.SetAttributes(*attributes) : Status::Ok();
+}
+
+// Creates (or, for a job in progress, checks) the destination's arrays, the group (or the lone
+// array) marked unfinished until the job finishes (ClearUnfinishedMark).
 Status PrepareDestination(const RechunkOptions& options, const SourceLayout& layout,
                           Store& dest_store, std::vector<OutputPlan>& plans,
                           std::vector<Array>* arrays) {
@@ -168,7 +199,8 @@ Status PrepareDestination(const RechunkOptions& options, const SourceLayout& lay
   open.num_threads = options.threads;
   std::optional<Group> group;
   if (layout.is_group) {
-    auto created = Group::Create(options.dest_url, layout.group_attributes_json, create, open);
+    auto created = Group::Create(options.dest_url, MarkedUnfinished(layout.group_attributes_json),
+                                 create, open);
     if (created.ok()) {
       group = std::move(*created);
     } else {
@@ -189,8 +221,10 @@ Status PrepareDestination(const RechunkOptions& options, const SourceLayout& lay
     ZS_RETURN_IF_ERROR(WriteExtendedArray(dest_store, copy));
   }
   for (auto& plan : plans) {
-    auto created = group ? group->CreateArray(plan.source.path, plan.spec, create)
-                         : Array::Create(options.dest_url, plan.spec, create, open);
+    ArraySpec spec = plan.spec;
+    if (!group) spec.attributes_json = MarkedUnfinished(spec.attributes_json);
+    auto created = group ? group->CreateArray(plan.source.path, spec, create)
+                         : Array::Create(options.dest_url, spec, create, open);
     if (created.ok()) {
       arrays->push_back(std::move(*created));
       continue;
@@ -480,6 +514,9 @@ Result<bool> FinishJobIfAllPartsDone(const RechunkOptions& options, const Source
     ZS_ASSIGN_OR_RETURN(Group group, Group::Open(options.dest_url));
     ZS_RETURN_IF_ERROR(group.ConsolidateMetadata());
   }
+  // After the consolidation, which rewrites the group's document with the attributes it opened
+  // with.
+  ZS_RETURN_IF_ERROR(ClearUnfinishedMark(options, layout));
   ZS_RETURN_IF_ERROR(RemoveAbandonedTemporaries(dest_store));
   // The finished record first: a job whose part records are gone is then still known as done.
   const std::string finished = json{{"plan", plan_json}}.dump();
