@@ -76,7 +76,10 @@ def find_cli() -> str:
 
 
 def synthesize(dst: Path, layout: str, steps: int) -> None:
-    if (dst / ("zarr.json" if layout != "wb2" else ".zgroup")).exists():
+    metadata = dst / ("zarr.json" if layout != "wb2" else ".zgroup")
+    # A rechunk that stopped part way (a full disk) leaves its group marked unfinished: made again.
+    if metadata.exists() and json.loads(metadata.read_text()).get("attributes", {}).get(
+            "zarrstream_rechunk") != "unfinished":
         return
     if layout == "gpu-friendly":  # what `zarrstream doctor` recommends: the v3-zstd store rechunked
         source = dst.with_name(dst.name.replace("gpu-friendly", "v3-zstd"))

@@ -413,15 +413,15 @@ def has_fused_zarr_pipeline() -> bool:
     return hasattr(codec_pipeline, "FusedCodecPipeline")
 
 
-def use_fastest_zarr_pipeline(w: Workload) -> None:
+def use_fastest_zarr_pipeline(cores: int) -> None:
     """zarr-python's reads through the fastest codec pipeline the installed version has, from here
-    on (this process; arrays take the pipeline configured when they are opened)."""
+    on (this process; arrays take the pipeline configured when they are opened). Also read_bench's."""
     import zarr
 
     if has_fused_zarr_pipeline():
         # Its thread pool decodes the chunks of one read; sized to the usable cores, not
         # os.cpu_count() (its default), which ignores the process's CPU affinity.
-        zarr.config.set({"codec_pipeline.path": ZARR_FUSED_PIPELINE, "codec_pipeline.max_workers": w.cores})
+        zarr.config.set({"codec_pipeline.path": ZARR_FUSED_PIPELINE, "codec_pipeline.max_workers": cores})
 
 
 def note_pipeline(array) -> None:
@@ -440,7 +440,7 @@ def zarr_python_batches(w: Workload, pipeline_set: bool = False) -> Iterator[Bat
     import zarr
 
     if not pipeline_set:
-        use_fastest_zarr_pipeline(w)
+        use_fastest_zarr_pipeline(w.cores)
     group = zarr.open_group(w.store, mode="r")
     arrays = [group[name] for name in w.variables]
     note_pipeline(arrays[0])
@@ -678,7 +678,7 @@ def whole_reader(name: str, w: Workload):
         if name == "zarrs":
             use_zarrs_pipeline()
         else:
-            use_fastest_zarr_pipeline(w)
+            use_fastest_zarr_pipeline(w.cores)
         array = zarr.open_array(path, mode="r")
         if name == "zarrs":
             check_zarrs_pipeline(array)

@@ -180,8 +180,9 @@ def default_readers() -> list[str]:
     return [name for name in READERS if gpu or name != "zarrstream-gpu"]
 
 
-def child(name: str, url: str, repeat: int, expected_path: str) -> None:
-    """Reads the array once to warm up, checks it, then `repeat` timed reads; prints JSON."""
+def child(name: str, url: str, repeat: int, expected_path: str, stored_bytes: int) -> None:
+    """Reads the array once to warm up, checks it (the transport row: the bytes received against
+    `stored_bytes`), then `repeat` timed reads; prints JSON."""
     reader = READERS[name]
     stateful = isinstance(reader, type)  # a class: its instance keeps a pipeline between reads
     if stateful:
@@ -193,10 +194,8 @@ def child(name: str, url: str, repeat: int, expected_path: str) -> None:
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
         return
     if name == "zarrstream-transport":
-        stored = sum(p.stat().st_size for p in Path(expected_path).parent.joinpath(
-            "data", "bench.zarr", "c").rglob("*") if p.is_file())
-        if got != stored:
-            print(json.dumps({"error": f"received {got} bytes of the {stored} stored"}))
+        if got != stored_bytes:
+            print(json.dumps({"error": f"received {got} bytes of the {stored_bytes} stored"}))
             return
     elif not np.array_equal(np.asarray(got), np.load(expected_path)):
         print(json.dumps({"error": "read values differ from the stored array"}))
@@ -221,10 +220,11 @@ def child(name: str, url: str, repeat: int, expected_path: str) -> None:
     print(json.dumps({"times": times, "cpu_s_per_read": cpu / repeat, "untimed_reads": untimed}))
 
 
-def run_reader(name: str, url: str, repeat: int, expected_path: Path, nginx: Nginx) -> dict:
+def run_reader(name: str, url: str, repeat: int, expected_path: Path, stored_bytes: int,
+               nginx: Nginx) -> dict:
     proc = subprocess.Popen(
         [sys.executable, __file__, "--child", name, url, "--repeat", str(repeat),
-         "--expected", str(expected_path)],
+         "--expected", str(expected_path), "--stored-bytes", str(stored_bytes)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if line.strip() == "warm":
@@ -291,10 +291,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--expected", help=argparse.SUPPRESS)
+    parser.add_argument("--stored-bytes", type=int, help=argparse.SUPPRESS)
     parser.add_argument("url", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.url, args.repeat, args.expected)
+        child(args.child, args.url, args.repeat, args.expected, args.stored_bytes)
         return
     unknown = set(args.readers.split(",")) - set(READERS)
     if unknown:
@@ -319,7 +320,7 @@ def main() -> None:
             nginx.clear_log()
             results = []
             for name in args.readers.split(","):
-                r = run_reader(name, url, args.repeat, expected_path, nginx)
+                r = run_reader(name, url, args.repeat, expected_path, stored, nginx)
                 results.append({"reader": name, **r})
         finally:
             nginx.stop()

@@ -74,16 +74,14 @@ def fresh_tool(name: str):
     if name in ("zarr-python", "zarrs-python"):
         import zarr
 
-        from zarr.core import codec_pipeline
+        from loader_bench import use_fastest_zarr_pipeline
 
         if name == "zarrs-python":
             import zarrs  # noqa: F401  (registers the pipeline)
 
             zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
-        elif hasattr(codec_pipeline, "FusedCodecPipeline"):
-            # zarr 3.3 and later: its fastest pipeline (opt-in), as bench/loader_bench.py sets it.
-            zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline",
-                             "codec_pipeline.max_workers": len(os.sched_getaffinity(0))})
+        else:
+            use_fastest_zarr_pipeline(len(os.sched_getaffinity(0)))
         return lambda path: zarr.open_array(path, mode="r"), lambda a, t: a[t], lambda a: a[...]
     raise ValueError(f"unknown tool {name!r}")
 

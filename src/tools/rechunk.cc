@@ -407,14 +407,14 @@ class SlabBuffers {
   ByteBuffer Take(uint64_t bytes) {
     std::lock_guard<ForkSafeMutex> lock(mutex_);
     if (free_.empty()) return ByteBuffer();  // AllocateBytes sizes it
-    auto best = free_.begin();
+    const auto by_capacity = [](const ByteBuffer& a, const ByteBuffer& b) {
+      return a.capacity() < b.capacity();
+    };
+    auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it) {
-      const bool fits = it->capacity() >= bytes, best_fits = best->capacity() >= bytes;
-      if (fits ? !best_fits || it->capacity() < best->capacity()
-               : !best_fits && it->capacity() > best->capacity()) {
-        best = it;
-      }
+      if (it->capacity() >= bytes && (best == free_.end() || by_capacity(*it, *best))) best = it;
     }
+    if (best == free_.end()) best = std::max_element(free_.begin(), free_.end(), by_capacity);
     ByteBuffer buffer = std::move(*best);
     free_.erase(best);
     return buffer;
