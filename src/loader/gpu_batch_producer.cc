@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -307,7 +308,7 @@ class GpuBatchProducer::Job {
       std::thread reader;
       if (read_next && &Workspace(j + 1) != &Workspace(j)) {
         try {
-          reader = std::thread([this, &next, j] { next = ReadWave(j + 1); });
+          reader = std::thread([this, &next, j] { next = ReadWaveOnItsThread(j + 1); });
         } catch (const std::system_error&) {
           // No thread to be had: the next wave is read after this one, as with one workspace.
         }
@@ -365,6 +366,21 @@ class GpuBatchProducer::Job {
     }
     read.end = Clock::now();
     return read;
+  }
+
+  // ReadWave on the reader thread: an allocation that fails there is the wave's error, as it is on
+  // the coordinating thread (Pipeline::ProduceBatch), since no exception may leave a thread.
+  WaveRead ReadWaveOnItsThread(size_t j) {
+    try {
+      return ReadWave(j);
+    } catch (const std::bad_alloc&) {
+      WaveRead failed;
+      failed.status =
+          OutOfMemoryError("out of memory reading wave " + std::to_string(j) + " of batch " +
+                           std::to_string(index_) + " (epoch " + std::to_string(epoch_) + ")");
+      failed.start = failed.end = Clock::now();
+      return failed;
+    }
   }
 
   // The read stage of a wave on the timeline (on the coordinating thread's lane, whichever thread
