@@ -172,12 +172,18 @@ def test_the_destination_of_an_unfinished_job_is_refused_until_its_last_part_fin
     assert proc.returncode != 0 and "has not finished" in proc.stderr, proc.stderr
     proc = run_cli("rechunk", dst, tmp_path / "again.zarr", "--chunks", "time=2")
     assert proc.returncode != 0 and "has not finished" in proc.stderr, proc.stderr
+    proc = run_cli("inspect", dst)
+    assert proc.returncode == 0 and "warning: the destination of a `zarrstream rechunk` job that " \
+        "has not finished" in proc.stdout, proc.stdout
+    proc = run_cli("inspect", dst, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["unfinished_rechunk"] is True
     xr = pytest.importorskip("xarray")
     with pytest.warns(UserWarning, match="has not finished"):
         assert xr.open_dataset(dst, engine="zarrstream").attrs["zarrstream_rechunk"] == "unfinished"
 
     assert plan.parts[1].run().job_complete
     assert "zarrstream_rechunk" not in zarr.open_group(str(dst), mode="r").attrs
+    assert json.loads(run_cli("inspect", dst, "--json").stdout)["unfinished_rechunk"] is False
     assert stored_files(dst) == cli_rechunked
     assert len(zarrstream.Loader(dst, ["2m_temperature"], batch_size=2)) > 0
 

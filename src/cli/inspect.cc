@@ -15,6 +15,7 @@
 #include "array/array_state.h"
 #include "dataset/cf_decoding.h"
 #include "dataset/cf_time.h"
+#include "dataset/channel_spec.h"
 #include "gpu/gpu_decoder.h"
 #include "store/icechunk_store.h"
 #include "store/store.h"
@@ -362,8 +363,10 @@ int RunInspect(const InspectOptions& options) {
   OpenOptions open;
   open.ref = options.ref;
   auto group = Group::Open(options.url, open);
+  std::string attributes_json;
   if (group.ok()) {
     tree = DescribeGroup(*group, "", &errors);
+    attributes_json = group->attributes_json();
   } else {
     auto array = Array::Open(options.url, open);
     if (!array.ok()) {
@@ -379,8 +382,14 @@ int RunInspect(const InspectOptions& options) {
       return 1;
     }
     tree = DescribeArray(*array, "");
+    attributes_json = array->attributes_json();
   }
   tree["url"] = options.url;
+  // The destination of a rechunk still running or stopped part way (docs/rechunk.md).
+  const json attributes = json::parse(attributes_json, nullptr, /*allow_exceptions=*/false);
+  tree["unfinished_rechunk"] = attributes.is_object() &&
+                               attributes.value(std::string(kUnfinishedRechunkAttribute), json()) ==
+                                   std::string(kUnfinishedRechunkValue);
   if (Result<json> snapshot = IcechunkSnapshot(options.url, options.ref); !snapshot.ok()) {
     errors.push_back(snapshot.status().message());
   } else if (!snapshot->is_null()) {
@@ -401,6 +410,11 @@ int RunInspect(const InspectOptions& options) {
                 << ic["ref"].get<std::string>() << "' at snapshot "
                 << ic["snapshot_id"].get<std::string>() << ", committed "
                 << ic["committed"].get<std::string>() << ": " << ic["message"].dump() << "\n";
+    }
+    if (tree["unfinished_rechunk"].get<bool>()) {
+      std::cout << "warning: the destination of a `zarrstream rechunk` job that has not finished: "
+                   "chunks not yet written read as fill values, and the loader refuses it until "
+                   "the job finishes (rerun the same command to resume it)\n";
     }
     PrintNode(tree, "", std::cout);
     if (!tree["rechunk_command"].is_null()) {
