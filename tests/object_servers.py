@@ -278,6 +278,17 @@ class MotoS3:
             **kwargs,
         )
 
+    def sign_from_environment(self, monkeypatch) -> None:
+        """Authentication on, and the AWS_* variables (set through `monkeypatch`) naming this
+        server, its region and its credentials without a session token: what a reader configured
+        from its environment signs its requests with."""
+        self.set_auth(True)
+        for name, value in [("AWS_ACCESS_KEY_ID", self.access_key),
+                            ("AWS_SECRET_ACCESS_KEY", self.secret_key),
+                            ("AWS_ENDPOINT_URL_S3", self.endpoint), ("AWS_REGION", self.REGION)]:
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+
     def temporary_credentials(self) -> dict:
         sts = self.client("sts", access_key=self.access_key, secret_key=self.secret_key)
         return sts.assume_role(RoleArn=self.role_arn, RoleSessionName="test")["Credentials"]

@@ -185,12 +185,7 @@ def test_repository_over_http_and_s3(repo, tmp_path, monkeypatch):
     s3 = MotoS3()
     try:
         s3.upload_tree("ice", repo.path, "repo")
-        s3.set_auth(True)
-        for name, value in [("AWS_ACCESS_KEY_ID", s3.access_key),
-                            ("AWS_SECRET_ACCESS_KEY", s3.secret_key),
-                            ("AWS_ENDPOINT_URL_S3", s3.endpoint), ("AWS_REGION", s3.REGION)]:
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        s3.sign_from_environment(monkeypatch)
         group = zarrstream.open_group("s3://ice/repo", ref="v1")
         np.testing.assert_array_equal(group["a"].read(), expected["a"])
         np.testing.assert_array_equal(group["sh"].read(), expected["sh"])

@@ -230,12 +230,7 @@ def test_s3_targets_through_moto(files, tmp_path, monkeypatch):
         refs = make_refs(files / "a.nc", url="s3://virtual/era5/a.nc")
         (bucket / "refs.json").write_text(json.dumps(refs))
         server.upload_tree("virtual", bucket, "era5")
-        server.set_auth(True)
-        for name, value in [("AWS_ACCESS_KEY_ID", server.access_key),
-                            ("AWS_SECRET_ACCESS_KEY", server.secret_key),
-                            ("AWS_ENDPOINT_URL_S3", server.endpoint), ("AWS_REGION", server.REGION)]:
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        server.sign_from_environment(monkeypatch)
         raw = open_nc(files / "a.nc", decode_cf=False)
         group = zarrstream.open_group("reference://s3://virtual/era5/refs.json")
         for name in VARIABLES:

@@ -201,12 +201,7 @@ def test_set_in_s3_is_found_by_its_zmetadata(files, tmp_path, monkeypatch):
         write_parquet(make_refs(files / "a.nc", url="s3://virtual/era5/a.nc", inline_threshold=300),
                       bucket / "refs.parq", ENGINES[0])
         server.upload_tree("virtual", bucket, "era5")
-        server.set_auth(True)
-        for name, value in [("AWS_ACCESS_KEY_ID", server.access_key),
-                            ("AWS_SECRET_ACCESS_KEY", server.secret_key),
-                            ("AWS_ENDPOINT_URL_S3", server.endpoint), ("AWS_REGION", server.REGION)]:
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        server.sign_from_environment(monkeypatch)
         raw = open_nc(files / "a.nc", decode_cf=False)
         group = zarrstream.open_group("reference://s3://virtual/era5/refs.parq")
         for name in VARIABLES + ["lat"]:
