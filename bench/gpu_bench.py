@@ -61,6 +61,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+from page_cache import drop_from_page_cache, read_cold, store_files  # noqa: E402
+
 
 TOOLS = ("disk", "zarrstream-gpu", "zarrstream-cpu", "tensorstore", "zarr-python", "dali",
          "zarr-python-gpu", "kvikio")
@@ -98,39 +101,6 @@ def warm(store: Path) -> int:
             while chunk := f.read(1 << 24):
                 total += len(chunk)
     return total
-
-
-def store_files(store: Path) -> list[str]:
-    return [os.path.join(root, name) for root, _, files in os.walk(store) for name in files]
-
-
-def evict(store: Path) -> None:
-    """Drops the store's files from the page cache (clean pages; no privileges needed)."""
-    for path in store_files(store):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def run_disk(store: Path, args) -> dict:
-    """Every file of the store read once, cold, 16 MiB at a time on one thread per core."""
-    evict(store)
-    files = store_files(store)
-
-    def read(path: str) -> int:
-        n = 0
-        with open(path, "rb", buffering=0) as f:
-            while chunk := f.read(1 << 24):
-                n += len(chunk)
-        return n
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
-        total = sum(pool.map(read, files))
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "stored_bytes": total, "stored_gb_per_s": total / seconds / 1e9}
 
 
 def data_variables(store: Path) -> list[str]:
@@ -176,7 +146,7 @@ def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
 
     next(iter(make()))
     if args.cold:
-        evict(store)
+        drop_from_page_cache(store)
     loader = make()
     it = iter(())
     holder = {}
@@ -278,7 +248,7 @@ def run_tensorstore(store: Path, variables, args, torch, origins) -> dict:
         torch.cuda.current_stream().synchronize()
 
     return timed(one, args.batches, host.numel() * 4, torch,
-                 before=(lambda: evict(store)) if args.cold else None)
+                 before=(lambda: drop_from_page_cache(store)) if args.cold else None)
 
 
 def run_zarr_python(store: Path, variables, args, torch, origins) -> dict:
@@ -305,7 +275,7 @@ def run_zarr_python(store: Path, variables, args, torch, origins) -> dict:
         torch.cuda.current_stream().synchronize()
 
     return timed(one, args.batches if args.cold else max(2, args.batches // 4), host.numel() * 4,
-                 torch, before=(lambda: evict(store)) if args.cold else None)
+                 torch, before=(lambda: drop_from_page_cache(store)) if args.cold else None)
 
 
 def run_dali(store: Path, variables, args, torch, origins) -> dict:
@@ -352,7 +322,8 @@ def run_dali(store: Path, variables, args, torch, origins) -> dict:
     def one(_: int) -> None:
         holder["last"] = next(batches)[0]["input"]  # held until the next: as a training step would
 
-    return timed(one, args.batches, host.nbytes, torch, before=(lambda: evict(store)) if args.cold else None)
+    return timed(one, args.batches, host.nbytes, torch,
+                 before=(lambda: drop_from_page_cache(store)) if args.cold else None)
 
 
 def expected_batch(store: Path, variables, steps) -> np.ndarray:
@@ -479,7 +450,7 @@ def run_zarr_gpu_buffers(store: Path, variables, args, torch, origins, gds: bool
     try:
         with zarr.config.enable_gpu():
             out = timed(one, args.batches if args.cold else max(2, args.batches // 4), dev.numel() * 4,
-                        torch, before=(lambda: evict(store)) if args.cold else None)
+                        torch, before=(lambda: drop_from_page_cache(store)) if args.cold else None)
         check_batch(dev, expected_batch(store, variables, last["steps"]))
     except ValueError as e:
         if (store / "zarr.json").exists():
@@ -546,7 +517,7 @@ def main() -> None:
         for tool in args.tools.split(","):
             try:
                 if tool == "disk":
-                    row = run_disk(store, args)
+                    row = read_cold(store)  # every file once, cold, one thread per core
                 elif tool == "zarrstream-gpu":
                     row = run_zarrstream(store, variables, args, torch, gpu=True)
                 elif tool == "zarrstream-cpu":

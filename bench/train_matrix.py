@@ -24,6 +24,12 @@ single-process ceiling (perfect scaling).
 ``--repeat N`` runs every configuration N times in turn (round robin) and shows the median run
 with the range of rates.
 
+``--cold`` trains from the disk instead of the page cache: every run gets train_unet.py's
+``--cold`` (its stores dropped from the page cache before every epoch), each store's cold read
+rate is measured first (every file once, one thread per core), and the table adds each run's
+share of the rate the disk allows: min(ceiling, the disk's bytes per second over the stored bytes
+the run read per sample).
+
 Prints a Markdown table (samples/s, share of the ceiling, multiple of the baseline, time waiting
 for batches, the loader's GPU decode time, peak GPU memory) and, with ``--json``, writes every
 run's train_unet log.
@@ -44,6 +50,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from page_cache import read_cold  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_unet.py"
 # A line saying why a run failed: an exception (a rank's under torchrun) or train_unet's "error:".
@@ -176,15 +185,28 @@ def median_run(logs: list[dict[str, Any]]) -> dict[str, Any]:
     return log
 
 
-def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baseline: float | None = None) -> str:
+def disk_bound(log: dict[str, Any], disk_bytes_per_second: float, ceiling: float | None) -> float | None:
+    """Samples/s the run could reach with its store read from the disk at `disk_bytes_per_second`
+    (the stored bytes it read per sample, rank 0's), no more than the ceiling for its ranks; None
+    where the run read nothing through the loader (the ceiling, the baseline)."""
+    stats = log.get("loader_stats") or {}
+    if not stats.get("bytes_read") or not log.get("samples"):
+        return None
+    disk_rate = disk_bytes_per_second / (stats["bytes_read"] / log["samples"])
+    return min(disk_rate, ceiling * log["world_size"]) if ceiling else disk_rate
+
+
+def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baseline: float | None = None,
+          cold: bool = False) -> str:
     """Samples/s summed over ranks; waiting and GPU idle are the rank's that waited or idled most;
-    the other GPU figures rank 0's."""
+    the other GPU figures rank 0's. `cold`: a column of each run's share of its disk-bound rate
+    (the log's "disk_bound_samples_per_second")."""
     out = ["| run | samples/s | of the ceiling | × the baseline | waiting | GPU idle | GPU decode, s | "
-           "chunks decoded on the GPU | peak GPU memory, GB |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "chunks decoded on the GPU | peak GPU memory, GB |" + (" of min(ceiling, disk) |" if cold else ""),
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if cold else "")]
     for name, log in rows:
         if "error" in log:
-            out.append(f"| {name} | failed: {log['error']} | | | | | | | |")
+            out.append(f"| {name} | failed: {log['error']} | | | | | | | |" + (" |" if cold else ""))
             continue
         rate = log["samples_per_second"]
         rates = log.get("rates", [rate])
@@ -202,8 +224,10 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
         idle = log.get("gpu_idle_fraction")
         idle_cell = f"{100 * idle:.1f} %" if idle is not None else ""
+        bound = log.get("disk_bound_samples_per_second")
+        disk_cell = (f" {100 * rate / bound:.0f} % |" if bound else " |") if cold else ""
         out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % "
-                   f"| {idle_cell} | {decode} | {chunks} | {peak} |")
+                   f"| {idle_cell} | {decode} | {chunks} | {peak} |{disk_cell}")
     return "\n".join(out)
 
 
@@ -216,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
     p.add_argument("--repeat", type=int, default=1,
                    help="run every configuration this many times, in turn (round robin); rows show the median")
+    p.add_argument("--cold", action="store_true",
+                   help="train from the disk: --cold to every run, each store's cold read rate measured first")
     p.add_argument("--json", help="write every run's log here")
     args = p.parse_args(argv)
 
@@ -232,6 +258,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.repeat < 1:
         raise SystemExit(f"--repeat {args.repeat}: expected at least 1")
+    disk: dict[str, dict[str, float]] = {}
+    if args.cold:
+        common.append("--cold")
+        for _, store, _, _ in runs:
+            if store not in disk:
+                disk[store] = read_cold(store)
+                print(f"disk: {store} read cold at {disk[store]['stored_gb_per_s']:.2f} GB/s "
+                      f"({disk[store]['stored_bytes'] / 1e9:.2f} GB)", flush=True)
 
     # Round robin, so that a drift of the machine (heat, page cache, a neighbour) spreads over
     # every configuration rather than landing on one.
@@ -253,10 +287,13 @@ def main(argv: list[str] | None = None) -> int:
             ceiling = log["samples_per_second"] / log["world_size"]  # one process's
         if baseline is None and is_baseline([*common, *run_args]) and "error" not in log:
             baseline = log["samples_per_second"]
+    for (_, log), (_, store, _, _) in zip(rows, runs):
+        if args.cold and "error" not in log:
+            log["disk_bound_samples_per_second"] = disk_bound(log, 1e9 * disk[store]["stored_gb_per_s"], ceiling)
     print()
-    print(table(rows, ceiling, baseline))
+    print(table(rows, ceiling, baseline, cold=args.cold))
     if args.json:
-        report = {"common": common, "ceiling": ceiling, "baseline": baseline, "repeat": args.repeat,
+        report = {"common": common, "ceiling": ceiling, "baseline": baseline, "repeat": args.repeat, "disk": disk,
                   "runs": [{"name": n, "log": l, "repeats": logs} for (n, l), logs in zip(rows, repeats)]}
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0

@@ -380,7 +380,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     killed = False
     peak_gpu_used = 0  # bytes in use on the device (every allocator's, the loader's included)
     stop = bool(args.steps) and global_step >= args.steps
+    page_cache_drops = 0
+    if args.cold:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from page_cache import drop_from_page_cache
     while epoch < epochs and not stop:
+        if args.cold:
+            # The loader may have read the first batches of this epoch already (it reads ahead):
+            # what is dropped here is read again from the disk by the batches after them.
+            for store in args.cold_stores:
+                drop_from_page_cache(store)
+            page_cache_drops += 1
         batches = source.epoch(epoch)
         for batch_in_epoch in range(first_batch, source.batches_per_epoch):
             t0 = time.perf_counter()
@@ -453,6 +463,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "high_priority_stream": step_stream is not None,
         "cpu_decode_share": args.cpu_decode_share,
+        "cold": args.cold,
+        "page_cache_drops": page_cache_drops,
         "gpu_memory": {"peak_used_bytes": peak_gpu_used,
                        "total_bytes": torch.cuda.mem_get_info(device)[1],
                        "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
@@ -576,6 +588,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu-wave-mb", type=int, default=0,
                    help="GPU batches: decoded MiB per wave (0: the loader's 512); less takes less GPU memory")
     p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="DataLoader workers")
+    p.add_argument("--cold", action="store_true",
+                   help="read from the disk, not the page cache: the stores' files are dropped from the page "
+                        "cache (posix_fadvise DONTNEED) before every epoch (local stores only)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", help="checkpoint file (written at the end and every --checkpoint-every steps)")
     p.add_argument("--checkpoint-every", type=int, default=0)
@@ -607,7 +622,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--resume needs --checkpoint naming an existing file (got {args.checkpoint!r})")
     if args.synthetic and args.loader != "zarrstream":
         p.error("--synthetic replaces the loader: give it without --loader")
+    args.cold_stores = _store_paths(args.dataset) if args.cold else []
+    not_local = [s for s in args.cold_stores if not Path(s).is_dir()]
+    if not_local:
+        p.error(f"--cold drops local stores from the page cache; not a local store folder: {', '.join(not_local)}")
     return args
+
+
+def _store_paths(form: Any) -> list[str]:
+    """The stores a dataset form (a path, a list of them, or join/concat objects) names."""
+    if isinstance(form, str):
+        return [form]
+    if isinstance(form, list):
+        return [p for f in form for p in _store_paths(f)]
+    if isinstance(form, dict):
+        return [p for k in ("join", "concat") for p in _store_paths(form.get(k, []))]
+    return []
 
 
 def read_dataset_file(path: Path) -> dict[str, Any]:

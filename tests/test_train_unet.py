@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -72,6 +73,44 @@ def test_single_process_run_trains_and_reports(dataset, tmp_path):
     assert log["gpu_idle_fraction"] is None and "GPU idle" not in proc.stdout
     assert not log["channels_last"] and not log["cudnn_benchmark"] and not log["high_priority_stream"]  # GPU only
     assert "zarrstream on cpu x1" in proc.stdout and "samples/s" in proc.stdout
+
+
+def test_cold_runs_drop_the_stores_from_the_page_cache_before_every_epoch(dataset, tmp_path):
+    run_example(dataset, tmp_path, "--epochs", 2, "--cold", "--json-out", tmp_path / "log.json")
+    log = json.loads((tmp_path / "log.json").read_text())
+    assert log["cold"] is True and log["page_cache_drops"] == 2 and log["samples"] == 48
+    plain = run_example(dataset, tmp_path, "--epochs", 1, "--json-out", tmp_path / "plain.json")
+    assert plain.returncode == 0
+    assert json.loads((tmp_path / "plain.json").read_text())["page_cache_drops"] == 0
+    # Only local stores have pages here to drop.
+    store, stats = dataset
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "s3://bucket/era5.zarr", "--stats", str(stats), "--cold"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "not a local store folder: s3://bucket/era5.zarr" in proc.stderr
+
+
+def test_dropping_a_store_from_the_page_cache_leaves_none_of_it_resident(dataset):
+    if shutil.which("fincore") is None:
+        pytest.skip("fincore (util-linux) is not installed: residency cannot be read")
+    page_cache = load_bench("page_cache")
+    store, _ = dataset
+    files = page_cache.store_files(store)
+    for path in files:
+        Path(path).read_bytes()
+
+    def resident() -> int:
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *files],
+                             capture_output=True, text=True, check=True).stdout
+        return sum(int(v) for v in out.split())
+
+    if resident() == 0:
+        pytest.skip("this file system keeps no page cache for the store (fincore shows nothing resident)")
+    assert page_cache.drop_from_page_cache(store) == sum(os.path.getsize(f) for f in files)
+    assert resident() == 0
+    cold = page_cache.read_cold(store, threads=2)
+    assert cold["stored_bytes"] == sum(os.path.getsize(f) for f in files) and cold["stored_gb_per_s"] > 0
+    with pytest.raises(ValueError, match="not a local store folder"):
+        page_cache.drop_from_page_cache("s3://bucket/era5.zarr")
 
 
 def free_port() -> int:
@@ -383,6 +422,27 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     assert matrix.error_line(["usage: train_unet.py", "train_unet.py: error: bad --select"]) == \
         "train_unet.py: error: bad --select"
     assert matrix.error_line([]) == "no output"
+
+
+def test_the_training_matrix_cold_measures_the_disk_and_each_runs_share_of_it(dataset, tmp_path):
+    store, stats = dataset
+    common = f"--variables {VARIABLES} --base-width 8 --depth 2 --batch-size 4 --device cpu --steps 3"
+    proc = subprocess.run(
+        [sys.executable, str(MATRIX), "--stats", str(stats), "--store", f"small={store}", "--common", common,
+         "--run", "ceiling=small:--synthetic", "--run", "zarrstream=small:--prefetch 1", "--cold",
+         "--json", str(tmp_path / "m.json")],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert f"disk: {store} read cold at " in proc.stdout
+    rows = [l for l in proc.stdout.splitlines() if l.startswith("| ")]
+    assert rows[0].endswith("| of min(ceiling, disk) |") and len(rows) == 4
+    assert rows[2].startswith("| ceiling |") and rows[2].endswith("| |")  # the ceiling reads nothing
+    assert rows[3].startswith("| zarrstream |") and rows[3].endswith(" % |")
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert report["disk"][str(store)]["stored_bytes"] > 0 and "--cold" in report["common"]
+    run = report["runs"][1]["log"]
+    assert run["cold"] is True and run["page_cache_drops"] >= 1
+    assert 0 < run["disk_bound_samples_per_second"] <= report["ceiling"]
 
 
 def test_a_run_that_overruns_its_time_is_stopped_with_all_its_processes(dataset, tmp_path):
