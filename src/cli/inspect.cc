@@ -363,10 +363,10 @@ int RunInspect(const InspectOptions& options) {
   OpenOptions open;
   open.ref = options.ref;
   auto group = Group::Open(options.url, open);
-  std::string attributes_json;
+  bool unfinished_rechunk = false;  // the destination of a rechunk not finished (docs/rechunk.md)
   if (group.ok()) {
     tree = DescribeGroup(*group, "", &errors);
-    attributes_json = group->attributes_json();
+    unfinished_rechunk = IsUnfinishedRechunk(group->state().metadata.attributes);
   } else {
     auto array = Array::Open(options.url, open);
     if (!array.ok()) {
@@ -382,14 +382,10 @@ int RunInspect(const InspectOptions& options) {
       return 1;
     }
     tree = DescribeArray(*array, "");
-    attributes_json = array->attributes_json();
+    unfinished_rechunk = IsUnfinishedRechunk(array->state().metadata.attributes);
   }
   tree["url"] = options.url;
-  // The destination of a rechunk still running or stopped part way (docs/rechunk.md).
-  const json attributes = json::parse(attributes_json, nullptr, /*allow_exceptions=*/false);
-  tree["unfinished_rechunk"] = attributes.is_object() &&
-                               attributes.value(std::string(kUnfinishedRechunkAttribute), json()) ==
-                                   std::string(kUnfinishedRechunkValue);
+  tree["unfinished_rechunk"] = unfinished_rechunk;
   if (Result<json> snapshot = IcechunkSnapshot(options.url, options.ref); !snapshot.ok()) {
     errors.push_back(snapshot.status().message());
   } else if (!snapshot->is_null()) {
@@ -411,7 +407,7 @@ int RunInspect(const InspectOptions& options) {
                 << ic["snapshot_id"].get<std::string>() << ", committed "
                 << ic["committed"].get<std::string>() << ": " << ic["message"].dump() << "\n";
     }
-    if (tree["unfinished_rechunk"].get<bool>()) {
+    if (unfinished_rechunk) {
       std::cout << "warning: the destination of a `zarrstream rechunk` job that has not finished: "
                    "chunks not yet written read as fill values, and the loader refuses it until "
                    "the job finishes (rerun the same command to resume it)\n";

@@ -178,15 +178,17 @@ bool HasTimeDimension(const std::vector<std::string>& dims) {
                      [](const std::string& dim) { return IsTimeDimension(dim); });
 }
 
+bool IsUnfinishedRechunk(const nlohmann::json& attributes) {
+  if (!attributes.is_object()) return false;
+  const auto marker = attributes.find(std::string(kUnfinishedRechunkAttribute));
+  return marker != attributes.end() && *marker == std::string(kUnfinishedRechunkValue);
+}
+
 namespace {
 
 // An error where `attributes` (of the group or array at `url`) carry kUnfinishedRechunkAttribute.
 Status RefuseUnfinishedRechunk(const nlohmann::json& attributes, std::string_view url) {
-  if (!attributes.is_object()) return Status::Ok();
-  const auto marker = attributes.find(std::string(kUnfinishedRechunkAttribute));
-  if (marker == attributes.end() || *marker != std::string(kUnfinishedRechunkValue)) {
-    return Status::Ok();
-  }
+  if (!IsUnfinishedRechunk(attributes)) return Status::Ok();
   return InvalidArgumentError(
       RedactUrl(url) +
       " is the destination of a `zarrstream rechunk` job that has not finished "

@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -132,6 +133,8 @@ bool HasTimeDimension(const std::vector<std::string>& dims);
 // read as fill values.
 inline constexpr std::string_view kUnfinishedRechunkAttribute = "zarrstream_rechunk";
 inline constexpr std::string_view kUnfinishedRechunkValue = "unfinished";
+// Whether a group's or array's attributes carry that marker.
+bool IsUnfinishedRechunk(const nlohmann::json& attributes);
 
 class Dataset {
  public:

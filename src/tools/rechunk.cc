@@ -171,9 +171,7 @@ std::string MarkedUnfinished(std::string_view attributes_json) {
 // begun by a version that set none has nothing to remove).
 Status ClearUnfinishedMark(const RechunkOptions& options, const SourceLayout& layout) {
   const auto without = [](const json& attributes) -> std::optional<std::string> {
-    if (!attributes.is_object() || !attributes.contains(std::string(kUnfinishedRechunkAttribute))) {
-      return std::nullopt;
-    }
+    if (!IsUnfinishedRechunk(attributes)) return std::nullopt;
     json kept = attributes;
     kept.erase(std::string(kUnfinishedRechunkAttribute));
     return kept.dump();
