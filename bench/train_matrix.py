@@ -222,6 +222,8 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         if chunks and log.get("cpu_decode_share") == "auto":
             chunks += f" (CPU share ended at {100 * stats['cpu_decode_share']:.0f} %)"
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
+        if memory.get("torch_alloc_retries"):
+            peak += f" (PyTorch ran short {memory['torch_alloc_retries']}×)"
         idle = log.get("gpu_idle_fraction")
         idle_cell = f"{100 * idle:.1f} %" if idle is not None else ""
         bound = log.get("disk_bound_samples_per_second")

@@ -467,7 +467,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "page_cache_drops": page_cache_drops,
         "gpu_memory": {"peak_used_bytes": peak_gpu_used,
                        "total_bytes": torch.cuda.mem_get_info(device)[1],
-                       "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
+                       "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+                       # cudaMalloc failed, PyTorch freed its cached blocks and tried again: the
+                       # card ran full (such steps run slower).
+                       "torch_alloc_retries": torch.cuda.memory_stats(device).get("num_alloc_retries", 0)}
         if device.type == "cuda" else None,
     })
     # The epoch's iterator may be suspended mid-epoch (--stop-after, --steps): end it and the
@@ -538,6 +541,10 @@ def summary(log: dict[str, Any]) -> str:
                      f"of {memory['total_bytes'] / 1e9:.1f} GB in use; "
                      f"PyTorch reserved at most {memory['torch_peak_reserved_bytes'] / 1e9:.1f} GB, the rest is "
                      "the loader's batches and workspaces, CUDA contexts and other processes")
+        if memory.get("torch_alloc_retries"):
+            lines.append(f"  PyTorch's allocator ran short {memory['torch_alloc_retries']} times (it freed its cache "
+                         "and allocated again, which slows the step): fewer batches in flight (--prefetch) "
+                         "leave it more")
     return "\n".join(lines)
 
 

@@ -308,6 +308,7 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     assert "GPU batches (nvCOMP" in proc.stdout, proc.stdout
     memory = log["gpu_memory"]
     assert 0 < memory["torch_peak_reserved_bytes"] < memory["peak_used_bytes"] <= memory["total_bytes"], memory
+    assert memory["torch_alloc_retries"] >= 0, memory
     assert "GPU memory: at most" in proc.stdout
     # --no-gpu-decode: the same samples from chunks the loader's CPU threads decoded.
     cpu_decoded = tmp_path / "cpu-decoded.json"
@@ -409,6 +410,10 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
                                   "cpu_decode_share": 0.4})
     row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
     assert row == "| auto | 70.0 | 88 % |  | 1.0 % | 1.5 % | 5.0 | 900 (CPU share ended at 40 %) | 60.0 |"
+    # A run whose PyTorch allocator ran short of GPU memory says how often.
+    adaptive["gpu_memory"]["torch_alloc_retries"] = 12
+    row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
+    assert row.endswith("| 60.0 (PyTorch ran short 12×) |"), row
     assert all(r.count("|") == rows[0].count("|") for r in rows[:5])
     # A failed run's row quotes the exception, a rank's where torchrun's report follows it.
     torchrun = ["Traceback (most recent call last):", '[rank1]:   File "train_unet.py", line 9, in <module>',

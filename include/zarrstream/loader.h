@@ -166,9 +166,11 @@ struct DecodePlacement {
   // Loader::stats().cpu_decode_share says where it stands.
   bool adaptive = false;
 
-  // Where "auto" starts the adaptive share: halfway, so that its first search reaches either end
-  // in a few windows of batches.
-  static constexpr double kAutoStart = 0.5;
+  // Where "auto" starts the adaptive share: every chunk on the CPU, where a host whose cores keep
+  // up with the consumer stays without searching (the consumer waits for none of its batches, and
+  // the step has the GPU to itself); elsewhere the first search measures every chunk on nvCOMP
+  // next, then the shares between.
+  static constexpr double kAutoStart = 1.0;
 };
 // The one parser of the CPU share's text forms (Python cpu_decode_share="auto" or a share,
 // `zarrstream bench --cpu-decode-share`): "auto" (adaptive from kAutoStart) or a number from 0 to

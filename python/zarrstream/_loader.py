@@ -367,7 +367,8 @@ class Loader:
     that keep the GPU busy, on machines with cores to spare. ``cpu_decode_share`` (0 to 1) has
     them decode that share of the chunks nvCOMP would, spread over each batch, so that the CPU
     and the GPU decode side by side: for steps where neither alone keeps up. ``"auto"`` lets the
-    loader find the share as it goes, from one half: it tries shares on a grid of tenths and keeps
+    loader find the share as it goes, starting with every chunk on the CPU (where it stays when
+    the consumer waits for none of its batches): it tries shares on a grid of tenths and keeps
     the one with the shortest time per batch taken (the consumer's step, which nvCOMP's decoding
     slows, plus its wait for the batch, where the CPU falls behind), and searches again when that
     time changes (``stats()["cpu_decode_share"]`` says where it stands).

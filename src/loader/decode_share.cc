@@ -28,11 +28,12 @@ Result<DecodePlacement> ParseCpuDecodeShare(std::string_view text) {
   return placement;
 }
 
-DecodeShareController::DecodeShareController(double initial_share) {
+DecodeShareController::DecodeShareController(double initial_share, int startup_batches)
+    : startup_left_(startup_batches) {
   const double share = std::clamp(initial_share, 0.0, 1.0);
   level_ = static_cast<int>(std::lround(share * kLevels));
   setting_.share = static_cast<double>(level_) / kLevels;
-  StartSearch(kFirstSpan);
+  StartSearch(std::max(level_, kLevels - level_));
 }
 
 DecodeShareController::Setting DecodeShareController::Current() const {
@@ -44,36 +45,51 @@ void DecodeShareController::Observe(uint64_t generation, double waited_seconds,
                                     double interval_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (generation != setting_.generation || !(interval_seconds > 0)) return;
+  if (startup_left_ > 0) {
+    --startup_left_;
+    return;
+  }
   if (!first_passed_) {
     first_passed_ = true;
     return;
   }
   if (waited_seconds >= kOverload * interval_seconds) {
     window_.clear();
-    Judge(interval_seconds);
+    window_waits_.clear();
+    Judge(interval_seconds, waited_seconds / interval_seconds);
     return;
   }
   window_.push_back(interval_seconds);
+  window_waits_.push_back(waited_seconds);
   if (window_.size() < kWindow) return;
   // The mean, not the median: with two batches in flight the consumer often waits for every
   // second one, and a median picks one of the two kinds of interval. Spikes are left out.
   std::vector<double> sorted = window_;
   std::sort(sorted.begin(), sorted.end());
   const double median = (sorted[(kWindow - 1) / 2] + sorted[kWindow / 2]) / 2;
-  double sum = 0;
+  double sum = 0, waited = 0;
   int counted = 0;
-  for (const double seconds : window_) {
-    if (seconds > kSpike * median) continue;
-    sum += seconds;
+  for (size_t i = 0; i < window_.size(); ++i) {
+    if (window_[i] > kSpike * median) continue;
+    sum += window_[i];
+    waited += window_waits_[i];
     ++counted;
   }
   window_.clear();
-  Judge(sum / counted);
+  window_waits_.clear();
+  Judge(sum / counted, waited / sum);
 }
 
-void DecodeShareController::Judge(double seconds) {
+void DecodeShareController::Judge(double seconds, double waited_share) {
+  const bool unbeatable = level_ == kLevels && waited_share <= kTie;
   if (searching_) {
     measured_[level_] = seconds;
+    if (unbeatable) {
+      centre_ = level_;
+      Settle();
+      hold_windows_ = kMaxHoldWindows;
+      return;
+    }
     Search();
     return;
   }
@@ -121,10 +137,7 @@ void DecodeShareController::Search() {
     if (span_ > 1) {
       span_ /= 2;
     } else if (fastest == centre_) {
-      searching_ = false;
-      held_ = 0;
-      hold_windows_ = 1;
-      MoveTo(centre_);
+      Settle();
       return;
     }
     centre_ = fastest;
@@ -154,6 +167,13 @@ void DecodeShareController::StartSearch(int span) {
   span_ = span;
 }
 
+void DecodeShareController::Settle() {
+  searching_ = false;
+  held_ = 0;
+  hold_windows_ = 1;
+  MoveTo(centre_);
+}
+
 void DecodeShareController::MoveTo(int level) {
   if (level != level_) {
     level_ = level;
@@ -162,6 +182,7 @@ void DecodeShareController::MoveTo(int level) {
     first_passed_ = false;
   }
   window_.clear();
+  window_waits_.clear();
 }
 
 std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share) {

@@ -11,14 +11,23 @@
 // the GPU, or more, depending on the model.
 //
 // The shares tried lie on a grid of tenths. A search measures the current share and the shares a
-// span above and below it, moves to the fastest, halves the span (5, 2, 1 tenths) and goes on
-// until the fastest is the centre of a span of one: about six windows. Shares within kTie of the
-// fastest count as equally fast, and the highest of them is kept (the same time for less GPU
-// work). Settled, the share holds and every window measures it again; after a number of windows a
-// neighbour is tried: one that is as fast takes over (and the search goes on from there),
-// otherwise the share returns and the next probe waits twice as long (up to kMaxHoldWindows).
-// A settled share that turns kChanged slower (the page cache went cold, the model or the host's
-// load changed) starts a search again.
+// span above and below it (the first span reaches both ends), moves to the fastest, halves the
+// span (5, 2, 1 tenths) and goes on until the fastest is the centre of a span of one: about six
+// windows. Shares within kTie of the fastest count as equally fast, and the highest of them is
+// kept (the same time for less GPU work). Settled, the share holds and every window measures it
+// again; after a number of windows a neighbour is tried: one that is as fast takes over (and the
+// search goes on from there), otherwise the share returns and the next probe waits twice as long
+// (up to kMaxHoldWindows). A settled share that turns kChanged slower (the page cache went cold,
+// the model or the host's load changed) starts a search again.
+//
+// Every chunk on the CPU (share 1) with a consumer that waited for no batch (its waits under kTie
+// of its time) cannot be beaten: no other share takes less from the step, and the CPU cost the
+// consumer nothing. A window that shows this ends the search at once (a search pays for the slower
+// shares it measures: a 200-step run lost 3 % to one) and holds the share kMaxHoldWindows before
+// its first probe (a probe of 0.9 cost the consumer 13–165 ms of waiting each time on one H100
+// with 16 cores); the consumer's waiting later, kChanged slower, starts a search as from any
+// settled share. Where the share starts at 1 ("auto", DecodePlacement::kAutoStart), a host whose
+// cores carry the decoding never measures another share but in those probes.
 //
 // A share is judged by the batches produced under it (its `generation`): batches in flight when it
 // changed reflect the old share, and the first batch after the change was preceded by a step that
@@ -58,16 +67,20 @@ class DecodeShareController {
   static constexpr double kOverload = 0.25;
   // A settled share that measures this much slower than before starts a new search.
   static constexpr double kChanged = 0.10;
-  // The first search's span, in levels, halved each round down to one: from the middle the first
-  // round measures both ends (every chunk on nvCOMP, every chunk on the CPU), where the fastest
-  // share often is (a share in between makes each wave wait for both decoders).
-  static constexpr int kFirstSpan = 5;
   // Windows a settled share holds before a neighbour is tried, doubling up to this each time the
   // neighbour was slower.
   static constexpr int kMaxHoldWindows = 16;
+  // The batches a loader's first pipeline delivers first pay for its memory (device blocks, the
+  // decode workspaces' pinned staging: about 0.3 s per GB), which makes the consumer wait whatever
+  // the share: on one H100 with 16 cores the fifth to seventh batches were waited for 17–60 ms
+  // with every chunk on the CPU, and never after. The loader's controller judges none of them.
+  static constexpr int kStartupBatches = 8;
 
-  // Starts a search at `initial_share`, rounded to the grid and clamped to 0..1.
-  explicit DecodeShareController(double initial_share);
+  // Starts a search at `initial_share`, rounded to the grid and clamped to 0..1, whose first round
+  // measures both ends (every chunk on nvCOMP, every chunk on the CPU), where the fastest share
+  // often is (a share in between makes each wave wait for both decoders). The first
+  // `startup_batches` batches observed judge nothing (the loader's: kStartupBatches).
+  explicit DecodeShareController(double initial_share, int startup_batches = 0);
 
   // For a batch whose production starts now.
   Setting Current() const;
@@ -79,8 +92,9 @@ class DecodeShareController {
  private:
   static constexpr double kUnmeasured = -1;
 
-  // Under mutex_. A window at level_ measured `seconds` per batch: record it and choose the next.
-  void Judge(double seconds);
+  // Under mutex_. A window at level_ measured `seconds` per batch, the consumer waiting
+  // `waited_share` of that time: record it and choose the next.
+  void Judge(double seconds, double waited_share);
   // The next level to measure in the search, or, when the round is measured, its fastest level
   // as the next round's centre; settles when that round's span is one and its centre is fastest.
   void Search();
@@ -88,6 +102,8 @@ class DecodeShareController {
   int Fastest(std::initializer_list<int> levels) const;
   // A new search from level_ with span `span`, forgetting every measurement but level_'s.
   void StartSearch(int span);
+  // Ends the search at level_ (centre_): the share holds, a neighbour tried after one window.
+  void Settle();
   // Produces at `level` from the next batch on (a new generation where the share changes).
   void MoveTo(int level);
 
@@ -101,15 +117,18 @@ class DecodeShareController {
   // differs from it while a neighbour is probed.
   bool searching_ = true;
   int centre_ = 0;
-  int span_ = kFirstSpan;
+  int span_ = 1;
   // Settled: windows held since the last probe, the windows the next probe waits for, and the
   // direction of the next probe.
   int held_ = 0;
   int hold_windows_ = 1;
   bool probe_up_ = true;
-  // The current generation's intervals so far; whether its first batch has been passed over.
-  std::vector<double> window_;
+  // The current generation's intervals and waits so far; whether its first batch has been passed
+  // over.
+  std::vector<double> window_, window_waits_;
   bool first_passed_ = false;
+  // Batches still to be passed over at the start (startup_batches).
+  int startup_left_ = 0;
 };
 
 // The placement rule: of a batch's chunks that nvCOMP could decode (`decodable`, one flag per

@@ -19,24 +19,26 @@ using Controller = DecodeShareController;
 using Setting = Controller::Setting;
 constexpr double kInterval = 0.1;  // seconds between the consumer's takes
 
-// Reports batches of the current generation, ready when taken, `interval` seconds apart, until the
-// share moves (at most `most` of them); returns how many were reported.
-int TakeUntilMoved(Controller& c, double interval, int most = 100) {
+// Reports batches of the current generation, `interval` seconds apart, each waited for `waited`
+// seconds (0: ready when taken), until the share moves (at most `most` of them); returns how many
+// were reported.
+int TakeUntilMoved(Controller& c, double interval, double waited = 0, int most = 100) {
   const uint64_t generation = c.Current().generation;
   int taken = 0;
   while (taken < most && c.Current().generation == generation) {
-    c.Observe(generation, 0, interval);
+    c.Observe(generation, waited, interval);
     ++taken;
   }
   return taken;
 }
 
-TEST(ParseCpuDecodeShareTest, AutoAdaptsFromHalfwayAndAShareIsFixed) {
+TEST(ParseCpuDecodeShareTest, AutoAdaptsFromEveryChunkOnTheCpuAndAShareIsFixed) {
   Result<DecodePlacement> automatic = ParseCpuDecodeShare("auto");
   ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();
   EXPECT_TRUE(automatic->gpu);
   EXPECT_TRUE(automatic->adaptive);
   EXPECT_EQ(automatic->cpu_share, DecodePlacement::kAutoStart);
+  EXPECT_EQ(DecodePlacement::kAutoStart, 1.0);
   for (const auto& [text, share] : {std::pair{"0", 0.0}, {"0.25", 0.25}, {"1", 1.0}, {".5", 0.5}}) {
     Result<DecodePlacement> fixed = ParseCpuDecodeShare(text);
     ASSERT_TRUE(fixed.ok()) << text << ": " << fixed.status().ToString();
@@ -70,8 +72,55 @@ TEST(DecodeShareControllerTest, AWindowAfterTheFirstBatchJudgesAShareThenASpanAb
   const Setting above = c.Current();
   EXPECT_DOUBLE_EQ(above.share, 1.0);  // from the middle, the first span reaches both ends
   EXPECT_NE(above.generation, start.generation);
-  EXPECT_EQ(TakeUntilMoved(c, kInterval), Controller::kWindow + 1);
+  // The consumer waits a little there (a wait-free window would end the search at the CPU end).
+  EXPECT_EQ(TakeUntilMoved(c, kInterval, 0.05 * kInterval), Controller::kWindow + 1);
   EXPECT_DOUBLE_EQ(c.Current().share, 0.0);
+}
+
+TEST(DecodeShareControllerTest, FromTheCpuEndTheFirstSpanReachesTheOtherEnd) {
+  Controller c(1.0);
+  const Setting start = c.Current();
+  c.Observe(start.generation, 0, kInterval);  // passed over
+  // The consumer waited for batches made with every chunk on the CPU: the search goes on.
+  for (int i = 0; i < Controller::kWindow; ++i) {
+    c.Observe(start.generation, 0.05 * kInterval, kInterval);
+  }
+  EXPECT_DOUBLE_EQ(c.Current().share, 0.0);
+}
+
+TEST(DecodeShareControllerTest, ACpuEndTheConsumerNeverWaitsForEndsTheSearchAndHoldsLong) {
+  Controller c(1.0);
+  // Passed over, one window settles at once, then kMaxHoldWindows windows before a probe.
+  EXPECT_EQ(TakeUntilMoved(c, kInterval),
+            1 + Controller::kWindow * (1 + Controller::kMaxHoldWindows));
+  EXPECT_DOUBLE_EQ(c.Current().share, 0.9);
+}
+
+TEST(DecodeShareControllerTest, TheStartupBatchesJudgeNothing) {
+  Controller c(1.0, /*startup_batches=*/3);
+  const Setting start = c.Current();
+  // The pipeline's first batches wait long (its memory is being allocated), then none does.
+  for (int i = 0; i < 3; ++i) c.Observe(start.generation, kInterval, 2 * kInterval);
+  EXPECT_EQ(TakeUntilMoved(c, kInterval),
+            1 + Controller::kWindow * (1 + Controller::kMaxHoldWindows));
+  EXPECT_DOUBLE_EQ(c.Current().share, 0.9);  // the probe after a settled CPU end
+}
+
+TEST(DecodeShareControllerTest, ACpuEndSettledWithoutWaitsSearchesAgainWhenTheConsumerWaits) {
+  Controller c(1.0);
+  const Setting start = c.Current();
+  for (int i = 0; i < 1 + Controller::kWindow; ++i) c.Observe(start.generation, 0, kInterval);
+  EXPECT_DOUBLE_EQ(c.Current().share, 1.0);  // settled
+  // Waits of a few per cent (less than a probe costs here) leave it where it is...
+  for (int i = 0; i < Controller::kWindow; ++i) {
+    c.Observe(start.generation, 0.05 * kInterval, 1.05 * kInterval);
+  }
+  EXPECT_EQ(c.Current().generation, start.generation);
+  // ...a consumer kChanged slower than the window before starts a search: a span of two below.
+  for (int i = 0; i < Controller::kWindow; ++i) {
+    c.Observe(start.generation, 0.2 * kInterval, 1.2 * kInterval);
+  }
+  EXPECT_DOUBLE_EQ(c.Current().share, 0.8);
 }
 
 TEST(DecodeShareControllerTest, OneLongWaitEndsTheWindowAtOnce) {
@@ -172,6 +221,13 @@ TEST(DecodeShareControllerTest, EveryChunkGoesToTheCpuWhereItCarriesThemAll) {
   EXPECT_EQ(r.most_used, 1.0);
   EXPECT_GE(r.batches_at[1.0], 0.85 * 400);  // the probes of 0.9 cost little
   EXPECT_LE(r.mean_seconds, 1.01 * Best(kCoresToSpare));
+}
+
+TEST(DecodeShareControllerTest, AShortRunWhereTheCpuCarriesEveryChunkMeasuresNoOtherShare) {
+  // 60 batches, the first few filling the pipeline: no search, and no probe yet.
+  LoopResult r = RunLoop([](int) -> const CostModel& { return kCoresToSpare; }, 60, 56);
+  EXPECT_EQ(r.batches_at[1.0], 56);
+  EXPECT_NEAR(r.mean_seconds, Best(kCoresToSpare), 1e-9);
 }
 
 TEST(DecodeShareControllerTest, NvcompDecodesNearlyAllWhereTheCoresFallFarShort) {

@@ -356,7 +356,8 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
     s.gpu = producer.get();
     s.producer = std::move(producer);
     if (s.gpu->decodes_with_nvcomp() && options.decode.adaptive) {
-      s.decode_share = std::make_unique<DecodeShareController>(options.decode.cpu_share);
+      s.decode_share = std::make_unique<DecodeShareController>(
+          options.decode.cpu_share, DecodeShareController::kStartupBatches);
     }
   } else {
     s.producer = std::make_unique<CpuBatchProducer>(c);
