@@ -27,8 +27,8 @@ with the range of rates.
 ``--cold`` trains from the disk instead of the page cache: every run gets train_unet.py's
 ``--cold`` (its stores dropped from the page cache before every epoch), each store's cold read
 rate is measured first (every file once, one thread per core), and the table adds each run's
-share of the rate the disk allows: min(ceiling, the disk's bytes per second over the stored bytes
-the run read per sample).
+share of the rate the disk allows: min(ceiling, the disk's bytes per second over the bytes the run
+had read from the disk per sample, the page cache's not counted).
 
 Prints a Markdown table (samples/s, share of the ceiling, multiple of the baseline, time waiting
 for batches, the loader's GPU decode time, peak GPU memory) and, with ``--json``, writes every
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -186,14 +187,22 @@ def median_run(logs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def disk_bound(log: dict[str, Any], disk_bytes_per_second: float, ceiling: float | None) -> float | None:
-    """Samples/s the run could reach with its store read from the disk at `disk_bytes_per_second`
-    (the stored bytes it read per sample, rank 0's), no more than the ceiling for its ranks; None
-    where the run read nothing through the loader (the ceiling, the baseline)."""
+    """Samples/s the run could reach with its store read from the disk at `disk_bytes_per_second`,
+    no more than the ceiling for its ranks; None where the run read nothing through the loader (the
+    ceiling, the baseline). What it needs from the disk per sample is what rank 0 had read from the
+    disk (the log's "disk_read_bytes", /proc/self/io: a time step that is one sample's input and
+    another's target in the same epoch is read from the disk once, the second time from the page
+    cache); where that is unknown, the stored bytes its loader read (an upper bound)."""
     stats = log.get("loader_stats") or {}
     if not stats.get("bytes_read") or not log.get("samples"):
         return None
-    disk_rate = disk_bytes_per_second / (stats["bytes_read"] / log["samples"])
-    return min(disk_rate, ceiling * log["world_size"]) if ceiling else disk_rate
+    limit = ceiling * log["world_size"] if ceiling else math.inf
+    disk_bytes = log.get("disk_read_bytes")
+    if disk_bytes is None:
+        disk_bytes = stats["bytes_read"]
+    if disk_bytes == 0:  # all from the page cache
+        return limit if ceiling else None
+    return min(disk_bytes_per_second / (disk_bytes / log["samples"]), limit)
 
 
 def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baseline: float | None = None,

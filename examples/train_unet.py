@@ -267,6 +267,19 @@ class SyntheticBatches(Batches):
             yield self.batch
 
 
+def disk_read_bytes() -> int | None:
+    """Bytes this process (all its threads) has had read from storage so far, not counting what the
+    page cache served: Linux's /proc/self/io `read_bytes`; None where that is not available."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def _share(text: str) -> float | str:
     """'auto' or a number (the loader checks its range)."""
     if text == "auto":
@@ -381,6 +394,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     peak_gpu_used = 0  # bytes in use on the device (every allocator's, the loader's included)
     stop = bool(args.steps) and global_step >= args.steps
     page_cache_drops = 0
+    disk_read_at_start = disk_read_bytes()
     if args.cold:
         sys.path.insert(0, str(ROOT / "bench"))
         from page_cache import drop_from_page_cache
@@ -465,6 +479,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_decode_share": args.cpu_decode_share,
         "cold": args.cold,
         "page_cache_drops": page_cache_drops,
+        # What the run had read from the disk (the page cache's reads not counted); None where unknown.
+        "disk_read_bytes": None if disk_read_at_start is None else disk_read_bytes() - disk_read_at_start,
         "gpu_memory": {"peak_used_bytes": peak_gpu_used,
                        "total_bytes": torch.cuda.mem_get_info(device)[1],
                        "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(device),

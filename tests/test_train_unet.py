@@ -447,7 +447,21 @@ def test_the_training_matrix_cold_measures_the_disk_and_each_runs_share_of_it(da
     assert report["disk"][str(store)]["stored_bytes"] > 0 and "--cold" in report["common"]
     run = report["runs"][1]["log"]
     assert run["cold"] is True and run["page_cache_drops"] >= 1
+    assert run["disk_read_bytes"] >= 0  # Linux's /proc/self/io
     assert 0 < run["disk_bound_samples_per_second"] <= report["ceiling"]
+
+
+def test_the_disk_bound_counts_what_the_run_read_from_the_disk_not_the_page_cache():
+    matrix = load_bench("train_matrix")
+    stats = {"bytes_read": 8e9}
+    log = {"samples": 100, "world_size": 1, "loader_stats": stats}
+    # 2 GB/s; the loader read 80 MB per sample, half of it the page cache's (each time step is one
+    # sample's input and another's target in the same epoch): 50 samples/s, not 25.
+    assert matrix.disk_bound(dict(log, disk_read_bytes=4e9), 2e9, ceiling=70.0) == 50.0
+    assert matrix.disk_bound(dict(log, disk_read_bytes=4e9), 2e9, ceiling=40.0) == 40.0
+    assert matrix.disk_bound(dict(log, disk_read_bytes=None), 2e9, ceiling=70.0) == 25.0  # unknown
+    assert matrix.disk_bound(dict(log, disk_read_bytes=0), 2e9, ceiling=70.0) == 70.0  # all cached
+    assert matrix.disk_bound(dict(log, loader_stats={}), 2e9, ceiling=70.0) is None  # read nothing
 
 
 def test_a_run_that_overruns_its_time_is_stopped_with_all_its_processes(dataset, tmp_path):
