@@ -233,6 +233,9 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
         if memory.get("torch_alloc_retries"):
             peak += f" (PyTorch ran short {memory['torch_alloc_retries']}×)"
+        prefetch = log.get("prefetch") or {}
+        if prefetch.get("ended", prefetch.get("asked")) != prefetch.get("asked"):
+            peak += f" (prefetch {prefetch['asked']} → {prefetch['ended']})"
         idle = log.get("gpu_idle_fraction")
         idle_cell = f"{100 * idle:.1f} %" if idle is not None else ""
         bound = log.get("disk_bound_samples_per_second")

@@ -478,6 +478,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "high_priority_stream": step_stream is not None,
         "cpu_decode_share": args.cpu_decode_share,
         "cold": args.cold,
+        # Batches prepared ahead at the end: the loader lowers --prefetch where PyTorch ran short of
+        # GPU memory beside GPU batches.
+        "prefetch": {"asked": args.prefetch,
+                     "ended": source.loader.prefetch if isinstance(source, ZarrstreamBatches) else args.prefetch},
         "page_cache_drops": page_cache_drops,
         # What the run had read from the disk (the page cache's reads not counted); None where unknown.
         "disk_read_bytes": None if disk_read_at_start is None else disk_read_bytes() - disk_read_at_start,
@@ -557,6 +561,10 @@ def summary(log: dict[str, Any]) -> str:
                      f"of {memory['total_bytes'] / 1e9:.1f} GB in use; "
                      f"PyTorch reserved at most {memory['torch_peak_reserved_bytes'] / 1e9:.1f} GB, the rest is "
                      "the loader's batches and workspaces, CUDA contexts and other processes")
+        prefetch = log.get("prefetch") or {}
+        if prefetch.get("ended", prefetch.get("asked")) != prefetch.get("asked"):
+            lines.append(f"  batches prepared ahead: lowered by the loader from {prefetch['asked']} to "
+                         f"{prefetch['ended']}, PyTorch having run short of GPU memory beside them")
         if memory.get("torch_alloc_retries"):
             lines.append(f"  PyTorch's allocator ran short {memory['torch_alloc_retries']} times (it freed its cache "
                          "and allocated again, which slows the step): fewer batches in flight (--prefetch) "
@@ -597,7 +605,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--block-chunks", type=int, default=0,
                    help="time chunks per block of the block shuffle (0: the loader's choice)")
     p.add_argument("--prefetch", type=int, default=2,
-                   help="batches prepared ahead (on a GPU each takes GPU memory: 7 GB at 0.25°, batch 16, 43 channels)")
+                   help="batches prepared ahead (on a GPU each takes GPU memory: 7 GB at 0.25°, batch 16, 43 channels; "
+                        "the loader lowers it where PyTorch runs short of GPU memory beside them)")
     p.add_argument("--gpu-decode", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU batches: nvCOMP decodes the chunks the CPU threads leave it (default; see "
                         "--cpu-decode-share), or (--no-gpu-decode) the threads decode them all and they cross "

@@ -301,6 +301,9 @@ void RegisterLoaderBindings(nb::module_& m) {
       .def("next", &NextBatch, "taken"_a)
       .def("put_back", &PutBack, "owner"_a)
       .def("set_epoch", [](Loader& l, uint64_t epoch) { WithoutGil([&] { l.SetEpoch(epoch); }); })
+      .def_prop_rw(
+          "prefetch", [](const Loader& l) { return l.prefetch(); },
+          [](Loader& l, size_t prefetch) { WithoutGil([&] { l.SetPrefetch(prefetch); }); })
       .def_prop_ro("epoch", &Loader::epoch)
       .def_prop_ro("next_batch", &Loader::next_batch)
       .def_prop_ro("num_batches", &Loader::num_batches)

@@ -278,6 +278,27 @@ def test_an_adaptive_share_searches_as_batches_are_taken_and_changes_no_value(st
         zarrstream.Loader(path, names, device="cuda", cpu_decode_share="most")
 
 
+def test_fewer_batches_ahead_mid_epoch_give_gpu_memory_back_and_keep_the_batches(stores):
+    path, names = stores[0], ["blosc_f32", "zstd_f32"]
+    common = dict(target_offset={"time": 1}, batch_size=2, seed=6)
+    cpu = zarrstream.Loader(path, names, **common)
+    gpu = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, prefetch=3, **common)
+    got_all = []
+    for i, batch in enumerate(gpu):
+        got_all.append({key: value.cpu() for key, value in batch.items()})
+        if i == 1:
+            torch.cuda.synchronize()
+            free_before = torch.cuda.mem_get_info()[0]
+            gpu.prefetch = 1  # the batches ahead dropped, the idle blocks and workspaces freed
+            assert gpu.prefetch == 1
+            assert torch.cuda.mem_get_info()[0] > free_before
+    want_all = list(cpu)
+    assert len(got_all) == len(want_all) > 2
+    for got, want in zip(got_all, want_all):
+        assert torch.equal(got["origin"], want["origin"])
+        assert all(torch.equal(_bits(got[key]), _bits(want[key])) for key in want if key != "origin")
+
+
 def test_running_out_of_gpu_memory_says_what_the_loader_holds(tmp_path):
     # Batches larger than any GPU: 2 samples of a 100,000 x 100,000 float32 field, input and
     # target, 160 GB (the store holds metadata only: every chunk is the fill value).

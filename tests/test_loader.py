@@ -15,6 +15,7 @@ import socket
 import subprocess
 import time
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -237,7 +238,7 @@ def test_shuffle_and_cpu_decode_share_parse_once_in_the_core(era5):
     with pytest.raises(zarrstream.ConfigError, match="unknown shuffle mode 'Exact': expected none, exact or block"):
         zarrstream.Loader(path, ["2m_temperature"], shuffle="Exact")
     decode = zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="auto", gpu_decode=False)._options.decode
-    assert (decode.gpu, decode.adaptive, decode.cpu_share) == (False, True, 0.5)
+    assert (decode.gpu, decode.adaptive, decode.cpu_share) == (False, True, 1.0)
     decode = zarrstream.Loader(path, ["2m_temperature"], cpu_decode_share="0.25")._options.decode
     assert (decode.gpu, decode.adaptive, decode.cpu_share) == (True, False, 0.25)
     with pytest.raises(zarrstream.ConfigError,
@@ -350,6 +351,48 @@ def test_resume_mid_epoch_yields_the_remaining_batches(era5):
     other = zarrstream.Loader(path, **{**kwargs, "seed": 12})
     with pytest.raises(zarrstream.ZarrstreamError, match="seed"):
         other.load_state_dict(state)
+
+
+def test_prefetch_changed_mid_epoch_keeps_the_position_and_the_batches(era5):
+    path, _ = era5
+    kwargs = dict(variables=VARS, target_offset={"time": 1}, batch_size=3, seed=11, prefetch=4)
+    whole = [b["origin"] for b in zarrstream.Loader(path, **kwargs)]
+    loader = zarrstream.Loader(path, **kwargs)
+    assert loader.prefetch == 4
+    got = []
+    for i, batch in enumerate(loader):
+        got.append(batch["origin"])
+        if i == 1:
+            loader.prefetch = 1  # the batches made ahead are made again: the same ones
+            assert loader.prefetch == 1 and loader._core.next_batch == 2
+    assert len(got) == len(whole) > 3 and all(torch.equal(a, b) for a, b in zip(got, whole))
+    loader.prefetch = 0  # at least one
+    assert loader.prefetch == 1
+    with pytest.raises(zarrstream.ConfigError, match="prefetch"):
+        loader.prefetch = -1
+
+
+def test_pytorch_short_of_gpu_memory_in_two_steps_lowers_the_prefetch_by_one(era5):
+    """The policy of GPU batches under PyTorch (zarrstream._loader._TorchMemoryWatch), driven by a
+    made-up allocator counter: not the first step's retries (kernel selection), then every two
+    steps that ran short one batch fewer ahead, down to one, with a warning each time."""
+    from zarrstream._loader import _TorchMemoryWatch
+
+    path, _ = era5
+    loader = zarrstream.Loader(path, variables=VARS, batch_size=3, prefetch=3)
+    counts = iter([0, 0, 3, 3, 5, 9, 9, 12, 20, 30])  # num_alloc_retries after each step from the first
+    watch = _TorchMemoryWatch(lambda: next(counts), "cuda:0")
+    lowered_at = {}
+    for take in range(1, 12):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watch.batch_taken(loader._core)
+        if caught:
+            assert "PyTorch ran short of GPU memory on cuda:0 in 2 steps" in str(caught[0].message)
+            lowered_at[take] = loader.prefetch
+    # Takes 2-11 read 0 0 3 3 5 9 9 12 20 30: short at takes 4, 6 (-> 2), 7, 9 (-> 1), then at 1.
+    assert lowered_at == {6: 2, 9: 1}, lowered_at
+    assert loader.prefetch == 1
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -309,6 +309,7 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     memory = log["gpu_memory"]
     assert 0 < memory["torch_peak_reserved_bytes"] < memory["peak_used_bytes"] <= memory["total_bytes"], memory
     assert memory["torch_alloc_retries"] >= 0, memory
+    assert log["prefetch"]["asked"] >= log["prefetch"]["ended"] >= 1, log["prefetch"]
     assert "GPU memory: at most" in proc.stdout
     # --no-gpu-decode: the same samples from chunks the loader's CPU threads decoded.
     cpu_decoded = tmp_path / "cpu-decoded.json"
@@ -414,6 +415,10 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     adaptive["gpu_memory"]["torch_alloc_retries"] = 12
     row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
     assert row.endswith("| 60.0 (PyTorch ran short 12×) |"), row
+    # ... and where the loader lowered its batches ahead because of it.
+    adaptive["prefetch"] = {"asked": 2, "ended": 1}
+    row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
+    assert row.endswith("| 60.0 (PyTorch ran short 12×) (prefetch 2 → 1) |"), row
     assert all(r.count("|") == rows[0].count("|") for r in rows[:5])
     # A failed run's row quotes the exception, a rank's where torchrun's report follows it.
     torchrun = ["Traceback (most recent call last):", '[rank1]:   File "train_unet.py", line 9, in <module>',

@@ -52,14 +52,14 @@
 // on_error="skip" → skip_bad_samples, timeline → record_timeline. The command line (`zarrstream
 // bench`) parses its text with the same parsers.
 //
-// Threads and ownership. Next, SetEpoch and RestoreStateJson may be called from several threads at
-// once: they take turns (a Next waiting for its batch holds the others back), and each batch is
-// delivered to exactly one caller; the accessors (epoch, next_batch, StateJson, stats) see the
-// position between two of them, never halfway through one. Opening and destroying the Loader are
-// not concurrent with anything. Its own threads (`num_threads` workers, plus up to `prefetch`
-// coordinating threads that only plan and wait) run the pipeline in the background. A Batch is
-// owned by the shared_ptr Next returns; its buffers return to the loader's pool when the last
-// reference goes, and may outlive the Loader.
+// Threads and ownership. Next, SetEpoch, SetPrefetch and RestoreStateJson may be called from
+// several threads at once: they take turns (a Next waiting for its batch holds the others back),
+// and each batch is delivered to exactly one caller; the accessors (epoch, next_batch, StateJson,
+// stats) see the position between two of them, never halfway through one. Opening and destroying
+// the Loader are not concurrent with anything. Its own threads (`num_threads` workers, plus up to
+// `prefetch` coordinating threads that only plan and wait) run the pipeline in the background. A
+// Batch is owned by the shared_ptr Next returns; its buffers return to the loader's pool when the
+// last reference goes, and may outlive the Loader.
 //
 // fork(): a fork()ed child inherits the Loader but not its threads, so it cannot make batches
 // there: Next and RestoreStateJson return CheckProcess()'s kConfig error, SetEpoch, StartNextEpoch
@@ -341,7 +341,7 @@ struct LoaderOptions {
   uint64_t gpu_wave_bytes = 0;
   // GPU batches: where their chunks are decoded (nvCOMP, the worker threads, or both).
   DecodePlacement decode;
-  // Batches prepared ahead of the consumer.
+  // Batches prepared ahead of the consumer (0 counts as 1); Loader::SetPrefetch changes it later.
   size_t prefetch = 2;
   PinMemory pin_memory = PinMemory::kAuto;
   // Worker threads reading, decoding and assembling (0: one per core this process may run on, its
@@ -535,6 +535,13 @@ class Loader {
 
   // Starts epoch `epoch` at its first batch (drops prepared batches).
   void SetEpoch(uint64_t epoch);
+  // Batches prepared ahead from now on (at least 1; LoaderOptions::prefetch until then). A change
+  // drops the batches prepared ahead (they are made again: the position does not move) and frees
+  // the memory kept idle for reuse (batch blocks, GPU decode workspaces), so that a lower value
+  // gives its memory back at once: for a consumer that runs short of (GPU) memory. The Python
+  // loader lowers it itself where PyTorch's allocator runs short of GPU memory (docs/loader.md).
+  void SetPrefetch(size_t prefetch);
+  size_t prefetch() const;
   // SetEpoch(epoch() + 1).
   void StartNextEpoch();
   uint64_t epoch() const;

@@ -12,7 +12,8 @@ import json
 import os
 import sys
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+import warnings
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import _zarrstream
 from ._array import _carries_credentials, _refuse_pickling_credentials, _without_credentials
@@ -249,6 +250,48 @@ def _parse_device(device: Any) -> tuple[str, int | None]:
     return kind, int(index) if index else None
 
 
+class _TorchMemoryWatch:
+    """Lowers a GPU loader's batches ahead where PyTorch runs short of GPU memory beside them: its
+    caching allocator's cudaMalloc failed, so it freed every cached block and allocated again
+    (``torch.cuda.memory_stats()["num_alloc_retries"]``), which slows each such step by more than a
+    batch ahead saves (an H100 with a model that filled it: 96 % of the ceiling at two batches
+    ahead, the allocator short 8 times in 60 steps; 98 % at one). Called once per batch taken: the
+    steps between two takes that ran short are counted (not the first step, whose kernel selection
+    tries large workspaces), and every `kShortSteps` of them lower the prefetch by one, down to 1,
+    with a warning each time."""
+
+    kShortSteps = 2
+
+    def __init__(self, retries: Callable[[], int], device: str) -> None:
+        self._retries = retries
+        self._device = device
+        self._takes = 0
+        self._last: int | None = None
+        self._short_steps = 0
+
+    def batch_taken(self, core: Any) -> None:
+        self._takes += 1
+        if self._takes < 2:  # before the first step, and the first step's own retries
+            return
+        retries = self._retries()
+        last, self._last = self._last, retries
+        if last is None or retries <= last:
+            return
+        self._short_steps += 1
+        if self._short_steps < self.kShortSteps or core.prefetch <= 1:
+            return
+        self._short_steps = 0
+        before = core.prefetch
+        core.prefetch = before - 1
+        warnings.warn(
+            f"zarrstream.Loader: PyTorch ran short of GPU memory on {self._device} in "
+            f"{self.kShortSteps} steps (its allocator freed its cache and allocated again: "
+            f"num_alloc_retries {retries}); the loader now prepares {before - 1} batch"
+            f"{'es' if before - 1 != 1 else ''} ahead instead of {before}, which gives one batch's "
+            f"GPU memory back. Pass prefetch={before - 1} to start there.",
+            RuntimeWarning, stacklevel=3)
+
+
 class BatchArray:
     """One tensor of a batch, for any framework (``Loader(output="dlpack")``): a DLPack producer
     over the loader's own memory (no copy), host or GPU. ``torch.from_dlpack``,
@@ -371,7 +414,11 @@ class Loader:
     the consumer waits for none of its batches): it tries shares on a grid of tenths and keeps
     the one with the shortest time per batch taken (the consumer's step, which nvCOMP's decoding
     slows, plus its wait for the batch, where the CPU falls behind), and searches again when that
-    time changes (``stats()["cpu_decode_share"]`` says where it stands).
+    time changes (``stats()["cpu_decode_share"]`` says where it stands). ``prefetch`` batches are
+    prepared ahead, each in GPU memory of its own: where PyTorch's allocator runs short of GPU
+    memory beside them (it frees its cache and allocates again, which slows the step) in two steps,
+    the loader prepares one fewer (down to 1) and warns (the ``prefetch`` property says where it
+    stands, and sets it).
     ``pin_memory``: ``None`` pins host batches when a CUDA device is present, ``True`` requires
     it, ``False`` never pins.
 
@@ -599,6 +646,11 @@ class Loader:
         self._epoch_lock = threading.Lock()
         self._core = _zarrstream.Loader(dataset, o)
         self._options = o
+        self._memory_watch: _TorchMemoryWatch | None = None
+        if self._gpu_batches and output == "torch" and torch is not None:
+            torch_device = torch.device("cuda", int(device_index or 0))
+            self._memory_watch = _TorchMemoryWatch(
+                lambda: torch.cuda.memory_stats(torch_device).get("num_alloc_retries", 0), str(torch_device))
         arguments.update(rank=o.rank, world_size=o.world_size)
         self._arguments = arguments
 
@@ -715,6 +767,8 @@ class Loader:
             if stream != self._consumer_stream:
                 self._core.set_consumer_stream(stream)
                 self._consumer_stream = stream
+            if self._memory_watch is not None:
+                self._memory_watch.batch_taken(self._core)
             return {key: torch.from_dlpack(batch[key])
                     for key in ("input", "target", "input_mask", "target_mask", "origin")
                     if key in batch}
@@ -740,6 +794,20 @@ class Loader:
         if self._placement.consumer_copies:
             return f"batches are made on the CPU and copied to the GPU ({self._placement.reason})"
         return self._core.gpu_decode_status
+
+    @property
+    def prefetch(self) -> int:
+        """Batches prepared ahead (``prefetch``, at least 1). Setting it drops the batches prepared
+        ahead (made again: the position does not move) and frees the memory the loader keeps for
+        reuse (batch blocks, GPU decode workspaces), so that a lower value gives its memory back at
+        once. GPU batches to PyTorch lower it by themselves where PyTorch runs short of GPU memory
+        beside them (see the class's documentation)."""
+        return self._core.prefetch
+
+    @prefetch.setter
+    def prefetch(self, prefetch: int) -> None:
+        self._core.check_process()
+        self._core.prefetch = _unsigned("prefetch", prefetch)
 
     @property
     def num_threads(self) -> int:

@@ -25,8 +25,15 @@ HostBatchPool::HostBatchPool(uint64_t bytes, size_t max_free, const CudaDriver* 
       max_free_(max_free),
       pin_(pin) {}
 
-HostBatchPool::~HostBatchPool() {
-  for (std::byte* p : free_) Free(p);
+HostBatchPool::~HostBatchPool() { ReleaseIdle(); }
+
+void HostBatchPool::ReleaseIdle() {
+  std::vector<std::byte*> idle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle.swap(free_);
+  }
+  for (std::byte* p : idle) Free(p);
 }
 
 Result<std::shared_ptr<void>> HostBatchPool::Acquire() {
@@ -76,8 +83,15 @@ void HostBatchPool::Return(std::byte* p) {
 DeviceBatchPool::DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_free)
     : driver_(driver), bytes_(bytes), max_free_(max_free) {}
 
-DeviceBatchPool::~DeviceBatchPool() {
-  for (const Block& b : free_) {
+DeviceBatchPool::~DeviceBatchPool() { ReleaseIdle(); }
+
+void DeviceBatchPool::ReleaseIdle() {
+  std::vector<Block> idle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle.swap(free_);
+  }
+  for (const Block& b : idle) {
     // The last consumer's work must be done before the memory goes.
     (void)driver_->SynchronizeEvent(b.released);
     driver_->DestroyEvent(b.released);

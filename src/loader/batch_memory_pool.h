@@ -36,6 +36,8 @@ class HostBatchPool : public std::enable_shared_from_this<HostBatchPool> {
   bool pinned() const { return pin_ != nullptr; }
   // A block, as the storage handle whose destruction returns it; out of memory is an error.
   Result<std::shared_ptr<void>> Acquire();
+  // Frees the idle blocks (those in use come back as before).
+  void ReleaseIdle();
 
  private:
   static constexpr uint64_t kPageBytes = 4096;
@@ -66,6 +68,9 @@ class DeviceBatchPool : public std::enable_shared_from_this<DeviceBatchPool> {
 
   // A block, and the storage handle whose destruction returns it (a Batch's storage).
   Result<std::pair<Block, std::shared_ptr<void>>> Acquire();
+  // Frees the idle blocks once their last consumer is done with them (those in use come back as
+  // before).
+  void ReleaseIdle();
   void SetConsumerStream(void* stream) { consumer_stream_.store(stream); }
 
  private:

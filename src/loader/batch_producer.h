@@ -5,6 +5,7 @@
 // naming a failed sample, dropping bad samples).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -62,17 +63,21 @@ struct LoaderCounters {
 };
 
 // What the producers share, owned by the loader and set up by Loader::Open. The producers use it
-// from the coordinating threads at once: the members are thread-safe or not changed after Open.
+// from the coordinating threads at once: the members are thread-safe or not changed after Open
+// (prefetch changes only while no batch is in production).
 struct BatchContext {
   BatchContext(const LoaderOptions& o, const LoaderGeometry& g, uint64_t cache_bytes,
                uint64_t idle_chunk_bytes)
       : options(o),
         geometry(g),
+        prefetch(std::max<size_t>(o.prefetch, 1)),
         cache(cache_bytes, idle_chunk_bytes),
         timeline(o.record_timeline) {}
 
   const LoaderOptions& options;
   const LoaderGeometry& geometry;
+  // Batches prepared ahead now: LoaderOptions::prefetch (at least 1) until Loader::SetPrefetch.
+  std::atomic<size_t> prefetch;
   std::shared_ptr<ThreadPool> pool;
   ChunkCache cache;
   ShardIndexCache index_cache;
@@ -101,6 +106,9 @@ class BatchProducer {
   // decoded by the worker threads instead (decode_share.h).
   virtual Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index,
                                                  double cpu_share) = 0;
+  // Frees the memory kept idle for reuse (GPU batch blocks, decode workspaces). Only while no
+  // batch is in production (the pipeline stopped).
+  virtual void ReleaseIdleMemory() {}
 };
 
 // The steps both producers take alike, on the loader's context.

@@ -142,6 +142,16 @@ void GpuBatchProducer::ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w) {
   idle_.push_back(std::move(w));
 }
 
+void GpuBatchProducer::ReleaseIdleMemory() {
+  std::vector<std::unique_ptr<GpuDecodeWorkspace>> idle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle.swap(idle_);
+  }
+  idle.clear();  // each frees its pinned and device memory
+  batches_->ReleaseIdle();
+}
+
 Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>>
 GpuBatchProducer::AllocateGpuBatch(size_t samples) const {
   std::shared_ptr<Batch> batch = BatchAccess::Make();
@@ -170,11 +180,11 @@ Status GpuBatchProducer::ExplainGpuMemory(Status error) const {
   return Status(
       error.code(),
       error.message() + ". This loader's GPU memory: up to " +
-          std::to_string(options.prefetch + 2) + " batches of " +
+          std::to_string(context_.prefetch.load() + 2) + " batches of " +
           FormatBytes(static_cast<double>(context_.layout.device_bytes)) +
           ", and two decode workspaces of up to " + (decodes ? "about 5 times" : "about once") +
           " gpu_wave_bytes (" + FormatBytes(static_cast<double>(wave)) + ") each for each of the " +
-          std::to_string(NumCoordinators(options)) + " batches in flight" +
+          std::to_string(NumCoordinators(context_.prefetch.load())) + " batches in flight" +
           (context_.geometry.base_slabs.empty()
                ? std::string()
                : ", each with its tendency targets' values and bases in float64 (16 bytes per "

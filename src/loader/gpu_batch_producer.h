@@ -64,6 +64,8 @@ class GpuBatchProducer : public BatchProducerBase {
   Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index,
                                          double cpu_share) override;
 
+  void ReleaseIdleMemory() override;
+
   const std::string& nvcomp_status() const { return setup_.nvcomp_status; }
   bool decodes_with_nvcomp() const { return setup_.nvcomp != nullptr; }
   void SetConsumerStream(void* stream) { batches_->SetConsumerStream(stream); }

@@ -141,7 +141,7 @@ uint64_t CacheBytes(const LoaderOptions& options) {
 // hold at most, so that a steady state of misses reuses every buffer instead of faulting in fresh
 // pages (which cost as much as a fifth of the loader's CPU time).
 uint64_t IdleChunkBytes(const LoaderOptions& options) {
-  return CacheBytes(options) + NumCoordinators(options) * CpuBatchProducer::kWaveBytes;
+  return CacheBytes(options) + NumCoordinators(options.prefetch) * CpuBatchProducer::kWaveBytes;
 }
 
 }  // namespace
@@ -209,10 +209,20 @@ struct LoaderState {
     delivered = 0;
     returned.reset();
   }
+  // In consumer_turn: `prefetch` batches ahead from the next batch on. The pipeline stops (its
+  // batches ahead are dropped and made again) so that the memory kept for reuse can go now.
+  void SetPrefetch(size_t prefetch) {
+    prefetch = std::max<size_t>(prefetch, 1);
+    if (prefetch == context.prefetch.load()) return;
+    StopPipeline();
+    context.prefetch.store(prefetch);
+    producer->ReleaseIdleMemory();
+    context.host_memory->ReleaseIdle();
+  }
   Status StartPipeline() {
     PipelineOptions o;
-    o.coordinators = NumCoordinators(options);
-    o.prefetch = std::max<uint64_t>(options.prefetch, 1);
+    o.prefetch = context.prefetch.load();
+    o.coordinators = NumCoordinators(o.prefetch);
     o.cpu_decode_share = options.decode.cpu_share;
     o.adaptive = decode_share.get();
     ZS_ASSIGN_OR_RETURN(pipeline, Pipeline::Start(*producer, o, plan, delivered));
@@ -508,6 +518,14 @@ bool Loader::PutBack(std::shared_ptr<const Batch> batch) {
   s.returned = std::move(batch);
   return true;
 }
+
+void Loader::SetPrefetch(size_t prefetch) {
+  if (!CheckProcess().ok()) return;
+  std::lock_guard<std::mutex> turn(state_->consumer_turn);
+  state_->SetPrefetch(prefetch);
+}
+
+size_t Loader::prefetch() const { return state_->context.prefetch.load(); }
 
 void Loader::SetEpoch(uint64_t epoch) {
   if (!CheckProcess().ok()) return;

@@ -164,6 +164,34 @@ TEST(LoaderTest, ResumedLoaderContinuesWithTheSameBatches) {
   EXPECT_EQ(resumed.size(), 4U);  // 6 samples, 3 batches, one delivered before the state
 }
 
+TEST(LoaderTest, APrefetchChangedMidEpochKeepsThePositionAndTheBatches) {
+  const LoaderOptions options = T2mOptions(/*batch_size=*/1, /*seed=*/5, /*prefetch=*/3);
+  auto whole = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto changed = Loader::Open(Era5LikeUrl(), options);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(changed->prefetch(), 3U);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(whole->Next().ok());
+    ASSERT_TRUE(changed->Next().ok());
+  }
+  // The batches made ahead are dropped and made again: the same ones, from the same position.
+  changed->SetPrefetch(1);
+  EXPECT_EQ(changed->prefetch(), 1U);
+  EXPECT_EQ(changed->next_batch(), 2U);
+  ASSERT_TRUE(whole->Next().ok());
+  ASSERT_TRUE(changed->Next().ok());
+  changed->SetPrefetch(0);  // at least one
+  EXPECT_EQ(changed->prefetch(), 1U);
+  EXPECT_EQ(RemainingSampleIds(*changed), RemainingSampleIds(*whole));
+  EXPECT_EQ(changed->stats().batches, whole->stats().batches);
+  // And the next epochs, raised again.
+  changed->SetPrefetch(4);
+  whole->StartNextEpoch();
+  changed->StartNextEpoch();
+  EXPECT_EQ(RemainingSampleIds(*changed), RemainingSampleIds(*whole));
+}
+
 // Threads sharing one loader: each batch of an epoch goes to one of them, none of the next epoch's
 // while the loader is in this one, and every epoch starts where the previous one ended.
 TEST(LoaderTest, ThreadsSharingALoaderGetEachBatchOnceInItsEpoch) {
@@ -537,6 +565,9 @@ TEST(LoaderGpuTest, BatchesEqualTheCpuLoadersByteForByte) {
       ASSERT_TRUE(
           std::equal(g.origins().data.begin(), g.origins().data.end(), w.origins().data.begin()));
       ++batches;
+      // Fewer batches ahead from the second on: the pipeline restarts, the idle device blocks
+      // and decode workspaces are freed, and the batches stay the same.
+      if (batches == 2) gpu->SetPrefetch(1);
     }
     EXPECT_EQ(batches, cpu->num_batches());
     EXPECT_GT(gpu->stats().bytes_to_gpu, 0u);

@@ -7,8 +7,8 @@
 
 namespace zarrstream::internal {
 
-size_t NumCoordinators(const LoaderOptions& options) {
-  return std::min<size_t>(std::max<size_t>(options.prefetch, 1), 4);
+size_t NumCoordinators(size_t prefetch) {
+  return std::min<size_t>(std::max<size_t>(prefetch, 1), 4);
 }
 
 Pipeline::Pipeline(BatchProducer& producer, const PipelineOptions& options, const SamplePlan& plan,

@@ -33,8 +33,9 @@
 
 namespace zarrstream::internal {
 
-// Coordinating threads: one per batch in flight, at most 4 (more add memory, not speed).
-size_t NumCoordinators(const LoaderOptions& options);
+// Coordinating threads for `prefetch` batches ahead: one per batch in flight, at most 4 (more add
+// memory, not speed).
+size_t NumCoordinators(size_t prefetch);
 
 struct PipelineOptions {
   size_t coordinators = 1;  // threads producing batches
