@@ -502,3 +502,26 @@ def test_an_array_over_members_needs_overwrite_which_removes_only_that_node(tmp_
     g.create_array("m", (2,), "int8", (1,), overwrite=True)
     assert sorted(p.name for p in (path / "m").iterdir()) == ["zarr.json"]
     assert_bit_equal(zarrstream.open_array(str(path / "m2")).read(), np.array([3, 4], "int8"))
+
+
+def test_large_read_outputs_reuse_memory_once_no_view_of_them_is_left(tmp_path):
+    """Read outputs of 4 MiB or more come from zarrstream's block cache (zarrstream._array._empty):
+    a read after the last output is gone takes its memory, pages touched before rather than fresh
+    ones the kernel zeroes; one of which a view is still alive is never written over."""
+    values = np.random.default_rng(1).random((8, 256, 512)).astype("float32")  # 4 MiB
+    path = tmp_path / "big.zarr"
+    zarrstream.create_array(str(path), values.shape, "float32", (1, 256, 512))[...] = values
+    a = zarrstream.open_array(str(path))
+    first = a.read()
+    address = first.__array_interface__["data"][0]
+    del first
+    second = a.read()
+    assert second.__array_interface__["data"][0] == address
+    assert_bit_equal(second, values)
+    view = second[3]
+    del second
+    third = a.read()
+    assert third.__array_interface__["data"][0] != address  # the view holds the block
+    third[...] = 0
+    assert_bit_equal(view, values[3])
+    assert third.flags.writeable and third.flags.c_contiguous

@@ -36,15 +36,19 @@ _HUGE_PAGE = 2 << 20
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """np.empty, with a read's output of 4 MiB or more laid on whole 2 MiB pages. Left to malloc,
-    its unaligned head and tail (up to 2 MiB each) are faulted in 4 KiB at a time as the decoders
-    first write them: hundreds of page faults per output where a few would do, most of a fresh
-    process's faults when it reads time steps. The pages past the output are reserved, never
-    touched."""
+    """np.empty, with a read's output of 4 MiB or more laid on whole 2 MiB pages of memory that
+    outputs before it used. Left to malloc, its unaligned head and tail (up to 2 MiB each) are
+    faulted in 4 KiB at a time as the decoders first write them: hundreds of page faults per output
+    where a few would do, most of a fresh process's faults when it reads time steps. The pages past
+    the output are reserved, never touched. And malloc gives such blocks back to the kernel when
+    they are freed, so the next output of the size takes fresh pages, which the kernel zeroes as
+    they are first written (a fifth of a whole-array read's CPU time on 2 cores): the block comes
+    from zarrstream's block cache instead (``ZARRSTREAM_BUFFER_CACHE_MB``, shared with remote
+    reads' bodies), and returns there once no view of the output is left."""
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < 2 * _HUGE_PAGE or dtype.hasobject:
         return np.empty(shape, dtype=dtype)
-    block = np.empty(-(-nbytes // _HUGE_PAGE) * _HUGE_PAGE + _HUGE_PAGE, dtype=np.uint8)
+    block = _zarrstream.reusable_bytes(-(-nbytes // _HUGE_PAGE) * _HUGE_PAGE + _HUGE_PAGE)
     start = -block.ctypes.data % _HUGE_PAGE
     return block[start:start + nbytes].view(dtype).reshape(shape)
 
