@@ -299,6 +299,48 @@ def test_fewer_batches_ahead_mid_epoch_give_gpu_memory_back_and_keep_the_batches
         assert all(torch.equal(_bits(got[key]), _bits(want[key])) for key in want if key != "origin")
 
 
+def test_out_of_gpu_memory_for_nvcomp_the_worker_threads_decode_instead(tmp_path):
+    """A batch with chunks on nvCOMP that finds no GPU memory for what nvCOMP alone needs (the
+    decoded chunks before their scatter, 20 MB a wave here) is made again with every chunk decoded
+    by the worker threads, and so is every batch after it: the CPU loader's batches, where the
+    loader used to fail with a CudaError."""
+    path = tmp_path / "big.zarr"
+    g = zarr.open_group(str(path), mode="w", zarr_format=3)
+    t = g.create_array("time", shape=(12,), chunks=(12,), dtype="int64", dimension_names=["time"])
+    t[...] = 6 * np.arange(12)
+    t.attrs.update({"units": "hours since 1979-01-01", "calendar": "proleptic_gregorian"})
+    values = np.random.default_rng(3).random((12, 1024, 1024), dtype=np.float32)
+    g.create_array("t2m", shape=values.shape, chunks=(1, 1024, 1024), dtype="float32", dimension_names=DIMS,
+                   compressors=ZstdCodec(level=1))[...] = values
+    common = dict(target_offset={"time": 1}, batch_size=4, seed=2, prefetch=1)
+
+    def gpu_loader(share):
+        return zarrstream.Loader(path, "t2m", device="cuda", gpu_batches=True, cpu_decode_share=share, **common)
+
+    # What the loader takes with every chunk decoded by the worker threads; then the GPU filled to
+    # leave that and 8 MB.
+    torch.cuda.synchronize()
+    free_before = torch.cuda.mem_get_info()[0]
+    cpu_decoded = gpu_loader(1.0)
+    for _ in cpu_decoded:
+        pass
+    needs = free_before - torch.cuda.mem_get_info()[0]
+    del cpu_decoded
+    torch.cuda.synchronize()
+    filler = torch.empty(torch.cuda.mem_get_info()[0] - needs - (8 << 20), dtype=torch.uint8, device="cuda")
+    try:
+        loader = gpu_loader(0.0)
+        got_all = [{key: value.cpu() for key, value in batch.items()} for batch in loader]
+        assert loader.stats()["cpu_decode_share"] == 1.0, loader.stats()
+    finally:
+        del filler
+    want_all = list(zarrstream.Loader(path, "t2m", **common))
+    assert len(got_all) == len(want_all) > 1
+    for got, want in zip(got_all, want_all):
+        assert torch.equal(got["origin"], want["origin"])
+        assert all(torch.equal(_bits(got[key]), _bits(want[key])) for key in want if key != "origin")
+
+
 def test_running_out_of_gpu_memory_says_what_the_loader_holds(tmp_path):
     # Batches larger than any GPU: 2 samples of a 100,000 x 100,000 float32 field, input and
     # target, 160 GB (the store holds metadata only: every chunk is the fill value).

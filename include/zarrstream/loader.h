@@ -460,7 +460,8 @@ struct LoaderStats {
   double gpu_scatter_seconds = 0;
   double wait_seconds = 0;  // the consumer's wait for batches
   // GPU batches decoded by nvCOMP: the share of its chunks the worker threads decode now (fixed,
-  // or where DecodePlacement::adaptive has taken it); 0 otherwise.
+  // or where DecodePlacement::adaptive has taken it; 1 once nvCOMP ran out of GPU memory beside
+  // the consumer, after which the worker threads decode every chunk); 0 otherwise.
   double cpu_decode_share = 0;
   // Consumer wait per batch: bucket b counts waits in [2^b, 2^(b+1)) microseconds (bucket 0 also
   // holds shorter ones; the last everything longer).

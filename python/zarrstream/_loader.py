@@ -647,10 +647,10 @@ class Loader:
         self._core = _zarrstream.Loader(dataset, o)
         self._options = o
         self._memory_watch: _TorchMemoryWatch | None = None
-        if self._gpu_batches and output == "torch" and torch is not None:
-            torch_device = torch.device("cuda", int(device_index or 0))
+        if self._gpu_batches and output == "torch":
+            cuda = self._device
             self._memory_watch = _TorchMemoryWatch(
-                lambda: torch.cuda.memory_stats(torch_device).get("num_alloc_retries", 0), str(torch_device))
+                lambda: torch.cuda.memory_stats(cuda).get("num_alloc_retries", 0), str(cuda))
         arguments.update(rank=o.rank, world_size=o.world_size)
         self._arguments = arguments
 

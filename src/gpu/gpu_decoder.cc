@@ -102,6 +102,14 @@ Status GpuDecodeWorkspace::ReserveDevice(uint64_t* address, uint64_t* capacity, 
 
 Status GpuDecodeWorkspace::Synchronize() const { return driver_->SynchronizeStream(stream_); }
 
+void GpuDecodeWorkspace::ReleaseGpuDecodeMemory() {
+  (void)Synchronize();  // a failed stream's work is over too
+  driver_->FreeDevice(arena_);
+  driver_->FreeDevice(temp_);
+  arena_ = temp_ = 0;
+  arena_capacity_ = temp_capacity_ = 0;
+}
+
 Result<uint64_t> GpuDecodeWorkspace::Scratch(uint64_t bytes) {
   ZS_RETURN_IF_ERROR(ReserveDevice(&scratch_, &scratch_capacity_, bytes, bytes));
   return scratch_;

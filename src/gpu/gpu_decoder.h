@@ -89,6 +89,11 @@ class GpuDecodeWorkspace {
   // that used it must be done before then (grown, it is freed). Contents undefined.
   Result<uint64_t> Scratch(uint64_t bytes);
 
+  // Frees the device memory only chunks decoded (or copied) on the GPU use: their arena and
+  // nvCOMP's scratch (after the work queued on stream() is done). A later wave of such chunks
+  // allocates them again.
+  void ReleaseGpuDecodeMemory();
+
   // Bytes copied to the GPU and chunks decoded there, since creation.
   uint64_t bytes_uploaded() const { return bytes_uploaded_; }
   uint64_t chunks_decoded() const { return chunks_decoded_; }

@@ -41,10 +41,18 @@ DecodeShareController::Setting DecodeShareController::Current() const {
   return setting_;
 }
 
+void DecodeShareController::StayAtCpuEnd() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stay_at_cpu_end_ = true;
+  searching_ = false;
+  centre_ = kLevels;
+  MoveTo(kLevels);
+}
+
 void DecodeShareController::Observe(uint64_t generation, double waited_seconds,
                                     double interval_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (generation != setting_.generation || !(interval_seconds > 0)) return;
+  if (stay_at_cpu_end_ || generation != setting_.generation || !(interval_seconds > 0)) return;
   if (startup_left_ > 0) {
     --startup_left_;
     return;
@@ -86,8 +94,7 @@ void DecodeShareController::Judge(double seconds, double waited_share) {
     measured_[level_] = seconds;
     if (unbeatable) {
       centre_ = level_;
-      Settle();
-      hold_windows_ = kMaxHoldWindows;
+      Settle(kMaxHoldWindows);
       return;
     }
     Search();
@@ -137,7 +144,7 @@ void DecodeShareController::Search() {
     if (span_ > 1) {
       span_ /= 2;
     } else if (fastest == centre_) {
-      Settle();
+      Settle(1);
       return;
     }
     centre_ = fastest;
@@ -167,10 +174,10 @@ void DecodeShareController::StartSearch(int span) {
   span_ = span;
 }
 
-void DecodeShareController::Settle() {
+void DecodeShareController::Settle(int hold_windows) {
   searching_ = false;
   held_ = 0;
-  hold_windows_ = 1;
+  hold_windows_ = hold_windows;
   MoveTo(centre_);
 }
 

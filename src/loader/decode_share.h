@@ -85,6 +85,10 @@ class DecodeShareController {
   // For a batch whose production starts now.
   Setting Current() const;
 
+  // nvCOMP could not have the GPU memory it decodes in: every chunk on the CPU (share 1) from the
+  // next batch on, for good (no more searches or probes).
+  void StayAtCpuEnd();
+
   // The consumer took a batch produced under `generation`: it waited `waited_seconds` for it (0 if
   // it was ready), `interval_seconds` after it asked for the previous one (> 0).
   void Observe(uint64_t generation, double waited_seconds, double interval_seconds);
@@ -102,8 +106,8 @@ class DecodeShareController {
   int Fastest(std::initializer_list<int> levels) const;
   // A new search from level_ with span `span`, forgetting every measurement but level_'s.
   void StartSearch(int span);
-  // Ends the search at level_ (centre_): the share holds, a neighbour tried after one window.
-  void Settle();
+  // Ends the search at centre_: the share holds, a neighbour tried after `hold_windows` windows.
+  void Settle(int hold_windows);
   // Produces at `level` from the next batch on (a new generation where the share changes).
   void MoveTo(int level);
 
@@ -129,6 +133,7 @@ class DecodeShareController {
   bool first_passed_ = false;
   // Batches still to be passed over at the start (startup_batches).
   int startup_left_ = 0;
+  bool stay_at_cpu_end_ = false;  // StayAtCpuEnd
 };
 
 // The placement rule: of a batch's chunks that nvCOMP could decode (`decodable`, one flag per

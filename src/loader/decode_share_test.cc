@@ -123,6 +123,20 @@ TEST(DecodeShareControllerTest, ACpuEndSettledWithoutWaitsSearchesAgainWhenTheCo
   EXPECT_DOUBLE_EQ(c.Current().share, 0.8);
 }
 
+TEST(DecodeShareControllerTest, StayingAtTheCpuEndEndsEverySearchAndProbe) {
+  Controller c(0.5);
+  const uint64_t before = c.Current().generation;
+  c.StayAtCpuEnd();
+  const Setting stay = c.Current();
+  EXPECT_DOUBLE_EQ(stay.share, 1.0);
+  EXPECT_NE(stay.generation, before);
+  // Waits that would have moved it, and windows enough for any probe: it stays.
+  for (int i = 0; i < 10 * Controller::kWindow * Controller::kMaxHoldWindows; ++i) {
+    c.Observe(stay.generation, 0.5 * kInterval, kInterval);
+  }
+  EXPECT_EQ(c.Current().generation, stay.generation);
+}
+
 TEST(DecodeShareControllerTest, OneLongWaitEndsTheWindowAtOnce) {
   Controller c(0.5);
   const Setting start = c.Current();

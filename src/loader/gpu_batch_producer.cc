@@ -138,8 +138,16 @@ Result<std::unique_ptr<GpuDecodeWorkspace>> GpuBatchProducer::TakeWorkspace() {
 }
 
 void GpuBatchProducer::ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w) {
+  if (nvcomp_out_of_memory_.load()) w->ReleaseGpuDecodeMemory();
   std::lock_guard<std::mutex> lock(mutex_);
   idle_.push_back(std::move(w));
+}
+
+void GpuBatchProducer::GiveUpNvcomp() {
+  if (nvcomp_out_of_memory_.exchange(true)) return;
+  if (adaptive_ != nullptr) adaptive_->StayAtCpuEnd();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& w : idle_) w->ReleaseGpuDecodeMemory();
 }
 
 void GpuBatchProducer::ReleaseIdleMemory() {
@@ -169,11 +177,18 @@ GpuBatchProducer::AllocateGpuBatch(size_t samples) const {
   return std::make_pair(std::move(batch), device.first);
 }
 
+namespace {
+
+// Whether `error` is a device allocation that failed for want of memory.
+bool IsGpuOutOfMemory(const Status& error) {
+  return error.code() == ErrorCode::kCuda &&
+         error.message().find("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
+}
+
+}  // namespace
+
 Status GpuBatchProducer::ExplainGpuMemory(Status error) const {
-  if (error.code() != ErrorCode::kCuda ||
-      error.message().find("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY") == std::string::npos) {
-    return error;
-  }
+  if (!IsGpuOutOfMemory(error)) return error;
   const LoaderOptions& options = context_.options;
   const uint64_t wave = options.gpu_wave_bytes != 0 ? options.gpu_wave_bytes : kGpuWaveBytes;
   const bool decodes = decodes_with_nvcomp();
@@ -699,7 +714,15 @@ class GpuBatchProducer::Job {
 
 Result<std::shared_ptr<Batch>> GpuBatchProducer::Produce(const SamplePlan& epoch_plan,
                                                          uint64_t index, double cpu_share) {
+  if (nvcomp_out_of_memory_.load()) cpu_share = 1;
   Result<std::shared_ptr<Batch>> batch = ProduceOnGpu(epoch_plan, index, cpu_share);
+  if (!batch.ok() && cpu_share < 1 && decodes_with_nvcomp() && IsGpuOutOfMemory(batch.status())) {
+    // What nvCOMP decodes takes GPU memory the CPU's share does not (the decoded chunks before
+    // their scatter, its scratch): beside a consumer that fills the card, the batch again with
+    // every chunk decoded by the worker threads, and every batch after it.
+    GiveUpNvcomp();
+    batch = ProduceOnGpu(epoch_plan, index, 1);
+  }
   if (!batch.ok()) return ExplainGpuMemory(batch.status());
   return batch;
 }

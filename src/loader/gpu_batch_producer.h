@@ -13,6 +13,7 @@
 // (driver, kernels, nvCOMP, decode workspaces) are all behind this one class.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,7 @@
 
 #include "gpu/gpu_decoder.h"
 #include "loader/batch_producer.h"
+#include "loader/decode_share.h"
 
 namespace zarrstream {
 class CudaDriver;
@@ -65,9 +67,14 @@ class GpuBatchProducer : public BatchProducerBase {
                                          double cpu_share) override;
 
   void ReleaseIdleMemory() override;
+  // The adaptive decode share batches are made with (null: a fixed one), told when nvCOMP runs out
+  // of GPU memory. Set before the first batch.
+  void SetAdaptiveShare(DecodeShareController* adaptive) { adaptive_ = adaptive; }
 
   const std::string& nvcomp_status() const { return setup_.nvcomp_status; }
   bool decodes_with_nvcomp() const { return setup_.nvcomp != nullptr; }
+  // Whether nvCOMP ran out of GPU memory (GiveUpNvcomp): the worker threads decode every chunk.
+  bool gave_up_nvcomp() const { return nvcomp_out_of_memory_.load(); }
   void SetConsumerStream(void* stream) { batches_->SetConsumerStream(stream); }
 
  private:
@@ -85,6 +92,11 @@ class GpuBatchProducer : public BatchProducerBase {
   std::vector<size_t> WaveStarts(const BatchReadPlan& reads) const;
   // `error`, and where the GPU ran out of memory, what this loader holds there and what lowers it.
   Status ExplainGpuMemory(Status error) const;
+  // nvCOMP could not have its memory beside the consumer's (a batch with some of its chunks on
+  // nvCOMP ran out of GPU memory): the worker threads decode every chunk from now on, which needs
+  // none of it, the adaptive share stays at 1, and the idle workspaces give that memory back (the
+  // busy ones as they return).
+  void GiveUpNvcomp();
   // The static fields' boxes (BatchContext::resident) in device memory, copied there on `stream`
   // by the first batch and kept for every batch after it.
   Status KeepResidentOnDevice(void* stream);
@@ -97,6 +109,9 @@ class GpuBatchProducer : public BatchProducerBase {
   uint64_t max_chunk_bytes_ = 0;                      // the largest decoded chunk of any array
   bool any_blosc_ = false;                            // some array's chunks unshuffle on the GPU
   std::shared_ptr<DeviceBatchPool> batches_;
+
+  DecodeShareController* adaptive_ = nullptr;
+  std::atomic<bool> nvcomp_out_of_memory_{false};  // GiveUpNvcomp
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<GpuDecodeWorkspace>> idle_;

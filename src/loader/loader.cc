@@ -368,6 +368,7 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
     if (s.gpu->decodes_with_nvcomp() && options.decode.adaptive) {
       s.decode_share = std::make_unique<DecodeShareController>(
           options.decode.cpu_share, DecodeShareController::kStartupBatches);
+      s.gpu->SetAdaptiveShare(s.decode_share.get());
     }
   } else {
     s.producer = std::make_unique<CpuBatchProducer>(c);
@@ -651,7 +652,9 @@ LoaderStats Loader::stats() const {
   st.gpu_scatter_seconds = static_cast<double>(counters.gpu_scatter_ns) * 1e-9;
   if (s.gpu && s.gpu->decodes_with_nvcomp()) {
     st.cpu_decode_share =
-        CurrentDecodeShare(s.decode_share.get(), s.options.decode.cpu_share).share;
+        s.gpu->gave_up_nvcomp()
+            ? 1.0
+            : CurrentDecodeShare(s.decode_share.get(), s.options.decode.cpu_share).share;
   }
   st.missing_date_samples = s.plan.num_missing_samples();
   st.estimated_read_amplification = s.estimated_amplification;
