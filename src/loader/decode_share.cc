@@ -49,6 +49,13 @@ void DecodeShareController::StayAtCpuEnd() {
   MoveTo(kLevels);
 }
 
+void DecodeShareController::PassOver(int batches) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  startup_left_ = batches;
+  window_.clear();
+  window_waits_.clear();
+}
+
 void DecodeShareController::Observe(uint64_t generation, double waited_seconds,
                                     double interval_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);

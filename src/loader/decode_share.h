@@ -88,6 +88,9 @@ class DecodeShareController {
   // nvCOMP could not have the GPU memory it decodes in: every chunk on the CPU (share 1) from the
   // next batch on, for good (no more searches or probes).
   void StayAtCpuEnd();
+  // The next `batches` batches judge nothing, and the window so far is dropped: the pipeline
+  // starts again (Loader::SetPrefetch) and pays for its memory again.
+  void PassOver(int batches);
 
   // The consumer took a batch produced under `generation`: it waited `waited_seconds` for it (0 if
   // it was ready), `interval_seconds` after it asked for the previous one (> 0).

@@ -123,6 +123,18 @@ TEST(DecodeShareControllerTest, ACpuEndSettledWithoutWaitsSearchesAgainWhenTheCo
   EXPECT_DOUBLE_EQ(c.Current().share, 0.8);
 }
 
+TEST(DecodeShareControllerTest, BatchesPassedOverAfterARestartJudgeNothing) {
+  Controller c(1.0);
+  const Setting start = c.Current();
+  for (int i = 0; i < 1 + Controller::kWindow; ++i) c.Observe(start.generation, 0, kInterval);
+  ASSERT_DOUBLE_EQ(c.Current().share, 1.0);  // settled
+  c.PassOver(3);
+  // Three slow batches (the restarted pipeline allocating) do not start a search.
+  for (int i = 0; i < 3; ++i) c.Observe(start.generation, kInterval, 3 * kInterval);
+  for (int i = 0; i < Controller::kWindow; ++i) c.Observe(start.generation, 0, kInterval);
+  EXPECT_EQ(c.Current().generation, start.generation);
+}
+
 TEST(DecodeShareControllerTest, StayingAtTheCpuEndEndsEverySearchAndProbe) {
   Controller c(0.5);
   const uint64_t before = c.Current().generation;

@@ -218,6 +218,8 @@ struct LoaderState {
     context.prefetch.store(prefetch);
     producer->ReleaseIdleMemory();
     context.host_memory->ReleaseIdle();
+    // The new pipeline's first batches allocate again: not what a decode share costs.
+    if (decode_share) decode_share->PassOver(DecodeShareController::kStartupBatches);
   }
   Status StartPipeline() {
     PipelineOptions o;
