@@ -158,13 +158,24 @@ class RegionWriter {
   // `place`) in scratch.values: the region's values where the region covers it, elsewhere the
   // chunk `stored` holds (fill values when null), and fill values past the array's edge. Sets
   // `*all_fill`.
-  Status BuildChunk(const CodecChain& chain, std::span<const uint64_t> chunk_shape,
-                    const ChunkPlacement& place, std::optional<std::span<const std::byte>> stored,
-                    ChunkScratch& scratch, bool* all_fill) const {
+  // The chunk's values as they are to be encoded: in the caller's data where the region covers the
+  // whole chunk, inside the array, and holds it C-contiguous there (no copy: a slab written chunk
+  // by chunk, as rechunk does), else assembled in `scratch.values`.
+  Result<std::span<const std::byte>> BuildChunk(const CodecChain& chain,
+                                                std::span<const uint64_t> chunk_shape,
+                                                const ChunkPlacement& place,
+                                                std::optional<std::span<const std::byte>> stored,
+                                                ChunkScratch& scratch, bool* all_fill) const {
     const uint64_t chunk_bytes = chain.decoded_representation().num_bytes();
+    const std::vector<int64_t> strides = CStrides(chunk_shape, element_size_);
+    if (place.covered && ContiguousInData(chunk_shape, place, strides)) {
+      const std::span<const std::byte> values(in_.data + ByteOffset(place.within_data, in_.strides),
+                                              chunk_bytes);
+      *all_fill = IsAllFill(values, fill_);
+      return values;
+    }
     scratch.values.Resize(chunk_bytes);
     std::byte* values = scratch.values.data();
-    const std::vector<int64_t> strides = CStrides(chunk_shape, element_size_);
     if (!place.covered) {
       if (stored) {
         ZS_RETURN_IF_ERROR_CTX(chain.Decode(*stored, scratch.values.span(), &scratch.codec),
@@ -180,7 +191,18 @@ class RegionWriter {
     }
     FillPastEdge(values, strides, chunk_shape, place.in_array, fill_);
     *all_fill = IsAllFill(scratch.values.span(), fill_);
-    return Status::Ok();
+    return std::span<const std::byte>(scratch.values.span());
+  }
+
+  // Whether the whole chunk (of C strides `chunk_strides`), inside the array, lies in the caller's
+  // data with those same strides: every dimension of more than one element strided alike.
+  bool ContiguousInData(std::span<const uint64_t> chunk_shape, const ChunkPlacement& place,
+                        std::span<const int64_t> chunk_strides) const {
+    for (size_t d = 0; d < chunk_shape.size(); ++d) {
+      if (place.in_array[d] != chunk_shape[d]) return false;  // an edge chunk: filled past it
+      if (chunk_shape[d] > 1 && in_.strides[d] != chunk_strides[d]) return false;
+    }
+    return true;
   }
 
   Status WriteChunk(std::span<const uint64_t> coords, const std::string& key) const {
@@ -202,10 +224,10 @@ class RegionWriter {
       }
     }
     bool all_fill = false;
-    ZS_RETURN_IF_ERROR(BuildChunk(*array_.chain, chunk_shape, place, stored, scratch, &all_fill));
+    ZS_ASSIGN_OR_RETURN(const std::span<const std::byte> values,
+                        BuildChunk(*array_.chain, chunk_shape, place, stored, scratch, &all_fill));
     if (all_fill) return maybe_stored ? array_.store->Delete(key) : Status::Ok();
-    ZS_RETURN_IF_ERROR(
-        array_.chain->Encode(scratch.values.span(), &scratch.encoded, &scratch.codec));
+    ZS_RETURN_IF_ERROR(array_.chain->Encode(values, &scratch.encoded, &scratch.codec));
     return array_.store->Put(key, scratch.encoded.span());
   }
 
@@ -271,9 +293,11 @@ class RegionWriter {
       }
       ChunkScratch& chunk = ThreadChunkScratch();
       bool all_fill = false;
-      Status s = BuildChunk(inner_chain, inner_shape, place, stored, chunk, &all_fill);
+      Result<std::span<const std::byte>> values =
+          BuildChunk(inner_chain, inner_shape, place, stored, chunk, &all_fill);
+      Status s = values.status();
       if (s.ok() && !all_fill) {
-        s = inner_chain.Encode(chunk.values.span(), &scratch.inner_encoded[i], &chunk.codec);
+        s = inner_chain.Encode(*values, &scratch.inner_encoded[i], &chunk.codec);
         scratch.inner_chunks[i] = scratch.inner_encoded[i].span();
       }
       if (s.ok()) return s;

@@ -149,17 +149,24 @@ Status CodecChain::Encode(std::span<const std::byte> decoded, ByteBuffer* out,
     array = target->span();
   }
   // The array→bytes codec and then each bytes→bytes codec write alternately into `out` and a
-  // scratch buffer, starting where the last stage lands in `out` (no final copy).
-  const size_t stages = 1 + bytes_to_bytes_.size();
+  // scratch buffer, starting where the last stage lands in `out` (no final copy). An identity
+  // array→bytes codec before a compressor writes nothing: the compressor reads the values.
+  const bool skip_identity = array_to_bytes_->is_identity() && !bytes_to_bytes_.empty();
+  const size_t stages = (skip_identity ? 0 : 1) + bytes_to_bytes_.size();
   auto target_of = [&](size_t stage) {
     return (stages - 1 - stage) % 2 == 0 ? out : &scratch->buffers[0];
   };
-  ByteBuffer* bytes = target_of(0);
-  ZS_RETURN_IF_ERROR(array_to_bytes_->Encode(array, bytes));
-  for (size_t i = 0; i < bytes_to_bytes_.size(); ++i) {
-    ByteBuffer* next = target_of(i + 1);
-    ZS_RETURN_IF_ERROR(bytes_to_bytes_[i]->Encode(bytes->span(), next));
-    bytes = next;
+  std::span<const std::byte> bytes = array;
+  size_t stage = 0;
+  if (!skip_identity) {
+    ByteBuffer* first = target_of(stage++);
+    ZS_RETURN_IF_ERROR(array_to_bytes_->Encode(array, first));
+    bytes = first->span();
+  }
+  for (const auto& codec : bytes_to_bytes_) {
+    ByteBuffer* next = target_of(stage++);
+    ZS_RETURN_IF_ERROR(codec->Encode(bytes, next));
+    bytes = next->span();
   }
   return Status::Ok();
 }
