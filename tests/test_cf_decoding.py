@@ -326,3 +326,36 @@ def test_stats_select_by_expver_equals_xarrays_statistics(cds_root, tmp_path):
     proc = run_cli("stats", path, "--vars", "t2m", "--select", "expver=0005",
                    "--select", "valid_time=2024", "-o", out)
     assert proc.returncode == 1 and "'valid_time' is selected twice" in proc.stderr, proc.stderr
+
+
+def test_large_reads_of_an_xarray_store_reuse_memory_and_keep_every_result(tmp_path):
+    """Read outputs of 4 MiB or more come from memory earlier outputs gave back (the block cache):
+    on a store as xarray writes it (a CF-packed int16 variable with _FillValue, a string
+    coordinate), every read, raw or CF-decoded, equals xarray's, and no earlier result is written
+    over by a later read."""
+    rng = np.random.default_rng(11)
+    shape = (10, 361, 720)  # stored int16: 5.2 MB a read, decoded float64: 21 MB
+    values = 250 + 30 * rng.random(shape)
+    values[rng.random(shape) < 0.01] = np.nan
+    ds = xr.Dataset(
+        {"t": (("time", "latitude", "longitude"), values)},
+        coords={"time": np.arange(10) * np.timedelta64(6, "h") + np.datetime64("2020-01-01"),
+                "latitude": np.linspace(90, -90, 361), "longitude": np.arange(0, 360, 0.5),
+                "expver": ("time", np.array(["0001"] * 5 + ["0005"] * 5))})
+    ds.t.encoding.update(dtype="int16", scale_factor=0.01, add_offset=250.0, _FillValue=-32767)
+    path = tmp_path / "packed.zarr"
+    ds.to_zarr(path, zarr_format=3, consolidated=False)
+    want = xr.open_zarr(path, consolidated=False).t.values
+    stored = zarr.open_array(path / "t")[...]
+
+    raw = zarrstream.open_array(str(path / "t"))
+    decoded = zarrstream.open_array(str(path / "t"), decode_cf=True)
+    first_raw, first = raw.read(), decoded.read()
+    results = [(first_raw, first)]
+    for _ in range(3):
+        results.append((raw.read(), decoded.read()))
+        del results[-1]  # given back: the next read takes its memory
+        results.append((raw.read(), decoded.read()))
+    for got_raw, got in results:
+        np.testing.assert_array_equal(got_raw, stored)
+        assert_same(got, want)
