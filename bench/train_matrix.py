@@ -234,7 +234,7 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         if memory.get("torch_alloc_retries"):
             peak += f" (PyTorch ran short {memory['torch_alloc_retries']}×)"
         prefetch = log.get("prefetch") or {}
-        if prefetch.get("ended", prefetch.get("asked")) != prefetch.get("asked"):
+        if prefetch.get("ended") != prefetch.get("asked"):
             peak += f" (prefetch {prefetch['asked']} → {prefetch['ended']})"
         idle = log.get("gpu_idle_fraction")
         idle_cell = f"{100 * idle:.1f} %" if idle is not None else ""

@@ -562,7 +562,7 @@ def summary(log: dict[str, Any]) -> str:
                      f"PyTorch reserved at most {memory['torch_peak_reserved_bytes'] / 1e9:.1f} GB, the rest is "
                      "the loader's batches and workspaces, CUDA contexts and other processes")
         prefetch = log.get("prefetch") or {}
-        if prefetch.get("ended", prefetch.get("asked")) != prefetch.get("asked"):
+        if prefetch.get("ended") != prefetch.get("asked"):
             lines.append(f"  batches prepared ahead: lowered by the loader from {prefetch['asked']} to "
                          f"{prefetch['ended']}, PyTorch having run short of GPU memory beside them")
         if memory.get("torch_alloc_retries"):

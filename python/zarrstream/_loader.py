@@ -257,10 +257,10 @@ class _TorchMemoryWatch:
     batch ahead saves (an H100 with a model that filled it: 96 % of the ceiling at two batches
     ahead, the allocator short 8 times in 60 steps; 98 % at one). Called once per batch taken: the
     steps between two takes that ran short are counted (not the first step, whose kernel selection
-    tries large workspaces), and every `kShortSteps` of them lower the prefetch by one, down to 1,
+    tries large workspaces), and every `SHORT_STEPS` of them lower the prefetch by one, down to 1,
     with a warning each time."""
 
-    kShortSteps = 2
+    SHORT_STEPS = 2
 
     def __init__(self, retries: Callable[[], int], device: str) -> None:
         self._retries = retries
@@ -278,14 +278,14 @@ class _TorchMemoryWatch:
         if last is None or retries <= last:
             return
         self._short_steps += 1
-        if self._short_steps < self.kShortSteps or core.prefetch <= 1:
+        if self._short_steps < self.SHORT_STEPS or core.prefetch <= 1:
             return
         self._short_steps = 0
         before = core.prefetch
         core.prefetch = before - 1
         warnings.warn(
             f"zarrstream.Loader: PyTorch ran short of GPU memory on {self._device} in "
-            f"{self.kShortSteps} steps (its allocator freed its cache and allocated again: "
+            f"{self.SHORT_STEPS} steps (its allocator freed its cache and allocated again: "
             f"num_alloc_retries {retries}); the loader now prepares {before - 1} batch"
             f"{'es' if before - 1 != 1 else ''} ahead instead of {before}, which gives one batch's "
             f"GPU memory back. Pass prefetch={before - 1} to start there.",

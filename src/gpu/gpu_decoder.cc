@@ -103,6 +103,7 @@ Status GpuDecodeWorkspace::ReserveDevice(uint64_t* address, uint64_t* capacity, 
 Status GpuDecodeWorkspace::Synchronize() const { return driver_->SynchronizeStream(stream_); }
 
 void GpuDecodeWorkspace::ReleaseGpuDecodeMemory() {
+  if (arena_ == 0 && temp_ == 0) return;
   (void)Synchronize();  // a failed stream's work is over too
   driver_->FreeDevice(arena_);
   driver_->FreeDevice(temp_);
