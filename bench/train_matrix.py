@@ -228,7 +228,8 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
         memory = log.get("gpu_memory") or {}
         decode = f"{stats['gpu_decode_seconds']:.1f}" if stats.get("bytes_to_gpu") else ""
         chunks = str(stats["gpu_decoded_chunks"]) if stats.get("bytes_to_gpu") else ""
-        if chunks and log.get("cpu_decode_share") == "auto":
+        # The share where nvCOMP decoded (gpu_decode off leaves it at 0: every chunk on the CPU).
+        if chunks and log.get("cpu_decode_share") == "auto" and log.get("gpu_decode", "").startswith("nvCOMP"):
             chunks += f" (CPU share ended at {100 * stats['cpu_decode_share']:.0f} %)"
         peak = f"{memory['peak_used_bytes'] / 1e9:.1f}" if memory else ""
         if memory.get("torch_alloc_retries"):

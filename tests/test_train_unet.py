@@ -294,8 +294,9 @@ def test_gpu_run_trains_on_gpu_batches_in_the_cpu_runs_order(dataset, tmp_path):
     cpu = tmp_path / "cpu.json"
     run_example(dataset, tmp_path, "--epochs", 2, "--json-out", cpu, *blocks)
     gpu = tmp_path / "gpu.json"
+    # Every chunk on nvCOMP: the default ("auto") keeps them on the CPU where its cores keep up.
     proc = run_example(dataset, tmp_path, "--epochs", 2, "--json-out", gpu, "--device", "cuda", *blocks,
-                       "--channels-last", "--high-priority-stream")
+                       "--channels-last", "--high-priority-stream", "--cpu-decode-share", 0)
     log = json.loads(gpu.read_text())
     assert log["device"].startswith("cuda"), proc.stdout
     assert log["channels_last"] and log["cudnn_benchmark"] and log["high_priority_stream"]
@@ -343,7 +344,7 @@ def test_two_ranks_on_two_gpus_train_on_their_own_devices_from_disjoint_shards(d
     launcher = (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                 "--master_addr", "127.0.0.1", "--master_port", str(free_port()))
     run_example(dataset, tmp_path, "--epochs", 2, "--device", "cuda", "--high-priority-stream",
-                "--json-out", tmp_path / "ddp.json", launcher=launcher)
+                "--cpu-decode-share", 0, "--json-out", tmp_path / "ddp.json", launcher=launcher)
     logs = [json.loads((tmp_path / f"ddp{suffix}.json").read_text()) for suffix in ("", ".rank1")]
     assert [log["device"] for log in logs] == ["cuda:0", "cuda:1"]
     assert all(log["world_size"] == 2 and math.isfinite(log["final_loss"]) for log in logs)
@@ -406,11 +407,16 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     assert rows[3].startswith("| zarrstream | 68.0 | 85 % | 17.0× | 1.0 % |")
     assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
     assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | | |"
-    adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_idle_fraction=0.015, gpu_memory={"peak_used_bytes": 6e10},
+    adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_decode="nvCOMP 6.0.0 (libnvcomp.so.6); the worker threads ...",
+                    gpu_idle_fraction=0.015, gpu_memory={"peak_used_bytes": 6e10},
                     loader_stats={"bytes_to_gpu": 1, "gpu_decode_seconds": 5.0, "gpu_decoded_chunks": 900,
                                   "cpu_decode_share": 0.4})
     row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
     assert row == "| auto | 70.0 | 88 % |  | 1.0 % | 1.5 % | 5.0 | 900 (CPU share ended at 40 %) | 60.0 |"
+    # With gpu_decode off no share is shown: the CPU decoded every chunk whatever the option said.
+    cpu = dict(adaptive, gpu_decode="chunks decode on the CPU: gpu_decode is off",
+               loader_stats=dict(adaptive["loader_stats"], gpu_decoded_chunks=0, cpu_decode_share=0.0))
+    assert "| 5.0 | 0 | 60.0 |" in matrix.table([("CPU", cpu)], ceiling=80.0).splitlines()[2]
     # A run whose PyTorch allocator ran short of GPU memory says how often.
     adaptive["gpu_memory"]["torch_alloc_retries"] = 12
     row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]

@@ -130,6 +130,9 @@ void DecodeShareController::Judge(double seconds, double waited_share) {
     return;
   }
   measured_[level_] = seconds;
+  // Every chunk on the CPU and no wait: no neighbour can do better (the header), so no probe
+  // until a window in which the consumer waited.
+  if (unbeatable) return;
   if (++held_ < hold_windows_) return;
   // Probe a neighbour, alternating above and below where both exist.
   const bool up = level_ == 0 || (level_ < kLevels && probe_up_);

@@ -23,11 +23,13 @@
 // Every chunk on the CPU (share 1) with a consumer that waited for no batch (its waits under kTie
 // of its time) cannot be beaten: no other share takes less from the step, and the CPU cost the
 // consumer nothing. A window that shows this ends the search at once (a search pays for the slower
-// shares it measures: a 200-step run lost 3 % to one) and holds the share kMaxHoldWindows before
-// its first probe (a probe of 0.9 cost the consumer 13–165 ms of waiting each time on one H100
-// with 16 cores); the consumer's waiting later, kChanged slower, starts a search as from any
-// settled share. Where the share starts at 1 ("auto", DecodePlacement::kAutoStart), a host whose
-// cores carry the decoding never measures another share but in those probes.
+// shares it measures: a 200-step run lost 3 % to one), and while the windows go on showing it no
+// neighbour is probed (a probe of 0.9 cost the consumer 13–165 ms of waiting each time on one H100
+// with 16 cores, and auto ran 1–2 % behind every chunk on the CPU); windows in which the consumer
+// waited count towards a probe, kMaxHoldWindows of them at first, and a consumer kChanged slower
+// starts a search as from any settled share. Where the share starts at 1 ("auto",
+// DecodePlacement::kAutoStart), a host whose cores carry the decoding never measures another
+// share.
 //
 // A share is judged by the batches produced under it (its `generation`): batches in flight when it
 // changed reflect the old share, and the first batch after the change was preceded by a step that
