@@ -118,6 +118,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["bytes_decoded"] = s.bytes_decoded;
   d["bytes_used"] = s.bytes_used;
   d["bytes_delivered"] = s.bytes_delivered;
+  d["batch_blocks"] = s.batch_blocks;
   d["plan_seconds"] = s.plan_seconds;
   d["read_decode_seconds"] = s.read_decode_seconds;
   d["assemble_seconds"] = s.assemble_seconds;

@@ -284,20 +284,23 @@ def test_an_adaptive_share_searches_as_batches_are_taken_and_changes_no_value(st
 
 def test_fewer_batches_ahead_mid_epoch_give_gpu_memory_back_and_keep_the_batches(stores):
     path, names = stores[0], ["blosc_f32", "zstd_f32"]
-    common = dict(target_offset={"time": 1}, batch_size=2, seed=6)
+    common = dict(target_offset={"time": 1}, batch_size=1, seed=6)
     cpu = zarrstream.Loader(path, names, **common)
     gpu = zarrstream.Loader(path, names, device="cuda", gpu_batches=True, prefetch=3, **common)
-    got_all = []
+    got_all, held = [], []
     for i, batch in enumerate(gpu):
         got_all.append({key: value.cpu() for key, value in batch.items()})
-        if i == 1:
-            torch.cuda.synchronize()
-            free_before = torch.cuda.mem_get_info()[0]
-            gpu.prefetch = 1  # the batches ahead dropped, the idle blocks and workspaces freed
+        if i < 5:
+            held.append(batch)  # five device blocks at least
+        if i == 4:
+            assert gpu.stats()["batch_blocks"] >= 5
+            gpu.prefetch = 1  # the batches ahead kept, the blocks beyond three freed as they return
             assert gpu.prefetch == 1
-            assert torch.cuda.mem_get_info()[0] > free_before
+            held.clear()
+        if i == 9:
+            assert gpu.stats()["batch_blocks"] <= 3, gpu.stats()["batch_blocks"]
     want_all = list(cpu)
-    assert len(got_all) == len(want_all) > 2
+    assert len(got_all) == len(want_all) > 10
     for got, want in zip(got_all, want_all):
         assert torch.equal(got["origin"], want["origin"])
         assert all(torch.equal(_bits(got[key]), _bits(want[key])) for key in want if key != "origin")

@@ -355,17 +355,25 @@ def test_resume_mid_epoch_yields_the_remaining_batches(era5):
 
 def test_prefetch_changed_mid_epoch_keeps_the_position_and_the_batches(era5):
     path, _ = era5
-    kwargs = dict(variables=VARS, target_offset={"time": 1}, batch_size=3, seed=11, prefetch=4)
+    kwargs = dict(variables=VARS, target_offset={"time": 1}, batch_size=1, seed=11, prefetch=4)
     whole = [b["origin"] for b in zarrstream.Loader(path, **kwargs)]
     loader = zarrstream.Loader(path, **kwargs)
     assert loader.prefetch == 4
-    got = []
+    got, held = [], []
     for i, batch in enumerate(loader):
-        got.append(batch["origin"])
-        if i == 1:
-            loader.prefetch = 1  # the batches made ahead are made again: the same ones
-            assert loader.prefetch == 1 and loader._core.next_batch == 2
-    assert len(got) == len(whole) > 3 and all(torch.equal(a, b) for a, b in zip(got, whole))
+        got.append(batch["origin"].clone())
+        if i < 6:
+            held.append(batch)  # a consumer holding six batches: six blocks at least
+        if i == 5:
+            assert loader.stats()["batch_blocks"] >= 6
+            loader.prefetch = 1  # the batches made ahead are kept, and the next are the same ones
+            assert loader.prefetch == 1 and loader._core.next_batch == 6
+            held.clear()
+        if i == 11:
+            # The batches started at prefetch 4 delivered, the memory beyond what one batch ahead
+            # needs (prefetch + 2 blocks) was freed as it came back.
+            assert loader.stats()["batch_blocks"] <= 3, loader.stats()["batch_blocks"]
+    assert len(got) == len(whole) > 12 and all(torch.equal(a, b) for a, b in zip(got, whole))
     loader.prefetch = 0  # at least one
     assert loader.prefetch == 1
     with pytest.raises(zarrstream.ConfigError, match="prefetch"):

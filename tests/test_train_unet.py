@@ -407,7 +407,7 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     assert rows[3].startswith("| zarrstream | 68.0 | 85 % | 17.0× | 1.0 % |")
     assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
     assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | | |"
-    adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_decode="nvCOMP 6.0.0 (libnvcomp.so.6); the worker threads ...",
+    adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_decode="nvCOMP 6.0.0 (libnvcomp.so.6); ...",
                     gpu_idle_fraction=0.015, gpu_memory={"peak_used_bytes": 6e10},
                     loader_stats={"bytes_to_gpu": 1, "gpu_decode_seconds": 5.0, "gpu_decoded_chunks": 900,
                                   "cpu_decode_share": 0.4})

@@ -432,18 +432,21 @@ class Batch {
 // batches too). Times are summed over threads (seconds of work, not wall time), except the wait,
 // which is the consumer's.
 struct LoaderStats {
-  uint64_t batches = 0;            // delivered to the consumer
-  uint64_t samples = 0;            // delivered (padding included)
-  uint64_t skipped_samples = 0;    // dropped by the skip policy from the delivered batches
-  uint64_t chunk_refs = 0;         // chunks the prepared batches' samples needed
-  uint64_t chunks_decoded = 0;     // chunks read and decoded (cache misses)
-  uint64_t cache_hits = 0;         // chunks served from the chunk cache
-  uint64_t missing_chunks = 0;     // chunks not stored (read as the fill value)
-  uint64_t requests = 0;           // store reads
-  uint64_t bytes_read = 0;         // encoded bytes read from the store
-  uint64_t bytes_decoded = 0;      // decoded bytes of the chunks decoded
-  uint64_t bytes_used = 0;         // bytes of the chunks' values that went into batches
-  uint64_t bytes_delivered = 0;    // bytes of the batch tensors delivered
+  uint64_t batches = 0;          // delivered to the consumer
+  uint64_t samples = 0;          // delivered (padding included)
+  uint64_t skipped_samples = 0;  // dropped by the skip policy from the delivered batches
+  uint64_t chunk_refs = 0;       // chunks the prepared batches' samples needed
+  uint64_t chunks_decoded = 0;   // chunks read and decoded (cache misses)
+  uint64_t cache_hits = 0;       // chunks served from the chunk cache
+  uint64_t missing_chunks = 0;   // chunks not stored (read as the fill value)
+  uint64_t requests = 0;         // store reads
+  uint64_t bytes_read = 0;       // encoded bytes read from the store
+  uint64_t bytes_decoded = 0;    // decoded bytes of the chunks decoded
+  uint64_t bytes_used = 0;       // bytes of the chunks' values that went into batches
+  uint64_t bytes_delivered = 0;  // bytes of the batch tensors delivered
+  // The batch blocks the loader holds now (GPU batches: device blocks; else host blocks), in use
+  // and kept for reuse: up to prefetch + 2 while the consumer holds no more than one batch.
+  uint64_t batch_blocks = 0;
   double plan_seconds = 0;         // planning batches (sample and read plans)
   double read_decode_seconds = 0;  // wall time of each batch's read-and-decode waves, summed
   double assemble_seconds = 0;     // copying, casting, normalising into batches (thread time)
@@ -536,10 +539,12 @@ class Loader {
 
   // Starts epoch `epoch` at its first batch (drops prepared batches).
   void SetEpoch(uint64_t epoch);
-  // Batches prepared ahead from now on (at least 1; LoaderOptions::prefetch until then). A change
-  // drops the batches prepared ahead (they are made again: the position does not move) and frees
-  // the memory kept idle for reuse (batch blocks, GPU decode workspaces), so that a lower value
-  // gives its memory back at once: for a consumer that runs short of (GPU) memory. The Python
+  // Batches prepared ahead from now on (at least 1; LoaderOptions::prefetch until then). Lower: the
+  // batches already prepared or in production are kept and delivered, no new one is started until
+  // the pipeline is that close, and the memory kept for reuse beyond what the new number needs
+  // (batch blocks, GPU decode workspaces) is freed, idle now and the rest as the consumer releases
+  // it: for a consumer that runs short of (GPU) memory. Higher: the batches prepared ahead are
+  // dropped and made again (the position does not move) by more coordinating threads. The Python
   // loader lowers it itself where PyTorch's allocator runs short of GPU memory (docs/loader.md).
   void SetPrefetch(size_t prefetch);
   size_t prefetch() const;

@@ -797,11 +797,12 @@ class Loader:
 
     @property
     def prefetch(self) -> int:
-        """Batches prepared ahead (``prefetch``, at least 1). Setting it drops the batches prepared
-        ahead (made again: the position does not move) and frees the memory the loader keeps for
-        reuse (batch blocks, GPU decode workspaces), so that a lower value gives its memory back at
-        once. GPU batches to PyTorch lower it by themselves where PyTorch runs short of GPU memory
-        beside them (see the class's documentation)."""
+        """Batches prepared ahead (``prefetch``, at least 1). Lowering it keeps the batches already
+        prepared or in production, starts no new one until the loader is that close, and frees the
+        memory kept for reuse beyond what the new number needs (batch blocks, GPU decode
+        workspaces) as the batches are released. Raising it drops the batches prepared ahead (made
+        again: the position does not move). GPU batches to PyTorch lower it by themselves where
+        PyTorch runs short of GPU memory beside them (see the class's documentation)."""
         return self._core.prefetch
 
     @prefetch.setter

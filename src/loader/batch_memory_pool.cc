@@ -19,21 +19,33 @@ uint64_t WholePages(uint64_t bytes, uint64_t page) {
 
 }  // namespace
 
-HostBatchPool::HostBatchPool(uint64_t bytes, size_t max_free, const CudaDriver* pin)
+HostBatchPool::HostBatchPool(uint64_t bytes, size_t max_kept, const CudaDriver* pin)
     : bytes_(pin ? WholePages(bytes, kPageBytes) : bytes),
       alignment_(std::align_val_t{pin ? kPageBytes : internal::BatchLayout::kAlignment}),
-      max_free_(max_free),
-      pin_(pin) {}
+      pin_(pin),
+      max_kept_(max_kept) {}
 
-HostBatchPool::~HostBatchPool() { ReleaseIdle(); }
+HostBatchPool::~HostBatchPool() {
+  for (std::byte* p : free_) Free(p);
+}
 
-void HostBatchPool::ReleaseIdle() {
-  std::vector<std::byte*> idle;
+void HostBatchPool::SetMaxKept(size_t max_kept) {
+  std::vector<std::byte*> surplus;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    idle.swap(free_);
+    max_kept_ = max_kept;
+    while (blocks_ > max_kept_ && !free_.empty()) {
+      surplus.push_back(free_.back());
+      free_.pop_back();
+      --blocks_;
+    }
   }
-  for (std::byte* p : idle) Free(p);
+  for (std::byte* p : surplus) Free(p);
+}
+
+size_t HostBatchPool::blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return blocks_;
 }
 
 Result<std::shared_ptr<void>> HostBatchPool::Acquire() {
@@ -58,6 +70,8 @@ Result<std::shared_ptr<void>> HostBatchPool::Acquire() {
         return status;
       }
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++blocks_;
   }
   std::shared_ptr<HostBatchPool> self = shared_from_this();
   return std::shared_ptr<void>(block,
@@ -72,31 +86,46 @@ void HostBatchPool::Free(std::byte* p) const {
 void HostBatchPool::Return(std::byte* p) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.size() < max_free_) {
+    if (blocks_ <= max_kept_) {
       free_.push_back(p);
       return;
     }
+    --blocks_;
   }
   Free(p);
 }
 
-DeviceBatchPool::DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_free)
-    : driver_(driver), bytes_(bytes), max_free_(max_free) {}
+DeviceBatchPool::DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_kept)
+    : driver_(driver), bytes_(bytes), max_kept_(max_kept) {}
 
-DeviceBatchPool::~DeviceBatchPool() { ReleaseIdle(); }
+DeviceBatchPool::~DeviceBatchPool() {
+  for (const Block& b : free_) Free(b);
+}
 
-void DeviceBatchPool::ReleaseIdle() {
-  std::vector<Block> idle;
+void DeviceBatchPool::Free(const Block& block) const {
+  // The last consumer's work must be done before the memory goes.
+  (void)driver_->SynchronizeEvent(block.released);
+  driver_->DestroyEvent(block.released);
+  driver_->FreeDevice(block.address);
+}
+
+size_t DeviceBatchPool::blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return blocks_;
+}
+
+void DeviceBatchPool::SetMaxKept(size_t max_kept) {
+  std::vector<Block> surplus;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    idle.swap(free_);
+    max_kept_ = max_kept;
+    while (blocks_ > max_kept_ && !free_.empty()) {
+      surplus.push_back(free_.back());
+      free_.pop_back();
+      --blocks_;
+    }
   }
-  for (const Block& b : idle) {
-    // The last consumer's work must be done before the memory goes.
-    (void)driver_->SynchronizeEvent(b.released);
-    driver_->DestroyEvent(b.released);
-    driver_->FreeDevice(b.address);
-  }
+  for (const Block& b : surplus) Free(b);
 }
 
 Result<std::pair<DeviceBatchPool::Block, std::shared_ptr<void>>> DeviceBatchPool::Acquire() {
@@ -116,6 +145,8 @@ Result<std::pair<DeviceBatchPool::Block, std::shared_ptr<void>>> DeviceBatchPool
       return event.status();
     }
     block.released = *event;
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++blocks_;
   }
   std::shared_ptr<DeviceBatchPool> self = shared_from_this();
   auto* handle = new Block(block);
@@ -135,14 +166,13 @@ void DeviceBatchPool::Return(Block block) {
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.size() < max_free_) {
+    if (blocks_ <= max_kept_) {
       free_.push_back(block);
       return;
     }
+    --blocks_;
   }
-  (void)driver_->SynchronizeEvent(block.released);
-  driver_->DestroyEvent(block.released);
-  driver_->FreeDevice(block.address);
+  Free(block);
 }
 
 }  // namespace zarrstream

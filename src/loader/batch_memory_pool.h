@@ -25,19 +25,24 @@ namespace zarrstream {
 
 class CudaDriver;
 
-// Host blocks of `bytes` each (64-byte aligned), at most `max_free` kept idle. With `pin` the
-// blocks are whole pages, page-locked for the GPU (registered once, when allocated, and
+// Host blocks of `bytes` each (64-byte aligned). A block that comes back is kept for reuse while
+// the pool holds at most `max_kept` blocks (in use and idle), and freed otherwise: a consumer that
+// holds on to many batches gets them, and the pool shrinks back to `max_kept` as they return. With
+// `pin` the blocks are whole pages, page-locked for the GPU (registered once, when allocated, and
 // unregistered when freed).
 class HostBatchPool : public std::enable_shared_from_this<HostBatchPool> {
  public:
-  HostBatchPool(uint64_t bytes, size_t max_free, const CudaDriver* pin);
+  HostBatchPool(uint64_t bytes, size_t max_kept, const CudaDriver* pin);
   ~HostBatchPool();
 
   bool pinned() const { return pin_ != nullptr; }
   // A block, as the storage handle whose destruction returns it; out of memory is an error.
   Result<std::shared_ptr<void>> Acquire();
-  // Frees the idle blocks (those in use come back as before).
-  void ReleaseIdle();
+  // From now on at most `max_kept` blocks are kept: idle ones beyond it are freed now, blocks in
+  // use as they come back.
+  void SetMaxKept(size_t max_kept);
+  // The blocks the pool holds: in use and idle.
+  size_t blocks() const;
 
  private:
   static constexpr uint64_t kPageBytes = 4096;
@@ -47,15 +52,17 @@ class HostBatchPool : public std::enable_shared_from_this<HostBatchPool> {
 
   const uint64_t bytes_;
   const std::align_val_t alignment_;
-  const size_t max_free_;
   const CudaDriver* const pin_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  size_t max_kept_;
+  size_t blocks_ = 0;
   std::vector<std::byte*> free_;
 };
 
-// Device blocks of `bytes` each, at most `max_free` kept idle. A block comes back when its batch is
-// released, with an event recorded on the consumer's stream then; the next producer's stream waits
-// on that event before writing the block.
+// Device blocks of `bytes` each, kept for reuse as HostBatchPool's (at most `max_kept`). A block
+// comes back when its batch is released, with an event recorded on the consumer's stream then; the
+// next producer's stream waits on that event before writing the block, and a block is freed only
+// once its last consumer is done with it.
 class DeviceBatchPool : public std::enable_shared_from_this<DeviceBatchPool> {
  public:
   struct Block {
@@ -63,24 +70,26 @@ class DeviceBatchPool : public std::enable_shared_from_this<DeviceBatchPool> {
     void* released = nullptr;  // CUevent
   };
 
-  DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_free);
+  DeviceBatchPool(const CudaDriver* driver, uint64_t bytes, size_t max_kept);
   ~DeviceBatchPool();
 
   // A block, and the storage handle whose destruction returns it (a Batch's storage).
   Result<std::pair<Block, std::shared_ptr<void>>> Acquire();
-  // Frees the idle blocks once their last consumer is done with them (those in use come back as
-  // before).
-  void ReleaseIdle();
+  // As HostBatchPool::SetMaxKept and blocks().
+  void SetMaxKept(size_t max_kept);
+  size_t blocks() const;
   void SetConsumerStream(void* stream) { consumer_stream_.store(stream); }
 
  private:
   void Return(Block block);
+  void Free(const Block& block) const;
 
   const CudaDriver* const driver_;
   const uint64_t bytes_;
-  const size_t max_free_;
   std::atomic<void*> consumer_stream_{nullptr};  // CUstream
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  size_t max_kept_;
+  size_t blocks_ = 0;
   std::vector<Block> free_;
 };
 

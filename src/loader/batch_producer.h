@@ -63,8 +63,7 @@ struct LoaderCounters {
 };
 
 // What the producers share, owned by the loader and set up by Loader::Open. The producers use it
-// from the coordinating threads at once: the members are thread-safe or not changed after Open
-// (prefetch changes only while no batch is in production).
+// from the coordinating threads at once: the members are thread-safe or not changed after Open.
 struct BatchContext {
   BatchContext(const LoaderOptions& o, const LoaderGeometry& g, uint64_t cache_bytes,
                uint64_t idle_chunk_bytes)
@@ -106,9 +105,10 @@ class BatchProducer {
   // decoded by the worker threads instead (decode_share.h).
   virtual Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index,
                                                  double cpu_share) = 0;
-  // Frees the memory kept idle for reuse (GPU batch blocks, decode workspaces). Only while no
-  // batch is in production (the pipeline stopped).
-  virtual void ReleaseIdleMemory() {}
+  // From now on keeps for reuse only the memory `prefetch` batches ahead need (GPU batch blocks,
+  // decode workspaces): what is idle beyond it is freed now, what is in use as it comes back.
+  // Thread-safe: batches may be in production.
+  virtual void KeepMemoryFor(size_t prefetch) { (void)prefetch; }
 };
 
 // The steps both producers take alike, on the loader's context.

@@ -86,8 +86,10 @@ GpuBatchProducer::GpuBatchProducer(BatchContext& context, GpuSetup setup)
     max_chunk_bytes_ = std::max(max_chunk_bytes_, ReadChunkBytes(*array));
     any_blosc_ |= codecs_.back() && codecs_.back()->blosc;
   }
+  // The batches in flight, the one the consumer holds and the one it released last.
   batches_ = std::make_shared<DeviceBatchPool>(setup_.device.driver, context.layout.device_bytes,
-                                               context.options.prefetch + 2);
+                                               context.prefetch.load() + 2);
+  max_idle_workspaces_ = WorkspacesFor(context.prefetch.load());
 }
 
 GpuBatchProducer::~GpuBatchProducer() {
@@ -139,9 +141,17 @@ Result<std::unique_ptr<GpuDecodeWorkspace>> GpuBatchProducer::TakeWorkspace() {
 
 void GpuBatchProducer::ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w) {
   if (nvcomp_out_of_memory_.load()) w->ReleaseGpuDecodeMemory();
-  std::lock_guard<std::mutex> lock(mutex_);
-  idle_.push_back(std::move(w));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (idle_.size() < max_idle_workspaces_) {
+      idle_.push_back(std::move(w));
+      return;
+    }
+  }
+  w.reset();  // frees its pinned and device memory, outside the lock
 }
+
+size_t GpuBatchProducer::WorkspacesFor(size_t prefetch) { return 2 * NumCoordinators(prefetch); }
 
 void GpuBatchProducer::GiveUpNvcomp() {
   if (nvcomp_out_of_memory_.exchange(true)) return;
@@ -150,14 +160,18 @@ void GpuBatchProducer::GiveUpNvcomp() {
   for (auto& w : idle_) w->ReleaseGpuDecodeMemory();
 }
 
-void GpuBatchProducer::ReleaseIdleMemory() {
-  std::vector<std::unique_ptr<GpuDecodeWorkspace>> idle;
+void GpuBatchProducer::KeepMemoryFor(size_t prefetch) {
+  std::vector<std::unique_ptr<GpuDecodeWorkspace>> surplus;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    idle.swap(idle_);
+    max_idle_workspaces_ = WorkspacesFor(prefetch);
+    while (idle_.size() > max_idle_workspaces_) {
+      surplus.push_back(std::move(idle_.back()));
+      idle_.pop_back();
+    }
   }
-  idle.clear();  // each frees its pinned and device memory
-  batches_->ReleaseIdle();
+  surplus.clear();  // each frees its pinned and device memory
+  batches_->SetMaxKept(prefetch + 2);
 }
 
 Result<std::pair<std::shared_ptr<Batch>, DeviceBatchPool::Block>>

@@ -66,7 +66,7 @@ class GpuBatchProducer : public BatchProducerBase {
   Result<std::shared_ptr<Batch>> Produce(const SamplePlan& epoch_plan, uint64_t index,
                                          double cpu_share) override;
 
-  void ReleaseIdleMemory() override;
+  void KeepMemoryFor(size_t prefetch) override;
   // The adaptive decode share batches are made with (null: a fixed one), told when nvCOMP runs out
   // of GPU memory. Set before the first batch.
   void SetAdaptiveShare(DecodeShareController* adaptive) { adaptive_ = adaptive; }
@@ -76,6 +76,7 @@ class GpuBatchProducer : public BatchProducerBase {
   // Whether nvCOMP ran out of GPU memory (GiveUpNvcomp): the worker threads decode every chunk.
   bool gave_up_nvcomp() const { return nvcomp_out_of_memory_.load(); }
   void SetConsumerStream(void* stream) { batches_->SetConsumerStream(stream); }
+  size_t batch_blocks() const { return batches_->blocks(); }  // device blocks, in use and idle
 
  private:
   class Job;
@@ -100,9 +101,11 @@ class GpuBatchProducer : public BatchProducerBase {
   // The static fields' boxes (BatchContext::resident) in device memory, copied there on `stream`
   // by the first batch and kept for every batch after it.
   Status KeepResidentOnDevice(void* stream);
-  // The decode workspaces of the batches in flight: one or two each, reused.
+  // The decode workspaces of the batches in flight: one or two each, reused; at most two per
+  // coordinating thread are kept idle (KeepMemoryFor), the others freed as they come back.
   Result<std::unique_ptr<GpuDecodeWorkspace>> TakeWorkspace();
   void ReturnWorkspace(std::unique_ptr<GpuDecodeWorkspace> w);
+  static size_t WorkspacesFor(size_t prefetch);
 
   const GpuSetup setup_;
   std::vector<std::optional<GpuChunkCodec>> codecs_;  // per LoaderGeometry::arrays; none: CPU
@@ -115,6 +118,7 @@ class GpuBatchProducer : public BatchProducerBase {
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<GpuDecodeWorkspace>> idle_;
+  size_t max_idle_workspaces_;  // WorkspacesFor(the prefetch)
 
   std::mutex resident_mutex_;
   bool resident_on_device_ = false;

@@ -209,17 +209,25 @@ struct LoaderState {
     delivered = 0;
     returned.reset();
   }
-  // In consumer_turn: `prefetch` batches ahead from the next batch on. The pipeline stops (its
-  // batches ahead are dropped and made again) so that the memory kept for reuse can go now.
+  // In consumer_turn: `prefetch` batches ahead from the next batch on. Fewer: the running pipeline
+  // claims no new batch until it is that far ahead, keeping those it has (a consumer short of GPU
+  // memory would otherwise wait for them to be made again), and the memory beyond what the new
+  // number needs is freed as it comes back. More: the pipeline starts again (more coordinating
+  // threads), its batches ahead dropped and made again.
   void SetPrefetch(size_t prefetch) {
     prefetch = std::max<size_t>(prefetch, 1);
-    if (prefetch == context.prefetch.load()) return;
-    StopPipeline();
+    const size_t before = context.prefetch.load();
+    if (prefetch == before) return;
+    if (prefetch > before) {
+      StopPipeline();
+      // The new pipeline's first batches allocate: not what a decode share costs.
+      if (decode_share) decode_share->PassOver(DecodeShareController::kStartupBatches);
+    } else if (pipeline) {
+      pipeline->LowerPrefetch(prefetch);
+    }
     context.prefetch.store(prefetch);
-    producer->ReleaseIdleMemory();
-    context.host_memory->ReleaseIdle();
-    // The new pipeline's first batches allocate again: not what a decode share costs.
-    if (decode_share) decode_share->PassOver(DecodeShareController::kStartupBatches);
+    producer->KeepMemoryFor(prefetch);
+    context.host_memory->SetMaxKept(prefetch + 2);
   }
   Status StartPipeline() {
     PipelineOptions o;
@@ -375,7 +383,8 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
   } else {
     s.producer = std::make_unique<CpuBatchProducer>(c);
   }
-  c.host_memory = std::make_shared<HostBatchPool>(c.layout.host_bytes, options.prefetch + 2, pin);
+  // The batches in flight, the one the consumer holds and the one it released last.
+  c.host_memory = std::make_shared<HostBatchPool>(c.layout.host_bytes, c.prefetch.load() + 2, pin);
   return Status::Ok();
 }
 
@@ -638,6 +647,7 @@ LoaderStats Loader::stats() const {
   st.chunks_decoded = reads.chunks;
   st.chunk_refs = counters.chunk_refs;
   st.bytes_used = counters.bytes_used;
+  st.batch_blocks = s.gpu ? s.gpu->batch_blocks() : s.context.host_memory->blocks();
   st.missing_chunks = reads.missing_chunks;
   st.requests = reads.requests;
   st.bytes_read = reads.bytes_read;

@@ -175,7 +175,8 @@ TEST(LoaderTest, APrefetchChangedMidEpochKeepsThePositionAndTheBatches) {
     ASSERT_TRUE(whole->Next().ok());
     ASSERT_TRUE(changed->Next().ok());
   }
-  // The batches made ahead are dropped and made again: the same ones, from the same position.
+  // Lowered: the batches made ahead are kept, and the next are the same ones, from the same
+  // position.
   changed->SetPrefetch(1);
   EXPECT_EQ(changed->prefetch(), 1U);
   EXPECT_EQ(changed->next_batch(), 2U);
@@ -185,7 +186,7 @@ TEST(LoaderTest, APrefetchChangedMidEpochKeepsThePositionAndTheBatches) {
   EXPECT_EQ(changed->prefetch(), 1U);
   EXPECT_EQ(RemainingSampleIds(*changed), RemainingSampleIds(*whole));
   EXPECT_EQ(changed->stats().batches, whole->stats().batches);
-  // And the next epochs, raised again.
+  // And the next epochs, raised again (the batches ahead dropped and made again).
   changed->SetPrefetch(4);
   whole->StartNextEpoch();
   changed->StartNextEpoch();

@@ -13,7 +13,7 @@ size_t NumCoordinators(size_t prefetch) {
 
 Pipeline::Pipeline(BatchProducer& producer, const PipelineOptions& options, const SamplePlan& plan,
                    uint64_t first)
-    : producer_(producer), options_(options) {
+    : producer_(producer), options_(options), prefetch_(std::max<uint64_t>(options.prefetch, 1)) {
   epochs_.push_back(std::make_unique<EpochBatches>(plan, first, 0));
   AddNextEpoch();
 }
@@ -55,6 +55,11 @@ bool Pipeline::AdvanceEpoch(uint64_t epoch) {
   AddNextEpoch();
   cv_.notify_all();
   return true;
+}
+
+void Pipeline::LowerPrefetch(uint64_t prefetch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prefetch_ = std::min(prefetch_, std::max<uint64_t>(prefetch, 1));
 }
 
 Result<std::shared_ptr<Batch>> Pipeline::Take() { return *Take(std::function<bool()>()); }
@@ -109,7 +114,6 @@ void Pipeline::AddNextEpoch() {
 }
 
 void Pipeline::Drive() {
-  const uint64_t prefetch = std::max<uint64_t>(options_.prefetch, 1);
   for (;;) {
     const EpochBatches* epoch = nullptr;
     uint64_t slot = 0;
@@ -118,8 +122,8 @@ void Pipeline::Drive() {
       // Never further than the epoch after the one being delivered (slots are claimed before they
       // are delivered: the difference does not wrap, whatever the prefetch).
       cv_.wait(lock, [&] {
-        return stopping_ ||
-               (next_claim_ - next_deliver_ < prefetch && next_claim_ < epochs_.back()->end_slot());
+        return stopping_ || (next_claim_ - next_deliver_ < prefetch_ &&
+                             next_claim_ < epochs_.back()->end_slot());
       });
       if (stopping_) return;
       slot = next_claim_++;

@@ -2,13 +2,13 @@
 // produced and delivered in, how far ahead production runs, and the epochs it spans. It knows
 // nothing of how a batch is made (a BatchProducer does that), so it can be driven without I/O.
 //
-// Coordinating threads (one per batch in flight, at most `prefetch`) each take the next batch
-// slot and produce it; batches are delivered in order, and a failed batch is delivered as its
-// error in its place. Past an epoch's last batch the coordinators go on with the next epoch's
-// first batches (its order, seed and epoch + 1, is known), which AdvanceEpoch keeps: a training
-// loop's next epoch does not start with an empty pipeline. Anything else (another epoch, a
-// restored state) discards the pipeline. Batches are numbered by slot: the epoch's from `first`,
-// then the next epoch's from 0.
+// Coordinating threads (one per batch in flight, at most `prefetch`, which may be lowered while
+// they run) each take the next batch slot and produce it; batches are delivered in order, and a
+// failed batch is delivered as its error in its place. Past an epoch's last batch the coordinators
+// go on with the next epoch's first batches (its order, seed and epoch + 1, is known), which
+// AdvanceEpoch keeps: a training loop's next epoch does not start with an empty pipeline. Anything
+// else (another epoch, a restored state) discards the pipeline. Batches are numbered by slot: the
+// epoch's from `first`, then the next epoch's from 0.
 //
 // With an adaptive decode share each batch is produced under the share current when its
 // production starts, and delivered with that share's generation, so that the share is judged only
@@ -59,6 +59,11 @@ class Pipeline {
   // produced ahead (true), and production with the epoch after it.
   bool AdvanceEpoch(uint64_t epoch);
 
+  // From now on at most `prefetch` (at least 1) batches ahead, fewer than the options' or the last
+  // call's (a larger one is ignored: it needs more coordinating threads). The batches already
+  // claimed are made and delivered; no new one is claimed until delivery is that close.
+  void LowerPrefetch(uint64_t prefetch);
+
   // The next batch in order; waits for it. One consumer at a time (the loader serialises them).
   // With an adaptive decode share, tells it how long the consumer waited and how long since it
   // last asked.
@@ -99,6 +104,7 @@ class Pipeline {
   // The epoch being delivered, then the one produced ahead. Elements never move (pointers), and
   // one is dropped only once all its batches are delivered.
   std::deque<std::unique_ptr<EpochBatches>> epochs_;
+  uint64_t prefetch_;  // options_.prefetch (at least 1), or lower (LowerPrefetch)
   uint64_t next_claim_ = 0;
   uint64_t next_deliver_ = 0;
   bool stopping_ = false;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -37,6 +38,7 @@ class FakeProducer : public BatchProducer {
                                          double cpu_share) override {
     std::unique_lock<std::mutex> lock(mutex_);
     shares_.insert(cpu_share);
+    ++started_[{plan.epoch(), index}];
     if (hold_first && plan.epoch() == 0 && index == 0) {
       cv_.wait(lock, [&] { return produced_.count({0, 1}) > 0; });
     }
@@ -71,6 +73,16 @@ class FakeProducer : public BatchProducer {
     std::lock_guard<std::mutex> lock(mutex_);
     return shares_;
   }
+  // (epoch, index) -> how many times its production started.
+  std::map<std::pair<uint64_t, uint64_t>, int> started() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return started_;
+  }
+  // Waits until `n` batches are made.
+  void WaitProduced(size_t n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return produced_.size() >= n; });
+  }
 
   uint64_t fail_index = ~uint64_t{0};
   uint64_t throw_index = ~uint64_t{0};  // throws std::bad_alloc, as an allocation may
@@ -81,6 +93,7 @@ class FakeProducer : public BatchProducer {
   std::condition_variable cv_;
   std::set<std::pair<uint64_t, uint64_t>> produced_;
   std::set<double> shares_;
+  std::map<std::pair<uint64_t, uint64_t>, int> started_;
   bool held_ = false;
 };
 
@@ -174,6 +187,25 @@ TEST(PipelineTest, GoesOnIntoTheNextEpochWhenItIsAdvancedTo) {
   for (uint64_t i = 0; i < 3; ++i) ExpectNext(*pipeline, 1, i);
   ASSERT_TRUE(pipeline->AdvanceEpoch(2));
   ExpectNext(*pipeline, 2, 0);
+}
+
+TEST(PipelineTest, ALoweredPrefetchKeepsTheBatchesMadeAheadAndStartsNoneUntilThatClose) {
+  FakeProducer producer;
+  const SamplePlan plan = PlanOf(20, 2);  // 10 batches an epoch
+  std::unique_ptr<Pipeline> pipeline = Start(producer, Options(3, 3), plan, 0);
+  producer.WaitProduced(3);  // batches 0 to 2, made ahead
+  producer.Hold();           // from here a batch started is counted but not made
+  pipeline->LowerPrefetch(1);
+  pipeline->LowerPrefetch(2);  // higher than the last: ignored
+  ExpectNext(*pipeline, 0, 0);
+  ExpectNext(*pipeline, 0, 1);
+  // Two and one batches ahead after these: none started.
+  EXPECT_EQ(producer.started().size(), 3U);
+  producer.Release();
+  for (uint64_t i = 2; i < plan.num_batches(); ++i) ExpectNext(*pipeline, 0, i);
+  for (const auto& [batch, starts] : producer.started()) {
+    EXPECT_EQ(starts, 1) << "batch " << batch.second << " of epoch " << batch.first;
+  }
 }
 
 TEST(PipelineTest, ProducesWithTheFixedOrTheAdaptiveShare) {
