@@ -172,6 +172,10 @@ def row_zarrstream_dask(cfg: dict) -> dict:
     return {"startup_s": t1 - t0, "wall_s": wall, "read_amplification": report.read_amplification}
 
 
+def _hold(seconds: float) -> None:
+    time.sleep(seconds)
+
+
 def row_zarrstream_ray(cfg: dict) -> dict:
     import ray
 
@@ -179,6 +183,11 @@ def row_zarrstream_ray(cfg: dict) -> dict:
 
     t0 = time.perf_counter()
     ray.init(num_cpus=cfg["workers"], include_dashboard=False, log_to_driver=False)
+    # Ray starts its worker processes as tasks arrive; the Dask rows' workers are up before their
+    # clock starts (wait_for_workers), so here too: one task per CPU held long enough that each
+    # gets a worker of its own.
+    hold = ray.remote(num_cpus=1)(_hold)
+    ray.get([hold.remote(0.5) for _ in range(cfg["workers"])])
     t1 = time.perf_counter()
     report = zarrstream.ray.rechunk(cfg["source"], cfg["dest"], gpu_friendly=True,
                                     memory=cfg["max_mem_gb"], threads=part_threads(cfg["workers"]))
