@@ -6,16 +6,19 @@
 #include "array/chunk_reader.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <thread>
 
+#include "store/file_store.h"
 #include "store/http_store.h"
 #include "util/status_test_util.h"
 #include "util/strided_copy.h"
@@ -429,6 +432,53 @@ TEST(ChunkReaderTest, ConcurrentCallsOnOneSmallPoolFinish) {
   std::unique_lock<std::mutex> lock(mutex);
   cv.wait(lock, [&] { return done == 4; });
   EXPECT_EQ(good.load(), 34);
+}
+
+// Reads from local files while the file store acts on read hints (as after a read from the disk):
+// unsharded chunks and whole shards are hinted while the workers read them; the values are the
+// same.
+TEST(ChunkReaderTest, ReadHintsToALocalStoreChangeNoValue) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("zarrstream_hints_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::vector<uint64_t> shape = {8, 12};
+  std::vector<int32_t> values(Product(shape));
+  std::iota(values.begin(), values.end(), 0);
+  for (const bool sharded : {false, true}) {
+    ArraySpec spec;
+    spec.shape = shape;
+    spec.dtype = DataType::kInt32;
+    spec.chunks = {2, 3};
+    if (sharded) spec.shard_shape = std::vector<uint64_t>{4, 6};
+    spec.compressor = "zstd:1";
+    const std::string url = "file://" + (dir / (sharded ? "sharded" : "plain")).string();
+    auto array = Array::Create(url, spec);
+    ASSERT_TRUE(array.ok()) << array.status().ToString();
+    const std::vector<uint64_t> origin = {0, 0};
+    ASSERT_TRUE(array->Write(origin, shape, values.data()).ok());
+    auto* file = dynamic_cast<FileStore*>(array->state().store.get());
+    ASSERT_NE(file, nullptr);
+    file->NoteReadFromDiskForTesting();
+    Batch batch;
+    for (uint64_t i = 0; i < 4; ++i) {
+      for (uint64_t j = 0; j < 4; ++j) batch.Add(&array->state(), {i, j});
+    }
+    ThreadPool pool(2);
+    ChunkReadCounters counters;
+    ReadChunks(batch.Spans(), &pool, 0, nullptr, &counters);
+    for (size_t k = 0; k < batch.reads.size(); ++k) {
+      ASSERT_TRUE(batch.reads[k].status.ok()) << batch.reads[k].status.ToString();
+      const std::vector<uint64_t>& c = batch.reads[k].coords;
+      for (uint64_t y = 0; y < 2; ++y) {
+        for (uint64_t x = 0; x < 3; ++x) {
+          EXPECT_EQ(batch.outs[k][y * 3 + x], values[(c[0] * 2 + y) * 12 + c[1] * 3 + x])
+              << (sharded ? "sharded" : "unsharded") << " chunk " << c[0] << "," << c[1];
+        }
+      }
+    }
+    EXPECT_EQ(counters.chunks.load(), 16u);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ShardIndexCacheTest, EvictsTheLeastRecentlyUsedIndexPastItsCapacity) {

@@ -13,6 +13,9 @@
 // opening, and on the file opened non-blocking); listings leave them out.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -32,6 +35,10 @@ class FileStore final : public Store {
   const std::string& url() const override { return url_; }
   Future<uint64_t> Read(std::string_view key, std::span<const ByteRange> ranges,
                         std::span<ByteBuffer> outs) override;
+  // While reads have come from the disk lately (one slower than the page cache delivers, within
+  // kHintSeconds): posix_fadvise(WILLNEED) of the ranges, which has the kernel read them ahead of
+  // the reads. Otherwise nothing (false): a page-cache hit gains nothing from it.
+  bool WillRead(std::string_view key, std::span<const ByteRange> ranges) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix) override;
   Result<DirectoryListing> ListDirectory(std::string_view prefix) override;
   Status Put(std::string_view key, std::span<const std::byte> value) override;
@@ -39,13 +46,21 @@ class FileStore final : public Store {
 
   const std::string& root() const { return root_; }
 
+  // How long after a read from the disk hints are acted on.
+  static constexpr double kHintSeconds = 10;
+  // As if a read had just come from the disk.
+  void NoteReadFromDiskForTesting() { NoteReadFromDisk(); }
+
  private:
+  void NoteReadFromDisk();
   Result<uint64_t> ReadSync(std::string_view key, std::span<const ByteRange> ranges,
                             std::span<ByteBuffer> outs);
   std::string PathOf(std::string_view key) const;
 
   std::string root_;  // without trailing '/'
   std::string url_;
+  // steady_clock nanoseconds of the last read slower than the page cache delivers.
+  std::atomic<int64_t> last_read_from_disk_ns_{std::numeric_limits<int64_t>::min() / 2};
 };
 
 }  // namespace zarrstream

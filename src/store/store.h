@@ -73,6 +73,17 @@ class Store {
   virtual Future<uint64_t> Read(std::string_view key, std::span<const ByteRange> ranges,
                                 std::span<ByteBuffer> outs) = 0;
 
+  // A hint that `ranges` of the value at `key` will be read soon: a store may start fetching them
+  // (the file store asks the kernel to read them into the page cache while its reads come from
+  // the disk). Changes no result; errors (a missing key) are left to the read. Returns false where
+  // hints do nothing now, so that a caller may stop giving them for a while. Thread-safe; returns
+  // without waiting for the data.
+  virtual bool WillRead(std::string_view key, std::span<const ByteRange> ranges) {
+    (void)key;
+    (void)ranges;
+    return false;
+  }
+
   // Every key under `prefix` ("" for all), recursively, with its size; in no particular order.
   virtual Result<std::vector<KeyInfo>> List(std::string_view prefix) = 0;
 

@@ -245,6 +245,28 @@ TEST_F(FileStoreTest, PutsRacingDeletesThatPruneTheirDirectoryAllSucceed) {
   EXPECT_FALSE(std::filesystem::exists(base_ / "root" / "a"));
 }
 
+TEST_F(FileStoreTest, ReadHintsActOnlyAfterAReadFromTheDiskAndChangeNothing) {
+  ASSERT_TRUE(store_->Put("arr/c/0", Bytes("stored value")).ok());
+  const ByteRange full = ByteRange::Full();
+  const ByteRange part = ByteRange::Bounded(7, 5);
+  const std::span<const ByteRange> ranges(&full, 1);
+  // Every read so far came from the page cache: a hint does nothing.
+  EXPECT_FALSE(store_->WillRead("arr/c/0", ranges));
+  store_->NoteReadFromDiskForTesting();
+  // Acted on now, for any key: a missing one, a directory, a named pipe (opened without blocking
+  // and left alone), a bad key, a range past the end are the reads' business.
+  std::filesystem::create_directories(base_ / "root" / "dir");
+  ASSERT_EQ(::mkfifo((base_ / "root" / "pipe").c_str(), 0644), 0);
+  for (const std::string key : {"arr/c/0", "arr/c/9", "dir", "pipe", "../escape"}) {
+    EXPECT_TRUE(store_->WillRead(key, ranges)) << key;
+  }
+  const ByteRange past = ByteRange::Bounded(100, 5);
+  EXPECT_TRUE(store_->WillRead("arr/c/0", std::span<const ByteRange>(&past, 1)));
+  ByteBuffer out;
+  ASSERT_TRUE(store_->ReadInto("arr/c/0", part, &out).ok());
+  EXPECT_EQ(out.view(), "value");
+}
+
 TEST_F(FileStoreTest, SpecialFilesAreRefusedWithoutBlockingAndNotListed) {
   const std::filesystem::path dir = base_ / "root" / "arr" / "c";
   std::filesystem::create_directories(dir);
