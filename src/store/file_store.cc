@@ -1,6 +1,7 @@
 #include "store/file_store.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,6 +193,12 @@ int64_t SteadyNanoseconds() {
       .count();
 }
 
+// The calling thread's voluntary context switches so far: it blocked (on I/O, or a lock).
+long VoluntaryWaits() {
+  struct rusage usage {};
+  return ::getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nvcsw : 0;
+}
+
 }  // namespace
 
 void FileStore::NoteReadFromDisk() {
@@ -258,11 +265,15 @@ Result<uint64_t> FileStore::ReadSync(std::string_view key, std::span<const ByteR
     }
     out.Resize(length);
     const int64_t start = SteadyNanoseconds();
+    const long waits = VoluntaryWaits();
     ZS_RETURN_IF_ERROR(PreadFully(fd.get(), out.data(), length, begin, path));
-    // The page cache delivers several GB/s to a thread: a read 100 us slower than 2 GB/s waited
-    // for the disk.
-    if (SteadyNanoseconds() - start > 100'000 + static_cast<int64_t>(length / 2))
+    // The page cache delivers several GB/s to a thread: a read 100 us slower than 2 GB/s during
+    // which the thread waited (not one it was preempted in, on a busy machine) waited for the
+    // disk.
+    if (SteadyNanoseconds() - start > 100'000 + static_cast<int64_t>(length / 2) &&
+        VoluntaryWaits() > waits) {
       NoteReadFromDisk();
+    }
     total += length;
   }
   return total;
