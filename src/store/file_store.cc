@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -206,18 +208,35 @@ void FileStore::NoteReadFromDisk() {
 }
 
 bool FileStore::WillRead(std::string_view key, std::span<const ByteRange> ranges) {
-  const int64_t since =
-      SteadyNanoseconds() - last_read_from_disk_ns_.load(std::memory_order_relaxed);
-  if (since > static_cast<int64_t>(kHintSeconds * 1e9)) return false;
-  if (!ValidateKey(key).ok()) return true;
+  const bool recent =
+      SteadyNanoseconds() - last_read_from_disk_ns_.load(std::memory_order_relaxed) <=
+      static_cast<int64_t>(kHintSeconds * 1e9);
+  if (!ValidateKey(key).ok()) return recent;
   const std::string path = PathOf(key);
   // Non-blocking: a named pipe opens at once, and is then not a regular file.
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return true;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return recent;
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (!recent) {
+    // No read has come from the disk lately, but this may be the first (a new process, a new
+    // epoch of a dataset larger than memory): whether the value's first page is in the page cache,
+    // asked with a read that fails rather than wait for the disk.
+    uint64_t begin = 0, end = 0;
+    if (ranges.empty() || !ResolveByteRange(ranges[0], size, &begin, &end).ok() || begin == end) {
+      return false;
+    }
+    std::array<std::byte, 4096> page;
+    iovec into{page.data(), static_cast<size_t>(std::min<uint64_t>(end - begin, page.size()))};
+    if (::preadv2(fd.get(), &into, 1, static_cast<off_t>(begin), RWF_NOWAIT) >= 0 ||
+        errno != EAGAIN) {
+      return false;
+    }
+    NoteReadFromDisk();
+  }
   for (const ByteRange& range : ranges) {
     uint64_t begin = 0, end = 0;
-    if (!ResolveByteRange(range, static_cast<uint64_t>(st.st_size), &begin, &end).ok()) continue;
+    if (!ResolveByteRange(range, size, &begin, &end).ok()) continue;
     (void)::posix_fadvise(fd.get(), static_cast<off_t>(begin), static_cast<off_t>(end - begin),
                           POSIX_FADV_WILLNEED);
   }

@@ -35,9 +35,10 @@ class FileStore final : public Store {
   const std::string& url() const override { return url_; }
   Future<uint64_t> Read(std::string_view key, std::span<const ByteRange> ranges,
                         std::span<ByteBuffer> outs) override;
-  // While reads have come from the disk lately (one slower than the page cache delivers, within
-  // kHintSeconds): posix_fadvise(WILLNEED) of the ranges, which has the kernel read them ahead of
-  // the reads. Otherwise nothing (false): a page-cache hit gains nothing from it.
+  // While reads come from the disk (one did within kHintSeconds: its thread blocked in it and it
+  // took longer than the page cache takes; or the value's first page is not in the page cache):
+  // posix_fadvise(WILLNEED) of the ranges, which has the kernel read them ahead of the reads.
+  // Otherwise nothing (false): a page-cache hit gains nothing from it.
   bool WillRead(std::string_view key, std::span<const ByteRange> ranges) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix) override;
   Result<DirectoryListing> ListDirectory(std::string_view prefix) override;

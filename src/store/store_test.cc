@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -265,6 +266,32 @@ TEST_F(FileStoreTest, ReadHintsActOnlyAfterAReadFromTheDiskAndChangeNothing) {
   ByteBuffer out;
   ASSERT_TRUE(store_->ReadInto("arr/c/0", part, &out).ok());
   EXPECT_EQ(out.view(), "value");
+}
+
+TEST_F(FileStoreTest, AHintToAStoreWithNoReadFromTheDiskYetActsWhereTheValueIsNotCached) {
+  ASSERT_TRUE(store_->Put("cold", Bytes(std::string(1 << 16, 'x'))).ok());
+  const ByteRange full = ByteRange::Full();
+  auto fresh = std::make_shared<FileStore>((base_ / "root").string());
+  EXPECT_FALSE(fresh->WillRead("cold", std::span<const ByteRange>(&full, 1)));  // just written
+  // Dropped from the page cache (where the file system can: not tmpfs), the value's first page
+  // is not there, and the hint is acted on.
+  const std::string path = (base_ / "root" / "cold").string();
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  char byte = 0;
+  iovec into{&byte, 1};
+  const bool dropped = ::preadv2(fd, &into, 1, 0, RWF_NOWAIT) < 0 && errno == EAGAIN;
+  ::close(fd);
+  if (dropped) {
+    EXPECT_TRUE(fresh->WillRead("cold", std::span<const ByteRange>(&full, 1)));
+    // And on later hints too, for a while: a read came from the disk.
+    EXPECT_TRUE(fresh->WillRead("arr-none", std::span<const ByteRange>(&full, 1)));
+  }
+  ByteBuffer out;
+  ASSERT_TRUE(fresh->ReadInto("cold", full, &out).ok());
+  EXPECT_EQ(out.size(), size_t{1} << 16);
 }
 
 TEST_F(FileStoreTest, SpecialFilesAreRefusedWithoutBlockingAndNotListed) {
