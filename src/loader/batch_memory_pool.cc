@@ -17,6 +17,21 @@ uint64_t WholePages(uint64_t bytes, uint64_t page) {
   return bytes > max - (page - 1) ? max : (bytes + page - 1) / page * page;
 }
 
+// Under the pool's lock: sets its limit and takes out the idle blocks beyond it (`blocks` counts
+// them no more), for the caller to free after unlocking.
+template <typename Block>
+std::vector<Block> TakeSurplus(std::vector<Block>& idle, size_t& blocks, size_t& max_kept,
+                               size_t new_max_kept) {
+  max_kept = new_max_kept;
+  std::vector<Block> surplus;
+  while (blocks > max_kept && !idle.empty()) {
+    surplus.push_back(idle.back());
+    idle.pop_back();
+    --blocks;
+  }
+  return surplus;
+}
+
 }  // namespace
 
 HostBatchPool::HostBatchPool(uint64_t bytes, size_t max_kept, const CudaDriver* pin)
@@ -33,12 +48,7 @@ void HostBatchPool::SetMaxKept(size_t max_kept) {
   std::vector<std::byte*> surplus;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    max_kept_ = max_kept;
-    while (blocks_ > max_kept_ && !free_.empty()) {
-      surplus.push_back(free_.back());
-      free_.pop_back();
-      --blocks_;
-    }
+    surplus = TakeSurplus(free_, blocks_, max_kept_, max_kept);
   }
   for (std::byte* p : surplus) Free(p);
 }
@@ -118,12 +128,7 @@ void DeviceBatchPool::SetMaxKept(size_t max_kept) {
   std::vector<Block> surplus;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    max_kept_ = max_kept;
-    while (blocks_ > max_kept_ && !free_.empty()) {
-      surplus.push_back(free_.back());
-      free_.pop_back();
-      --blocks_;
-    }
+    surplus = TakeSurplus(free_, blocks_, max_kept_, max_kept);
   }
   for (const Block& b : surplus) Free(b);
 }
