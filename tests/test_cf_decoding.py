@@ -9,6 +9,7 @@ tests/test_gpu_loader.py.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import numpy as np
@@ -359,3 +360,42 @@ def test_large_reads_of_an_xarray_store_reuse_memory_and_keep_every_result(tmp_p
     for got_raw, got in results:
         np.testing.assert_array_equal(got_raw, stored)
         assert_same(got, want)
+
+
+def _drop_from_page_cache(path):
+    for root, _, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def test_an_xarray_store_read_from_the_disk_with_read_hints_reads_as_xarray(tmp_path):
+    """A store as xarray writes it (CF-packed int16 with _FillValue, a string coordinate), dropped
+    from the page cache before every read: the reads find files not in the page cache and hint
+    the others to the kernel (the file store's read hints), and every value is xarray's."""
+    rng = np.random.default_rng(5)
+    values = 250 + 30 * rng.random((12, 91, 180))
+    values[rng.random(values.shape) < 0.01] = np.nan
+    ds = xr.Dataset(
+        {"t": (("time", "latitude", "longitude"), values),
+         "z": (("latitude", "longitude"), rng.random((91, 180)))},
+        coords={"time": np.arange(12) * np.timedelta64(6, "h") + np.datetime64("2020-01-01"),
+                "latitude": np.linspace(90, -90, 91), "longitude": np.arange(0, 360, 2.0),
+                "expver": ("time", np.array(["0001"] * 6 + ["0005"] * 6))})
+    ds.t.encoding.update(dtype="int16", scale_factor=0.01, add_offset=250.0, _FillValue=-32767,
+                         chunks=(1, 91, 180))
+    path = tmp_path / "packed.zarr"
+    ds.to_zarr(path, zarr_format=3, consolidated=False)
+    want = xr.open_zarr(path, consolidated=False).t.values
+    _drop_from_page_cache(path)
+    assert_same(zarrstream.open_array(str(path / "t"), decode_cf=True).read(), want)
+    for epoch in range(2):
+        _drop_from_page_cache(path)
+        loader = zarrstream.Loader(str(path), ["t"], shuffle="none", batch_size=4)
+        loader.set_epoch(epoch)
+        got = np.concatenate([batch["input"].numpy()[:, 0] for batch in loader])
+        assert_same(got, want[:len(got)].astype(np.float32))

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -208,6 +209,12 @@ void FileStore::NoteReadFromDisk() {
 }
 
 bool FileStore::WillRead(std::string_view key, std::span<const ByteRange> ranges) {
+  // ZARRSTREAM_READ_HINTS=0 turns them off (to compare, or where the disk is better left alone).
+  static const bool enabled = [] {
+    const char* value = std::getenv("ZARRSTREAM_READ_HINTS");
+    return value == nullptr || std::string_view(value) != "0";
+  }();
+  if (!enabled) return false;
   const bool recent =
       SteadyNanoseconds() - last_read_from_disk_ns_.load(std::memory_order_relaxed) <=
       static_cast<int64_t>(kHintSeconds * 1e9);

@@ -38,7 +38,8 @@ class FileStore final : public Store {
   // While reads come from the disk (one did within kHintSeconds: its thread blocked in it and it
   // took longer than the page cache takes; or the value's first page is not in the page cache):
   // posix_fadvise(WILLNEED) of the ranges, which has the kernel read them ahead of the reads.
-  // Otherwise nothing (false): a page-cache hit gains nothing from it.
+  // Otherwise nothing (false): a page-cache hit gains nothing from it. ZARRSTREAM_READ_HINTS=0 in
+  // the environment turns the hints off.
   bool WillRead(std::string_view key, std::span<const ByteRange> ranges) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix) override;
   Result<DirectoryListing> ListDirectory(std::string_view prefix) override;
