@@ -570,6 +570,9 @@ def main() -> None:
                 note += (f"; per batch: read {st['gpu_read_seconds'] / st['batches'] * 1e3:.0f} ms, "
                          f"H2D+decode {st['gpu_decode_seconds'] / st['batches'] * 1e3:.0f} ms, "
                          f"scatter {st['gpu_scatter_seconds'] / st['batches'] * 1e3:.0f} ms")
+                if st.get("bytes_to_gpu"):
+                    note += (f"; {st.get('bytes_staged_without_copy', 0) / st['bytes_to_gpu']:.0%} "
+                             "of the bytes to the GPU staged without a copy")
             if row.get("busy"):
                 note += "; steady busy: " + ", ".join(f"{k} {v:.0%}" for k, v in row["busy"].items())
             if args.cold and row.get("stored_gb_per_s"):

@@ -126,6 +126,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["cpu_decode_share"] = s.cpu_decode_share;
   d["gpu_rejected_chunks"] = s.gpu_rejected_chunks;
   d["bytes_to_gpu"] = s.bytes_to_gpu;
+  d["bytes_staged_without_copy"] = s.bytes_staged_without_copy;
   d["gpu_seconds"] = s.gpu_seconds;
   d["gpu_read_seconds"] = s.gpu_read_seconds;
   d["gpu_decode_seconds"] = s.gpu_decode_seconds;

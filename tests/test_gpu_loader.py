@@ -82,6 +82,9 @@ def stores(tmp_path_factory):
                                          compressors=BloscCodec(cname="zstd", clevel=1, shuffle="noshuffle")),
         "sharded_f32": dict(dtype="float32", chunks=(1, 9, 7), shards=(4, 9, 14),
                             compressors=ZstdCodec(level=1)),
+        # `zarrstream rechunk --gpu-friendly`'s layout: inner chunks of blosc-lz4 with byte shuffle.
+        "sharded_blosc_f32": dict(dtype="float32", chunks=(1, 9, 14), shards=(2, 9, 14),
+                                  compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")),
         "f16": dict(dtype="float16", chunks=(2, 9, 14), compressors=ZstdCodec(level=1), nan=0.02),
         "u8": dict(dtype="uint8", chunks=(4, 9, 14), compressors=GzipCodec(level=1)),
         # Lossy filters whose decoders leave the bytes as they are: the GPU decodes the zstd.
@@ -174,6 +177,9 @@ def test_gpu_batches_equal_cpu_batches_for_every_codec(stores, dtype):
         assert stats["gpu_decoded_chunks"] > 0
         assert stats["gpu_rejected_chunks"] == 0
         assert stats["bytes_to_gpu"] > 0
+        # The sharded arrays' inner chunks are read straight into the pinned staging (v3 only).
+        assert (stats["bytes_staged_without_copy"] > 0) == (path == stores[0])
+        assert stats["bytes_staged_without_copy"] < stats["bytes_to_gpu"]
 
 
 def test_chunks_decoded_by_the_cpu_make_the_same_gpu_batches(stores):

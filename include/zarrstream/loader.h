@@ -451,12 +451,15 @@ struct LoaderStats {
   double read_decode_seconds = 0;  // wall time of each batch's read-and-decode waves, summed
   double assemble_seconds = 0;     // copying, casting, normalising into batches (thread time)
   // GPU batches: chunks nvCOMP decoded, chunks the GPU rejected (decoded again on the CPU), bytes
-  // copied to the GPU, and the wall time of the GPU waves, summed over batches: in all, and its
-  // stages: reading (stored bytes into pinned staging; CPU decodes of what the GPU does not
-  // decode), the copy to the GPU and nvCOMP's decode, and the scatter kernel.
+  // copied to the GPU, of which the streams read straight into the pinned staging and decoded
+  // where they lie (a shard's inner chunks: no copy on the CPU), and the wall time of the GPU
+  // waves, summed over batches: in all, and its stages: reading (stored bytes into pinned
+  // staging; CPU decodes of what the GPU does not decode), the copy to the GPU and nvCOMP's
+  // decode, and the scatter kernel.
   uint64_t gpu_decoded_chunks = 0;
   uint64_t gpu_rejected_chunks = 0;
   uint64_t bytes_to_gpu = 0;
+  uint64_t bytes_staged_without_copy = 0;
   double gpu_seconds = 0;
   double gpu_read_seconds = 0;
   double gpu_decode_seconds = 0;

@@ -336,6 +336,30 @@ class ChunkReadCall {
     object.ranges = std::move(merged.reads);
   }
 
+  // Where every member of sharded `object` gives memory for its stored bytes
+  // (ChunkRead::encoded_memory): sets object.bytes to buffers over the first member's memory,
+  // one per read of object.ranges, and returns true. A read it has no memory for gets a buffer
+  // of its own.
+  bool BorrowEncodedMemory(StoredObject& object) {
+    const size_t first = object.first_member, end = first + object.num_members;
+    for (size_t p = first; p < end; ++p) {
+      const ChunkRead& read = reads_[members_[p].read];
+      if (!read.take_encoded || !read.encoded_memory) return false;
+    }
+    const auto& memory = reads_[members_[first].read].encoded_memory;
+    object.bytes.resize(object.ranges.size());
+    for (size_t r = 0; r < object.ranges.size(); ++r) {
+      const uint64_t length = object.ranges[r].length;
+      std::span<std::byte> given = memory(length);
+      if (given.size() >= length) {
+        object.bytes[r] = ByteBuffer::Borrow(given.first(length));
+      } else {
+        object.bytes[r].ReserveReusable(length);
+      }
+    }
+    return true;
+  }
+
   void SetInnerReadStatus(StoredObject& object, const Result<uint64_t>& got) {
     if (!got.ok()) {
       object.status = got.status().WithContext("reading the inner chunks its index points to");
@@ -353,12 +377,22 @@ class ChunkReadCall {
                                      std::span<ByteBuffer>(&scratch.encoded, 1));
       SetIndex(object, got, scratch.encoded.span(), &scratch.codec);
     }
-    const bool alone = object.num_members == 1;
+    bool alone = object.num_members == 1;
     if (object.status.ok() && !object.missing) {
       PlanInnerReads(object);
       if (!object.ranges.empty()) {
-        // One member has one range: it needs no buffer of the object's own.
-        if (!alone) object.bytes.resize(object.ranges.size());
+        // One member has one range: it needs no buffer of the object's own, unless the caller
+        // gives the memory.
+        const bool callers = BorrowEncodedMemory(object);
+        alone = alone && !callers;
+        if (!alone && !callers) {
+          object.bytes.resize(object.ranges.size());
+          // Blocks of the block cache, touched before: a fresh allocation of a shard's MBs would
+          // fault in and zero new pages for every shard read.
+          for (size_t r = 0; r < object.ranges.size(); ++r) {
+            object.bytes[r].ReserveReusable(object.ranges[r].length);
+          }
+        }
         std::span<ByteBuffer> outs = alone ? std::span<ByteBuffer>(&scratch.encoded, 1)
                                            : std::span<ByteBuffer>(object.bytes);
         SetInnerReadStatus(object, ReadNow(object, object.ranges, outs));
@@ -422,7 +456,9 @@ class ChunkReadCall {
 
   // Sends a remote object's read of object.ranges; its completion schedules the members.
   void IssueObjectRead(StoredObject& object) {
-    object.bytes.resize(object.ranges.size());
+    if (object.sharding == nullptr || !BorrowEncodedMemory(object)) {
+      object.bytes.resize(object.ranges.size());
+    }
     counters_.requests.fetch_add(1, std::memory_order_relaxed);
     object.array->store->Read(object.key, object.ranges, object.bytes)
         .OnReady([this, &object](Result<uint64_t>& got) {

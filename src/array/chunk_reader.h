@@ -69,6 +69,15 @@ struct ChunkRead {
   // other chunks' calls) and returns the chunk's status. `out` may then be empty, and a chunk not
   // stored only sets `missing`. The GPU path decodes these bytes itself.
   std::function<Status(std::span<const std::byte> stored)> take_encoded;
+  // Optional, with take_encoded: memory the stored bytes may be read into instead of a buffer of
+  // the reader's, so that they need no copy to reach where the caller wants them (the GPU path's
+  // pinned staging). Called with the bytes needed, on any thread, concurrently; returns memory
+  // that stays valid until the caller's take_encoded calls are done, or an empty span where it
+  // has none (the reader's own buffer then holds them, as without it). Asked for the reads of a
+  // shard whose wanted inner chunks all have it (their sizes are known from the index before the
+  // read; an unsharded chunk's are not), once per coalesced read, of the read's length: which may
+  // include bytes between the wanted inner chunks.
+  std::function<std::span<std::byte>(uint64_t bytes)> encoded_memory;
   // Set by ReadChunks: Ok, or the chunk's error with its context.
   Status status;
   // Set by ReadChunks: true when the chunk was not stored and `out` holds the fill value.

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -479,6 +481,149 @@ TEST(ChunkReaderTest, ReadHintsToALocalStoreChangeNoValue) {
     EXPECT_EQ(counters.chunks.load(), 16u);
   }
   std::filesystem::remove_all(dir);
+}
+
+// Memory a caller gives for stored bytes (ChunkRead::encoded_memory): a bump allocator over
+// `capacity` bytes, any thread.
+class CallerMemory {
+ public:
+  explicit CallerMemory(size_t capacity) : memory_(capacity) {}
+  std::span<std::byte> Take(uint64_t bytes) {
+    ++asked_;
+    const size_t at = used_.fetch_add(bytes);
+    if (at + bytes > memory_.size()) return {};
+    return {memory_.data() + at, bytes};
+  }
+  bool Holds(std::span<const std::byte> bytes) const {
+    return !bytes.empty() && bytes.data() >= memory_.data() &&
+           bytes.data() + bytes.size() <= memory_.data() + memory_.size();
+  }
+  size_t asked() const { return asked_.load(); }
+
+ private:
+  std::vector<std::byte> memory_;
+  std::atomic<size_t> used_{0};
+  std::atomic<size_t> asked_{0};
+};
+
+// Reads every inner chunk of `array` (sharded) with take_encoded, the stored bytes given memory
+// by `memory` (except for the chunks `without` names); each chunk's stored bytes must decode to
+// its values, and `in_memory` counts those that were read into the caller's memory.
+void ReadEncoded(const internal::ArrayState& array, const std::vector<int32_t>& values,
+                 CallerMemory& memory, size_t* in_memory,
+                 const std::function<bool(const std::vector<uint64_t>&)>& without = nullptr) {
+  const std::vector<uint64_t>& shape = array.metadata.shape;
+  const std::vector<uint64_t>& chunk = array.read_chunk_shape;
+  std::vector<ChunkRead> reads;
+  std::vector<std::vector<std::byte>> stored;
+  for (uint64_t i = 0; i < shape[0] / chunk[0]; ++i) {
+    for (uint64_t j = 0; j < shape[1] / chunk[1]; ++j) {
+      ChunkRead read;
+      read.array = &array;
+      read.coords = {i, j};
+      reads.push_back(std::move(read));
+    }
+  }
+  stored.resize(reads.size());
+  std::atomic<size_t> held{0};
+  for (size_t k = 0; k < reads.size(); ++k) {
+    reads[k].take_encoded = [&, k](std::span<const std::byte> bytes) {
+      if (memory.Holds(bytes)) ++held;
+      stored[k].assign(bytes.begin(), bytes.end());
+      return Status::Ok();
+    };
+    if (!without || !without(reads[k].coords)) {
+      reads[k].encoded_memory = [&memory](uint64_t bytes) { return memory.Take(bytes); };
+    }
+  }
+  ThreadPool pool(2);
+  ReadChunks(reads, &pool);
+  const CodecChain& inner = array.chain->sharding()->inner_chain();
+  for (size_t k = 0; k < reads.size(); ++k) {
+    ASSERT_TRUE(reads[k].status.ok()) << reads[k].status.ToString();
+    std::vector<int32_t> decoded(chunk[0] * chunk[1]);
+    CodecScratch scratch;
+    ASSERT_TRUE(
+        inner.Decode(stored[k], std::as_writable_bytes(std::span<int32_t>(decoded)), &scratch)
+            .ok());
+    const std::vector<uint64_t>& c = reads[k].coords;
+    for (uint64_t y = 0; y < chunk[0]; ++y) {
+      for (uint64_t x = 0; x < chunk[1]; ++x) {
+        ASSERT_EQ(decoded[y * chunk[1] + x],
+                  values[(c[0] * chunk[0] + y) * shape[1] + c[1] * chunk[1] + x])
+            << "chunk " << c[0] << "," << c[1];
+      }
+    }
+  }
+  *in_memory = held.load();
+}
+
+// A shard's inner chunks taken encoded are read straight into memory the caller gives, one piece
+// per merged read; where it has none left, or a member of the shard gives none, they are read as
+// before; unsharded chunks never ask. In a memory store and in local files.
+TEST(ChunkReaderTest, TheStoredBytesOfAShardAreReadIntoMemoryTheCallerGives) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("zarrstream_caller_memory_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::vector<uint64_t> shape = {8, 12};
+  std::vector<int32_t> values(Product(shape));
+  std::iota(values.begin(), values.end(), 0);
+  for (const std::string& root : {std::string("memory://chunk-reader-caller-memory"),
+                                  "file://" + (dir / "sharded").string()}) {
+    SCOPED_TRACE(root);
+    ArraySpec spec;
+    spec.shape = shape;
+    spec.dtype = DataType::kInt32;
+    spec.chunks = {2, 3};
+    spec.shard_shape = std::vector<uint64_t>{4, 6};
+    spec.compressor = "zstd:1";
+    CreateOptions create;
+    create.overwrite = true;
+    auto array = Array::Create(root, spec, create);
+    ASSERT_TRUE(array.ok()) << array.status().ToString();
+    const std::vector<uint64_t> origin = {0, 0};
+    ASSERT_TRUE(array->Write(origin, shape, values.data()).ok());
+    const internal::ArrayState& state = array->state();
+
+    CallerMemory plenty(1 << 20);
+    size_t in_memory = 0;
+    ReadEncoded(state, values, plenty, &in_memory);
+    EXPECT_EQ(in_memory, 16u);
+    EXPECT_EQ(plenty.asked(), 4u) << "one merged read per shard";
+
+    CallerMemory none(0);
+    ReadEncoded(state, values, none, &in_memory);
+    EXPECT_EQ(in_memory, 0u);
+    EXPECT_EQ(none.asked(), 4u);
+
+    // Shard (0, 0) has a member that gives no memory: its reads are not asked for.
+    CallerMemory partial(1 << 20);
+    ReadEncoded(state, values, partial, &in_memory,
+                [](const std::vector<uint64_t>& c) { return c[0] == 1 && c[1] == 1; });
+    EXPECT_EQ(in_memory, 12u);
+    EXPECT_EQ(partial.asked(), 3u);
+  }
+  std::filesystem::remove_all(dir);
+
+  // Unsharded chunks: their size is not known before the read; nothing is asked.
+  Fixture f("caller-memory-unsharded", {8, 6}, {4, 3});
+  CallerMemory memory(1 << 20);
+  Batch batch;
+  Fixture::ForEachCell(f.grid(), [&](const std::vector<uint64_t>& c) { batch.Add(f.state(), c); });
+  std::span<ChunkRead> reads = batch.Spans();
+  std::atomic<size_t> taken{0};
+  for (ChunkRead& read : reads) {
+    read.out = {};
+    read.take_encoded = [&](std::span<const std::byte>) {
+      ++taken;
+      return Status::Ok();
+    };
+    read.encoded_memory = [&memory](uint64_t bytes) { return memory.Take(bytes); };
+  }
+  ThreadPool pool(2);
+  ReadChunks(reads, &pool);
+  EXPECT_EQ(taken.load(), 4u);
+  EXPECT_EQ(memory.asked(), 0u);
 }
 
 TEST(ShardIndexCacheTest, EvictsTheLeastRecentlyUsedIndexPastItsCapacity) {

@@ -399,6 +399,7 @@ nlohmann::json MakeReport(const BenchCommandOptions& o, const BenchResult& r) {
           {"cpu_decode_share", stats.cpu_decode_share},
           {"gpu_rejected_chunks", stats.gpu_rejected_chunks},
           {"bytes_to_gpu", stats.bytes_to_gpu},
+          {"bytes_staged_without_copy", stats.bytes_staged_without_copy},
           {"requests", stats.requests},
           {"retries", stats.retries},
           {"failed_requests", stats.failed_requests},

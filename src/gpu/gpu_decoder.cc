@@ -149,6 +149,28 @@ std::span<std::byte> GpuDecodeWorkspace::HostOutput(size_t i, uint64_t bytes) {
   return {staging_.host + chunk.host_offset, bytes};
 }
 
+std::span<std::byte> GpuDecodeWorkspace::StagingFor(uint64_t bytes) {
+  const uint64_t total = AlignUp(bytes, kPayloadAlignment);
+  const uint64_t offset = staged_end_.fetch_add(total);
+  if (offset + total > staging_.capacity) return {};  // Stage's copies overflow from here on too
+  return {staging_.host + offset, bytes};
+}
+
+bool GpuDecodeWorkspace::DecodesInPlace(const GpuStream& stream) const {
+  const auto at = reinterpret_cast<uintptr_t>(stream.payload.data());
+  const auto begin = reinterpret_cast<uintptr_t>(staging_.host);
+  if (staging_.host == nullptr || at < begin || at - begin > staging_.capacity ||
+      stream.payload.size() > staging_.capacity - (at - begin)) {
+    return false;
+  }
+  // Stored streams are copied or scattered by zarrstream's kernels, which want them aligned as
+  // they were staged before; compressed ones as nvCOMP asks.
+  const uint64_t alignment = stream.compression && nvcomp_ != nullptr
+                                 ? nvcomp_->InputAlignment(*stream.compression)
+                                 : kPayloadAlignment;
+  return (at - begin) % alignment == 0;
+}
+
 void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t decoded_bytes) {
   Chunk& chunk = chunks_[i];
   chunk.staged = true;
@@ -156,10 +178,17 @@ void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t de
   chunk.unshuffle_typesize = parse.unshuffle_typesize;
   chunk.block_bytes = parse.block_bytes;
   chunk.streams.resize(parse.streams.size());
-  uint64_t total = 0;
-  for (const GpuStream& g : parse.streams) total += AlignUp(g.payload.size(), kPayloadAlignment);
-  // One reservation for all the chunk's streams, each at an aligned offset (nvCOMP's inputs).
-  uint64_t offset = staged_end_.fetch_add(total);
+  uint64_t total = 0, in_place = 0;
+  for (const GpuStream& g : parse.streams) {
+    if (DecodesInPlace(g)) {
+      in_place += g.payload.size();
+    } else {
+      total += AlignUp(g.payload.size(), kPayloadAlignment);
+    }
+  }
+  payload_bytes_in_place_.fetch_add(in_place, std::memory_order_relaxed);
+  // One reservation for the chunk's streams to copy, each at an aligned offset (nvCOMP's inputs).
+  uint64_t offset = total > 0 ? staged_end_.fetch_add(total) : 0;
   const bool fits = offset + total <= staging_.capacity;
   for (size_t k = 0; k < parse.streams.size(); ++k) {
     const GpuStream& g = parse.streams[k];
@@ -169,7 +198,9 @@ void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t de
     stream.output_offset = g.output_offset;
     stream.output_bytes = g.output_bytes;
     stream.checksum = g.checksum;
-    if (fits) {
+    if (DecodesInPlace(g)) {
+      stream.staging_offset = static_cast<uint64_t>(g.payload.data() - staging_.host);
+    } else if (fits) {
       stream.staging_offset = offset;
       std::memcpy(staging_.host + offset, g.payload.data(), g.payload.size());
       offset += AlignUp(g.payload.size(), kPayloadAlignment);

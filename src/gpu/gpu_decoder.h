@@ -8,7 +8,8 @@
 //      the CPU (HostOutput(i, bytes) hands out their pinned buffers);
 //   2. Stage(i, parse, ...) for each chunk the GPU decodes: its streams (one payload; a blosc
 //      frame's block streams), copied into pinned staging (any threads, concurrently: the read
-//      engine calls it as bytes arrive);
+//      engine calls it as bytes arrive), or left where they are when the read put the stored
+//      bytes into the staging itself (StagingFor: a shard's inner chunks, read with no copy);
 //   3. Decode(): one host→device copy of everything staged, the batched decodes (one nvCOMP call
 //      per codec), the checksums the streams carry (one zs_adler32 launch for zlib's, one nvCOMP
 //      CRC-32 call for gzip's), stored streams copied into place and blosc's shuffle undone
@@ -71,7 +72,13 @@ class GpuDecodeWorkspace {
   std::span<std::byte> HostOutput(size_t i, uint64_t bytes);
   // Chunk i cannot be staged (its framing is wrong): Decode reports it rejected.
   void Reject(size_t i) { chunks_[i].rejected = true; }
-  // Chunk i for the GPU from its parse (GpuChunkCodec::Parse).
+  // `bytes` of the pinned staging (any threads, concurrently), for a chunk's stored bytes to be
+  // read into before their Stage: its streams are then decoded where they lie, with no copy, when
+  // their addresses suit the decoder (Nvcomp::InputAlignment). Empty when the staging has no room
+  // left (the caller reads into memory of its own; Stage copies). Valid until the next Begin.
+  std::span<std::byte> StagingFor(uint64_t bytes);
+  // Chunk i for the GPU from its parse (GpuChunkCodec::Parse): its streams are copied into the
+  // staging, except those StagingFor's memory already holds.
   void Stage(size_t i, const GpuChunkParse& parse, uint64_t decoded_bytes);
   // Copies everything staged to the GPU, decodes it and waits. Errors are the CUDA calls'.
   Status Decode();
@@ -97,6 +104,10 @@ class GpuDecodeWorkspace {
   // Bytes copied to the GPU and chunks decoded there, since creation.
   uint64_t bytes_uploaded() const { return bytes_uploaded_; }
   uint64_t chunks_decoded() const { return chunks_decoded_; }
+  // Payload bytes Stage found already in the staging (read there), since creation.
+  uint64_t payload_bytes_in_place() const {
+    return payload_bytes_in_place_.load(std::memory_order_relaxed);
+  }
 
  private:
   GpuDecodeWorkspace(const CudaDriver* driver, const Nvcomp* nvcomp);
@@ -109,6 +120,8 @@ class GpuDecodeWorkspace {
     uint64_t alignment = 0;  // of `host`
   };
   Status Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep_host_bytes);
+  // Whether `stream`'s payload lies in the staging (StagingFor's memory), where it can be decoded.
+  bool DecodesInPlace(const GpuStream& stream) const;
   void Release(Mirror& mirror);
   // Grows a device buffer to hold `needed` bytes (to `reserve` when it must grow).
   Status ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t needed, uint64_t reserve);
@@ -195,6 +208,7 @@ class GpuDecodeWorkspace {
   std::atomic<uint64_t> staged_end_{0};  // bump allocator over staging_ after the host region
   uint64_t bytes_uploaded_ = 0;
   uint64_t chunks_decoded_ = 0;
+  std::atomic<uint64_t> payload_bytes_in_place_{0};
 };
 
 }  // namespace zarrstream

@@ -570,6 +570,99 @@ TEST(GpuDecodeWorkspaceGpuTest, DecodesEveryCompressionLikeTheCpu) {
   EXPECT_GE(w.chunks_decoded(), 2u * 7u);
 }
 
+// GPU: stored bytes read into the staging itself (StagingFor) decode where they lie when nvCOMP
+// takes their address, and are copied when it does not (a stored stream off the 16-byte
+// alignment the kernels want); a staging with no room left hands out nothing, and the chunks
+// staged after that (copied, overflowing) still decode.
+TEST(GpuDecodeWorkspaceGpuTest, StreamsReadIntoTheStagingDecodeWhereTheyLie) {
+  const CudaDriver* driver = CudaDriver::Get();
+  if (driver == nullptr) GTEST_SKIP() << "GPU test skipped: " << CudaDriver::UnavailableReason();
+  const Nvcomp* nvcomp = Nvcomp::Get();
+  ASSERT_NE(nvcomp, nullptr) << Nvcomp::UnavailableReason();
+  auto workspace = GpuDecodeWorkspace::Create(driver, nvcomp);
+  ASSERT_TRUE(workspace.ok()) << workspace.status().ToString();
+  GpuDecodeWorkspace& w = **workspace;
+
+  // (chain, where its stored bytes start in the memory StagingFor gives)
+  const std::vector<std::pair<std::vector<CodecSpec>, size_t>> chunks = {
+      {{Bytes(), Zstd()}, 0},
+      {{Bytes(), Lz4()}, 0},
+      {{Bytes(), Blosc()}, 0},  // its LZ4 streams lie at the offsets the frame gives them
+      {{Bytes(), BloscWith("zstd", "noshuffle")}, 3},
+      {{Bytes(), Zstd(), Crc32c()}, 5},
+      {{Bytes()}, 0},
+      {{Bytes()}, 7},  // off the kernels' alignment: copied
+  };
+  const size_t n = chunks.size();
+  std::vector<std::vector<std::byte>> expected;
+  std::vector<std::vector<std::byte>> stored;
+  for (size_t i = 0; i < n; ++i) {
+    expected.push_back(testing::FieldBytes(kChunk.num_bytes(), static_cast<uint32_t>(i + 40)));
+    stored.push_back(Encode(*Chain(chunks[i].first), expected.back()));
+  }
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_TRUE(w.Begin(n, 0, n * kChunk.num_bytes()).ok());
+    const uint64_t in_place_before = w.payload_bytes_in_place();
+    uint64_t read_into_staging = 0;
+    std::vector<std::vector<std::byte>> elsewhere(n);
+    for (size_t i = 0; i < n; ++i) {
+      SCOPED_TRACE(i);
+      if (round == 1 && i == n / 2) {
+        // Round 1 takes all the room left halfway: StagingFor then has none, and the rest are
+        // read elsewhere and copied (overflowing the staging, which grows).
+        while (!w.StagingFor(uint64_t{1} << 20).empty()) {
+        }
+        EXPECT_TRUE(w.StagingFor(16).empty());
+      }
+      const size_t shift = chunks[i].second;
+      std::span<std::byte> memory = w.StagingFor(stored[i].size() + shift);
+      std::span<std::byte> at;
+      if (memory.empty()) {
+        elsewhere[i] = stored[i];
+        at = elsewhere[i];
+      } else {
+        ASSERT_EQ(memory.size(), stored[i].size() + shift);
+        at = memory.subspan(shift, stored[i].size());
+        std::memcpy(at.data(), stored[i].data(), stored[i].size());
+        ++read_into_staging;
+      }
+      const GpuChunkCodec codec = *PlanGpuDecode(*Chain(chunks[i].first)).codec;
+      auto parse = codec.Parse(at);
+      ASSERT_TRUE(parse.ok()) << parse.status().ToString();
+      w.Stage(i, *parse, codec.decoded_bytes);
+    }
+    if (round == 0) {
+      EXPECT_EQ(read_into_staging, n);
+      // Every compressed stream where nvCOMP takes its address, and the aligned stored chunk.
+      uint64_t least = kChunk.num_bytes();
+      for (size_t i = 0; i < n; ++i) {
+        auto parse = PlanGpuDecode(*Chain(chunks[i].first)).codec->Parse(stored[i]);
+        for (const GpuStream& stream : parse->streams) {
+          if (stream.compression && (stream.payload.data() - stored[i].data() + chunks[i].second) %
+                                            nvcomp->InputAlignment(*stream.compression) ==
+                                        0) {
+            least += stream.payload.size();
+          }
+        }
+      }
+      EXPECT_GE(w.payload_bytes_in_place() - in_place_before, least);
+    } else {
+      EXPECT_EQ(read_into_staging, n / 2);
+    }
+    ASSERT_TRUE(w.Decode().ok());
+    for (size_t i = 0; i < n; ++i) {
+      SCOPED_TRACE(i);
+      ASSERT_FALSE(w.Rejected(i));
+      std::vector<std::byte> back(kChunk.num_bytes());
+      ASSERT_TRUE(
+          driver->CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
+      ASSERT_TRUE(w.Synchronize().ok());
+      EXPECT_EQ(back, expected[i]);
+    }
+  }
+}
+
 // A blosc frame's streams tile the chunk: every byte of it is some stream's output, once.
 TEST(GpuChunkCodecTest, BloscFramesParseIntoStreamsThatTileTheChunk) {
   for (const CodecSpec& spec :

@@ -33,6 +33,14 @@ using DecompressFn = NvcompStatus (*)(const void* const*, const size_t*, const s
                                       size_t, void*, size_t, void* const*, DecompressOptions,
                                       NvcompStatus*, void*);
 
+// nvcompAlignmentRequirements_t: the alignment each input, output and scratch buffer needs.
+struct AlignmentRequirements {
+  size_t input = 0;
+  size_t output = 0;
+  size_t temp = 0;
+};
+using AlignmentsFn = NvcompStatus (*)(DecompressOptions, AlignmentRequirements*);
+
 // crc32.h's nvcompBatchedCRC32Opts_t (128 bytes, passed by value): the CRC model, then the kernel
 // configuration nvcompBatchedCRC32GetHeuristicConf fills; reserved bytes zero.
 struct Crc32Spec {
@@ -70,7 +78,8 @@ struct Nvcomp::Api {
   NvcompStatus (*nvcompGetProperties)(Properties*) = nullptr;
   TempSizeFn temp_size[4] = {};  // by GpuCompression
   DecompressFn decompress[4] = {};
-  Crc32Fn crc32 = nullptr;  // null in nvCOMP before 6.0
+  size_t input_alignment[4] = {};  // by GpuCompression: what the library asks for, or 16
+  Crc32Fn crc32 = nullptr;         // null in nvCOMP before 6.0
   Crc32ConfFn crc32_conf = nullptr;
 };
 
@@ -179,6 +188,15 @@ class NvcompLoader {
       api.decompress[i] =
           reinterpret_cast<DecompressFn>(dlsym(library, (prefix + "DecompressAsync").c_str()));
       complete = api.temp_size[i] != nullptr && api.decompress[i] != nullptr;
+      // Asked once; a library without the query gets what every nvCOMP accepts.
+      const auto alignments = reinterpret_cast<AlignmentsFn>(
+          dlsym(library, (prefix + "DecompressGetRequiredAlignments").c_str()));
+      AlignmentRequirements required;
+      const bool known = alignments != nullptr &&
+                         alignments(DecompressOptions{}, &required) == kNvcompSuccess &&
+                         required.input > 0 && required.input <= Nvcomp::kMaxInputAlignment &&
+                         (required.input & (required.input - 1)) == 0;
+      api.input_alignment[i] = known ? required.input : Nvcomp::kMaxInputAlignment;
     }
     if (!complete) {
       loaded.reason = name + " lacks an entry point zarrstream needs (nvCOMP 5 or later needed)";
@@ -228,6 +246,10 @@ Status NvcompError(std::string_view call, GpuCompression compression, NvcompStat
 }  // namespace
 
 const Nvcomp* Nvcomp::Get() { return Instance().nvcomp; }
+
+size_t Nvcomp::InputAlignment(GpuCompression compression) const {
+  return api_->input_alignment[static_cast<size_t>(compression)];
+}
 
 std::string Nvcomp::UnavailableReason() { return Instance().reason; }
 

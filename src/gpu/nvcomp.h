@@ -48,13 +48,20 @@ class Nvcomp {
   // `temp` (at least TempBytes). Every other pointer argument is a device array of `chunks`
   // entries: the compressed chunks and their sizes, the output buffers and their sizes, and what
   // the call sets: each chunk's decoded size and nvcompStatus_t (0: success). The
-  // returned status is the call's; chunks fail through `statuses`. Input and output buffers must
-  // be 16-byte aligned.
+  // returned status is the call's; chunks fail through `statuses`. Inputs must be aligned to
+  // InputAlignment(compression), outputs to 16 bytes.
   Status DecompressAsync(const CudaDriver& driver, GpuCompression compression,
                          const uint64_t* compressed, const uint64_t* compressed_bytes,
                          const uint64_t* output_bytes, uint64_t* decoded_bytes, size_t chunks,
                          void* temp, size_t temp_bytes, const uint64_t* outputs, int32_t* statuses,
                          void* stream) const;
+
+  // The alignment DecompressAsync needs of each compressed input of `compression`, as this
+  // library reports it (a power of two, at most kMaxInputAlignment; kMaxInputAlignment where it
+  // cannot say), so that a stream inside a blosc frame read straight into pinned memory is decoded
+  // where it lies whenever its address allows.
+  static constexpr size_t kMaxInputAlignment = 16;
+  size_t InputAlignment(GpuCompression compression) const;
 
   // Whether this nvCOMP computes batched CRC-32s (nvcompBatchedCRC32Async, nvCOMP 6.0 on): without
   // it gzip chunks decode on the CPU, since nvCOMP's gzip decoder does not verify the CRC-32 gzip

@@ -56,6 +56,7 @@ struct LoaderCounters {
   std::atomic<uint64_t> gpu_decoded_chunks{0};
   std::atomic<uint64_t> gpu_rejected_chunks{0};
   std::atomic<uint64_t> bytes_to_gpu{0};
+  std::atomic<uint64_t> bytes_staged_without_copy{0};
   std::atomic<uint64_t> gpu_ns{0};
   std::atomic<uint64_t> gpu_read_ns{0};
   std::atomic<uint64_t> gpu_decode_ns{0};

@@ -390,6 +390,9 @@ class GpuBatchProducer::Job {
           continue;
         }
         const std::optional<GpuChunkCodec>& codec = producer_.codecs_[chunk.array];
+        // A shard's inner chunks are read straight into the staging (no copy where nvCOMP can
+        // decode them where they lie).
+        chunk_read.encoded_memory = [w = &w](uint64_t bytes) { return w->StagingFor(bytes); };
         chunk_read.take_encoded = [w = &w, &codec, i](std::span<const std::byte> stored) {
           Result<GpuChunkParse> parse = codec->Parse(stored);
           if (parse.ok()) {
@@ -773,7 +776,13 @@ Result<std::shared_ptr<Batch>> GpuBatchProducer::ProduceOnGpu(const SamplePlan& 
     for (const auto& workspace : workspaces) chunks += workspace->chunks_decoded();
     return chunks;
   };
-  const uint64_t uploaded_before = uploaded(), decoded_before = decoded();
+  const auto in_place = [&] {
+    uint64_t bytes = 0;
+    for (const auto& workspace : workspaces) bytes += workspace->payload_bytes_in_place();
+    return bytes;
+  };
+  const uint64_t uploaded_before = uploaded(), decoded_before = decoded(),
+                 in_place_before = in_place();
   const CudaDriver* driver = setup_.device.driver;
   Job job(*this, b, epoch, index, reads, std::move(wave_starts), samples.size(), w,
           workspaces.size() > 1 ? workspaces.back().get() : nullptr);
@@ -787,6 +796,7 @@ Result<std::shared_ptr<Batch>> GpuBatchProducer::ProduceOnGpu(const SamplePlan& 
   status = job.Run(std::move(status), cpu_share);
   context_.counters.bytes_to_gpu += uploaded() - uploaded_before;
   context_.counters.gpu_decoded_chunks += decoded() - decoded_before;
+  context_.counters.bytes_staged_without_copy += in_place() - in_place_before;
   const bool skip = context_.options.skip_bad_samples;
   if (status.ok() && !job.first_error.ok() && skip) {
     CompactBatch(b, job.bad, [&](std::byte* to, const std::byte* from, size_t bytes) {

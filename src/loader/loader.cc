@@ -658,6 +658,7 @@ LoaderStats Loader::stats() const {
   st.gpu_decoded_chunks = counters.gpu_decoded_chunks;
   st.gpu_rejected_chunks = counters.gpu_rejected_chunks;
   st.bytes_to_gpu = counters.bytes_to_gpu;
+  st.bytes_staged_without_copy = counters.bytes_staged_without_copy;
   st.gpu_seconds = static_cast<double>(counters.gpu_ns) * 1e-9;
   st.gpu_read_seconds = static_cast<double>(counters.gpu_read_ns) * 1e-9;
   st.gpu_decode_seconds = static_cast<double>(counters.gpu_decode_ns) * 1e-9;

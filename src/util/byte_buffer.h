@@ -1,10 +1,15 @@
-// ByteBuffer: an owned, growable byte array that does not zero its memory on resize.
+// ByteBuffer: a growable byte array that does not zero its memory on resize.
 //
 // Used for compressed chunk bytes and decode scratch space. A buffer is reused across chunks:
 // Resize only reallocates when the capacity grows, so a worker's steady state makes no allocations.
 // Memory grown with ReserveReusable comes from, and returns to, the block cache
 // (util/block_cache.h), so buffers made and dropped per chunk (remote reads' response bodies)
 // reuse pages already touched; other growth uses new[].
+//
+// A buffer made by Borrow writes into memory its caller owns (a GPU workspace's pinned staging,
+// so that a store reads stored bytes straight where they are copied to the GPU from): it never
+// frees it, and growing past it moves the buffer to memory of its own, as any growth does. Whoever
+// reads it must therefore look at data() rather than assume the borrowed memory holds the bytes.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +37,7 @@ class ByteBuffer {
         size_(std::exchange(other.size_, 0)),
         capacity_(std::exchange(other.capacity_, 0)),
         block_bytes_(std::exchange(other.block_bytes_, 0)),
-        cached_block_(std::exchange(other.cached_block_, false)) {}
+        memory_(std::exchange(other.memory_, Memory::kNew)) {}
   ByteBuffer& operator=(ByteBuffer&& other) noexcept {
     if (this != &other) {
       Free();
@@ -40,9 +45,18 @@ class ByteBuffer {
       size_ = std::exchange(other.size_, 0);
       capacity_ = std::exchange(other.capacity_, 0);
       block_bytes_ = std::exchange(other.block_bytes_, 0);
-      cached_block_ = std::exchange(other.cached_block_, false);
+      memory_ = std::exchange(other.memory_, Memory::kNew);
     }
     return *this;
+  }
+  // An empty buffer over `memory`, which the caller owns and keeps valid while the buffer uses it
+  // (see the header comment).
+  static ByteBuffer Borrow(std::span<std::byte> memory) {
+    ByteBuffer buffer;
+    buffer.data_ = memory.data();
+    buffer.capacity_ = buffer.block_bytes_ = memory.size();
+    buffer.memory_ = Memory::kBorrowed;
+    return buffer;
   }
   ByteBuffer(const ByteBuffer& other) { Assign(other.data(), other.size()); }
   ByteBuffer& operator=(const ByteBuffer& other) {
@@ -91,21 +105,29 @@ class ByteBuffer {
     data_ = fresh;
     capacity_ = capacity;
     block_bytes_ = block_bytes;
-    cached_block_ = reusable;
+    memory_ = reusable ? Memory::kCachedBlock : Memory::kNew;
   }
   void Free() {
-    if (cached_block_) {
-      internal::FreeBlock(data_, block_bytes_);
-    } else {
-      delete[] data_;
+    switch (memory_) {
+      case Memory::kNew:
+        delete[] data_;
+        break;
+      case Memory::kCachedBlock:
+        internal::FreeBlock(data_, block_bytes_);
+        break;
+      case Memory::kBorrowed:
+        break;
     }
   }
 
-  std::byte* data_ = nullptr;  // owned: new[], or the block cache's when cached_block_
+  // Where data_ comes from: new[], the block cache, or the caller (Borrow; never freed here).
+  enum class Memory : uint8_t { kNew, kCachedBlock, kBorrowed };
+
+  std::byte* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
   size_t block_bytes_ = 0;  // the memory's size (at least capacity_)
-  bool cached_block_ = false;
+  Memory memory_ = Memory::kNew;
 };
 
 inline std::string_view AsStringView(std::span<const std::byte> bytes) {
