@@ -7,8 +7,11 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstddef>
 #include <memory>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "errors.h"
 #include "gil.h"
@@ -48,6 +51,16 @@ nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle
   return nb::cast(array, nb::rv_policy::reference);
 }
 
+// A DLPack producer over a copy of host `tensor`, which owns it: for a batch's origins (a few bytes
+// a sample), so that a consumer keeping them (to log which samples it trained on) does not keep
+// the batch's memory, a GPU batch's device block included, from going back to the loader.
+nb::object ExportCopy(const BatchTensor& tensor, nb::dlpack::dtype dtype) {
+  auto* copy = new std::vector<std::byte>(tensor.data.begin(), tensor.data.end());
+  nb::capsule owner(copy,
+                    [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+  return Export(BatchTensor{tensor.shape, std::span<std::byte>(*copy)}, dtype, owner);
+}
+
 // The next batch as a dict of DLPack arrays, or None at the end of the epoch. The batch's owner
 // (a capsule) is appended to `taken` last, with nothing that could raise after it, so that a
 // caller interrupted before it passes the batch on can put it back (Loader.put_back). Ctrl-C while
@@ -77,7 +90,7 @@ nb::object NextBatch(Loader& loader, nb::list taken) {
   if (!b.target_mask().shape.empty()) {
     out["target_mask"] = Export(b.target_mask(), nb::dtype<bool>(), owner, device, gpu);
   }
-  out["origin"] = Export(b.origins(), nb::dtype<int64_t>(), owner);
+  out["origin"] = ExportCopy(b.origins(), nb::dtype<int64_t>());
   nb::dict shapes;  // the arrays' shapes (a DLPack object does not say them)
   for (const auto& [key, tensor] : {std::pair{"input", &b.input()},
                                     {"target", &b.target()},

@@ -380,6 +380,24 @@ def test_prefetch_changed_mid_epoch_keeps_the_position_and_the_batches(era5):
         loader.prefetch = -1
 
 
+def test_origins_kept_by_the_consumer_keep_no_batch_memory(era5):
+    """A training loop that keeps every batch's origins (to log which samples it saw) keeps copies
+    of a few bytes, not the batches' buffers: the loader's blocks stay at prefetch + 2 (a GPU
+    batch's origins would otherwise hold its device block)."""
+    path, _ = era5
+    loader = zarrstream.Loader(path, variables=VARS, target_offset={"time": 1}, batch_size=1, seed=2,
+                               prefetch=1)
+    seen = []
+    for i, batch in enumerate(loader):
+        seen.append(batch["origin"])
+        if i == 9:
+            break
+    assert len(seen) == 10 and loader.stats()["batch_blocks"] <= 3, loader.stats()["batch_blocks"]
+    whole = [b["origin"] for b in zarrstream.Loader(path, variables=VARS, target_offset={"time": 1},
+                                                     batch_size=1, seed=2)]
+    assert all(torch.equal(a, b) for a, b in zip(seen, whole[:10]))
+
+
 def test_pytorch_short_of_gpu_memory_in_two_steps_lowers_the_prefetch_by_one(era5):
     """The policy of GPU batches under PyTorch (zarrstream._loader._TorchMemoryWatch), driven by a
     made-up allocator counter: not the first step's retries (kernel selection), then every two

@@ -339,7 +339,8 @@ class ChunkReadCall {
   // Where every member of sharded `object` gives memory for its stored bytes
   // (ChunkRead::encoded_memory): sets object.bytes to buffers over the first member's memory,
   // one per read of object.ranges, and returns true. A read it has no memory for gets a buffer
-  // of its own.
+  // the store fills as it would any (the index's lengths are the store's to check against what
+  // is stored: nothing is allocated here from them).
   bool BorrowEncodedMemory(StoredObject& object) {
     const size_t first = object.first_member, end = first + object.num_members;
     for (size_t p = first; p < end; ++p) {
@@ -351,11 +352,7 @@ class ChunkReadCall {
     for (size_t r = 0; r < object.ranges.size(); ++r) {
       const uint64_t length = object.ranges[r].length;
       std::span<std::byte> given = memory(length);
-      if (given.size() >= length) {
-        object.bytes[r] = ByteBuffer::Borrow(given.first(length));
-      } else {
-        object.bytes[r].ReserveReusable(length);
-      }
+      if (given.size() >= length) object.bytes[r] = ByteBuffer::Borrow(given.first(length));
     }
     return true;
   }
@@ -385,14 +382,7 @@ class ChunkReadCall {
         // gives the memory.
         const bool callers = BorrowEncodedMemory(object);
         alone = alone && !callers;
-        if (!alone && !callers) {
-          object.bytes.resize(object.ranges.size());
-          // Blocks of the block cache, touched before: a fresh allocation of a shard's MBs would
-          // fault in and zero new pages for every shard read.
-          for (size_t r = 0; r < object.ranges.size(); ++r) {
-            object.bytes[r].ReserveReusable(object.ranges[r].length);
-          }
-        }
+        if (!alone && !callers) object.bytes.resize(object.ranges.size());
         std::span<ByteBuffer> outs = alone ? std::span<ByteBuffer>(&scratch.encoded, 1)
                                            : std::span<ByteBuffer>(object.bytes);
         SetInnerReadStatus(object, ReadNow(object, object.ranges, outs));

@@ -150,6 +150,7 @@ std::span<std::byte> GpuDecodeWorkspace::HostOutput(size_t i, uint64_t bytes) {
 }
 
 std::span<std::byte> GpuDecodeWorkspace::StagingFor(uint64_t bytes) {
+  if (bytes > staging_.capacity) return {};  // (a corrupt shard index's length, say)
   const uint64_t total = AlignUp(bytes, kPayloadAlignment);
   const uint64_t offset = staged_end_.fetch_add(total);
   if (offset + total > staging_.capacity) return {};  // Stage's copies overflow from here on too
