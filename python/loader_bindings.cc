@@ -56,8 +56,7 @@ nb::object Export(const BatchTensor& tensor, nb::dlpack::dtype dtype, nb::handle
 // the batch's memory, a GPU batch's device block included, from going back to the loader.
 nb::object ExportCopy(const BatchTensor& tensor, nb::dlpack::dtype dtype) {
   auto* copy = new std::vector<std::byte>(tensor.data.begin(), tensor.data.end());
-  nb::capsule owner(copy,
-                    [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+  nb::capsule owner(copy, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
   return Export(BatchTensor{tensor.shape, std::span<std::byte>(*copy)}, dtype, owner);
 }
 
