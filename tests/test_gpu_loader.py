@@ -314,9 +314,9 @@ def test_fewer_batches_ahead_mid_epoch_give_gpu_memory_back_and_keep_the_batches
 
 def test_out_of_gpu_memory_for_nvcomp_the_worker_threads_decode_instead(tmp_path):
     """A batch with chunks on nvCOMP that finds no GPU memory for what nvCOMP alone needs (the
-    decoded chunks before their scatter, 20 MB a wave here) is made again with every chunk decoded
-    by the worker threads, and so is every batch after it: the CPU loader's batches, where the
-    loader used to fail with a CudaError."""
+    decoded chunks before their scatter and zstd's scratch: about 30 MB a wave here) is made again
+    with every chunk decoded by the worker threads, and so is every batch after it: the CPU
+    loader's batches, where the loader used to fail with a CudaError."""
     path = tmp_path / "big.zarr"
     g = zarr.open_group(str(path), mode="w", zarr_format=3)
     t = g.create_array("time", shape=(12,), chunks=(12,), dtype="int64", dimension_names=["time"])
@@ -325,26 +325,34 @@ def test_out_of_gpu_memory_for_nvcomp_the_worker_threads_decode_instead(tmp_path
     values = np.random.default_rng(3).random((12, 1024, 1024), dtype=np.float32)
     g.create_array("t2m", shape=values.shape, chunks=(1, 1024, 1024), dtype="float32", dimension_names=DIMS,
                    compressors=ZstdCodec(level=1))[...] = values
-    common = dict(target_offset={"time": 1}, batch_size=4, seed=2, prefetch=1)
+    # Batches of one sample: a batch block (8.4 MB) is well below what nvCOMP needs beyond it.
+    common = dict(target_offset={"time": 1}, batch_size=1, seed=2, prefetch=1)
 
     def gpu_loader(share):
         return zarrstream.Loader(path, "t2m", device="cuda", gpu_batches=True, cpu_decode_share=share, **common)
 
-    # What the loader takes with every chunk decoded by the worker threads; then the GPU filled to
-    # leave that and 8 MB.
+    def read_all(loader, free_before):
+        """Every batch, copied to the host; and the most GPU memory the loader held at a batch."""
+        got, peak = [], 0
+        for batch in loader:
+            got.append({key: value.cpu() for key, value in batch.items()})
+            torch.cuda.synchronize()
+            peak = max(peak, free_before - torch.cuda.mem_get_info()[0])
+        return got, peak
+
+    # What the loader takes at most with every chunk decoded by the worker threads; then the GPU
+    # filled to leave that, one batch block more and a little (16 MB in all).
     torch.cuda.synchronize()
     free_before = torch.cuda.mem_get_info()[0]
     cpu_decoded = gpu_loader(1.0)
-    for _ in cpu_decoded:
-        pass
-    needs = free_before - torch.cuda.mem_get_info()[0]
+    _, needs = read_all(cpu_decoded, free_before)
     del cpu_decoded
     torch.cuda.synchronize()
-    filler = torch.empty(torch.cuda.mem_get_info()[0] - needs - (8 << 20), dtype=torch.uint8, device="cuda")
+    filler = torch.empty(torch.cuda.mem_get_info()[0] - needs - (16 << 20), dtype=torch.uint8, device="cuda")
     try:
         loader = gpu_loader(0.0)
-        got_all = [{key: value.cpu() for key, value in batch.items()} for batch in loader]
-        assert loader.stats()["cpu_decode_share"] == 1.0, loader.stats()
+        got_all, _ = read_all(loader, free_before)
+        assert loader.stats()["cpu_decode_share"] == 1.0, (needs, loader.stats())
         del loader
     finally:
         del filler

@@ -157,19 +157,17 @@ std::span<std::byte> GpuDecodeWorkspace::StagingFor(uint64_t bytes) {
   return {staging_.host + offset, bytes};
 }
 
-bool GpuDecodeWorkspace::DecodesInPlace(const GpuStream& stream) const {
-  const auto at = reinterpret_cast<uintptr_t>(stream.payload.data());
+bool GpuDecodeWorkspace::InStaging(std::span<const std::byte> payload) const {
+  const auto at = reinterpret_cast<uintptr_t>(payload.data());
   const auto begin = reinterpret_cast<uintptr_t>(staging_.host);
-  if (staging_.host == nullptr || at < begin || at - begin > staging_.capacity ||
-      stream.payload.size() > staging_.capacity - (at - begin)) {
-    return false;
-  }
-  // Stored streams are copied or scattered by zarrstream's kernels, which want them aligned as
-  // they were staged before; compressed ones as nvCOMP asks.
-  const uint64_t alignment = stream.compression && nvcomp_ != nullptr
-                                 ? nvcomp_->InputAlignment(*stream.compression)
-                                 : kPayloadAlignment;
-  return (at - begin) % alignment == 0;
+  return staging_.host != nullptr && at >= begin && at - begin <= staging_.capacity &&
+         payload.size() <= staging_.capacity - (at - begin);
+}
+
+bool GpuDecodeWorkspace::Misaligned(const Stream& stream) const {
+  const uint64_t alignment =
+      stream.compression ? nvcomp_->InputAlignment(*stream.compression) : kPayloadAlignment;
+  return stream.staging_offset % alignment != 0;
 }
 
 void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t decoded_bytes) {
@@ -181,7 +179,7 @@ void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t de
   chunk.streams.resize(parse.streams.size());
   uint64_t total = 0, in_place = 0;
   for (const GpuStream& g : parse.streams) {
-    if (DecodesInPlace(g)) {
+    if (InStaging(g.payload)) {
       in_place += g.payload.size();
     } else {
       total += AlignUp(g.payload.size(), kPayloadAlignment);
@@ -199,7 +197,7 @@ void GpuDecodeWorkspace::Stage(size_t i, const GpuChunkParse& parse, uint64_t de
     stream.output_offset = g.output_offset;
     stream.output_bytes = g.output_bytes;
     stream.checksum = g.checksum;
-    if (DecodesInPlace(g)) {
+    if (InStaging(g.payload)) {
       stream.staging_offset = static_cast<uint64_t>(g.payload.data() - staging_.host);
     } else if (fits) {
       stream.staging_offset = offset;
@@ -235,8 +233,9 @@ Status GpuDecodeWorkspace::Decode() {
   ZS_ASSIGN_OR_RETURN(const uint64_t staged_end, PlaceOverflowPayloads());
   ZS_RETURN_IF_ERROR(driver_->CopyToDevice(staging_.device, staging_.host, staged_end, stream_));
   bytes_uploaded_ += staged_end;
-  ZS_ASSIGN_OR_RETURN(const std::vector<size_t> in_arena, AssignLandings());
+  ZS_ASSIGN_OR_RETURN(const std::vector<size_t> in_arena, AssignLandings(staged_end));
   const WaveWork work = SortStreams(in_arena);
+  ZS_RETURN_IF_ERROR(Unshuffle(work.realigned));  // streams nvCOMP cannot read where they lie
   ZS_RETURN_IF_ERROR(QueueDecodes(work));
   ZS_RETURN_IF_ERROR(Unshuffle(work.copies));      // stored streams into place (typesize 1: a copy)
   ZS_RETURN_IF_ERROR(Unshuffle(work.unshuffles));  // then blosc's shuffle undone
@@ -273,15 +272,21 @@ Result<uint64_t> GpuDecodeWorkspace::PlaceOverflowPayloads() {
   return end;
 }
 
-Result<std::vector<size_t>> GpuDecodeWorkspace::AssignLandings() {
-  // Host outputs, and one uncompressed stream that is the whole chunk, are used where they were
-  // copied; other chunks get a slot of the arena (and one more to land in before unshuffling).
+Result<std::vector<size_t>> GpuDecodeWorkspace::AssignLandings(uint64_t staged_end) {
+  // Host outputs, and one uncompressed stream that is the whole chunk (aligned), are used where
+  // they were copied; other chunks get a slot of the arena (and one more to land in before
+  // unshuffling). A compressed stream read into the staging at an address nvCOMP does not take
+  // is copied on the GPU to one it does: into the device staging past what was staged where
+  // there is room (it is sized for the decoded wave, the stored bytes take less), else into the
+  // arena.
   uint64_t arena_bytes = 0;
   auto slot = [&](uint64_t bytes) {
     const uint64_t at = arena_bytes;
     arena_bytes = AlignUp(arena_bytes + bytes, kOutputAlignment);
     return at;
   };
+  uint64_t spare = AlignUp(staged_end, kPayloadAlignment);  // in the device staging
+  std::vector<Stream*> realigned_in_arena;
   std::vector<size_t> in_arena;
   for (size_t i = 0; i < chunks_.size(); ++i) {
     Chunk& c = chunks_[i];
@@ -300,13 +305,26 @@ Result<std::vector<size_t>> GpuDecodeWorkspace::AssignLandings() {
       c.rejected = true;
       continue;
     }
-    if (c.streams.size() == 1 && !compressed && c.unshuffle_typesize == 0) {
+    if (c.streams.size() == 1 && !compressed && c.unshuffle_typesize == 0 &&
+        !Misaligned(c.streams[0])) {
       c.device = c.landing = staging_.device + c.streams[0].staging_offset;
       continue;
     }
     c.device = slot(c.decoded_bytes);
     c.landing = c.unshuffle_typesize != 0 ? slot(c.decoded_bytes) : c.device;
     in_arena.push_back(i);
+    for (Stream& st : c.streams) {
+      st.input = staging_.device + st.staging_offset;
+      st.realigned = st.compression && Misaligned(st);
+      if (!st.realigned) continue;
+      if (spare + st.payload_bytes <= staging_.capacity) {
+        st.input = staging_.device + spare;
+        spare = AlignUp(spare + st.payload_bytes, kPayloadAlignment);
+      } else {
+        st.input = slot(st.payload_bytes);
+        realigned_in_arena.push_back(&st);
+      }
+    }
   }
   ZS_RETURN_IF_ERROR(ReserveDevice(&arena_, &arena_capacity_, arena_bytes,
                                    std::max(arena_bytes + arena_bytes / 4, expected_arena_bytes_)));
@@ -314,6 +332,7 @@ Result<std::vector<size_t>> GpuDecodeWorkspace::AssignLandings() {
     chunks_[i].device += arena_;
     chunks_[i].landing += arena_;
   }
+  for (Stream* st : realigned_in_arena) st->input += arena_;
   return in_arena;
 }
 
@@ -327,6 +346,10 @@ GpuDecodeWorkspace::WaveWork GpuDecodeWorkspace::SortStreams(
       if (st.checksum) work.checksummed.emplace_back(i, k);
       if (st.compression) {
         work.groups[static_cast<size_t>(*st.compression)].emplace_back(i, k);
+        if (st.realigned) {
+          work.realigned.push_back({staging_.device + st.staging_offset, st.input,
+                                    static_cast<uint32_t>(st.payload_bytes), 1});
+        }
       } else {
         work.copies.push_back({staging_.device + st.staging_offset, c.landing + st.output_offset,
                                static_cast<uint32_t>(st.output_bytes), 1});
@@ -452,7 +475,7 @@ Status GpuDecodeWorkspace::DecodeGroup(GpuCompression compression,
   for (size_t j = 0; j < n; ++j) {
     const Chunk& c = chunks_[members[j].first];
     const Stream& st = c.streams[members[j].second];
-    arguments[j] = staging_.device + st.staging_offset;
+    arguments[j] = st.input;
     arguments[n + j] = st.payload_bytes;
     arguments[2 * n + j] = st.output_bytes;
     arguments[3 * n + j] = c.landing + st.output_offset;

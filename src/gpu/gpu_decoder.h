@@ -120,8 +120,8 @@ class GpuDecodeWorkspace {
     uint64_t alignment = 0;  // of `host`
   };
   Status Reserve(Mirror& mirror, uint64_t bytes, uint64_t keep_host_bytes);
-  // Whether `stream`'s payload lies in the staging (StagingFor's memory), where it can be decoded.
-  bool DecodesInPlace(const GpuStream& stream) const;
+  // Whether `payload` lies in the staging (StagingFor's memory).
+  bool InStaging(std::span<const std::byte> payload) const;
   void Release(Mirror& mirror);
   // Grows a device buffer to hold `needed` bytes (to `reserve` when it must grow).
   Status ReserveDevice(uint64_t* address, uint64_t* capacity, uint64_t needed, uint64_t reserve);
@@ -134,7 +134,8 @@ class GpuDecodeWorkspace {
     std::array<std::vector<std::pair<size_t, size_t>>, 4> groups;  // (chunk, stream)
     std::vector<std::pair<size_t, size_t>> checksummed;
     std::vector<gpu_abi::UnshuffleDescriptor> copies, unshuffles;
-    size_t compressed = 0;  // streams in all groups
+    std::vector<gpu_abi::UnshuffleDescriptor> realigned;  // compressed streams moved for nvCOMP
+    size_t compressed = 0;                                // streams in all groups
     uint64_t checksums_offset = 0;
     uint64_t results_bytes = 0;
   };
@@ -143,7 +144,7 @@ class GpuDecodeWorkspace {
   Result<uint64_t> PlaceOverflowPayloads();
   // Sets where each chunk's streams land and its decoded bytes end up (the arena grown to hold
   // them); returns the chunks in the arena, which the GPU decodes, copies or unshuffles.
-  Result<std::vector<size_t>> AssignLandings();
+  Result<std::vector<size_t>> AssignLandings(uint64_t staged_end);
   WaveWork SortStreams(const std::vector<size_t>& in_arena) const;
   // Queues the batched decodes and the checksums of `work`.
   Status QueueDecodes(const WaveWork& work);
@@ -171,7 +172,15 @@ class GpuDecodeWorkspace {
     uint64_t output_bytes = 0;
     std::optional<GpuChecksum> checksum;
     ByteBuffer overflow;  // a payload that did not fit the staging capacity
+    // Set by Decode: the device address nvCOMP reads a compressed stream from: where it was
+    // staged, or (`realigned`: read into the staging at an address nvCOMP does not take) a copy
+    // the GPU makes first.
+    uint64_t input = 0;
+    bool realigned = false;
   };
+  // Whether `stream`, staged, lies at an address its decoder does not take: nvCOMP's input
+  // alignment for a compressed stream, the kernels' 16 bytes for a stored chunk used in place.
+  bool Misaligned(const Stream& stream) const;
   struct Chunk {
     bool staged = false;  // Stage was called: decoded (or copied) on the GPU from its streams
     bool rejected = false;
