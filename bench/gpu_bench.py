@@ -142,7 +142,8 @@ def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
     def make():
         return zarrstream.Loader(store, variables, batch_size=args.batch, shuffle="exact", seed=1,
                                  device="cuda", gpu_batches=gpu, prefetch=args.prefetch,
-                                 gpu_wave_bytes=int(args.wave_gb * 2**30), timeline=True)
+                                 gpu_wave_bytes=int(args.wave_gb * 2**30), timeline=True,
+                                 cpu_decode_share=args.cpu_decode_share)
 
     next(iter(make()))
     if args.cold:
@@ -472,6 +473,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--batches", type=int, default=24, help="timed batches per tool")
     parser.add_argument("--prefetch", type=int, default=3)
+    parser.add_argument("--cpu-decode-share", type=lambda v: v if v == "auto" else float(v), default=0.0,
+                        help="Loader(cpu_decode_share) of the zarrstream-gpu rows: the share of "
+                             "nvCOMP's chunks the worker threads decode (0 to 1, or auto)")
     parser.add_argument("--wave-gb", type=float, default=0.0,
                         help="Loader(gpu_wave_bytes) in GiB (0: the loader's default)")
     parser.add_argument("--layouts", default="v3-zstd,wb2")
