@@ -514,6 +514,20 @@ TEST(GpuDecodeWorkspaceGpuTest, ChecksumMismatchesRejectTheChunk) {
   }
 }
 
+// Decodes the wave staged in `w` and expects chunk i to come out as expected[i], none rejected.
+void ExpectWaveDecodes(const CudaDriver& driver, GpuDecodeWorkspace& w,
+                       const std::vector<std::vector<std::byte>>& expected) {
+  ASSERT_TRUE(w.Decode().ok());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_FALSE(w.Rejected(i));
+    std::vector<std::byte> back(expected[i].size());
+    ASSERT_TRUE(driver.CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
+    ASSERT_TRUE(w.Synchronize().ok());
+    EXPECT_EQ(back, expected[i]);
+  }
+}
+
 // GPU: a wave of chunks of every compression (and raw, and a host output), decoded at once.
 TEST(GpuDecodeWorkspaceGpuTest, DecodesEveryCompressionLikeTheCpu) {
   const CudaDriver* driver = CudaDriver::Get();
@@ -556,16 +570,7 @@ TEST(GpuDecodeWorkspaceGpuTest, DecodesEveryCompressionLikeTheCpu) {
     std::span<std::byte> host = w.HostOutput(n - 1, kChunk.num_bytes());
     std::memcpy(host.data(), expected.back().data(), host.size());
 
-    ASSERT_TRUE(w.Decode().ok());
-    for (size_t i = 0; i < n; ++i) {
-      SCOPED_TRACE(i);
-      ASSERT_FALSE(w.Rejected(i));
-      std::vector<std::byte> back(kChunk.num_bytes());
-      ASSERT_TRUE(
-          driver->CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
-      ASSERT_TRUE(w.Synchronize().ok());
-      EXPECT_EQ(back, expected[i]);
-    }
+    ExpectWaveDecodes(*driver, w, expected);
   }
   EXPECT_GE(w.chunks_decoded(), 2u * 7u);
 }
@@ -647,16 +652,7 @@ TEST(GpuDecodeWorkspaceGpuTest, StreamsReadIntoTheStagingDecodeWhereTheyLie) {
     } else {
       EXPECT_EQ(read_into_staging, n / 2);
     }
-    ASSERT_TRUE(w.Decode().ok());
-    for (size_t i = 0; i < n; ++i) {
-      SCOPED_TRACE(i);
-      ASSERT_FALSE(w.Rejected(i));
-      std::vector<std::byte> back(kChunk.num_bytes());
-      ASSERT_TRUE(
-          driver->CopyToHost(back.data(), w.DeviceAddress(i), back.size(), w.stream()).ok());
-      ASSERT_TRUE(w.Synchronize().ok());
-      EXPECT_EQ(back, expected[i]);
-    }
+    ExpectWaveDecodes(*driver, w, expected);
   }
 }
 
