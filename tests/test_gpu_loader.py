@@ -201,8 +201,10 @@ def test_chunks_decoded_by_the_cpu_make_the_same_gpu_batches(stores):
 
 def test_cpu_and_gpu_decoding_side_by_side_make_the_same_gpu_batches(stores):
     # cpu_decode_share=0.5: the worker threads decode every other chunk nvCOMP could decode, in
-    # arrays nvCOMP decodes whole (big-endian ones too: bytes the CPU decoded are not swapped again).
-    for path, names in zip(stores, (["blosc_f32", "crc_be_f32", "gzip_f64", "zstd_f32"],
+    # arrays nvCOMP decodes whole (big-endian ones too: bytes the CPU decoded are not swapped again),
+    # and every other shard of a sharded one (its inner chunks kept together, so that the shards
+    # nvCOMP decodes are read straight into the staging).
+    for path, names in zip(stores, (["blosc_f32", "crc_be_f32", "gzip_f64", "zstd_f32", "sharded_blosc_f32"],
                                     ["lz4_f32", "zlib_f32", "zstd_be_f8"])):
         common = dict(target_offset={"time": 1}, batch_size=3, seed=7, dtype="float32")
         cpu = zarrstream.Loader(path, names, **common)
@@ -222,6 +224,7 @@ def test_cpu_and_gpu_decoding_side_by_side_make_the_same_gpu_batches(stores):
             path, {key: stats[key] for key in ("batches", "chunks_decoded", "gpu_decoded_chunks",
                                                "gpu_rejected_chunks", "cpu_decode_share")})
         assert stats["gpu_rejected_chunks"] == 0
+        assert (stats["bytes_staged_without_copy"] > 0) == (path == stores[0])
 
 
 def test_waves_of_one_chunk_read_while_the_last_decodes_make_the_same_gpu_batches(stores, tmp_path):

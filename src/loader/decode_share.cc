@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstddef>
 #include <string>
 
 #include "zarrstream/loader.h"
@@ -202,16 +203,31 @@ void DecodeShareController::MoveTo(int level) {
   window_waits_.clear();
 }
 
-std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share) {
+std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share,
+                                        std::span<const uint64_t> objects) {
   std::vector<uint8_t> on_gpu(decodable.size(), 0);
-  uint64_t seen = 0;
-  for (size_t k = 0; k < decodable.size(); ++k) {
-    if (!decodable[k]) continue;
-    // The CPU's running count floor(seen * share) steps up at this chunk: it is the CPU's.
-    const bool to_cpu = static_cast<uint64_t>(static_cast<double>(seen + 1) * cpu_share) >
-                        static_cast<uint64_t>(static_cast<double>(seen) * cpu_share);
-    on_gpu[k] = to_cpu ? 0 : 1;
-    ++seen;
+  uint64_t seen = 0, on_cpu = 0;
+  for (size_t k = 0; k < decodable.size();) {
+    if (!decodable[k]) {
+      ++k;
+      continue;
+    }
+    // The run of decodable chunks of k's stored object.
+    size_t end = k + 1;
+    while (end < decodable.size() && decodable[end] && !objects.empty() &&
+           objects[end] == objects[k]) {
+      ++end;
+    }
+    const uint64_t run = end - k;
+    // What the CPU is owed once the run is placed: floor((seen + run) * share), less what it has.
+    const auto owed = static_cast<int64_t>(static_cast<double>(seen + run) * cpu_share) -
+                      static_cast<int64_t>(on_cpu);
+    const bool to_cpu = owed >= static_cast<int64_t>((run + 1) / 2);
+    std::fill(on_gpu.begin() + static_cast<std::ptrdiff_t>(k),
+              on_gpu.begin() + static_cast<std::ptrdiff_t>(end), to_cpu ? 0 : 1);
+    if (to_cpu) on_cpu += run;
+    seen += run;
+    k = end;
   }
   return on_gpu;
 }

@@ -145,7 +145,14 @@ class DecodeShareController {
 // chunk in the batch's order), the worker threads decode `cpu_share` (0 to 1), spread evenly over
 // the batch so that each wave gets its part, and nvCOMP the rest. Returns one flag per chunk: 1
 // where nvCOMP decodes it.
-std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share);
+//
+// `objects` (empty, or one per chunk) names each chunk's stored object: neighbours in the same
+// object (inner chunks of one shard) go to the same side, so that a shard nvCOMP decodes is read
+// straight into its staging (ChunkRead::encoded_memory asks that of every member). Such a run of
+// g chunks goes to the worker threads when they are owed at least half of it by then (rounded
+// down, as single chunks are); the share is then kept to within half a shard.
+std::vector<uint8_t> ChunksDecodedOnGpu(std::span<const uint8_t> decodable, double cpu_share,
+                                        std::span<const uint64_t> objects = {});
 
 // The share a batch whose production starts now is made with: `adaptive`'s where the share
 // adapts (non-null), else the fixed `cpu_share` (generation 0).

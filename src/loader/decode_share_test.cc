@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <map>
@@ -364,6 +366,32 @@ TEST(ChunksDecodedOnGpuTest, TheCpuTakesItsShareRoundedDown) {
     const auto cpu = std::count(on_gpu.begin(), on_gpu.end(), 0);
     EXPECT_EQ(cpu, static_cast<long>(100 * share)) << share;
   }
+}
+
+TEST(ChunksDecodedOnGpuTest, TheInnerChunksOfAShardGoTogether) {
+  // Four shards of four inner chunks, half to the CPU: whole shards, every other one.
+  std::vector<uint64_t> shards;
+  for (uint64_t s = 0; s < 4; ++s) shards.insert(shards.end(), 4, 100 + s);
+  const std::vector<uint8_t> half = ChunksDecodedOnGpu(std::vector<uint8_t>(16, 1), 0.5, shards);
+  EXPECT_EQ(half, (std::vector<uint8_t>{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1}));
+  // Shards of 13 (an ERA5 field's levels) at a fifth: the CPU's count stays within half a shard
+  // of the share at every shard, and no shard is split.
+  std::vector<uint64_t> levels;
+  for (uint64_t s = 0; s < 40; ++s) levels.insert(levels.end(), 13, s);
+  const std::vector<uint8_t> fifth = ChunksDecodedOnGpu(std::vector<uint8_t>(520, 1), 0.2, levels);
+  uint64_t cpu = 0;
+  for (size_t s = 0; s < 40; ++s) {
+    const auto first = fifth.begin() + static_cast<std::ptrdiff_t>(13 * s);
+    EXPECT_TRUE(std::all_of(first, first + 13, [&](uint8_t v) { return v == *first; })) << s;
+    cpu += *first == 0 ? 13 : 0;
+    EXPECT_LE(std::abs(static_cast<double>(cpu) - 0.2 * 13 * (s + 1)), 6.5 + 1) << s;
+  }
+  EXPECT_EQ(cpu, 104u);  // a fifth of 520
+  // Chunks nvCOMP cannot decode end a run; unsharded neighbours (distinct objects) are placed
+  // one by one, as without objects.
+  const std::vector<uint64_t> distinct = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(ChunksDecodedOnGpu(std::vector<uint8_t>(8, 1), 0.25, distinct),
+            OnGpu(std::vector<uint8_t>(8, 1), 0.25));
 }
 
 TEST(CurrentDecodeShareTest, TheAdaptiveShareWhereThereIsOne) {

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "codec/sharding_codec.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/gpu_kernels.h"
 #include "gpu/nvcomp.h"
@@ -15,6 +16,7 @@
 #include "loader/gpu_assembly.h"
 #include "loader/pipeline.h"
 #include "util/format.h"
+#include "util/mix64.h"
 #include "util/nvtx_range.h"
 
 namespace zarrstream::internal {
@@ -271,18 +273,20 @@ class GpuBatchProducer::Job {
     // largest chunk, or than the batch.
     uint64_t batch_decoded_bytes = 0;
     std::vector<uint8_t> decodable(reads_.chunks.size(), 0);
+    std::vector<uint64_t> objects(reads_.chunks.size(), 0);
     for (size_t k = 0; k < reads_.chunks.size(); ++k) {
       const PlannedChunk& chunk = reads_.chunks[k];
-      batch_decoded_bytes = SaturatingAdd(batch_decoded_bytes,
-                                          ReadChunkBytes(*context_.geometry.arrays[chunk.array]));
+      const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
+      batch_decoded_bytes = SaturatingAdd(batch_decoded_bytes, ReadChunkBytes(array));
       decodable[k] = producer_.codecs_[chunk.array] ? 1 : 0;
+      objects[k] = StoredObjectId(chunk, array, k);
     }
     for (GpuDecodeWorkspace* w : workspaces_) {
       w->ExpectWaves(std::min(SaturatingAdd(producer_.WaveLimit(), producer_.max_chunk_bytes_),
                               batch_decoded_bytes),
                      producer_.any_blosc_);
     }
-    on_gpu_ = ChunksDecodedOnGpu(decodable, cpu_share);
+    on_gpu_ = ChunksDecodedOnGpu(decodable, cpu_share, objects);
     if (status.ok()) status = RunWaves();
     if (status.ok() && reads_.chunks.empty() &&
         (!reads_.resident.empty() || !reads_.computed.empty() || !reads_.padding.empty())) {
@@ -319,6 +323,20 @@ class GpuBatchProducer::Job {
   Status first_error;
 
  private:
+  // Which stored object chunk k (`chunk`, of `array`) is in, for the placement (ChunksDecodedOnGpu
+  // keeps neighbours of one shard together): the shard's array and index mixed, or k itself for
+  // an unsharded chunk. Neighbours of two shards that mixed alike would only be placed together.
+  static uint64_t StoredObjectId(const PlannedChunk& chunk, const internal::ArrayState& array,
+                                 size_t k) {
+    const ShardingCodec* sharding = array.chain->sharding();
+    if (sharding == nullptr) return Mix64(k) ^ 1;
+    uint64_t id = Mix64(chunk.array);
+    for (size_t d = 0; d < chunk.coords.size(); ++d) {
+      id = Mix64(id ^ (chunk.coords[d] / sharding->chunks_per_shard()[d]));
+    }
+    return id;
+  }
+
   // The chunks of wave j: [wave_starts_[j], wave_starts_[j + 1]) (the last to the batch's end).
   size_t WaveBegin(size_t j) const { return wave_starts_[j]; }
   size_t WaveEnd(size_t j) const {
