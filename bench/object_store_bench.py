@@ -11,6 +11,9 @@ way). Two kinds of measurement, in the same run:
 - each reader reading the whole array, once to warm up and then --repeat times, each in its own
   child process (so one reader's thread pools and connections never serve another's).
 
+"zarrstream-open" opens the array once and reads it per repetition (the "zarrstream" row opens
+it for every read, metadata and new connections included).
+
 "zarrstream-transport" is zarrstream's HTTP store alone: every stored chunk fetched whole, as many
 requests in flight as the zarrstream row keeps, the bytes dropped (`Store.receive`): its CPU
 seconds per stored GB split the zarrstream row's into receiving and decoding.
@@ -74,6 +77,22 @@ def read_zarrstream(url: str):
     import zarrstream
 
     return zarrstream.open_array(url).read()
+
+
+class ZarrstreamOpenArray:
+    """The array opened once, each read its `read()`: a reader that keeps its array (metadata,
+    HTTP connections, thread pools) between reads, as a training job or a notebook does; the
+    `zarrstream` row opens the array for every read."""
+
+    def __init__(self):
+        self.array = None
+
+    def __call__(self, url: str):
+        import zarrstream
+
+        if self.array is None:
+            self.array = zarrstream.open_array(url)
+        return self.array.read()
 
 
 class ZarrstreamGpuEpochs:
@@ -159,6 +178,7 @@ def zarr_fsspec_reader(concurrency: int | None):
 
 READERS = {
     "zarrstream": read_zarrstream,
+    "zarrstream-open": ZarrstreamOpenArray,  # a class: the array opened once, read per repetition
     "zarrstream-gpu": ZarrstreamGpuEpochs,  # a class: one instance per child, called per read
     "zarrstream-transport": receive_zarrstream,  # bytes received, nothing decoded
     "tensorstore": tensorstore_reader(None),
