@@ -70,7 +70,7 @@ def test_object_store_bench_runs_every_reader_and_counts_requests():
     assert report["setup"]["chunks"] == 8
     assert report["server"][0]["connections"] == 4 and report["server"][0]["requests_per_s"] > 0
     rows = {r["reader"]: r for r in report["results"]}
-    assert set(rows) == {"zarrstream", "zarrstream-transport", "tensorstore", "tensorstore-tuned",
+    assert set(rows) == {"zarrstream", "zarrstream-open", "zarrstream-transport", "tensorstore", "tensorstore-tuned",
                          "zarr-python+obstore", "zarr-python+obstore-tuned", "zarr-python+fsspec",
                          "zarr-python+fsspec-tuned"}
     for name, row in rows.items():
