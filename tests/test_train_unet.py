@@ -41,8 +41,9 @@ def run_example(dataset, tmp_path, *args, launcher=(), check=True):
            "--base-width", "8", "--depth", "2", "--batch-size", "4", "--device", "cpu", *map(str, args)]
     if not launcher:
         cmd.insert(0, sys.executable)
-    # A rank that aborts (a rare "terminate called without an active exception" at exit) prints
-    # every thread's Python stack, to say where.
+    # A rank that aborts prints every thread's Python stack, to say where. (The rare "terminate
+    # called without an active exception" at exit was a Gloo thread in Python's shutdown: the
+    # example now collects its DDP model before it.)
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     if check:
