@@ -157,26 +157,13 @@ class ChunkReadCall {
     };
     std::vector<Key> keys;
     keys.reserve(reads_.size());
-    const internal::ArrayState* grid_of = nullptr;
-    std::vector<uint64_t> grid;  // of stored objects, of `grid_of` (reads mostly share an array)
     for (size_t i = 0; i < reads_.size(); ++i) {
       ChunkRead& read = reads_[i];
       read.missing = false;
       read.status = CheckRead(read, partial_ != nullptr);
       if (!read.status.ok()) continue;
-      const internal::ArrayState& array = *read.array;
-      const ShardingCodec* sharding = array.chain->sharding();
-      if (grid_of != &array) {
-        grid = array.metadata.grid_shape();
-        grid_of = &array;
-      }
-      Key key{&array, 0, 0, i};
-      for (size_t d = 0; d < read.coords.size(); ++d) {
-        const uint64_t per_shard = sharding != nullptr ? sharding->chunks_per_shard()[d] : 1;
-        key.object = key.object * grid[d] + read.coords[d] / per_shard;
-        key.inner = key.inner * per_shard + read.coords[d] % per_shard;
-      }
-      keys.push_back(key);
+      const StoredPlace place = StoredPlaceOf(*read.array, read.coords);
+      keys.push_back(Key{read.array, place.object, place.inner, i});
     }
     std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
       if (a.array != b.array) return std::less<>()(a.array, b.array);
@@ -586,6 +573,17 @@ std::string IndexCacheKey(const internal::ArrayState* array, const std::string& 
 }
 
 }  // namespace
+
+StoredPlace StoredPlaceOf(const internal::ArrayState& array, std::span<const uint64_t> coords) {
+  const ShardingCodec* sharding = array.chain->sharding();
+  StoredPlace place;
+  for (size_t d = 0; d < coords.size(); ++d) {
+    const uint64_t per_shard = sharding != nullptr ? sharding->chunks_per_shard()[d] : 1;
+    place.object = place.object * array.metadata.grid_extent(d) + coords[d] / per_shard;
+    place.inner = place.inner * per_shard + coords[d] % per_shard;
+  }
+  return place;
+}
 
 uint64_t ReadChunkBytes(const internal::ArrayState& array) {
   uint64_t n = DataTypeSize(array.metadata.data_type);

@@ -57,6 +57,15 @@ namespace zarrstream {
 // byte order (edge chunks are full size; past the array's edge they hold what was stored).
 uint64_t ReadChunkBytes(const internal::ArrayState& array);
 
+// Where read chunk `coords` of `array` is stored: the linear index (C order) of its stored object
+// in the array's grid of stored objects (its shards, or its chunks when unsharded), and its index
+// within that shard (C order; 0 when unsharded). ReadChunks reads a call's chunks object by object.
+struct StoredPlace {
+  uint64_t object = 0;
+  uint64_t inner = 0;
+};
+StoredPlace StoredPlaceOf(const internal::ArrayState& array, std::span<const uint64_t> coords);
+
 // One chunk to read.
 struct ChunkRead {
   const internal::ArrayState* array = nullptr;  // outlives the call

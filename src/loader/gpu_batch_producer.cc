@@ -8,7 +8,6 @@
 #include <system_error>
 #include <thread>
 
-#include "codec/sharding_codec.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/gpu_kernels.h"
 #include "gpu/nvcomp.h"
@@ -279,7 +278,7 @@ class GpuBatchProducer::Job {
       const internal::ArrayState& array = *context_.geometry.arrays[chunk.array];
       batch_decoded_bytes = SaturatingAdd(batch_decoded_bytes, ReadChunkBytes(array));
       decodable[k] = producer_.codecs_[chunk.array] ? 1 : 0;
-      objects[k] = StoredObjectId(chunk, array, k);
+      objects[k] = StoredObjectId(chunk, array);
     }
     for (GpuDecodeWorkspace* w : workspaces_) {
       w->ExpectWaves(std::min(SaturatingAdd(producer_.WaveLimit(), producer_.max_chunk_bytes_),
@@ -323,18 +322,11 @@ class GpuBatchProducer::Job {
   Status first_error;
 
  private:
-  // Which stored object chunk k (`chunk`, of `array`) is in, for the placement (ChunksDecodedOnGpu
-  // keeps neighbours of one shard together): the shard's array and index mixed, or k itself for
-  // an unsharded chunk. Neighbours of two shards that mixed alike would only be placed together.
-  static uint64_t StoredObjectId(const PlannedChunk& chunk, const internal::ArrayState& array,
-                                 size_t k) {
-    const ShardingCodec* sharding = array.chain->sharding();
-    if (sharding == nullptr) return Mix64(k) ^ 1;
-    uint64_t id = Mix64(chunk.array);
-    for (size_t d = 0; d < chunk.coords.size(); ++d) {
-      id = Mix64(id ^ (chunk.coords[d] / sharding->chunks_per_shard()[d]));
-    }
-    return id;
+  // Which stored object `chunk` (of `array`) is in, for the placement (ChunksDecodedOnGpu keeps
+  // neighbours of one object together): its array's index and the object's, mixed. Neighbours of
+  // two objects that mixed alike would only be placed together.
+  static uint64_t StoredObjectId(const PlannedChunk& chunk, const internal::ArrayState& array) {
+    return Mix64(Mix64(chunk.array) ^ StoredPlaceOf(array, chunk.coords).object);
   }
 
   // The chunks of wave j: [wave_starts_[j], wave_starts_[j + 1]) (the last to the batch's end).

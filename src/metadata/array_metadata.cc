@@ -29,13 +29,15 @@ uint64_t ArrayMetadata::num_elements() const {
 
 std::vector<uint64_t> ArrayMetadata::grid_shape() const {
   std::vector<uint64_t> grid(shape.size(), 0);
-  for (size_t d = 0; d < shape.size() && d < chunk_shape.size(); ++d) {
-    // The parsers reject zero chunk sizes; a hand-built model with one gets an empty grid instead
-    // of a division by zero. Written without (s + c - 1) so that shapes near 2^64 do not overflow.
-    if (chunk_shape[d] == 0) continue;
-    grid[d] = shape[d] / chunk_shape[d] + (shape[d] % chunk_shape[d] != 0 ? 1 : 0);
-  }
+  for (size_t d = 0; d < shape.size(); ++d) grid[d] = grid_extent(d);
   return grid;
+}
+
+uint64_t ArrayMetadata::grid_extent(size_t d) const {
+  // The parsers reject zero chunk sizes; a hand-built model with one gets an empty grid instead
+  // of a division by zero. Written without (s + c - 1) so that shapes near 2^64 do not overflow.
+  if (d >= chunk_shape.size() || chunk_shape[d] == 0) return 0;
+  return shape[d] / chunk_shape[d] + (shape[d] % chunk_shape[d] != 0 ? 1 : 0);
 }
 
 uint64_t ArrayMetadata::num_chunks() const {

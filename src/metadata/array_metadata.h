@@ -76,6 +76,7 @@ struct ArrayMetadata {
 
   uint64_t num_elements() const;             // product of shape
   std::vector<uint64_t> grid_shape() const;  // chunks per dimension (ceil division)
+  uint64_t grid_extent(size_t d) const;      // grid_shape()[d], without the vector
   uint64_t num_chunks() const;               // product of grid_shape
 };
 
