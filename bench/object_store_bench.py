@@ -50,7 +50,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from object_servers import Nginx  # noqa: E402
 
-TUNED_CONCURRENCY = 64  # zarrstream's default requests in flight per host
+# zarrstream's default requests in flight per host (TransportOptions::max_in_flight_per_host in
+# src/store/curl_transport.h; `zarrstream doctor` shows it): the transport row keeps as many, and
+# the "-tuned" peers are given as many.
+TUNED_CONCURRENCY = 256
 
 
 def make_store(root: Path, chunks: int, side: int) -> Path:
