@@ -389,7 +389,7 @@ def main() -> None:
             print(f"{r['reader']:28} {r['best_s']:>7} {r['stored_MB_per_s']:>12} "
                   f"{r['mean_stored_MB_per_s']:>8} {r['decoded_MB_per_s'] or '–':>13} "
                   f"{r['of_saturated']:>10.0%} "
-                  f"{r['zarrstream_ratio']:>13} {r['requests_per_chunk']:>10} "
+                  f"{r.get('zarrstream_ratio', '–'):>13} {r['requests_per_chunk']:>10} "
                   f"{r['cpu_s_per_GB_stored']:>9}")
 
 

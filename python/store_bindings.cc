@@ -7,7 +7,10 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <tuple>
@@ -40,35 +43,56 @@ std::span<const std::byte> AsBytes(const nb::bytes& b) {
   return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
 }
 
-// Every key of `keys` read whole, at most `in_flight` reads outstanding (a sliding window, the
-// oldest waited for first), the bytes dropped as they arrive: what receiving costs without
-// decoding. The total bytes received, or the first error, naming its key.
+// Every key of `keys` read whole, `in_flight` reads outstanding while keys are left (a slot
+// starts its next read as soon as its last one completes, in whatever order they complete), the
+// bytes dropped as they arrive: what receiving costs without decoding. The total bytes received,
+// or the first error, naming its key.
 Result<uint64_t> ReceiveAll(Store& store, const std::vector<std::string>& keys, size_t in_flight) {
   struct Slot {
-    Future<uint64_t> read;
     size_t key = 0;
     ByteRange range = ByteRange::Full();
     ByteBuffer out;  // reused by the slot's reads
   };
+  // Completions, pushed by the I/O threads' continuations: (slot, bytes or error).
+  struct Completions {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<std::pair<size_t, Result<uint64_t>>> done;
+  };
   if (keys.empty()) return uint64_t{0};
   std::vector<Slot> slots(std::min(in_flight, keys.size()));
+  auto completions = std::make_shared<Completions>();
+  size_t next_key = 0;
+  auto start = [&](size_t s) {
+    Slot& slot = slots[s];
+    slot.key = next_key++;
+    store
+        .Read(keys[slot.key], std::span<const ByteRange>(&slot.range, 1),
+              std::span<ByteBuffer>(&slot.out, 1))
+        .OnReady([completions, s](Result<uint64_t>& bytes) {
+          std::lock_guard<std::mutex> lock(completions->mutex);
+          completions->done.emplace_back(s, std::move(bytes));
+          completions->cv.notify_one();
+        });
+  };
+  for (size_t s = 0; s < slots.size(); ++s) start(s);
   uint64_t total = 0;
   Status first_error;
-  for (size_t k = 0; k < keys.size() + slots.size(); ++k) {
-    Slot& slot = slots[k % slots.size()];
-    if (slot.read.valid()) {
-      Result<uint64_t> bytes = slot.read.Wait();
-      slot.read = Future<uint64_t>();
-      if (bytes.ok()) {
-        total += *bytes;
-      } else if (first_error.ok()) {
-        first_error = std::move(bytes).status().WithContext("key '" + keys[slot.key] + "'");
-      }
+  for (size_t outstanding = slots.size(); outstanding > 0;) {
+    std::unique_lock<std::mutex> lock(completions->mutex);
+    completions->cv.wait(lock, [&] { return !completions->done.empty(); });
+    auto [s, bytes] = std::move(completions->done.front());
+    completions->done.pop_front();
+    lock.unlock();
+    --outstanding;
+    if (bytes.ok()) {
+      total += *bytes;
+    } else if (first_error.ok()) {
+      first_error = std::move(bytes).status().WithContext("key '" + keys[slots[s].key] + "'");
     }
-    if (k < keys.size()) {
-      slot.key = k;
-      slot.read = store.Read(keys[k], std::span<const ByteRange>(&slot.range, 1),
-                             std::span<ByteBuffer>(&slot.out, 1));
+    if (next_key < keys.size() && first_error.ok()) {
+      start(s);
+      ++outstanding;
     }
   }
   if (!first_error.ok()) return first_error;
