@@ -10,7 +10,9 @@ multiple of. A run that fails
 (a GPU out of memory, say) is a row saying so, and the next run goes on. ``--ranks N`` among a
 run's arguments starts it data-parallel under torchrun (N ranks on this machine, one GPU each on
 CUDA); its samples/s is the ranks' sum, and the ceiling it is compared with is then N times the
-single-process ceiling (perfect scaling).
+single-process ceiling (perfect scaling). ``--env KEY=VALUE`` (repeatable) among a run's arguments
+sets an environment variable for that run's processes (a knob such as
+ZARRSTREAM_GPU_BLOCKS_PER_SM compared side by side).
 
     python3 bench/train_matrix.py --stats stats.json \\
         --store zstd=era5-v3-zstd.zarr --store gf=era5-gpu-friendly.zarr \\
@@ -38,6 +40,7 @@ run's train_unet log.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -60,23 +63,43 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_unet.py"
 EXCEPTION = re.compile(r"^(\[rank\d+\]:\s*)?([\w.]*(Error|Exception|Interrupt)|error):\s")
 
 
-def parse_run(text: str, stores: dict[str, str]) -> tuple[str, str, list[str], int]:
-    """(name, store path, train_unet arguments, ranks) of ``NAME=STORE:ARGS``."""
+@dataclasses.dataclass
+class Run:
+    name: str
+    store: str  # the store's path
+    args: list[str]  # train_unet.py's
+    ranks: int = 1
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # over this process's
+
+
+def parse_run(text: str, stores: dict[str, str]) -> Run:
+    """The run of ``NAME=STORE:ARGS``; ``--ranks N`` and ``--env KEY=VALUE`` among ARGS are the
+    matrix's, the rest train_unet.py's."""
     name, sep, rest = text.partition("=")
     key, sep2, args_text = rest.partition(":")
     if not sep or not sep2 or not name.strip():
         raise SystemExit(f"--run {text!r}: expected NAME=STORE:ARGS")
     if key not in stores:
         raise SystemExit(f"--run {text!r}: no --store named {key!r} (have: {', '.join(stores) or 'none'})")
+    run = Run(name.strip(), stores[key], [])
     args = shlex.split(args_text)
-    ranks = 1
-    if "--ranks" in args:
-        at = args.index("--ranks")
-        if at + 1 >= len(args) or not args[at + 1].isdigit() or int(args[at + 1]) < 1:
-            raise SystemExit(f"--run {text!r}: --ranks takes a number of ranks")
-        ranks = int(args[at + 1])
-        del args[at:at + 2]
-    return name.strip(), stores[key], args, ranks
+    i = 0
+    while i < len(args):
+        if args[i] == "--ranks":
+            if i + 1 >= len(args) or not args[i + 1].isdigit() or int(args[i + 1]) < 1:
+                raise SystemExit(f"--run {text!r}: --ranks takes a number of ranks")
+            run.ranks = int(args[i + 1])
+            i += 2
+        elif args[i] == "--env":
+            variable, sep3, value = (args[i + 1] if i + 1 < len(args) else "").partition("=")
+            if not sep3 or not variable:
+                raise SystemExit(f"--run {text!r}: --env takes KEY=VALUE")
+            run.env[variable] = value
+            i += 2
+        else:
+            run.args.append(args[i])
+            i += 1
+    return run
 
 
 def is_baseline(args: list[str]) -> bool:
@@ -96,10 +119,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[str],
-            timeout: float) -> dict[str, Any]:
+def run_one(run: Run, stats: str, common: list[str], timeout: float) -> dict[str, Any]:
     """The run's train_unet log (rank 0's, with every rank's under "ranks" and their summed rate),
     or {"error": ...} when it failed."""
+    store, args, ranks = run.store, run.args, run.ranks
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "log.json"
         launcher = [sys.executable]
@@ -109,7 +132,8 @@ def run_one(store: str, args: list[str], ranks: int, stats: str, common: list[st
         cmd = [*launcher, str(EXAMPLE), store, "--stats", stats, *common, *args, "--json-out", str(log_path)]
         # Every process of the run (launcher, ranks, DataLoader workers) has the log's path, which
         # is unique to the run, on its command line.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **run.env})
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -276,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     disk: dict[str, dict[str, float]] = {}
     if args.cold:
         common.append("--cold")
-        for _, store, _, _ in runs:
+        for store in dict.fromkeys(r.store for r in runs):
             if store not in disk:
                 disk[store] = read_cold(store)
                 print(f"disk: {store} read cold at {disk[store]['stored_gb_per_s']:.2f} GB/s "
@@ -286,30 +310,31 @@ def main(argv: list[str] | None = None) -> int:
     # every configuration rather than landing on one.
     repeats: list[list[dict[str, Any]]] = [[] for _ in runs]
     for round_index in range(args.repeat):
-        for i, (name, store, run_args, ranks) in enumerate(runs):
-            log = run_one(store, run_args, ranks, args.stats, common, args.timeout)
+        for i, run in enumerate(runs):
+            log = run_one(run, args.stats, common, args.timeout)
             repeats[i].append(log)
             state = log["error"] if "error" in log else f"{log['samples_per_second']:.1f} samples/s"
             suffix = f" (round {round_index + 1} of {args.repeat})" if args.repeat > 1 else ""
-            print(f"{name}: {state}{suffix}", flush=True)
+            print(f"{run.name}: {state}{suffix}", flush=True)
 
     rows: list[tuple[str, dict[str, Any]]] = []
     ceiling = baseline = None
-    for (name, _, run_args, _), logs in zip(runs, repeats):
+    for run, logs in zip(runs, repeats):
         log = median_run(logs)
-        rows.append((name, log))
-        if ceiling is None and "--synthetic" in run_args and "error" not in log:
+        rows.append((run.name, log))
+        if ceiling is None and "--synthetic" in run.args and "error" not in log:
             ceiling = log["samples_per_second"] / log["world_size"]  # one process's
-        if baseline is None and is_baseline([*common, *run_args]) and "error" not in log:
+        if baseline is None and is_baseline([*common, *run.args]) and "error" not in log:
             baseline = log["samples_per_second"]
-    for (_, log), (_, store, _, _) in zip(rows, runs):
+    for (_, log), run in zip(rows, runs):
         if args.cold and "error" not in log:
-            log["disk_bound_samples_per_second"] = disk_bound(log, 1e9 * disk[store]["stored_gb_per_s"], ceiling)
+            log["disk_bound_samples_per_second"] = disk_bound(log, 1e9 * disk[run.store]["stored_gb_per_s"], ceiling)
     print()
     print(table(rows, ceiling, baseline, cold=args.cold))
     if args.json:
         report = {"common": common, "ceiling": ceiling, "baseline": baseline, "repeat": args.repeat, "disk": disk,
-                  "runs": [{"name": n, "log": l, "repeats": logs} for (n, l), logs in zip(rows, repeats)]}
+                  "runs": [{"name": n, "env": run.env, "log": l, "repeats": logs}
+                           for (n, l), logs, run in zip(rows, repeats, runs)]}
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 

@@ -12,7 +12,10 @@ Every test here is marked ``gpu``: without a CUDA device they are skipped, and t
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -757,3 +760,34 @@ def test_windowed_boxes_of_wide_fields_scatter_like_the_cpu(tmp_path):
         gpu = zarrstream.Loader(path, ["t", "z"], device="cuda", gpu_batches=True, **common)
         _assert_same_batches(cpu, gpu, epochs=1)
         assert gpu.stats()["gpu_decoded_chunks"] > 0
+
+
+_SMALL_GRID_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import zarrstream
+from test_gpu_loader import _assert_same_batches, _variables
+path = sys.argv[2]
+common = dict(target_offset={"time": 1}, batch_size=3, seed=3, dtype="bfloat16", nan=-1.0)
+cpu = zarrstream.Loader(path, _variables(path), **common)
+gpu = zarrstream.Loader(path, _variables(path), device="cuda", gpu_batches=True, **common)
+_assert_same_batches(cpu, gpu)
+print("same batches")
+"""
+
+
+def test_grids_of_one_block_per_multiprocessor_make_the_same_batches(stores):
+    """ZARRSTREAM_GPU_BLOCKS_PER_SM=1: each launch has one block per multiprocessor in all, so the
+    kernels' blocks loop over boxes and over elements (paths a full grid rarely takes), and the
+    batches are the CPU loader's bit for bit; a value out of range is an error naming it."""
+    tests = str(Path(__file__).resolve().parent)
+    for path in stores:
+        env = dict(os.environ, ZARRSTREAM_GPU_BLOCKS_PER_SM="1")
+        run = subprocess.run([sys.executable, "-c", _SMALL_GRID_SCRIPT, tests, str(path)], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0 and "same batches" in run.stdout, run.stderr[-3000:]
+    env = dict(os.environ, ZARRSTREAM_GPU_BLOCKS_PER_SM="0")
+    run = subprocess.run([sys.executable, "-c", _SMALL_GRID_SCRIPT, tests, str(stores[0])], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0
+    assert "ZARRSTREAM_GPU_BLOCKS_PER_SM='0': expected a whole number from 1 to 64" in run.stderr

@@ -463,6 +463,21 @@ def test_the_training_matrix_cold_measures_the_disk_and_each_runs_share_of_it(da
     assert 0 < run["disk_bound_samples_per_second"] <= report["ceiling"]
 
 
+def test_a_run_takes_ranks_and_environment_variables_of_its_own():
+    matrix = load_bench("train_matrix")
+    stores = {"gf": "/data/gf.zarr"}
+    run = matrix.parse_run("one block=gf:--prefetch 1 --env ZARRSTREAM_GPU_BLOCKS_PER_SM=1 --ranks 2 "
+                           "--env A=b=c --no-gpu-decode", stores)
+    assert (run.name, run.store, run.ranks) == ("one block", "/data/gf.zarr", 2)
+    assert run.args == ["--prefetch", "1", "--no-gpu-decode"]
+    assert run.env == {"ZARRSTREAM_GPU_BLOCKS_PER_SM": "1", "A": "b=c"}
+    assert matrix.parse_run("plain=gf:", stores).env == {}
+    for bad, message in [("x=gf:--env", "--env takes KEY=VALUE"), ("x=gf:--env NOVALUE", "--env takes KEY=VALUE"),
+                         ("x=gf:--ranks two", "--ranks takes a number of ranks")]:
+        with pytest.raises(SystemExit, match=message):
+            matrix.parse_run(bad, stores)
+
+
 def test_the_disk_bound_counts_what_the_run_read_from_the_disk_not_the_page_cache():
     matrix = load_bench("train_matrix")
     stats = {"bytes_read": 8e9}

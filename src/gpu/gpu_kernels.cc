@@ -1,6 +1,7 @@
 #include "gpu/gpu_kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,20 +19,37 @@ namespace {
 
 constexpr uint32_t kThreadsPerBlock = 256;
 constexpr uint64_t kMaxGridY = 65535;
+constexpr uint32_t kDefaultBlocksPerSm = 64;
 
 // x spreads one descriptor's work over blocks of which each thread does at least
-// `items_per_thread`; y covers the descriptors. The whole grid stays near 64 blocks per
-// multiprocessor, enough to hide memory latency without idle blocks.
+// `items_per_thread`; y covers the descriptors (the kernels loop over them in steps of gridDim.y).
+// The whole grid stays near `blocks_per_sm` blocks per multiprocessor: by default 64, enough to
+// hide memory latency without idle blocks; fewer leave more of each multiprocessor to the kernels
+// of a training step running beside the loader's.
 void GridFor(const CudaDriver& driver, uint32_t count, uint64_t max_items,
-             uint64_t items_per_thread, uint32_t grid[3]) {
-  const uint64_t y = std::clamp<uint64_t>(count, 1, kMaxGridY);
+             uint64_t items_per_thread, uint32_t blocks_per_sm, uint32_t grid[3]) {
+  const auto sms = static_cast<uint64_t>(std::max(driver.multiprocessor_count(), 1));
+  const uint64_t budget = std::max<uint64_t>(1, sms * blocks_per_sm);
+  const uint64_t y = std::clamp<uint64_t>(count, 1, std::min(kMaxGridY, budget));
   uint64_t x =
       (max_items + kThreadsPerBlock * items_per_thread - 1) / (kThreadsPerBlock * items_per_thread);
-  const auto sms = static_cast<uint64_t>(std::max(driver.multiprocessor_count(), 1));
-  x = std::clamp<uint64_t>(x, 1, std::max<uint64_t>(1, sms * 64 / y));
+  x = std::clamp<uint64_t>(x, 1, std::max<uint64_t>(1, budget / y));
   grid[0] = static_cast<uint32_t>(x);
   grid[1] = static_cast<uint32_t>(y);
   grid[2] = 1;
+}
+
+// ZARRSTREAM_GPU_BLOCKS_PER_SM: a whole number from 1 to 64, or unset (64).
+[[maybe_unused]] Result<uint32_t> BlocksPerSmFromEnvironment() {
+  const char* value = std::getenv("ZARRSTREAM_GPU_BLOCKS_PER_SM");
+  if (value == nullptr || *value == '\0') return kDefaultBlocksPerSm;
+  char* end = nullptr;
+  const unsigned long blocks = std::strtoul(value, &end, 10);
+  if (end == value || *end != '\0' || blocks < 1 || blocks > kDefaultBlocksPerSm) {
+    return ConfigError("ZARRSTREAM_GPU_BLOCKS_PER_SM='" + std::string(value) +
+                       "': expected a whole number from 1 to 64");
+  }
+  return static_cast<uint32_t>(blocks);
 }
 
 }  // namespace
@@ -63,8 +81,14 @@ class GpuKernelsLoader {
         return loaded;
       }
     }
+    Result<uint32_t> blocks_per_sm = BlocksPerSmFromEnvironment();
+    if (!blocks_per_sm.ok()) {
+      loaded.reason = blocks_per_sm.status().message();
+      return loaded;
+    }
     loaded.kernels = new GpuKernels();  // lives for the process, as the module stays loaded
     loaded.kernels->driver_ = driver;
+    loaded.kernels->blocks_per_sm_ = *blocks_per_sm;
     loaded.kernels->scatter_ = *scatter;
     loaded.kernels->forcings_ = *forcings;
     loaded.kernels->tendencies_ = *tendencies;
@@ -108,7 +132,7 @@ Status GpuKernels::Scatter(uint64_t descriptors, uint32_t count, uint64_t max_el
                            void* stream) const {
   if (count == 0) return Status::Ok();
   uint32_t grid[3];
-  GridFor(*driver_, count, max_elements, 4, grid);
+  GridFor(*driver_, count, max_elements, 4, blocks_per_sm_, grid);
   void* arguments[] = {&descriptors, &count};
   return driver_->Launch(scatter_, grid, kThreadsPerBlock, stream, arguments);
 }
@@ -117,7 +141,7 @@ Status GpuKernels::Forcings(uint64_t descriptors, uint32_t count, uint64_t max_e
                             void* stream) const {
   if (count == 0) return Status::Ok();
   uint32_t grid[3];
-  GridFor(*driver_, count, max_elements, 1, grid);
+  GridFor(*driver_, count, max_elements, 1, blocks_per_sm_, grid);
   void* arguments[] = {&descriptors, &count};
   return driver_->Launch(forcings_, grid, kThreadsPerBlock, stream, arguments);
 }
@@ -126,7 +150,7 @@ Status GpuKernels::Tendencies(uint64_t descriptors, uint32_t count, uint64_t max
                               void* stream) const {
   if (count == 0) return Status::Ok();
   uint32_t grid[3];
-  GridFor(*driver_, count, max_elements, 4, grid);
+  GridFor(*driver_, count, max_elements, 4, blocks_per_sm_, grid);
   void* arguments[] = {&descriptors, &count};
   return driver_->Launch(tendencies_, grid, kThreadsPerBlock, stream, arguments);
 }
@@ -135,7 +159,7 @@ Status GpuKernels::Unshuffle(uint64_t descriptors, uint32_t count, uint64_t max_
                              void* stream) const {
   if (count == 0) return Status::Ok();
   uint32_t grid[3];
-  GridFor(*driver_, count, max_bytes, 8, grid);
+  GridFor(*driver_, count, max_bytes, 8, blocks_per_sm_, grid);
   void* arguments[] = {&descriptors, &count};
   return driver_->Launch(unshuffle_, grid, kThreadsPerBlock, stream, arguments);
 }

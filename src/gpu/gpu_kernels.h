@@ -5,6 +5,11 @@
 // Threads: thread-safe. Launches go to the device the kernels were loaded on, on the caller's
 // stream (of that device). The descriptor arrays are device memory that must stay valid until the
 // stream passes the launch.
+//
+// Grids: a launch has at most ZARRSTREAM_GPU_BLOCKS_PER_SM blocks per multiprocessor in all (1 to
+// 64; read when the kernels are loaded; default 64, which fills the GPU). A training step runs its
+// kernels beside these, and the blocks of a grid that fills the GPU hold multiprocessors the step's
+// next kernel then waits for; a smaller grid leaves them room and takes longer itself.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +50,7 @@ class GpuKernels {
   void* tendencies_ = nullptr;          // CUfunction
   void* unshuffle_ = nullptr;           // CUfunction
   void* adler32_ = nullptr;             // CUfunction
+  uint32_t blocks_per_sm_ = 64;         // a grid's budget per multiprocessor
 };
 
 }  // namespace zarrstream

@@ -247,6 +247,86 @@ __device__ __forceinline__ uint32_t Tendency(uint64_t value, uint64_t base,
   return __float_as_uint(__double2float_rn(t));
 }
 
+// The flags and constants of one box, read once per box.
+struct BoxScatter {
+  const CopyDescriptor& d;
+  const unsigned char* source;
+  uint32_t size;
+  uint32_t nan_fill;
+  bool swap, fill_nan, from_fill, decoded_float64;
+
+  // The bits of the element at `source_offset` of the decoded chunk.
+  __device__ __forceinline__ uint64_t Load(int64_t source_offset) const {
+    return from_fill ? d.fill_value : LoadBits(source + source_offset * size, size, swap);
+  }
+
+  // An element's `bits` into `target_offset` of the slab.
+  __device__ __forceinline__ void Store(uint64_t bits, int64_t target_offset) const {
+    if (decoded_float64) {
+      reinterpret_cast<uint64_t*>(d.target)[target_offset] = DecodedFloat64(bits, d);
+      return;
+    }
+    uint32_t value = Normalise(bits, d);
+    if (fill_nan) {
+      const bool nan = IsNan(value);
+      reinterpret_cast<uint8_t*>(d.mask)[target_offset] = nan ? 1 : 0;
+      if (nan) value = nan_fill;
+    }
+    StoreBatchValue(d.target, target_offset, d.batch_type, value);
+  }
+};
+
+// The source and target offsets (in elements) of element `e` of the box, in row major order.
+// `Index` is the type the division runs in: 32-bit where the box has fewer than 2^32 elements
+// (every ERA5-sized field), since a 64-bit division is a long emulated sequence on the GPU. (A
+// whole field is one axis after the host merges contiguous ones: no division at all.)
+template <typename Index>
+__device__ __forceinline__ void Offsets(uint64_t e, const CopyDescriptor& d, int64_t& source_offset,
+                                        int64_t& target_offset) {
+  source_offset = 0;
+  target_offset = 0;
+  Index rest = static_cast<Index>(e);
+  for (int a = static_cast<int>(d.rank) - 1; a > 0; --a) {
+    const auto extent = static_cast<Index>(d.shape[a]);
+    const Index i = rest % extent;
+    rest /= extent;
+    source_offset += static_cast<int64_t>(i) * d.source_strides[a];
+    target_offset += static_cast<int64_t>(i) * d.target_strides[a];
+  }
+  source_offset += static_cast<int64_t>(rest) * d.source_strides[0];
+  target_offset += static_cast<int64_t>(rest) * d.target_strides[0];
+}
+
+// Elements per thread whose loads are in flight together. One at a time, a thread's next load
+// waits for its previous store (the compiler cannot tell the batch from the chunk), so a grid of
+// few blocks (ZARRSTREAM_GPU_BLOCKS_PER_SM, gpu_kernels.h) would run far under the memory's
+// bandwidth.
+constexpr int kElementsInFlight = 4;
+
+template <typename Index>
+__device__ __forceinline__ void ScatterBox(const BoxScatter& box) {
+  const CopyDescriptor& d = box.d;
+  const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t first = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       first < d.elements; first += kElementsInFlight * step) {
+    uint64_t bits[kElementsInFlight];
+    int64_t target_offsets[kElementsInFlight];
+#pragma unroll
+    for (int k = 0; k < kElementsInFlight; ++k) {
+      const uint64_t e = first + k * step;
+      if (e < d.elements) {
+        int64_t source_offset;
+        Offsets<Index>(e, d, source_offset, target_offsets[k]);
+        bits[k] = box.Load(source_offset);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kElementsInFlight; ++k) {
+      if (first + k * step < d.elements) box.Store(bits[k], target_offsets[k]);
+    }
+  }
+}
+
 }  // namespace
 
 // Every box of `copies` (count of them) into its slab. Grid: x spreads a box's elements, y the
@@ -259,40 +339,18 @@ extern "C" __global__ void zs_scatter(const CopyDescriptor* copies, uint32_t cou
     __syncthreads();  // every thread is done with the previous box's descriptor
     if (threadIdx.x == 0) d = copies[c];
     __syncthreads();
-    const uint32_t size = SourceSize(d.source_type);
-    const bool swap = (d.flags & abi::kByteSwap) != 0;
-    const bool fill_nan = (d.flags & abi::kFillNan) != 0;
-    const bool from_fill = (d.flags & abi::kFromFill) != 0;
-    const bool decoded_float64 = (d.flags & abi::kDecodedFloat64) != 0;
-    const auto* source = reinterpret_cast<const unsigned char*>(d.source);
-    const uint32_t nan_fill = __float_as_uint(__double2float_rn(d.nan_fill));
-    const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-    for (uint64_t e = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < d.elements;
-         e += step) {
-      int64_t source_offset = 0, target_offset = 0;
-      uint64_t rest = e;
-      for (int a = static_cast<int>(d.rank) - 1; a > 0; --a) {
-        const uint64_t extent = d.shape[a];
-        const uint64_t i = rest % extent;
-        rest /= extent;
-        source_offset += static_cast<int64_t>(i) * d.source_strides[a];
-        target_offset += static_cast<int64_t>(i) * d.target_strides[a];
-      }
-      source_offset += static_cast<int64_t>(rest) * d.source_strides[0];
-      target_offset += static_cast<int64_t>(rest) * d.target_strides[0];
-      const uint64_t bits =
-          from_fill ? d.fill_value : LoadBits(source + source_offset * size, size, swap);
-      if (decoded_float64) {
-        reinterpret_cast<uint64_t*>(d.target)[target_offset] = DecodedFloat64(bits, d);
-        continue;
-      }
-      uint32_t value = Normalise(bits, d);
-      if (fill_nan) {
-        const bool nan = IsNan(value);
-        reinterpret_cast<uint8_t*>(d.mask)[target_offset] = nan ? 1 : 0;
-        if (nan) value = nan_fill;
-      }
-      StoreBatchValue(d.target, target_offset, d.batch_type, value);
+    const BoxScatter box{d,
+                         reinterpret_cast<const unsigned char*>(d.source),
+                         SourceSize(d.source_type),
+                         __float_as_uint(__double2float_rn(d.nan_fill)),
+                         (d.flags & abi::kByteSwap) != 0,
+                         (d.flags & abi::kFillNan) != 0,
+                         (d.flags & abi::kFromFill) != 0,
+                         (d.flags & abi::kDecodedFloat64) != 0};
+    if (d.elements <= 0xFFFFFFFFull) {  // then every index of the box fits 32 bits too
+      ScatterBox<uint32_t>(box);
+    } else {
+      ScatterBox<uint64_t>(box);
     }
   }
 }
