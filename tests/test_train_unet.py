@@ -528,3 +528,36 @@ def test_the_training_matrix_repeats_in_turn_and_shows_the_median(dataset, tmp_p
     bad = subprocess.run([sys.executable, str(MATRIX), "--stats", str(stats), "--store", f"small={store}",
                           "--run", "x=small:", "--repeat", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "--repeat 0: expected at least 1" in bad.stderr
+
+
+PROFILE = Path(__file__).resolve().parent.parent / "bench" / "step_profile.py"
+
+
+def test_the_step_profile_sums_by_name_and_measures_the_overlap_with_the_loaders_kernels():
+    profile = load_bench("step_profile")
+    assert profile.merged([(5, 7), (0, 2), (1, 3), (7, 8)]) == [[0, 3], [5, 8]]
+    assert profile.overlap_with([(2, 6), (0, 10)], [[0, 3], [5, 8]]) == 1 + 1 + 3 + 3
+    events = [("zs_scatter", 0, 10), ("conv", 5, 15), ("zs_scatter", 20, 30), ("conv", 25, 26),
+              ("Memcpy HtoD (Pinned -> Device)", 0, 40), ("relu", 40, 41)]
+    summary = profile.summarise(events, top=2)
+    assert summary["by_name"] == [{"name": "Memcpy HtoD (Pinned -> Device)", "ms": 0.04, "count": 1},
+                                  {"name": "zs_scatter", "ms": 0.02, "count": 2}]
+    assert summary["model_kernels_ms"] == 0.012  # conv 10 + 1, relu 1: the copy is not the model's
+    assert summary["model_kernels_beside_loader_kernels_ms"] == 0.006
+    assert (summary["loader_kernels_ms"], summary["loader_kernels"]) == (0.02, 2)
+
+
+def test_the_step_profile_records_a_training_run(dataset, tmp_path):
+    store, stats = dataset
+    out = subprocess.run(
+        [sys.executable, str(PROFILE), "--activity", "cpu", "--top", "5", "--json", str(tmp_path / "p.json"), "--",
+         str(store), "--stats", str(stats), "--variables", VARIABLES, "--base-width", "8", "--depth", "2",
+         "--batch-size", "4", "--device", "cpu", "--steps", "2"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "CPU activity" in out.stdout
+    summary = json.loads((tmp_path / "p.json").read_text())
+    assert len(summary["by_name"]) == 5 and all(row["count"] > 0 for row in summary["by_name"])
+    assert any(row["name"].startswith("aten::") for row in summary["by_name"])
+    bad = subprocess.run([sys.executable, str(PROFILE), str(store)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "usage: step_profile.py" in bad.stderr
