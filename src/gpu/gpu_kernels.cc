@@ -39,19 +39,6 @@ void GridFor(const CudaDriver& driver, uint32_t count, uint64_t max_items,
   grid[2] = 1;
 }
 
-// ZARRSTREAM_GPU_BLOCKS_PER_SM: a whole number from 1 to 64, or unset (64).
-[[maybe_unused]] Result<uint32_t> BlocksPerSmFromEnvironment() {
-  const char* value = std::getenv("ZARRSTREAM_GPU_BLOCKS_PER_SM");
-  if (value == nullptr || *value == '\0') return kDefaultBlocksPerSm;
-  char* end = nullptr;
-  const unsigned long blocks = std::strtoul(value, &end, 10);
-  if (end == value || *end != '\0' || blocks < 1 || blocks > kDefaultBlocksPerSm) {
-    return ConfigError("ZARRSTREAM_GPU_BLOCKS_PER_SM='" + std::string(value) +
-                       "': expected a whole number from 1 to 64");
-  }
-  return static_cast<uint32_t>(blocks);
-}
-
 }  // namespace
 
 struct LoadedKernels {
@@ -81,7 +68,7 @@ class GpuKernelsLoader {
         return loaded;
       }
     }
-    Result<uint32_t> blocks_per_sm = BlocksPerSmFromEnvironment();
+    Result<uint32_t> blocks_per_sm = GpuKernels::BlocksPerSmFromEnvironment();
     if (!blocks_per_sm.ok()) {
       loaded.reason = blocks_per_sm.status().message();
       return loaded;
@@ -118,6 +105,19 @@ Result<const GpuKernels*> GpuKernels::ForDevice(const CudaDriver* driver) {
                      it->second.reason);
   }
   return it->second.kernels;
+}
+
+Result<uint32_t> GpuKernels::BlocksPerSmFromEnvironment() {
+  const char* value = std::getenv("ZARRSTREAM_GPU_BLOCKS_PER_SM");
+  if (value == nullptr || *value == '\0') return kDefaultBlocksPerSm;
+  const bool digit_first = *value >= '0' && *value <= '9';  // strtoul would skip spaces and signs
+  char* end = nullptr;
+  const unsigned long blocks = std::strtoul(value, &end, 10);
+  if (!digit_first || *end != '\0' || blocks < 1 || blocks > kDefaultBlocksPerSm) {
+    return ConfigError("ZARRSTREAM_GPU_BLOCKS_PER_SM='" + std::string(value) +
+                       "': expected a whole number from 1 to 64");
+  }
+  return static_cast<uint32_t>(blocks);
 }
 
 bool GpuKernels::Compiled() {

@@ -27,6 +27,9 @@ class GpuKernels {
   static Result<const GpuKernels*> ForDevice(const CudaDriver* driver);
   // Whether this build carries the kernels at all.
   static bool Compiled();
+  // ZARRSTREAM_GPU_BLOCKS_PER_SM's value (64 where unset); a kConfig error naming it where it is
+  // not a whole number from 1 to 64.
+  static Result<uint32_t> BlocksPerSmFromEnvironment();
 
   // zs_scatter over `count` CopyDescriptors at `descriptors`, the largest `max_elements` long.
   Status Scatter(uint64_t descriptors, uint32_t count, uint64_t max_elements, void* stream) const;

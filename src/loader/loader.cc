@@ -24,6 +24,7 @@
 #include "array/array_state.h"
 #include "dataset/channel_spec.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_kernels.h"
 #include "loader/batch_layout.h"
 #include "loader/batch_memory_pool.h"
 #include "loader/batch_producer.h"
@@ -95,6 +96,10 @@ Result<BatchPlacement> PlanBatchPlacement(BatchDevice requested, int cuda_device
     return ConfigError("device is cuda:" + std::to_string(cuda_device) +
                        ", but this machine has no GPU zarrstream can use: " +
                        driver.status().message() + " (zarrstream doctor reports the GPU)");
+  }
+  // A malformed tuning knob is the caller's error, not a reason to make the batches elsewhere.
+  if (Result<uint32_t> blocks = GpuKernels::BlocksPerSmFromEnvironment(); !blocks.ok()) {
+    return std::move(blocks).status();
   }
   placement.reason = gpu_batches == GpuBatches::kOff ? "GPU batches are off (gpu_batches)"
                                                      : GpuBatchesUnavailableReason(cuda_device);
