@@ -382,14 +382,21 @@ def test_doctor_reports_the_environment():
     assert report["http"] == {"io_threads": min(16, max(2, os.cpu_count() * 3 // 4)),
                               "max_in_flight": 256, "max_in_flight_per_host": 256}
     assert report["buffer_cache_bytes"] == 256 << 20
+    assert report["gpu_grids"] == {"blocks_per_sm": 64}
     text = run_cli("doctor")
     assert text.returncode == 0 and "gpu:" in text.stdout and "libraries:" in text.stdout
     assert "remote reads: " in text.stdout
     env = dict(os.environ, ZARRSTREAM_HTTP_IO_THREADS="3", ZARRSTREAM_HTTP_MAX_PER_HOST="32",
-               ZARRSTREAM_BUFFER_CACHE_MB="0")
+               ZARRSTREAM_BUFFER_CACHE_MB="0", ZARRSTREAM_GPU_BLOCKS_PER_SM="4")
     tuned = json.loads(run_cli("doctor", "--json", env=env).stdout)
     assert tuned["http"]["io_threads"] == 3 and tuned["http"]["max_in_flight_per_host"] == 32
     assert tuned["buffer_cache_bytes"] == 0
+    assert tuned["gpu_grids"] == {"blocks_per_sm": 4}
+    assert "grids of at most 4 blocks per multiprocessor" in run_cli("doctor", env=env).stdout
+    env["ZARRSTREAM_GPU_BLOCKS_PER_SM"] = "0"
+    grids = json.loads(run_cli("doctor", "--json", env=env).stdout)["gpu_grids"]
+    assert "ZARRSTREAM_GPU_BLOCKS_PER_SM='0'" in grids["error"]
+    env["ZARRSTREAM_GPU_BLOCKS_PER_SM"] = "64"
     env["ZARRSTREAM_HTTP_IO_THREADS"] = "many"
     bad = json.loads(run_cli("doctor", "--json", env=env).stdout)
     assert "ZARRSTREAM_HTTP_IO_THREADS" in bad["http"]["error"]

@@ -105,6 +105,15 @@ int RunDoctor(const std::string& url, bool json) {
               report["gds"]["cufile_library"].get<bool>() ? "library found" : "not found");
   std::printf("NVTX ranges on the loader's stages (Nsight Systems): %s\n",
               report["nvtx"].get<bool>() ? "on" : "not in this build");
+  const nlohmann::json& grids = report["gpu_grids"];
+  if (grids.contains("error")) {
+    std::printf("the loader's GPU kernels: %s\n", grids["error"].get<std::string>().c_str());
+  } else {
+    std::printf(
+        "the loader's GPU kernels: grids of at most %u blocks per multiprocessor "
+        "(ZARRSTREAM_GPU_BLOCKS_PER_SM)\n",
+        grids["blocks_per_sm"].get<unsigned>());
+  }
   const nlohmann::json& cpu = report["cpu"];
   std::string features;
   for (const auto& [name, present] : cpu["features"].items()) {

@@ -119,6 +119,13 @@ nlohmann::json EnvironmentReport() {
     report["http"] = {{"error", http.status().ToString()}};
   }
   report["buffer_cache_bytes"] = internal::BlockCacheLimitBytes();
+  // The grid budget of the loader's GPU kernels (gpu_kernels.h); a malformed setting is reported as
+  // the error opening a loader on a GPU would raise.
+  if (Result<uint32_t> blocks = GpuKernels::BlocksPerSmFromEnvironment(); blocks.ok()) {
+    report["gpu_grids"] = {{"blocks_per_sm", *blocks}};
+  } else {
+    report["gpu_grids"] = {{"error", blocks.status().ToString()}};
+  }
   const unsigned lz4 = static_cast<unsigned>(LZ4_versionNumber());
   report["libraries"] = {
       {"zstd", ZSTD_versionString()},
