@@ -48,6 +48,7 @@ import re
 import shlex
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -234,12 +235,13 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
     """Samples/s summed over ranks; waiting and GPU idle are the rank's that waited or idled most;
     the other GPU figures rank 0's. `cold`: a column of each run's share of its disk-bound rate
     (the log's "disk_bound_samples_per_second")."""
-    out = ["| run | samples/s | of the ceiling | × the baseline | waiting | GPU idle | GPU decode, s | "
-           "chunks decoded on the GPU | peak GPU memory, GB |" + (" of min(ceiling, disk) |" if cold else ""),
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if cold else "")]
+    out = ["| run | samples/s | of the ceiling | × the baseline | waiting | GPU idle | median step, ms | "
+           "GPU decode, s | chunks decoded on the GPU | peak GPU memory, GB |"
+           + (" of min(ceiling, disk) |" if cold else ""),
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if cold else "")]
     for name, log in rows:
         if "error" in log:
-            out.append(f"| {name} | failed: {log['error']} | | | | | | | |" + (" |" if cold else ""))
+            out.append(f"| {name} | failed: {log['error']} | | | | | | | | |" + (" |" if cold else ""))
             continue
         rate = log["samples_per_second"]
         rates = log.get("rates", [rate])
@@ -263,10 +265,14 @@ def table(rows: list[tuple[str, dict[str, Any]]], ceiling: float | None, baselin
             peak += f" (prefetch {prefetch['asked']} → {prefetch['ended']})"
         idle = log.get("gpu_idle_fraction")
         idle_cell = f"{100 * idle:.1f} %" if idle is not None else ""
+        # Rank 0's steps after the first (start-up): set beside the ceiling's, what the loader's work
+        # on the GPU costs each step, apart from the waits.
+        steps = [step["step_ms"] for step in (log.get("steps") or [])[1:]]
+        step_cell = f"{statistics.median(steps):.1f}" if steps else ""
         bound = log.get("disk_bound_samples_per_second")
         disk_cell = (f" {100 * rate / bound:.0f} % |" if bound else " |") if cold else ""
         out.append(f"| {name} | {rate_cell} | {share} | {times} | {100 * log['waiting_fraction']:.1f} % "
-                   f"| {idle_cell} | {decode} | {chunks} | {peak} |{disk_cell}")
+                   f"| {idle_cell} | {step_cell} | {decode} | {chunks} | {peak} |{disk_cell}")
     return "\n".join(out)
 
 

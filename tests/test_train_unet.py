@@ -404,16 +404,19 @@ def test_the_training_matrix_states_each_run_as_a_multiple_of_the_baseline():
     rows = [line for line in matrix.table([("ceiling", log(80.0)), ("zarrstream", log(68.0)),
                                            ("baseline", log(4.0)), ("oom", {"error": "exit 1: out of memory"})],
                                           ceiling=80.0, baseline=4.0).splitlines()]
-    assert rows[0].startswith("| run | samples/s | of the ceiling | × the baseline | waiting | GPU idle |")
+    assert rows[0].startswith("| run | samples/s | of the ceiling | × the baseline | waiting | GPU idle | "
+                              "median step, ms |")
     assert rows[3].startswith("| zarrstream | 68.0 | 85 % | 17.0× | 1.0 % |")
     assert rows[4].startswith("| baseline | 4.0 | 5 % | 1.0× |")
-    assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | | |"
+    assert rows[5] == "| oom | failed: exit 1: out of memory | | | | | | | | |"
     adaptive = dict(log(70.0), cpu_decode_share="auto", gpu_decode="nvCOMP 6.0.0 (libnvcomp.so.6); ...",
                     gpu_idle_fraction=0.015, gpu_memory={"peak_used_bytes": 6e10},
                     loader_stats={"bytes_to_gpu": 1, "gpu_decode_seconds": 5.0, "gpu_decoded_chunks": 900,
                                   "cpu_decode_share": 0.4})
     row = matrix.table([("auto", adaptive)], ceiling=80.0).splitlines()[2]
-    assert row == "| auto | 70.0 | 88 % |  | 1.0 % | 1.5 % | 5.0 | 900 (CPU share ended at 40 %) | 60.0 |"
+    assert row == "| auto | 70.0 | 88 % |  | 1.0 % | 1.5 % |  | 5.0 | 900 (CPU share ended at 40 %) | 60.0 |"
+    steps = [{"step_ms": 5000.0}, {"step_ms": 230.0}, {"step_ms": 240.0}, {"step_ms": 900.0}]
+    assert "| 1.5 % | 240.0 | 5.0 |" in matrix.table([("auto", dict(adaptive, steps=steps))], ceiling=80.0)
     # With gpu_decode off no share is shown: the CPU decoded every chunk whatever the option said.
     cpu = dict(adaptive, gpu_decode="chunks decode on the CPU: gpu_decode is off",
                loader_stats=dict(adaptive["loader_stats"], gpu_decoded_chunks=0, cpu_decode_share=0.0))
