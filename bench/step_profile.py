@@ -7,8 +7,10 @@ under PyTorch's profiler.
 Everything after ``--`` is train_unet.py's. The profiler records the process's CUDA activity
 (CUPTI: every kernel and copy of the process, the loader's included, whichever library launched
 them). Printed: each kernel's (and copy's) total time and count, the largest first; then the
-model's kernels in all and how long of that they ran while one of the loader's kernels (``zs_*``,
-src/gpu/kernels.cu) was on the GPU, and the loader's kernels' own total. ``--activity cpu``
+other kernels in all (the model's, and nvCOMP's where the loader decodes on the GPU: run with
+``--no-gpu-decode`` to have the model's alone) and how long of that they ran while one of the
+loader's kernels (``zs_*``, src/gpu/kernels.cu) was on the GPU, and the loader's kernels' own
+total. ``--activity cpu``
 records the CPU's operators instead (for a run without a GPU; no overlap line).
 
 The whole run is recorded, its first step (cuDNN's autotuning) included: keep it short.
@@ -106,7 +108,8 @@ def main() -> int:
     for row in summary["by_name"]:
         print(f"{row['ms']:11.1f} {row['count']:7d}  {row['name'][:100]}")
     if args.activity == "cuda":
-        print(f"\nthe model's kernels: {summary['model_kernels_ms']:.1f} ms, of which "
+        print(f"\nthe other kernels (the model's; nvCOMP's where it decodes): "
+              f"{summary['model_kernels_ms']:.1f} ms, of which "
               f"{summary['model_kernels_beside_loader_kernels_ms']:.1f} ms while one of the loader's ran; "
               f"the loader's kernels ({LOADER_KERNELS}*): {summary['loader_kernels_ms']:.1f} ms "
               f"in {summary['loader_kernels']}")

@@ -19,7 +19,6 @@ namespace {
 
 constexpr uint32_t kThreadsPerBlock = 256;
 constexpr uint64_t kMaxGridY = 65535;
-constexpr uint32_t kDefaultBlocksPerSm = 64;
 
 // x spreads one descriptor's work over blocks of which each thread does at least
 // `items_per_thread`; y covers the descriptors (the kernels loop over them in steps of gridDim.y).
@@ -109,7 +108,7 @@ Result<const GpuKernels*> GpuKernels::ForDevice(const CudaDriver* driver) {
 
 Result<uint32_t> GpuKernels::BlocksPerSmFromEnvironment() {
   const char* value = std::getenv("ZARRSTREAM_GPU_BLOCKS_PER_SM");
-  if (value == nullptr || *value == '\0') return kDefaultBlocksPerSm;
+  if (value == nullptr || *value == '\0') return GpuKernels::kDefaultBlocksPerSm;
   const bool digit_first = *value >= '0' && *value <= '9';  // strtoul would skip spaces and signs
   char* end = nullptr;
   const unsigned long blocks = std::strtoul(value, &end, 10);

@@ -27,6 +27,8 @@ class GpuKernels {
   static Result<const GpuKernels*> ForDevice(const CudaDriver* driver);
   // Whether this build carries the kernels at all.
   static bool Compiled();
+  // The grid budget where ZARRSTREAM_GPU_BLOCKS_PER_SM is unset: a grid that fills the GPU.
+  static constexpr uint32_t kDefaultBlocksPerSm = 64;
   // ZARRSTREAM_GPU_BLOCKS_PER_SM's value (64 where unset); a kConfig error naming it where it is
   // not a whole number from 1 to 64.
   static Result<uint32_t> BlocksPerSmFromEnvironment();
@@ -47,13 +49,13 @@ class GpuKernels {
  private:
   friend class GpuKernelsLoader;  // gpu_kernels.cc
   GpuKernels() = default;
-  const CudaDriver* driver_ = nullptr;  // the device the module is loaded on
-  void* scatter_ = nullptr;             // CUfunction
-  void* forcings_ = nullptr;            // CUfunction
-  void* tendencies_ = nullptr;          // CUfunction
-  void* unshuffle_ = nullptr;           // CUfunction
-  void* adler32_ = nullptr;             // CUfunction
-  uint32_t blocks_per_sm_ = 64;         // a grid's budget per multiprocessor
+  const CudaDriver* driver_ = nullptr;            // the device the module is loaded on
+  void* scatter_ = nullptr;                       // CUfunction
+  void* forcings_ = nullptr;                      // CUfunction
+  void* tendencies_ = nullptr;                    // CUfunction
+  void* unshuffle_ = nullptr;                     // CUfunction
+  void* adler32_ = nullptr;                       // CUfunction
+  uint32_t blocks_per_sm_ = kDefaultBlocksPerSm;  // a grid's budget per multiprocessor
 };
 
 }  // namespace zarrstream
