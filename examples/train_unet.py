@@ -152,6 +152,10 @@ class Batches:
     def stats(self) -> dict[str, Any]:
         return {}
 
+    def timeline(self) -> list[dict[str, Any]] | None:
+        """The loader's stages per batch where it records them (zarrstream's, --timeline)."""
+        return None
+
     def close(self) -> None:
         """Stops the source's threads or worker processes now, while the process (and its process
         group) is whole, rather than whenever the interpreter's shutdown gets to them."""
@@ -168,7 +172,7 @@ class ZarrstreamBatches(Batches):
             batch_size=args.batch_size, shuffle=args.shuffle, block_chunks=args.block_chunks, seed=args.seed,
             normalize=args.stats, nan=0.0, device=str(device), prefetch=args.prefetch, drop_last=True,
             gpu_decode=args.gpu_decode, cpu_decode_share=args.cpu_decode_share,
-            gpu_wave_bytes=args.gpu_wave_mb << 20, num_threads=args.loader_threads)
+            gpu_wave_bytes=args.gpu_wave_mb << 20, num_threads=args.loader_threads, timeline=args.timeline)
         self.channels = self.loader.channels
         self.target_channels = self.loader.target_channels
         self.batches_per_epoch = len(self.loader)
@@ -193,6 +197,9 @@ class ZarrstreamBatches(Batches):
 
     def stats(self) -> dict[str, Any]:
         return self.loader.stats()
+
+    def timeline(self) -> list[dict[str, Any]]:
+        return self.loader.timeline()
 
 
 class DataLoaderBatches(Batches):
@@ -472,6 +479,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         if busy_times and measured_time > 0 else None,
         "final_loss": loss_value,
         "loader_stats": source.stats(),
+        # --timeline: the loader's stages (plan, reads, decoding, scatter, the consumer's waits) per
+        # batch, in seconds since it opened.
+        "loader_timeline": source.timeline() if args.timeline else None,
         "gpu_decode": getattr(source, "gpu_decode_status", ""),
         "loader_threads": getattr(source, "num_threads", 0),
         "channels_last": memory_format == torch.channels_last,
@@ -632,6 +642,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="stop after this many steps without the final checkpoint (as a killed job would)")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--json-out", help="write the run's log here (ranks > 0 add .rankN)")
+    p.add_argument("--timeline", action="store_true",
+                   help="zarrstream: record the loader's stages per batch (plan, read and decode, scatter, the "
+                        "consumer's waits) into --json-out's log, as loader_timeline")
     p.add_argument("--plot", help="write the wait/compute timeline and wait histogram here (PNG; matplotlib)")
     args = p.parse_args(argv)
     if bool(args.store) == bool(args.dataset):

@@ -5,6 +5,7 @@ with exactly the weights, of the uninterrupted run; the baseline and the ceiling
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -80,9 +81,14 @@ def test_cold_runs_drop_the_stores_from_the_page_cache_before_every_epoch(datase
     run_example(dataset, tmp_path, "--epochs", 2, "--cold", "--json-out", tmp_path / "log.json")
     log = json.loads((tmp_path / "log.json").read_text())
     assert log["cold"] is True and log["page_cache_drops"] == 2 and log["samples"] == 48
-    plain = run_example(dataset, tmp_path, "--epochs", 1, "--json-out", tmp_path / "plain.json")
+    # (with the loader's timeline: a wait for each of the epoch's 6 batches, and their stages)
+    plain = run_example(dataset, tmp_path, "--epochs", 1, "--timeline", "--json-out", tmp_path / "plain.json")
     assert plain.returncode == 0
-    assert json.loads((tmp_path / "plain.json").read_text())["page_cache_drops"] == 0
+    plain_log = json.loads((tmp_path / "plain.json").read_text())
+    assert plain_log["page_cache_drops"] == 0
+    stages = collections.Counter(s["stage"] for s in plain_log["loader_timeline"])
+    assert stages["wait"] == 6 and stages["plan"] >= 6 and stages["read+decode"] >= 6, stages
+    assert log["loader_timeline"] is None
     # Only local stores have pages here to drop.
     store, stats = dataset
     proc = subprocess.run([sys.executable, str(EXAMPLE), "s3://bucket/era5.zarr", "--stats", str(stats), "--cold"],
