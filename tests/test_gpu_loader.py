@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -297,6 +298,35 @@ def test_an_adaptive_share_searches_as_batches_are_taken_and_changes_no_value(st
     assert 0 < on_gpu < stats["chunks_decoded"], stats  # both decoded
     with pytest.raises(zarrstream.ConfigError, match="'most': expected a share from 0 to 1 or 'auto'"):
         zarrstream.Loader(path, names, device="cuda", cpu_decode_share="most")
+
+
+def test_a_data_parallel_rank_measures_both_ends_and_settles_at_one(stores):
+    """A rank of a data-parallel job (world_size > 1) with cpu_decode_share="auto" measures only
+    the two ends, by the time per batch alone (its steps wait for the other ranks'): it tries
+    nvCOMP even where its own consumer never waits, which a loader alone does not (every chunk on
+    the CPU with no wait cannot be beaten there), and every share it takes is an end."""
+    path, names = stores[0], ["blosc_f32", "zstd_f32"]
+    common = dict(target_offset={"time": 1}, batch_size=1, seed=7, device="cuda", gpu_batches=True,
+                  cpu_decode_share="auto", prefetch=2)
+
+    def run(**shard):
+        loader = zarrstream.Loader(path, names, **common, **shard)
+        shares = set()
+        epochs = -(-36 // len(loader))  # at least 36 batches: past the start-up and two windows
+        for epoch in range(epochs):
+            loader.set_epoch(epoch)
+            for _ in loader:
+                time.sleep(0.03)  # a training step the worker threads keep well ahead of
+                shares.add(loader.stats()["cpu_decode_share"])
+        stats = loader.stats()
+        assert stats["batches"] == epochs * len(loader) >= 36
+        return stats, shares
+
+    rank, rank_shares = run(rank=0, world_size=2)
+    assert rank["gpu_decoded_chunks"] > 0, rank  # nvCOMP was measured
+    assert rank_shares <= {0.0, 1.0}, rank_shares  # and nothing between the ends
+    alone, alone_shares = run()
+    assert alone["gpu_decoded_chunks"] == 0 and alone_shares == {1.0}, (alone, alone_shares)
 
 
 def test_fewer_batches_ahead_mid_epoch_give_gpu_memory_back_and_keep_the_batches(stores):

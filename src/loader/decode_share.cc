@@ -29,8 +29,8 @@ Result<DecodePlacement> ParseCpuDecodeShare(std::string_view text) {
   return placement;
 }
 
-DecodeShareController::DecodeShareController(double initial_share, int startup_batches)
-    : startup_left_(startup_batches) {
+DecodeShareController::DecodeShareController(double initial_share, int startup_batches, Steps steps)
+    : steps_(steps), startup_left_(startup_batches) {
   const double share = std::clamp(initial_share, 0.0, 1.0);
   level_ = static_cast<int>(std::lround(share * kLevels));
   setting_.share = static_cast<double>(level_) / kLevels;
@@ -69,7 +69,7 @@ void DecodeShareController::Observe(uint64_t generation, double waited_seconds,
     first_passed_ = true;
     return;
   }
-  if (waited_seconds >= kOverload * interval_seconds) {
+  if (steps_ == Steps::kOwn && waited_seconds >= kOverload * interval_seconds) {
     window_.clear();
     window_waits_.clear();
     Judge(interval_seconds, waited_seconds / interval_seconds);
@@ -97,6 +97,20 @@ void DecodeShareController::Observe(uint64_t generation, double waited_seconds,
 }
 
 void DecodeShareController::Judge(double seconds, double waited_share) {
+  if (steps_ == Steps::kSharedWithRanks) {
+    // This rank's waits are its own; the time per batch is every rank's.
+    if (searching_) {
+      measured_[level_] = seconds;
+      SearchEnds();
+    } else if (seconds > measured_[level_] * (1 + kChanged)) {
+      StartSearch(kLevels);
+      measured_[level_] = seconds;
+      SearchEnds();
+    } else {
+      measured_[level_] = seconds;
+    }
+    return;
+  }
   const bool unbeatable = level_ == kLevels && waited_share <= kTie;
   if (searching_) {
     measured_[level_] = seconds;
@@ -160,6 +174,17 @@ void DecodeShareController::Search() {
     }
     centre_ = fastest;
   }
+}
+
+void DecodeShareController::SearchEnds() {
+  for (const int level : {kLevels, 0}) {
+    if (measured_[level] == kUnmeasured) {
+      MoveTo(level);
+      return;
+    }
+  }
+  centre_ = Fastest({0, kLevels});
+  Settle(kMaxHoldWindows);
 }
 
 int DecodeShareController::Fastest(std::initializer_list<int> levels) const {

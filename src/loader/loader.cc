@@ -381,8 +381,11 @@ Status AssembleParts(LoaderState& s, const CudaDriver* pin, std::optional<GpuSet
     s.gpu = producer.get();
     s.producer = std::move(producer);
     if (s.gpu->decodes_with_nvcomp() && options.decode.adaptive) {
+      // Data-parallel ranks step together: their controllers judge by what they share.
       s.decode_share = std::make_unique<DecodeShareController>(
-          options.decode.cpu_share, DecodeShareController::kStartupBatches);
+          options.decode.cpu_share, DecodeShareController::kStartupBatches,
+          options.world_size > 1 ? DecodeShareController::Steps::kSharedWithRanks
+                                 : DecodeShareController::Steps::kOwn);
       s.gpu->SetAdaptiveShare(s.decode_share.get());
     }
   } else {
