@@ -10,7 +10,9 @@ with the GPU synchronised at the end), from the page cache (the store is read on
 per second after the 6th), which neither the pipeline's start (allocating and pinning its buffers)
 nor a prefetch head start affects; over the same window the notes give the share of time at least
 one wave was being read (CPU) and at least one was in its copy and nvCOMP decode (GPU): the stage
-near 100 % is the bound.
+near 100 % is the bound. The notes end with when the first six batches were delivered (seconds
+from the first ask); the JSON's ``start_up`` has, for each, when it was planned, read, decoded
+and scattered.
 
 ``--cold`` reads from the disk instead: every tool's run starts with the store's files dropped from
 the page cache (posix_fadvise DONTNEED, after its warm-up batch), origins are one epoch's
@@ -165,6 +167,7 @@ def run_zarrstream(store: Path, variables, args, torch, gpu: bool) -> dict:
     spans = loader.timeline()
     out["steady_gb_per_s"] = steady_rate(spans, bytes_per_batch)
     out["busy"] = stage_occupancy(spans)
+    out["start_up"] = start_up(spans)
     stats = loader.stats()
     out["stored_gb_per_s"] = stats["bytes_read"] / out["seconds"] / 1e9
     out["status"] = loader.gpu_decode_status
@@ -185,6 +188,35 @@ def steady_rate(spans: list[dict], bytes_per_batch: int) -> float | None:
     if len(ends) < 4:
         return None
     return (len(ends) - 1) * bytes_per_batch / (ends[-1] - ends[0]) / 1e9
+
+
+def start_up(spans: list[dict], first: int = 6) -> list[dict]:
+    """How the first `first` batches of the first epoch were made, in seconds from the consumer's
+    first ask (the start of batch 0's wait): when each was planned, its reads' first start and
+    last end, its GPU decode time summed over its waves, when its last scatter ended, and when it
+    was delivered (the end of its wait). Where the rate from the first batch falls short of the
+    steady one, this says whether the start was reading, decoding or the memory before either."""
+    epoch = min((s["epoch"] for s in spans), default=0)
+    asked = [s["start"] for s in spans if s["stage"] == "wait" and s["epoch"] == epoch and s["batch"] == 0]
+    if not asked:
+        return []
+    t0 = asked[0]
+
+    def when(mine: list[dict], stage: str, edge: str, pick) -> float | None:
+        times = [s[edge] for s in mine if s["stage"] == stage]
+        return round(pick(times) - t0, 4) if times else None
+
+    out = []
+    for index in range(first):
+        mine = [s for s in spans if s["epoch"] == epoch and s["batch"] == index]
+        if not mine:
+            break
+        out.append({"batch": index, "planned": when(mine, "plan", "start", min),
+                    "read_from": when(mine, "read", "start", min), "read_to": when(mine, "read", "end", max),
+                    "gpu_decode_seconds": round(sum(s["end"] - s["start"] for s in mine
+                                                    if s["stage"] == "gpu decode"), 4),
+                    "done": when(mine, "scatter", "end", max), "delivered": when(mine, "wait", "end", max)})
+    return out
 
 
 def stage_occupancy(spans: list[dict]) -> dict[str, float]:
@@ -579,6 +611,9 @@ def main() -> None:
                              "of the bytes to the GPU staged without a copy")
             if row.get("busy"):
                 note += "; steady busy: " + ", ".join(f"{k} {v:.0%}" for k, v in row["busy"].items())
+            if row.get("start_up"):
+                note += "; delivered at " + ", ".join(
+                    f"{b['delivered']:.2f}" for b in row["start_up"] if b["delivered"] is not None) + " s"
             if args.cold and row.get("stored_gb_per_s"):
                 note += f"; {row['stored_gb_per_s']:.2f} GB/s stored"
                 if rows.get("disk", {}).get("stored_gb_per_s"):
