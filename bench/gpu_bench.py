@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -64,6 +63,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from host import describe, machine  # noqa: E402
 from page_cache import drop_from_page_cache, read_cold, store_files  # noqa: E402
 
 
@@ -531,9 +531,9 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         sys.exit("gpu_bench: no CUDA device")
-    results = {"machine": {"gpu": torch.cuda.get_device_name(0), "cores": os.cpu_count(),
-                           "python": platform.python_version()},
+    results = {"machine": {**machine(), "gpu": torch.cuda.get_device_name(0)},
                "args": {k: str(v) for k, v in vars(args).items()}, "runs": []}
+    print(f"machine: {describe(results['machine'])}")
     args.work.mkdir(parents=True, exist_ok=True)
     for layout in args.layouts.split(","):
         store = args.work / f"era5-{layout}-{args.steps}.zarr"

@@ -107,6 +107,9 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host import describe, machine  # noqa: E402
+
 DEFAULT_VARIABLES = [
     "2m_temperature",
     "10m_u_component_of_wind",
@@ -1089,21 +1092,6 @@ def run_child(name: str, w: Workload, work: Path, timeout: float, script: Path |
     return result
 
 
-def machine() -> dict:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    shm = shutil.disk_usage("/dev/shm").total if Path("/dev/shm").exists() else 0
-    return {"cores": usable_cores(), "cpu_model": model, "ram_bytes": ram, "dev_shm_bytes": shm,
-            "kernel": platform.release(), "python": platform.python_version()}
-
-
 def versions(names: tuple[str, ...] = ("zarrstream", "torch", "xbatcher", "xarray", "dask", "tensorstore", "zarr",
                                        "zarrs", "insitubatch", "obstore", "numcodecs", "numpy")) -> dict:
     """The installed version of each package of `names` (None where it is not installed)."""
@@ -1302,7 +1290,7 @@ def main() -> int:
             print(f"whole-array read: '{args.whole_variable}' {tuple(meta['whole']['shape'])}, "
                   f"{meta['whole']['decoded_bytes'] / 1e6:.0f} MB decoded per read, {args.whole_repeats} "
                   f"measured reads after the first")
-        print(f"machine: {m['cores']} cores ({m['cpu_model']}), {m['ram_bytes'] / 2**30:.0f} GiB RAM")
+        print(f"machine: {describe(m)}")
         print(f"page cache: {page_cache}")
         if ("xbatcher" in loaders and "batches" in runs and w.workers and m["dev_shm_bytes"]
                 and m["dev_shm_bytes"] < 2 * in_flight):

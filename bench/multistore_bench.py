@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import shutil
 import statistics
@@ -48,6 +46,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host import machine  # noqa: E402
 
 SURFACE = ["2m_temperature", "10m_u_component_of_wind", "10m_v_component_of_wind",
            "mean_sea_level_pressure", "total_precipitation"]
@@ -178,22 +179,6 @@ def cuda_available() -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available()
-
-
-def machine() -> dict:
-    info = {"cores": len(os.sched_getaffinity(0)), "platform": platform.platform()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        info["memory_gb"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)
-    except (OSError, ValueError):
-        pass
-    if cuda_available():
-        import torch
-        info["gpu"] = torch.cuda.get_device_name()
-    return info
 
 
 def spread(values: list[float], spec: str) -> str:

@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host import describe, machine  # noqa: E402
 from object_servers import Nginx  # noqa: E402
 
 # zarrstream's default requests in flight per host (TransportOptions::max_in_flight_per_host in
@@ -372,10 +374,11 @@ def main() -> None:
 
     setup = {"latency_ms": args.latency_ms, "chunks": len(chunk_files),
              "chunk_bytes": args.side * args.side * 4, "stored_bytes": stored,
-             "server_workers": args.server_workers, "cpus": os.cpu_count()}
+             "server_workers": args.server_workers, "cpus": os.cpu_count(), "machine": machine()}
     if args.json:
         print(json.dumps({"setup": setup, "server": server, "results": results}, indent=2))
         return
+    print(f"machine: {describe(setup.pop('machine'))}")
     print(f"setup: {setup}")
     for s in server:
         print(f"server saturated by wrk, {s['connections']} connections: "

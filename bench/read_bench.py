@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -39,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from era5_like import write_era5_like_store  # noqa: E402
+from host import describe, machine  # noqa: E402
 
 
 def tools(path: str):
@@ -236,7 +236,7 @@ def fresh_main(args) -> None:
         "shape": list(shape), "stores": {str(mb): store for mb, store in stores.items()},
         "steps": args.steps, "rounds": args.rounds, "passes": args.passes,
         "workload_bytes": workload_bytes,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": describe(machine()),
         "versions": versions, "results_equal": True,
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "command": "python bench/read_bench.py " + " ".join(sys.argv[1:]),
@@ -345,7 +345,7 @@ def main() -> None:
         "shape": [args.time, args.channels, args.lat, args.lon],
         "logical_bytes": total_bytes,
         "stored_bytes": stored,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": describe(machine()),
         "versions": {name: version(name) for name in ("zarrstream", "tensorstore", "zarr")},
         "command": "python bench/read_bench.py " + " ".join(sys.argv[1:]),
     }

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host import describe, machine  # noqa: E402
 from page_cache import read_cold  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_unet.py"
@@ -335,10 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     for (_, log), run in zip(rows, runs):
         if args.cold and "error" not in log:
             log["disk_bound_samples_per_second"] = disk_bound(log, 1e9 * disk[run.store]["stored_gb_per_s"], ceiling)
+    host = machine()
     print()
+    print(f"machine: {describe(host)}")
     print(table(rows, ceiling, baseline, cold=args.cold))
     if args.json:
-        report = {"common": common, "ceiling": ceiling, "baseline": baseline, "repeat": args.repeat, "disk": disk,
+        report = {"machine": host, "common": common, "ceiling": ceiling, "baseline": baseline, "repeat": args.repeat,
+                  "disk": disk,
                   "runs": [{"name": n, "env": run.env, "log": l, "repeats": logs}
                            for (n, l), logs, run in zip(rows, repeats, runs)]}
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
               + (f", Icechunk {ms.size_text(sizes['icechunk'])}" if "icechunk" in sizes else "")
               + (f", netCDF4 {ms.size_text(sizes['netcdf'])} in {args.steps_per_file}-step files"
                  if "netcdf" in sizes else ""))
-        print(f"machine: {m['cores']} cores ({m['cpu_model']}), {m['ram_bytes'] / 2**30:.0f} GiB; load average "
+        print(f"machine: {lb.describe(m)}; load average "
               f"(1, 5, 15 min) before {', '.join(f'{x:.1f}' for x in load_before)}, after "
               f"{', '.join(f'{x:.1f}' for x in load_after)}; page cache {page_cache.split(':')[0]}\n")
         print_table(summary, tools, skipped)

@@ -392,6 +392,8 @@ def test_the_training_matrix_compares_runs_with_the_ceiling_and_reports_failures
     origins = [set(t for row in r["origins"] for t in row[1:]) for r in ddp["ranks"]]
     assert all(len(o) == 12 for o in origins) and not origins[0] & origins[1]
     assert report["baseline"] is None and "× |" not in proc.stdout  # no --loader dataloader run
+    # The machine, above the table and in the report.
+    assert report["machine"]["cores"] >= 1 and f"machine: {report['machine']['cores']} cores (" in proc.stdout
     bad = subprocess.run([sys.executable, str(MATRIX), "--stats", str(stats), "--run", "x=nowhere:"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "no --store named 'nowhere'" in bad.stderr
