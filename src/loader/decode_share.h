@@ -44,11 +44,11 @@
 // noisy: on two H200s with 16 cores each, rank 0's share moved between 0.1 and 0.7 for a whole
 // 100-step run, 7 % slower than nvCOMP decoding every chunk. A controller of a rank
 // (Steps::kSharedWithRanks) therefore uses only what every rank sees alike, the time per batch
-// (no wait of its own ends a window or a search), and measures only the two
-// ends, whose times differ by far more than two ranks' measurements of one share: every rank
-// settles at the same end, the faster (within kTie, the CPU end). No neighbour is probed; a
-// settled end that turns kChanged slower measures both ends again. What it gives up is a mix
-// between the ends: in that run a share of 0.3 stepped about 1 % faster than nvCOMP alone.
+// (no wait of its own ends a window or a search), and measures only the two ends, whose times
+// differ by far more than two ranks' measurements of one share: every rank settles at the same
+// end, the faster (within kTie, the CPU end). No neighbour is probed; a settled end that turns
+// kChanged slower measures both ends again. What it gives up is a mix between the ends: in that
+// run a share of 0.3 stepped about 1 % faster than nvCOMP alone.
 //
 // Thread-safe: the coordinating threads read the share, the consumer's thread reports each batch.
 #pragma once
