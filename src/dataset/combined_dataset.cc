@@ -104,8 +104,9 @@ Status Dataset::CombineAxes(bool inner_time, std::string_view concat_dim) {
   const std::string what = (concat_dim.empty() ? "joining " : "concatenating ") + url_;
   for (const Dataset& m : members_) {
     for (const auto& [dim, extent] : m.dims_) {
+      // (An init-capture: clang before 16 cannot capture a structured binding.)
       if (std::none_of(dims_.begin(), dims_.end(),
-                       [&](const auto& known) { return known.first == dim; })) {
+                       [&name = dim](const auto& known) { return known.first == name; })) {
         dims_.emplace_back(dim, extent);
       }
     }
@@ -124,8 +125,9 @@ Status Dataset::CombineAxes(bool inner_time, std::string_view concat_dim) {
     std::optional<Coordinate> reference_labels;
     for (size_t k = 0; k < members_.size(); ++k) {
       const Dataset& m = members_[k];
-      const auto own = std::find_if(m.dims_.begin(), m.dims_.end(),
-                                    [&](const auto& known) { return known.first == dim; });
+      const auto own =
+          std::find_if(m.dims_.begin(), m.dims_.end(),
+                       [&name = dim](const auto& known) { return known.first == name; });
       if (own == m.dims_.end()) continue;
       Result<Coordinate> labels = m.LoadCoordinate(dim);
       if (!reference) {
