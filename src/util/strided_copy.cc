@@ -1,6 +1,7 @@
 #include "util/strided_copy.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace zarrstream {
@@ -17,11 +18,16 @@ std::vector<int64_t> CStrides(std::span<const uint64_t> shape, size_t element_si
 
 bool IsCContiguous(std::span<const int64_t> strides, std::span<const uint64_t> shape,
                    size_t element_size) {
+  // The bytes inside dims d.. so far; past INT64_MAX (a shape from metadata can declare that many)
+  // no stride can equal it, so any further dim of extent above 1 is not contiguous.
   int64_t expected = static_cast<int64_t>(element_size);
+  bool beyond = false;
   for (size_t d = shape.size(); d-- > 0;) {
     if (shape[d] == 0) return true;
-    if (shape[d] != 1 && strides[d] != expected) return false;
-    expected *= static_cast<int64_t>(shape[d]);
+    if (shape[d] == 1) continue;
+    if (beyond || strides[d] != expected) return false;
+    beyond = shape[d] > static_cast<uint64_t>(INT64_MAX) ||
+             __builtin_mul_overflow(expected, static_cast<int64_t>(shape[d]), &expected);
   }
   return true;
 }

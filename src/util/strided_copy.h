@@ -23,7 +23,9 @@ void CopyStrided(const std::byte* src, std::span<const int64_t> src_strides, std
 void FillStrided(std::byte* dst, std::span<const int64_t> dst_strides,
                  std::span<const uint64_t> shape, std::span<const std::byte> value);
 
-// True when a region of `shape` at `strides` is one C-order contiguous block.
+// True when a region of `shape` at `strides` is one C-order contiguous block. Any shape is
+// taken (a chunk shape from metadata may multiply past INT64_MAX: such a region is contiguous
+// only where its dims of extent above 1 stay below that).
 bool IsCContiguous(std::span<const int64_t> strides, std::span<const uint64_t> shape,
                    size_t element_size);
 

@@ -68,5 +68,19 @@ TEST(StridedCopyTest, ContiguityCheck) {
   EXPECT_FALSE(IsCContiguous(big, half, 4));
 }
 
+TEST(StridedCopyTest, ContiguityOfShapesWhoseBytesPassInt64) {
+  // Chunk shapes from metadata may declare more than 2^63 bytes (the array region fuzzer found
+  // the product overflowing): the answer still follows the strides, without overflow.
+  const std::vector<int64_t> strides = {24, 12, 4};
+  const std::vector<uint64_t> outermost_huge = {uint64_t{1} << 62, 2, 3};
+  EXPECT_TRUE(IsCContiguous(strides, outermost_huge, 4));
+  const std::vector<uint64_t> past_it = {2, uint64_t{1} << 62, 3};  // no stride reaches 2^64 bytes
+  EXPECT_FALSE(IsCContiguous(std::vector<int64_t>{12, 12, 4}, past_it, 4));
+  const std::vector<uint64_t> beyond_int64 = {2, UINT64_MAX, 3};
+  EXPECT_FALSE(IsCContiguous(strides, beyond_int64, 4));
+  const std::vector<uint64_t> ones_outside = {1, UINT64_MAX, 3};
+  EXPECT_TRUE(IsCContiguous(std::vector<int64_t>{0, 12, 4}, ones_outside, 4));
+}
+
 }  // namespace
 }  // namespace zarrstream
