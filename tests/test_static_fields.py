@@ -109,6 +109,29 @@ def test_static_forcing_follows_the_variables(store):
                                           ds["2m_temperature"].values[t0 + 2])
 
 
+def test_a_forcing_with_levels_is_one_channel_per_level_in_its_place(store):
+    """A stored forcing that resolves to several channels (one per level) takes exactly those
+    places, wherever it is named among the forcings: the variables' channels are what the
+    forcings' leave. (Counting forcings rather than their channels once gave an extra input
+    channel, and past the channels' end a read out of bounds the loader-options fuzzer found.)"""
+    path, ds = store
+    names = ["2m_temperature", "soil_climatology@500", "soil_climatology@850", "cos_latitude", "land_sea_mask"]
+    loader = zarrstream.Loader(path, ["2m_temperature"], forcings=["soil_climatology", "cos_latitude", "land_sea_mask"],
+                               target_offset={"time": 2}, batch_size=5, shuffle="none")
+    assert loader.channels == names and loader.target_channels == ["2m_temperature"]
+    assert loader.input_shape[1] == len(names)
+    soil = ds["soil_climatology"].values
+    for b in loader:
+        for i, (t0,) in enumerate(b["origin"].tolist()):
+            got = b["input"][i].numpy()
+            for c, want in ((0, ds["2m_temperature"].values[t0]), (1, soil[0]), (2, soil[1]),
+                            (4, ds["land_sea_mask"].values)):
+                np.testing.assert_array_equal(got[c], want)
+            np.testing.assert_allclose(got[3], np.cos(np.deg2rad(ds["latitude"].values))[:, None]
+                                       * np.ones_like(got[3]), rtol=0, atol=2.0**-23)
+            np.testing.assert_array_equal(b["target"][i, 0].numpy(), ds["2m_temperature"].values[t0 + 2])
+
+
 def test_static_target_is_a_config_error(store):
     path, _ = store
     with pytest.raises(zarrstream.ConfigError, match="'land_sea_mask'.*no time dimension.*input only"):

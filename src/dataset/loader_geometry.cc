@@ -427,10 +427,17 @@ Status SetChannels(const Dataset& dataset, const LoaderOptions& options, const s
   ZS_ASSIGN_OR_RETURN(std::vector<Channel> input_channels,
                       Resolve(dataset, inputs, options, member_dim));
   if (input_channels.empty()) return InvalidArgumentError(where + " has no data variables");
-  // The stored inputs in order, the computed forcings among the forcings where they are named.
-  const size_t stored_forcings = std::count_if(forcing_order.begin(), forcing_order.end(),
-                                               [](const InputSource& f) { return !f.computed; });
-  size_t stored = input_channels.size() - stored_forcings;
+  // The stored inputs in order, the computed forcings among the forcings where they are named. A
+  // stored forcing's index is the number of channels it resolved to (a forcing with levels has
+  // several): the variables' channels are what the forcings' leave.
+  size_t stored_forcing_channels = 0;
+  for (const InputSource& f : forcing_order) {
+    if (!f.computed) stored_forcing_channels += f.index;
+  }
+  if (stored_forcing_channels > input_channels.size()) {
+    return InternalError(where + ": the forcings resolved to more channels than the inputs");
+  }
+  size_t stored = input_channels.size() - stored_forcing_channels;
   for (size_t c = 0; c < stored; ++c) g.input_order.push_back(InputSource{false, c});
   for (const InputSource& f : forcing_order) {
     if (f.computed) {
