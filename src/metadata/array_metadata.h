@@ -69,6 +69,9 @@ struct ArrayMetadata {
   // something this reader does not support (an unknown data type or codec): the group lists
   // the array and opening it is this error, so one such member does not hide its siblings.
   std::optional<Status> unsupported;
+  // With `unsupported`, the member's document as the group stored it (Zarr v3), which a group
+  // written back (its attributes changed) keeps as it was: nothing else of it was parsed.
+  nlohmann::json unsupported_document;
   // Lower-case hex SHA-256 of the stored metadata documents this was parsed from (LoadNodeMetadata,
   // node_metadata_io.h): a dataset's identity for provenance. Empty for metadata taken from a
   // group's consolidated metadata, which the group's digest covers.

@@ -315,6 +315,7 @@ Result<std::shared_ptr<const ConsolidatedMetadata>> ParseConsolidatedMetadata(co
       // error, so that its siblings stay readable.
       ArrayMetadata unsupported;
       unsupported.unsupported = node.status();
+      unsupported.unsupported_document = node_json;
       nodes->emplace(path, std::move(unsupported));
       continue;
     }
@@ -417,7 +418,9 @@ json GroupMetadataToV3Json(const GroupMetadata& metadata) {
     json nodes = json::object();
     for (const auto& [path, node] : *metadata.consolidated) {
       if (const auto* array = std::get_if<ArrayMetadata>(&node)) {
-        nodes[path] = ArrayMetadataToV3Json(*array);
+        // An unsupported member was not parsed: its document goes back as it came.
+        nodes[path] =
+            array->unsupported ? array->unsupported_document : ArrayMetadataToV3Json(*array);
       } else {
         GroupMetadata member = std::get<GroupMetadata>(node);
         // A member's own sub-tree is already in the flat map; zarr-python writes it empty here.

@@ -727,6 +727,35 @@ TEST(V3MetadataTest, NestedSubgroupsGetTheirSubtrees) {
   EXPECT_TRUE(b.consolidated->contains("x"));
 }
 
+TEST(V3MetadataTest, AnUnsupportedMemberIsWrittenBackAsItCame) {
+  // A member this reader cannot parse (an unknown data type, an extension key) is listed, and a
+  // group written back (its attributes changed) keeps its document as stored; writing it from the
+  // unparsed placeholder once gave an array without codecs, which no reader takes (the v3
+  // metadata fuzzer found it).
+  json odd_type = BaseArrayJson();
+  odd_type["data_type"] = "a_type_of_the_future";
+  json odd_key = BaseArrayJson();
+  odd_key["an_extension"] = {{"must_understand", true}};
+  json doc = {{"zarr_format", 3}, {"node_type", "group"}, {"attributes", {{"title", "t"}}}};
+  doc["consolidated_metadata"] = {
+      {"kind", "inline"},
+      {"must_understand", false},
+      {"metadata", {{"good", BaseArrayJson()}, {"odd_type", odd_type}, {"odd_key", odd_key}}}};
+  Result<GroupMetadata> parsed = ParseGroup(doc.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  for (const char* name : {"odd_type", "odd_key"}) {
+    EXPECT_TRUE(std::get<ArrayMetadata>(parsed->consolidated->at(name)).unsupported) << name;
+  }
+  const json written = GroupMetadataToV3Json(*parsed);
+  const json& members = written["consolidated_metadata"]["metadata"];
+  EXPECT_EQ(members["odd_type"], odd_type);
+  EXPECT_EQ(members["odd_key"], odd_key);
+  Result<GroupMetadata> reparsed = ParseGroup(written.dump());
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
+  EXPECT_FALSE(std::get<ArrayMetadata>(reparsed->consolidated->at("good")).unsupported);
+  EXPECT_TRUE(std::get<ArrayMetadata>(reparsed->consolidated->at("odd_type")).unsupported);
+}
+
 TEST(V3MetadataTest, BadConsolidatedMetadata) {
   struct Case {
     json consolidated;
