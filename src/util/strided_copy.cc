@@ -11,7 +11,10 @@ std::vector<int64_t> CStrides(std::span<const uint64_t> shape, size_t element_si
   int64_t stride = static_cast<int64_t>(element_size);
   for (size_t d = shape.size(); d-- > 0;) {
     strides[d] = stride;
-    stride *= static_cast<int64_t>(shape[d]);
+    if (shape[d] > static_cast<uint64_t>(INT64_MAX) ||
+        __builtin_mul_overflow(stride, static_cast<int64_t>(shape[d]), &stride)) {
+      stride = INT64_MAX;
+    }
   }
   return strides;
 }

@@ -10,7 +10,9 @@
 
 namespace zarrstream {
 
-// Byte strides of a C-order array of `shape` with `element_size`-byte elements.
+// Byte strides of a C-order array of `shape` with `element_size`-byte elements. A shape from
+// metadata may declare more than INT64_MAX bytes: strides past that saturate at INT64_MAX (no
+// buffer of such a shape exists, so nothing addresses with them).
 std::vector<int64_t> CStrides(std::span<const uint64_t> shape, size_t element_size);
 
 // Copies a region of `shape` elements of `element_size` bytes from `src` (byte strides

@@ -82,5 +82,16 @@ TEST(StridedCopyTest, ContiguityOfShapesWhoseBytesPassInt64) {
   EXPECT_TRUE(IsCContiguous(std::vector<int64_t>{0, 12, 4}, ones_outside, 4));
 }
 
+TEST(StridedCopyTest, StridesOfShapesWhoseBytesPassInt64Saturate) {
+  // The same shapes give CStrides no signed overflow: the strides that fit are exact and the
+  // ones past INT64_MAX bytes stop there.
+  EXPECT_EQ(CStrides(std::vector<uint64_t>{uint64_t{1} << 62, 2, 3}, 4),
+            (std::vector<int64_t>{24, 12, 4}));
+  EXPECT_EQ(CStrides(std::vector<uint64_t>{2, 2, uint64_t{1} << 62, 3}, 4),
+            (std::vector<int64_t>{INT64_MAX, INT64_MAX, 12, 4}));
+  EXPECT_EQ(CStrides(std::vector<uint64_t>{2, UINT64_MAX, 3}, 4),
+            (std::vector<int64_t>{INT64_MAX, 12, 4}));
+}
+
 }  // namespace
 }  // namespace zarrstream
