@@ -8,7 +8,7 @@ BUILD_DIR := build/release
 BENCH_DIR := build/bench
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps venv test test-cpp test-python test-asan test-tsan demo bench bench-peers bench-rechunk gpu-test format lint tidy clean fuzz wheel wheel-smoke
+.PHONY: all build deps venv test test-cpp test-python test-asan test-tsan demo bench bench-peers bench-rechunk gpu-test format lint tidy clang-parse clean fuzz wheel wheel-smoke
 
 all: build
 
@@ -171,6 +171,12 @@ lint: venv
 	git ls-files '*.cc' '*.h' '*.cu' | xargs clang-format --dry-run --Werror
 	$(PY) -m ruff check python tests bench examples fuzz scripts
 	scripts/tidy-changed.sh $(BUILD_DIR)
+
+# clang parses every C++ source (g++ builds them; the fuzzers and clang-tidy need clang to take
+# them too), without the fuzzers' 8-minute build: .ci/run calls it after `make test`.
+clang-parse: build
+	@scripts/install-deps.sh clang
+	$(PY) scripts/clang_parse_check.py $(BUILD_DIR) --jobs $(JOBS)
 
 tidy: build
 	clang-tidy -p $(BUILD_DIR) --quiet --extra-arg=-Wno-unknown-warning-option \
