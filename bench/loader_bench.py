@@ -14,7 +14,8 @@ Workloads (--workloads, run in the order given; default batches, `make bench-pee
                so every sample is a partial read of its shards. Every tool but xbatcher.
   whole        whole-array read: every chunk of one variable (--whole-variable, default
                temperature) into one numpy array, --whole-repeats times after a first read; GB/s of
-               decoded bytes. Store: the batches store. tensorstore, zarr-python, zarrs, zarrstream.
+               decoded bytes. Store: the batches store. tensorstore, zarr-python, zarrs, zarrstream,
+               and libzstd alone for reference.
 
 Tools (each a generator of Batch(epoch, input, target, origins) for the batch workloads, origins =
 the time index of each sample, so that the harness can check what it got):
@@ -60,6 +61,12 @@ the time index of each sample, so that the harness can check what it got):
                zarr-python's). Batch workloads only.
   zarrstream   zarrstream.Loader (docs/loader.md), exact shuffle as the others; zarrstream-block:
                its chunk-aware block shuffle. Whole-array read: zarrstream.open_array(url).read().
+  libzstd      no peer but the whole-array read's reference: the decoder alone. Every chunk's stored
+               bytes read into memory before the clock, then each read decodes them with libzstd
+               (the system's, through ctypes, which releases the GIL) on a thread pool of the usable
+               cores straight into a new array: what decoding these chunks costs on this host with
+               no reading, placing or scheduling around it. Whole-array read only, on stores whose
+               chunks are zstd-compressed whole slabs of the first dimension (else "not available").
 
 Measured per tool and workload, each in a fresh child process (so one tool's imports, caches and
 threads do not weigh on the next): time to first batch (from constructing the loader, store opening
@@ -89,6 +96,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import ctypes
+import ctypes.util
 import dataclasses
 import functools
 import importlib
@@ -117,14 +126,16 @@ DEFAULT_VARIABLES = [
     "geopotential",
     "specific_humidity",
 ]
-LOADERS = ("xbatcher", "tensorstore", "zarr-python", "zarrs", "insitubatch", "zarrstream", "zarrstream-block")
+BATCH_LOADERS = ("xbatcher", "tensorstore", "zarr-python", "zarrs", "insitubatch", "zarrstream", "zarrstream-block")
+# libzstd is no peer: the decoder alone, the whole-array read's reference on this host.
+LOADERS = (*BATCH_LOADERS, "libzstd")
 WORKLOADS = ("batches", "whole", "sharded")
 # The tools each workload runs (of those --loaders names): xbatcher + DataLoader and insitubatch are
 # batch loaders only, and a whole-array read has no shuffle.
 WORKLOAD_TOOLS = {
-    "batches": LOADERS,
-    "sharded": tuple(n for n in LOADERS if n != "xbatcher"),
-    "whole": ("tensorstore", "zarr-python", "zarrs", "zarrstream"),
+    "batches": BATCH_LOADERS,
+    "sharded": tuple(n for n in BATCH_LOADERS if n != "xbatcher"),
+    "whole": ("tensorstore", "zarr-python", "zarrs", "zarrstream", "libzstd"),
 }
 # What each loader's child imports before the clock starts (reported as import time).
 LOADER_IMPORTS = {
@@ -135,6 +146,7 @@ LOADER_IMPORTS = {
     "insitubatch": ("torch", "zarr", "obstore", "insitubatch"),
     "zarrstream": ("torch", "zarrstream"),
     "zarrstream-block": ("torch", "zarrstream"),
+    "libzstd": (),
 }
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -691,11 +703,96 @@ def whole_reader(name: str, w: Workload):
         import zarrstream
 
         return zarrstream.open_array(path).read
+    if name == "libzstd":
+        return libzstd_whole_reader(w)
     raise ValueError(f"{name} has no whole-array read")
+
+
+def libzstd_library() -> str | None:
+    return ctypes.util.find_library("zstd")
+
+
+def whole_zstd_slabs(w: Workload) -> tuple[dict, str | None]:
+    """The whole-array read's array as the libzstd row needs it: zstd chunks of whole slabs of the
+    first dimension (every later dimension whole, so a chunk's bytes are one contiguous run of the
+    array's) with no other codec than little-endian bytes. Returns (layout, why not or None)."""
+    path = Path(w.store) / w.whole_variable
+    if (path / "zarr.json").exists():
+        meta = json.loads((path / "zarr.json").read_text())
+        shape, chunks = meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"]
+        codecs = [c["name"] for c in meta["codecs"]]
+        endian = next((c.get("configuration", {}).get("endian") for c in meta["codecs"] if c["name"] == "bytes"),
+                      None)
+        encoding = meta.get("chunk_key_encoding", {"name": "default"})
+        separator = encoding.get("configuration", {}).get("separator", "/" if encoding["name"] == "default" else ".")
+        prefix = "c" + separator if encoding["name"] == "default" else ""
+        dtype = np.dtype(meta["data_type"])
+        if codecs != ["bytes", "zstd"] or (endian not in (None, "little")):
+            return {}, f"codecs {codecs}: the libzstd row reads zstd chunks with no other codec"
+    else:
+        meta = json.loads((path / ".zarray").read_text())
+        shape, chunks = meta["shape"], meta["chunks"]
+        prefix, separator = "", meta.get("dimension_separator") or "."
+        dtype = np.dtype(meta["dtype"])
+        compressor = (meta.get("compressor") or {}).get("id")
+        if compressor != "zstd" or meta.get("filters") or meta.get("order", "C") != "C" or dtype.byteorder == ">":
+            return {}, f"compressor {compressor}: the libzstd row reads zstd chunks with no filter"
+    if list(chunks[1:]) != list(shape[1:]):
+        return {}, f"chunks {chunks} of shape {shape}: not whole slabs of the first dimension"
+    keys = [prefix + separator.join([str(i)] + ["0"] * (len(shape) - 1))
+            for i in range(-(-shape[0] // chunks[0]))]
+    missing = [k for k in keys if not (path / k).exists()]
+    if missing:
+        return {}, f"chunk {missing[0]} is not stored (fill value): the libzstd row decodes every chunk"
+    return {"files": [str(path / k) for k in keys], "shape": shape, "rows": chunks[0], "dtype": dtype.str}, None
+
+
+def libzstd_whole_reader(w: Workload):
+    """The decoder alone: every chunk's stored bytes read into memory once (before the clock), then
+    each read decodes them with libzstd (the system's, through ctypes, which releases the GIL) on a
+    thread pool of the usable cores straight into a new array. No reader decodes these chunks with
+    less work on this host: the reference the readers' rates are bounded by."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    layout, why_not = whole_zstd_slabs(w)
+    if why_not:
+        raise ValueError(why_not)
+    lib = ctypes.CDLL(libzstd_library())
+    lib.ZSTD_decompress.restype = ctypes.c_size_t
+    lib.ZSTD_decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    lib.ZSTD_isError.restype = ctypes.c_uint
+    lib.ZSTD_versionString.restype = ctypes.c_char_p
+    RAN.update(library=libzstd_library(), version=lib.ZSTD_versionString().decode(), threads=w.cores)
+    blobs = [Path(f).read_bytes() for f in layout["files"]]
+    shape, dtype, rows = layout["shape"], np.dtype(layout["dtype"]), layout["rows"]
+    chunk_bytes = rows * int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    pool = ThreadPoolExecutor(w.cores)
+
+    def read() -> np.ndarray:
+        out = np.empty(shape, dtype)
+        flat = out.reshape(-1).view(np.uint8)
+
+        def decode(i: int) -> None:
+            # The last chunk may reach past the array's end: decoded whole, its rows inside kept.
+            room = min(chunk_bytes, flat.nbytes - i * chunk_bytes)
+            target = flat[i * chunk_bytes:] if room == chunk_bytes else np.empty(chunk_bytes, np.uint8)
+            n = lib.ZSTD_decompress(target.ctypes.data, chunk_bytes, blobs[i], len(blobs[i]))
+            if lib.ZSTD_isError(n) or n != chunk_bytes:
+                raise RuntimeError(f"{layout['files'][i]}: ZSTD_decompress gave {n}, not {chunk_bytes} bytes")
+            if room != chunk_bytes:
+                flat[i * chunk_bytes:] = target[:room]
+
+        list(pool.map(decode, range(len(blobs))))
+        return out
+
+    return read
 
 
 def loader_unavailable(name: str) -> str | None:
     """Why `name` cannot run here, or None."""
+    if name == "libzstd":
+        return None if libzstd_library() else "no libzstd shared library found (ctypes.util.find_library)"
     if name.startswith("zarrstream"):
         try:
             import zarrstream
@@ -728,6 +825,7 @@ def loader_config(w: Workload, name: str) -> dict:
             "zarr-python": {"api": "zarr.open_array(...)[...]", **zarr_python_pipeline(w)},
             "zarrs": {"api": "zarr.open_array(...)[...]", "codec_pipeline": "zarrs.ZarrsCodecPipeline"},
             "zarrstream": {"api": "zarrstream.open_array(...).read()"},
+            "libzstd": {"api": "ZSTD_decompress per chunk through ctypes, stored bytes in memory"},
         }[name] | {"variable": w.whole_variable, "repeats": w.whole_repeats}
     if name == "xbatcher":
         return {"num_workers": w.workers, "prefetch_factor": w.prefetch_factor if w.workers else None,
@@ -1303,9 +1401,10 @@ def main() -> int:
         for kind, wk in runs.items():
             results[kind] = {}
             for name in (n for n in loaders if n in WORKLOAD_TOOLS[kind]):
-                if unavailable[name]:
-                    print(f"{kind} {name}: not available ({unavailable[name]})")
-                    results[kind][name] = {"available": False, "reason": unavailable[name]}
+                reason = unavailable[name] or (name == "libzstd" and whole_zstd_slabs(wk)[1])
+                if reason:
+                    print(f"{kind} {name}: not available ({reason})")
+                    results[kind][name] = {"available": False, "reason": reason}
                     continue
                 print(f"{kind} {name}: running ...", file=sys.stderr, flush=True)
                 results[kind][name] = run_child(name, wk, tmp_dir, args.timeout)

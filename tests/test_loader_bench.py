@@ -9,6 +9,7 @@ memory sampler sums a whole process tree.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -150,10 +151,11 @@ def test_synth_store_every_workload_and_tool(tmp_path):
             assert rows[name]["config"]["shuffle"] == shuffle
             # The loader's own account of what it delivered: the start-up batch and the measured ones.
             assert rows[name]["loader_stats"]["samples"] == 1 * 2 + 4 * 2
-    assert list(results["whole"]) == ["tensorstore", "zarr-python", "zarrs", "zarrstream"]
+    assert list(results["whole"]) == ["tensorstore", "zarr-python", "zarrs", "zarrstream", "libzstd"]
     for r in results["whole"].values():
         check_whole(r, reads=2, nbytes=whole_bytes)
         assert r["config"]["variable"] == "temperature"
+    assert results["whole"]["libzstd"]["config"]["version"].startswith("1.")
     assert results["whole"]["zarr-python"]["config"]["codec_pipeline"].startswith(
         results["whole"]["zarr-python"]["config"]["read_through"])
     # One table: a row per workload and tool, each with its ratio to zarrstream's in that workload.
@@ -341,3 +343,49 @@ def test_memory_sampler_sums_the_process_tree():
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
+
+
+def test_libzstd_row_decodes_zstd_slabs_as_zarr_python_reads_them(tmp_path):
+    """The whole-array read's reference row (the decoder alone) on zarr-python's zstd arrays, v2 and
+    v3, with a last chunk past the array's end; what it cannot read is named, not misread."""
+    import numcodecs
+    import zarr
+
+    bench = load_bench("loader_bench")
+    if not bench.libzstd_library():
+        pytest.skip("no libzstd shared library on this machine")
+    values = np.random.default_rng(5).standard_normal((7, 4, 5)).astype(np.float32)
+    values[2, 1, 3] = np.nan
+    stores = {
+        2: dict(compressors=numcodecs.Zstd(level=1), filters=None),
+        3: dict(compressors=zarr.codecs.ZstdCodec(level=1)),
+    }
+    for zarr_format, options in stores.items():
+        path = tmp_path / f"v{zarr_format}.zarr"
+        group = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+        group.create_array("z", shape=values.shape, chunks=(3, 4, 5), dtype="f4", **options)[...] = values
+        w = bench.Workload(store=str(path), variables=["z"], batch_size=1, batches=1, epochs=1, seed=0,
+                           step_time=0, workers=0, prefetch_factor=3, dask_threads=4, mp_context=None,
+                           prefetch=1, ts_cache_bytes=0, cores=2, zarr_format=zarr_format,
+                           channels=[1], num_time=7, num_lat=4, num_lon=5, kind="whole", whole_variable="z",
+                           whole_repeats=1)
+        layout, why_not = bench.whole_zstd_slabs(w)
+        assert why_not is None and len(layout["files"]) == 3
+        read = bench.libzstd_whole_reader(w)
+        np.testing.assert_array_equal(read(), values)
+        np.testing.assert_array_equal(read(), values)  # again, into a new array
+
+    blosc = tmp_path / "blosc.zarr"
+    zarr.open_group(str(blosc), mode="w", zarr_format=2).create_array(
+        "z", shape=values.shape, chunks=(3, 4, 5), dtype="f4", compressors=numcodecs.Blosc())[...] = values
+    w = dataclasses.replace(w, store=str(blosc), zarr_format=2)
+    assert "compressor blosc" in bench.whole_zstd_slabs(w)[1]
+    with pytest.raises(ValueError, match="compressor blosc"):
+        bench.libzstd_whole_reader(w)
+    tiles = tmp_path / "tiles.zarr"
+    zarr.open_group(str(tiles), mode="w").create_array(
+        "z", shape=values.shape, chunks=(3, 2, 5), dtype="f4", compressors=zarr.codecs.ZstdCodec())[...] = values
+    assert "not whole slabs" in bench.whole_zstd_slabs(dataclasses.replace(w, store=str(tiles), zarr_format=3))[1]
+    (tmp_path / "v3.zarr" / "z" / "c" / "1" / "0" / "0").unlink()
+    assert "c/1/0/0 is not stored" in bench.whole_zstd_slabs(
+        dataclasses.replace(w, store=str(tmp_path / "v3.zarr"), zarr_format=3))[1]
