@@ -58,7 +58,9 @@ class CudaDriver {
   int driver_version() const { return driver_version_; }
 
   // Page-locks [data, data + size) for DMA by every device (cuMemHostRegister, PORTABLE). The
-  // range must stay allocated until UnregisterHost(data). Errors are kCuda and name the call.
+  // range must stay allocated until UnregisterHost(data). A large range's pages are first faulted
+  // in by several threads (PopulatePages): no other thread may write it during the call. Errors
+  // are kCuda and name the call.
   Status RegisterHost(void* data, size_t size) const;
   Status UnregisterHost(void* data) const;
   // Whether `data` lies in page-locked host memory (registered or allocated pinned).

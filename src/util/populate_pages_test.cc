@@ -1,0 +1,77 @@
+#include "util/populate_pages.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+namespace zarrstream {
+namespace {
+
+// Fresh anonymous memory: no page is in until touched.
+class FreshMapping {
+ public:
+  explicit FreshMapping(size_t bytes) : bytes_(bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    data_ = p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+  }
+  ~FreshMapping() {
+    if (data_ != nullptr) ::munmap(data_, bytes_);
+  }
+  FreshMapping(const FreshMapping&) = delete;
+  FreshMapping& operator=(const FreshMapping&) = delete;
+  std::byte* data() const { return data_; }
+
+  // How many of the pages in [offset, offset + bytes) are resident.
+  size_t ResidentPages(size_t offset, size_t bytes) const {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in((bytes + page - 1) / page);
+    if (::mincore(data_ + offset, bytes, in.data()) != 0) return 0;
+    size_t resident = 0;
+    for (unsigned char c : in) resident += c & 1;
+    return resident;
+  }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t bytes_;
+};
+
+TEST(PopulatePagesTest, FaultsEveryWholePageInAndKeepsTheContents) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t bytes = size_t{96} << 20;
+  FreshMapping mapping(bytes);
+  ASSERT_NE(mapping.data(), nullptr);
+  ASSERT_LT(mapping.ResidentPages(0, bytes), bytes / page / 2);
+  const char pattern[] = "kept";
+  for (size_t offset : {page + 7, bytes / 2, bytes - page}) {
+    std::memcpy(mapping.data() + offset, pattern, sizeof(pattern));
+  }
+
+  // From a start one byte into the first page to one byte short of the end: the whole pages.
+  PopulatePages(mapping.data() + 1, bytes - 2, 4);
+
+  EXPECT_EQ(mapping.ResidentPages(page, bytes - 2 * page), bytes / page - 2);
+  for (size_t offset : {page + 7, bytes / 2, bytes - page}) {
+    EXPECT_EQ(std::memcmp(mapping.data() + offset, pattern, sizeof(pattern)), 0) << offset;
+  }
+  for (size_t offset : {size_t{0} + page, bytes / 4, bytes - 2 * page}) {
+    EXPECT_EQ(mapping.data()[offset + 100], std::byte{0}) << offset;  // fresh pages stay zero
+  }
+}
+
+TEST(PopulatePagesTest, LeavesARangeTooSmallToShareToTheFirstTouch) {
+  const size_t bytes = size_t{48} << 20;  // one 32 MiB slice: no second thread to share it with
+  FreshMapping mapping(bytes);
+  ASSERT_NE(mapping.data(), nullptr);
+  PopulatePages(mapping.data(), bytes, 8);
+  EXPECT_EQ(mapping.ResidentPages(0, bytes), 0u);
+  PopulatePages(mapping.data(), bytes, 1);  // one thread: nothing gained over the first touch
+  EXPECT_EQ(mapping.ResidentPages(0, bytes), 0u);
+}
+
+}  // namespace
+}  // namespace zarrstream
