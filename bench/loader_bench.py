@@ -65,8 +65,11 @@ the time index of each sample, so that the harness can check what it got):
                bytes read into memory before the clock, then each read decodes them with libzstd
                (the system's, through ctypes, which releases the GIL) on a thread pool of the usable
                cores straight into a new array: what decoding these chunks costs on this host with
-               no reading, placing or scheduling around it. Whole-array read only, on stores whose
-               chunks are zstd-compressed whole slabs of the first dimension (else "not available").
+               no reading, placing or scheduling around it. Compare its CPU time per GB (cores busy
+               over GB/s) with a reader's: its rate is a Python thread pool handing out the chunks,
+               which a reader in C++ or Rust can pass at many threads. Whole-array read only, on
+               stores whose chunks are zstd-compressed whole slabs of the first dimension (else
+               "not available").
 
 Measured per tool and workload, each in a fresh child process (so one tool's imports, caches and
 threads do not weigh on the next): time to first batch (from constructing the loader, store opening
@@ -750,8 +753,8 @@ def whole_zstd_slabs(w: Workload) -> tuple[dict, str | None]:
 def libzstd_whole_reader(w: Workload):
     """The decoder alone: every chunk's stored bytes read into memory once (before the clock), then
     each read decodes them with libzstd (the system's, through ctypes, which releases the GIL) on a
-    thread pool of the usable cores straight into a new array. No reader decodes these chunks with
-    less work on this host: the reference the readers' rates are bounded by."""
+    thread pool of the usable cores straight into a new array: the decoder's own CPU time per GB on
+    this host, the least a reader of these chunks can spend."""
     from concurrent.futures import ThreadPoolExecutor
 
     layout, why_not = whole_zstd_slabs(w)
