@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -40,12 +41,22 @@ void PopulatePages(void* data, size_t size, unsigned max_threads) {
   const size_t slice = bytes / threads / page * page;
   std::vector<std::thread> workers;
   workers.reserve(threads - 1);
-  for (size_t i = 1; i < threads; ++i) {
-    const size_t length = i + 1 == threads ? bytes - i * slice : slice;
-    workers.emplace_back(PopulateSlice, reinterpret_cast<std::byte*>(start + i * slice), length,
-                         page);
+  // Slice i by a thread of its own; the slices whose thread could not be started (a process at
+  // its thread limit) by the calling thread, after its own.
+  size_t started = 1;
+  try {
+    for (; started < threads; ++started) {
+      const size_t length = started + 1 == threads ? bytes - started * slice : slice;
+      workers.emplace_back(PopulateSlice, reinterpret_cast<std::byte*>(start + started * slice),
+                           length, page);
+    }
+  } catch (const std::system_error&) {
   }
   PopulateSlice(reinterpret_cast<std::byte*>(start), slice, page);
+  if (started < threads) {
+    PopulateSlice(reinterpret_cast<std::byte*>(start + started * slice), bytes - started * slice,
+                  page);
+  }
   for (std::thread& worker : workers) worker.join();
 }
 
