@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # Arguments of a g++ compile command that a parse-only clang run drops (with their value, for the
-# first set).
+# first set). -Werror too: the check is for code clang rejects, as `make fuzz` builds without it.
 DROP_WITH_VALUE = {"-o", "-MF", "-MT", "-MQ"}
-DROP = {"-c", "-MD", "-MMD"}
+DROP = {"-c", "-MD", "-MMD", "-Werror"}
 
 
 def parse_command(entry: dict, source: str | None = None, include: list[str] = ()) -> list[str]:
