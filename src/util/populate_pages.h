@@ -9,7 +9,7 @@ namespace zarrstream {
 // The contents are kept: MADV_POPULATE_WRITE where the kernel has it (5.14), else each page read
 // and written back. For a range about to be page-locked: cuMemHostRegister faults in each missing
 // page on the calling thread, and the driver pins one range at a time, so a batch loader's first
-// buffers wait on each other (docs/loader.md, "GPU memory").
+// buffers wait on each other (docs/architecture.md, "pinned host memory").
 //
 // Threads: blocks the caller until every page is in; no other thread may write the range
 // meanwhile (a page read and written back would lose a concurrent write).
