@@ -4,33 +4,35 @@
 #include <cstdint>
 #include <cstring>
 
+#include "util/checked_size.h"
+
 namespace zarrstream {
 
 std::vector<int64_t> CStrides(std::span<const uint64_t> shape, size_t element_size) {
+  // The bytes inside dims d.. so far, saturating: a shape from metadata may declare more than
+  // INT64_MAX, and a stride past that is INT64_MAX.
   std::vector<int64_t> strides(shape.size());
-  int64_t stride = static_cast<int64_t>(element_size);
+  uint64_t bytes = element_size;
   for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = stride;
-    if (shape[d] > static_cast<uint64_t>(INT64_MAX) ||
-        __builtin_mul_overflow(stride, static_cast<int64_t>(shape[d]), &stride)) {
-      stride = INT64_MAX;
-    }
+    strides[d] = static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX));
+    bytes = SaturatingMul(bytes, shape[d]);
   }
   return strides;
 }
 
 bool IsCContiguous(std::span<const int64_t> strides, std::span<const uint64_t> shape,
                    size_t element_size) {
-  // The bytes inside dims d.. so far; past INT64_MAX (a shape from metadata can declare that many)
-  // no stride can equal it, so any further dim of extent above 1 is not contiguous.
-  int64_t expected = static_cast<int64_t>(element_size);
-  bool beyond = false;
+  // The bytes inside dims d.. so far, saturating; past INT64_MAX no stride can equal it, so any
+  // further dim of extent above 1 is not contiguous.
+  uint64_t expected = element_size;
   for (size_t d = shape.size(); d-- > 0;) {
     if (shape[d] == 0) return true;
     if (shape[d] == 1) continue;
-    if (beyond || strides[d] != expected) return false;
-    beyond = shape[d] > static_cast<uint64_t>(INT64_MAX) ||
-             __builtin_mul_overflow(expected, static_cast<int64_t>(shape[d]), &expected);
+    if (expected > static_cast<uint64_t>(INT64_MAX) ||
+        strides[d] != static_cast<int64_t>(expected)) {
+      return false;
+    }
+    expected = SaturatingMul(expected, shape[d]);
   }
   return true;
 }
