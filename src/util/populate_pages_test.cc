@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace zarrstream {
@@ -71,6 +75,58 @@ TEST(PopulatePagesTest, LeavesARangeTooSmallToShareToTheFirstTouch) {
   EXPECT_EQ(mapping.ResidentPages(0, bytes), 0u);
   PopulatePages(mapping.data(), bytes, 1);  // one thread: nothing gained over the first touch
   EXPECT_EQ(mapping.ResidentPages(0, bytes), 0u);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ZARRSTREAM_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ZARRSTREAM_UNDER_SANITIZER 1
+#endif
+#endif
+
+// The process's mapped bytes now (VmSize).
+size_t MappedBytes() {
+  size_t pages = 0;
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  if (std::fscanf(statm, "%zu", &pages) != 1) pages = 0;
+  std::fclose(statm);
+  return pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Maps `bytes` afresh, limits the process's address space to about what it has mapped (so that no
+// thread's stack can be mapped), faults the mapping in with up to 4 threads and exits 0 if every
+// page is in. Exits with another code if the premise does not hold (3: no mapping; 4: no limit;
+// 5: a thread could still start) or a page is missing (6).
+[[noreturn]] void PopulateWhereNoThreadCanStart(size_t bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  FreshMapping mapping(bytes);
+  if (mapping.data() == nullptr) std::_Exit(3);
+  const size_t mapped = MappedBytes();
+  const rlimit limit{mapped + (size_t{2} << 20), mapped + (size_t{2} << 20)};
+  if (mapped == 0 || ::setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+  try {
+    std::thread probe([] {});
+    probe.join();
+    std::_Exit(5);
+  } catch (const std::system_error&) {
+  }
+  PopulatePages(mapping.data(), bytes, 4);
+  std::_Exit(mapping.ResidentPages(0, bytes) == bytes / page ? 0 : 6);
+}
+
+// A process at a limit still gets every page faulted in, by the calling thread, rather than
+// std::system_error out of CudaDriver::RegisterHost. In a process of its own (the limit would
+// outlive the test), started afresh ("threadsafe" death tests re-execute the binary) so that no
+// stack freed by an earlier test's threads is cached for reuse.
+TEST(PopulatePagesTest, FaultsEveryPageInOnTheCallingThreadWhenNoThreadCanStart) {
+#ifdef ZARRSTREAM_UNDER_SANITIZER
+  GTEST_SKIP() << "a sanitizer's runtime needs address space beyond the limit this test sets";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Four 32 MiB slices: three threads asked for, none started.
+  EXPECT_EXIT(PopulateWhereNoThreadCanStart(size_t{128} << 20), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
