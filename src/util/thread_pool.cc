@@ -53,12 +53,26 @@ thread_local const ThreadPool* current_pool = nullptr;
 
 }  // namespace
 
+// Idle workers sleep on a stack, and a submitted task wakes the one that went idle last: a burst of
+// a few tasks (the chunks of one `a[t]`) runs on the same few threads call after call, whose
+// scratch buffers are faulted in and whose caches are warm, instead of rotating through every
+// worker of the pool as one shared condition variable's wake-ups do.
 struct ThreadPool::Workers {
+  // One worker's wake-up: set and taken off the `idle` stack by whoever wakes it.
+  struct Sleeper {
+    std::condition_variable cv;
+    bool woken = false;
+  };
+
   // Starts `count` threads running tasks for `pool`.
   Workers(const ThreadPool* pool, size_t count) : fork_generation(ForkGeneration()) {
     threads.reserve(count);
+    idle.reserve(count);
+    for (size_t i = 0; i < count; ++i) sleepers.push_back(std::make_unique<Sleeper>());
     try {
-      for (size_t i = 0; i < count; ++i) threads.emplace_back([this, pool] { Run(pool); });
+      for (size_t i = 0; i < count; ++i) {
+        threads.emplace_back([this, pool, i] { Run(pool, *sleepers[i]); });
+      }
     } catch (...) {
       // No destructor runs for a constructor that throws, and a joinable std::thread destroyed
       // aborts the process.
@@ -67,36 +81,54 @@ struct ThreadPool::Workers {
     }
   }
 
-  void Run(const ThreadPool* pool) {
+  void Run(const ThreadPool* pool, Sleeper& self) {
     current_pool = pool;
+    std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        cv.wait(lock, [this] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;  // stopping and drained
-        task = std::move(queue.front());
-        queue.pop_front();
+      while (queue.empty() && !stopping) {
+        self.woken = false;
+        idle.push_back(&self);
+        self.cv.wait(lock, [&self] { return self.woken; });
       }
+      if (queue.empty()) return;  // stopping and drained
+      std::function<void()> task = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
       task();
+      task = nullptr;  // its captures go before the lock is taken again
+      lock.lock();
     }
+  }
+
+  // Takes the worker that went idle last off the stack and returns it, to be notified once the
+  // lock is released; null when every worker is busy (one takes the task when it is done). Called
+  // with `mutex` held.
+  Sleeper* TakeIdle() {
+    if (idle.empty()) return nullptr;
+    Sleeper* sleeper = idle.back();
+    idle.pop_back();
+    sleeper->woken = true;
+    return sleeper;
   }
 
   // Runs the queued tasks and joins the threads.
   void Stop() {
+    std::vector<Sleeper*> woken;
     {
       std::lock_guard<std::mutex> lock(mutex);
       stopping = true;
+      while (Sleeper* sleeper = TakeIdle()) woken.push_back(sleeper);
     }
-    cv.notify_all();
+    for (Sleeper* sleeper : woken) sleeper->cv.notify_one();
     for (auto& t : threads) t.join();
   }
 
   const uint64_t fork_generation;  // the process the threads run in
   std::mutex mutex;
-  std::condition_variable cv;
   std::deque<std::function<void()>> queue;
   bool stopping = false;
+  std::vector<std::unique_ptr<Sleeper>> sleepers;  // one per thread, as long as the threads
+  std::vector<Sleeper*> idle;  // the sleeping workers, the one that went idle last on top
   std::vector<std::thread> threads;
 };
 
@@ -130,11 +162,13 @@ ThreadPool::Workers& ThreadPool::ForThisProcess() {
 
 void ThreadPool::Submit(std::function<void()> task) {
   Workers& workers = ForThisProcess();
+  Workers::Sleeper* sleeper;
   {
     std::lock_guard<std::mutex> lock(workers.mutex);
     workers.queue.push_back(std::move(task));
+    sleeper = workers.TakeIdle();
   }
-  workers.cv.notify_one();
+  if (sleeper != nullptr) sleeper->cv.notify_one();
 }
 
 bool ThreadPool::OnWorkerThread() const { return current_pool == this; }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
@@ -61,6 +62,34 @@ TEST(ThreadPoolDeathTest, WorkerThatCannotStartIsAnExceptionNotAnAbort) {
         }
       },
       testing::ExitedWithCode(0), "");
+}
+
+// Bursts of two tasks, each burst run to its end before the next: the workers that went idle last
+// take the next burst, so a few workers of sixteen run them all (the decode of an `a[t]`'s chunks
+// on threads whose scratch is faulted in and whose caches are warm). Woken first-come, the bursts
+// rotate through every worker. The pause between bursts lets the two workers go back to sleep (a
+// worker held up longer only adds one more thread to the count).
+TEST(ThreadPoolTest, BurstsRunOnTheWorkersThatWentIdleLast) {
+  ThreadPool pool(16);
+  std::mutex mutex;
+  std::condition_variable done;
+  std::vector<std::thread::id> ran;
+  for (int burst = 0; burst < 100; ++burst) {
+    for (int task = 0; task < 2; ++task) {
+      pool.Submit([&] {
+        std::lock_guard<std::mutex> lock(mutex);
+        ran.push_back(std::this_thread::get_id());
+        done.notify_all();
+      });
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    done.wait(lock, [&] { return ran.size() == 2u * (burst + 1); });
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::sort(ran.begin(), ran.end());
+  const size_t workers = std::unique(ran.begin(), ran.end()) - ran.begin();
+  EXPECT_LE(workers, 6u) << "200 tasks in bursts of two ran on " << workers << " of 16 workers";
 }
 
 TEST(UsableCoresTest, LocalRanksShareTheCores) {
