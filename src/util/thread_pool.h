@@ -47,7 +47,9 @@ class ThreadPool {
 
   size_t num_threads() const { return num_threads_; }
 
-  // Queues `task` to run on a worker. Thread-safe. In a fork()ed child, the first call starts this
+  // Queues `task` to run on a worker. Thread-safe. Tasks start in the order they were submitted;
+  // an idle worker is woken for each, the one that went idle last, so that a few tasks at a time
+  // keep running on the same (warm) workers. In a fork()ed child, the first call starts this
   // process's workers (throwing std::system_error, as the constructor, where none can start).
   void Submit(std::function<void()> task);
 
