@@ -100,9 +100,9 @@ struct ThreadPool::Workers {
     }
   }
 
-  // Takes the worker that went idle last off the stack and returns it, to be notified once the
-  // lock is released; null when every worker is busy (one takes the task when it is done). Called
-  // with `mutex` held.
+  // Takes the worker that went idle last off the stack and returns it, to be notified (its sleeper
+  // lives as long as the workers, so the lock need not be held for that); null when every worker
+  // is busy (one takes the task when it is done). Called with `mutex` held.
   Sleeper* TakeIdle() {
     if (idle.empty()) return nullptr;
     Sleeper* sleeper = idle.back();
@@ -113,13 +113,11 @@ struct ThreadPool::Workers {
 
   // Runs the queued tasks and joins the threads.
   void Stop() {
-    std::vector<Sleeper*> woken;
     {
       std::lock_guard<std::mutex> lock(mutex);
       stopping = true;
-      while (Sleeper* sleeper = TakeIdle()) woken.push_back(sleeper);
+      while (Sleeper* sleeper = TakeIdle()) sleeper->cv.notify_one();
     }
-    for (Sleeper* sleeper : woken) sleeper->cv.notify_one();
     for (auto& t : threads) t.join();
   }
 
