@@ -2,15 +2,15 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include "util/address_space_test_util.h"
 
 namespace zarrstream {
 namespace {
@@ -85,16 +85,6 @@ TEST(PopulatePagesTest, LeavesARangeTooSmallToShareToTheFirstTouch) {
 #endif
 #endif
 
-// The process's mapped bytes now (VmSize).
-size_t MappedBytes() {
-  size_t pages = 0;
-  std::FILE* statm = std::fopen("/proc/self/statm", "r");
-  if (statm == nullptr) return 0;
-  if (std::fscanf(statm, "%zu", &pages) != 1) pages = 0;
-  std::fclose(statm);
-  return pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-}
-
 // Maps `bytes` afresh, limits the process's address space to about what it has mapped (so that no
 // thread's stack can be mapped), faults the mapping in with up to 4 threads and exits 0 if every
 // page is in. Exits with another code if the premise does not hold (3: no mapping; 4: no limit;
@@ -103,9 +93,7 @@ size_t MappedBytes() {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   FreshMapping mapping(bytes);
   if (mapping.data() == nullptr) std::_Exit(3);
-  const size_t mapped = MappedBytes();
-  const rlimit limit{mapped + (size_t{2} << 20), mapped + (size_t{2} << 20)};
-  if (mapped == 0 || ::setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+  if (!LimitAddressSpaceToMappedPlus(size_t{2} << 20)) std::_Exit(4);
   try {
     std::thread probe([] {});
     probe.join();

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <new>
 #include <string>
@@ -19,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/address_space_test_util.h"
 #include "util/fork_test_util.h"
 
 namespace zarrstream {
@@ -35,11 +34,7 @@ TEST(UsableCoresTest, CountsTheAffinityAndDefaultPoolsFollowIt) {
 // Lets this process start about three more threads: 1 GiB stacks, and an address space of what
 // it maps now plus 3.5 GiB.
 void LeaveRoomForThreeThreads() {
-  long pages = 0;
-  std::ifstream("/proc/self/statm") >> pages;
-  const rlim_t now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
-  const rlimit limit{now + (rlim_t{7} << 29), now + (rlim_t{7} << 29)};
-  setrlimit(RLIMIT_AS, &limit);
+  LimitAddressSpaceToMappedPlus(size_t{7} << 29);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, size_t{1} << 30);
